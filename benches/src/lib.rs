@@ -1,0 +1,1 @@
+//! minikafka benches: criterion micro-benches (`benches/`) and, later, the `mk-bench` harness.

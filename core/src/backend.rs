@@ -1,0 +1,134 @@
+//! The I/O boundary: the traits a backend implements and the broker drives.
+//!
+//! Contract:
+//! - Core *declares* this interface and never calls it: defining a trait performs no I/O.
+//!   It lives here so both backends and the broker see it without depending on each other.
+//! - One backend instance per shard (per core). Futures are `!Send` (glommio's are, and so are
+//!   shard-local structures): methods are plain `async fn`s with no `Send` bound.
+//! - Buffers are owned and handed back (`(result, buf)`), so an io_uring backend can own a
+//!   buffer while the kernel uses it, and callers reuse allocations.
+//! - Errors are `std::io::Error`, unchanged from the OS, so callers can tell ENOSPC from EIO.
+#![allow(async_fn_in_trait)]
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Index of a shard: one executor thread (pinned to a core where the backend supports it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId(pub usize);
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read and write; create the file if missing.
+    ReadWriteCreate,
+    /// Read and write; create the file, failing if it exists.
+    CreateNew,
+    /// Read and write an existing file.
+    ReadWrite,
+    /// Read only, existing file.
+    ReadOnly,
+}
+
+/// An open file. Reads and writes are positional; there is no cursor.
+pub trait BackendFile: 'static {
+    /// Reads up to `len` bytes at `pos` into `buf` (cleared first; its capacity is reused).
+    /// Returns fewer bytes only at end of file. The buffer is handed back in every case.
+    async fn read_at(&self, buf: Vec<u8>, pos: u64, len: usize) -> (io::Result<()>, Vec<u8>);
+
+    /// Writes all of `buf` at `pos`. A short write is retried until done or an error occurs;
+    /// on error some prefix may have reached the file (a torn write). The buffer is handed back.
+    async fn write_at(&self, buf: Vec<u8>, pos: u64) -> (io::Result<()>, Vec<u8>);
+
+    /// Makes the file's data durable: `fdatasync` on Linux, `fcntl(F_FULLFSYNC)` on macOS.
+    /// After an error, nothing written before may be assumed durable (invariant I8).
+    async fn sync_data(&self) -> io::Result<()>;
+
+    /// Sets the file's length (truncating a torn tail, or preallocating nothing).
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    async fn len(&self) -> io::Result<u64>;
+
+    /// Closes the file, reporting any error the OS held back.
+    async fn close(self) -> io::Result<()>;
+}
+
+/// A connected TCP stream, readable and writable with the `futures` I/O traits.
+pub trait BackendStream: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static {}
+
+impl<T: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static> BackendStream for T {}
+
+/// A listening TCP socket.
+pub trait BackendListener: 'static {
+    /// The stream type this listener accepts.
+    type Stream: BackendStream;
+
+    /// Waits for the next connection.
+    async fn accept(&self) -> io::Result<(Self::Stream, SocketAddr)>;
+
+    /// The address actually bound (useful after binding port 0).
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// One shard's view of the operating system: files, directories, TCP, timers, tasks.
+pub trait Backend: Clone + 'static {
+    /// Open file handle.
+    type File: BackendFile;
+    /// Listening socket.
+    type Listener: BackendListener;
+
+    /// A short name for logs ("uring", "portable").
+    fn name(&self) -> &'static str;
+
+    /// This instance's shard.
+    fn shard(&self) -> ShardId;
+
+    /// Opens (or creates) a file.
+    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File>;
+
+    /// Removes a file. Open handles keep working until dropped (POSIX unlink semantics).
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Renames a file atomically within one directory.
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Creates a directory and its parents.
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+
+    /// Removes a directory and everything in it.
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+
+    /// Lists the entries of a directory (full paths), in no particular order.
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+
+    /// Makes a directory's entries (creations, renames, removals) durable.
+    async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+
+    /// Binds a TCP listener. Every shard may bind the same address (`SO_REUSEPORT`), so the
+    /// kernel spreads connections over shards.
+    async fn listen(&self, addr: SocketAddr) -> io::Result<Self::Listener>;
+
+    /// Connects a TCP stream (for clients and tests).
+    async fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> io::Result<<Self::Listener as BackendListener>::Stream>;
+
+    /// Completes after `duration`.
+    async fn sleep(&self, duration: Duration);
+
+    /// Runs `task` on this shard, detached.
+    fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F);
+
+    /// Starts `count` shards, one executor thread each, and runs `main(backend)` on every one;
+    /// returns when all of them have finished. `main` is `Send + Sync` because it is shared by
+    /// the threads; the futures it returns are not (they stay on their shard).
+    fn run_shards<F, Fut>(count: usize, main: F) -> io::Result<()>
+    where
+        F: Fn(Self) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + 'static;
+}

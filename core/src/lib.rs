@@ -1,0 +1,32 @@
+//! # minikafka-core
+//!
+//! The sans-IO heart of minikafka. Every storage and protocol *decision* lives here; every byte
+//! moved and every clock read lives in the callers (the broker and its backends).
+//!
+//! This crate never touches a file, a socket, a thread or a clock: a test
+//! (`tests/no_io.rs`) fails the build if it does. Time enters as a value (`now_ms`).
+//! Nothing here allocates a size taken from untrusted bytes without first checking it
+//! against the bytes actually present.
+//!
+//! Modules, each with its contract at the top:
+//! - [`types`]: newtypes for offsets and file positions.
+//! - [`record`]: Kafka record batch format v2 — parse, validate, patch, iterate.
+//! - [`index`]: the sparse offset index — placement, floor lookup, validation.
+//! - [`fetch`]: plan a read from an index floor.
+//! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
+//! - [`retention`]: which segments to delete.
+//! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
+//! - [`backend`]: the I/O interface that backends implement and the broker drives.
+//!
+//! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod fetch;
+pub mod index;
+pub mod record;
+pub mod recovery;
+pub mod retention;
+pub mod sync;
+pub mod types;
+pub mod wakeup;

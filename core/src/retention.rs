@@ -1,0 +1,1 @@
+//! retention (being written)

@@ -1,0 +1,1 @@
+//! wakeup (being written)
