@@ -1,0 +1,1 @@
+//! Backend conformance (being written).

@@ -1,0 +1,1 @@
+//! Fault-injecting backend wrapper (being written).

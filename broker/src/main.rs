@@ -1,0 +1,4 @@
+//! The `minikafka` binary (being written).
+fn main() {
+    println!("minikafka: broker not yet implemented");
+}
