@@ -1,1 +1,873 @@
-//! Fault-injecting backend wrapper (being written).
+//! Fault injection: [`FaultyBackend`] wraps any [`Backend`] and fails its filesystem calls as
+//! a shared [`FaultPlan`] says, so crash, torn-write, ENOSPC and failed-sync paths (I5, I8)
+//! can be tested on a real file system.
+//!
+//! Contract:
+//! - Inputs: an inner backend and a [`FaultPlan`] handle (`Arc<Mutex>`, cloneable, settable
+//!   from any thread while shards run).
+//! - Counted: every filesystem call (the [`FileOp`]s: `open`, directory calls and every call on
+//!   a file) increments the plan's op counter exactly once, before anything else, whether it
+//!   then succeeds, fails or is faulted. TCP, timers and tasks pass straight through, uncounted.
+//! - Faults, checked in this order for each call:
+//!   1. crash ([`FaultPlan::fail_after`]): every call at or past the crash point fails with
+//!      EIO (raw OS error 5) and does nothing;
+//!   2. `write_at` only: ENOSPC ([`FaultPlan::enospc_on_write`], raw OS error 28) without
+//!      writing a byte, while set;
+//!   3. `write_at` only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
+//!      bytes only, then fails with EIO; it fires once;
+//!   4. `sync_data` and `sync_dir`: EIO while [`FaultPlan::eio_on_sync`] is set, without
+//!      syncing.
+//! - Deterministic: the same plan (seed included) and the same sequence of calls inject the
+//!   same faults. The only randomness is a SplitMix64 generator seeded by
+//!   [`FaultPlan::with_seed`], drawn from only by the `*_randomly*` methods.
+//! - Never: alters a call that is not faulted, retries, or fakes success.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+
+/// Raw OS error number of EIO (the same on Linux and macOS).
+pub const EIO_RAW: i32 = 5;
+/// Raw OS error number of ENOSPC (the same on Linux and macOS).
+pub const ENOSPC_RAW: i32 = 28;
+
+/// A filesystem call, as counted by a [`FaultPlan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileOp {
+    /// `Backend::open`.
+    Open,
+    /// `Backend::remove_file`.
+    RemoveFile,
+    /// `Backend::rename`.
+    Rename,
+    /// `Backend::create_dir_all`.
+    CreateDirAll,
+    /// `Backend::remove_dir_all`.
+    RemoveDirAll,
+    /// `Backend::list_dir`.
+    ListDir,
+    /// `Backend::sync_dir`.
+    SyncDir,
+    /// `BackendFile::read_at`.
+    ReadAt,
+    /// `BackendFile::write_at`.
+    WriteAt,
+    /// `BackendFile::sync_data`.
+    SyncData,
+    /// `BackendFile::truncate`.
+    Truncate,
+    /// `BackendFile::len`.
+    Len,
+    /// `BackendFile::close`.
+    Close,
+}
+
+/// How a pending torn write picks its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tear {
+    /// Exactly this many bytes (at most the buffer's length).
+    AtByte(usize),
+    /// A length drawn from the seeded generator, below the buffer's length.
+    Random,
+}
+
+/// SplitMix64: a tiny, well-mixed, seedable generator; enough to pick fault points.
+#[derive(Clone, Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..bound` (`bound` > 0); the modulo bias is irrelevant for fault points.
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next_u64() % bound
+    }
+}
+
+#[derive(Debug)]
+struct PlanState {
+    seed: u64,
+    rng: SplitMix64,
+    op_count: u64,
+    crash_at_op: Option<u64>,
+    tear: Option<Tear>,
+    enospc_on_write: bool,
+    eio_on_sync: bool,
+    injected_count: u64,
+}
+
+/// What the plan decided for one call.
+#[derive(Debug)]
+enum Verdict {
+    /// Run the call unchanged.
+    Proceed,
+    /// Fail with this error without running the call.
+    Fail(io::Error),
+    /// `write_at` only: write this many leading bytes, then fail with EIO.
+    Tear(usize),
+}
+
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(EIO_RAW)
+}
+
+/// The faults a [`FaultyBackend`] injects. A cheap handle: clones share one plan, so a test
+/// keeps one and changes it while shards run.
+#[derive(Clone, Debug)]
+pub struct FaultPlan {
+    state: Arc<Mutex<PlanState>>,
+}
+
+impl Default for FaultPlan {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultPlan {
+    /// A plan that injects nothing, seeded with 0.
+    pub fn new() -> Self {
+        Self::with_seed(0)
+    }
+
+    /// A plan that injects nothing yet, whose random choices follow `seed`.
+    pub fn with_seed(seed: u64) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(PlanState {
+                seed,
+                rng: SplitMix64(seed),
+                op_count: 0,
+                crash_at_op: None,
+                tear: None,
+                enospc_on_write: false,
+                eio_on_sync: false,
+                injected_count: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PlanState> {
+        // A panicking test thread must not hide the plan from the others.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The seed this plan was made with (log it to replay a failure).
+    pub fn seed(&self) -> u64 {
+        self.lock().seed
+    }
+
+    /// Crash: the next `n_ops` filesystem calls run normally, and every one after them fails
+    /// with EIO (raw OS error 5) without doing anything, until [`FaultPlan::heal`].
+    pub fn fail_after(&self, n_ops: u64) {
+        let mut state = self.lock();
+        state.crash_at_op = Some(state.op_count.saturating_add(n_ops));
+    }
+
+    /// Crash at a seeded random point: picks `n` in `0..=max_ops`, calls
+    /// [`FaultPlan::fail_after`]`(n)` and returns `n`.
+    pub fn crash_randomly_within(&self, max_ops: u64) -> u64 {
+        let mut state = self.lock();
+        let n_ops = state.rng.below(max_ops.saturating_add(1).max(1));
+        state.crash_at_op = Some(state.op_count.saturating_add(n_ops));
+        n_ops
+    }
+
+    /// The next `write_at` writes only its first `byte` bytes (all of them if the buffer is
+    /// shorter), then returns EIO. Fires once.
+    pub fn tear_next_write_at(&self, byte: usize) {
+        self.lock().tear = Some(Tear::AtByte(byte));
+    }
+
+    /// The next `write_at` writes a seeded random prefix strictly shorter than its buffer (none
+    /// of an empty buffer), then returns EIO. Fires once.
+    pub fn tear_next_write_randomly(&self) {
+        self.lock().tear = Some(Tear::Random);
+    }
+
+    /// While `on`, every `write_at` fails with ENOSPC (raw OS error 28) without writing.
+    pub fn enospc_on_write(&self, on: bool) {
+        self.lock().enospc_on_write = on;
+    }
+
+    /// While `on`, `sync_data` and `sync_dir` fail with EIO (raw OS error 5) without syncing.
+    pub fn eio_on_sync(&self, on: bool) {
+        self.lock().eio_on_sync = on;
+    }
+
+    /// Clears every fault (crash point, pending tear, ENOSPC, sync EIO). Counters and the
+    /// generator's position are kept.
+    pub fn heal(&self) {
+        let mut state = self.lock();
+        state.crash_at_op = None;
+        state.tear = None;
+        state.enospc_on_write = false;
+        state.eio_on_sync = false;
+    }
+
+    /// Filesystem calls seen so far (faulted or not).
+    pub fn op_count(&self) -> u64 {
+        self.lock().op_count
+    }
+
+    /// Faults injected so far.
+    pub fn injected_count(&self) -> u64 {
+        self.lock().injected_count
+    }
+
+    /// Whether the crash has happened: at least one call was refused at or past the crash
+    /// point (so a workload shorter than the point never crashed).
+    pub fn is_crashed(&self) -> bool {
+        let state = self.lock();
+        state.crash_at_op.is_some_and(|at| state.op_count > at)
+    }
+
+    /// Counts one call and decides its fate (see the module docs for the order).
+    fn admit(&self, op: FileOp, write_bytes: usize) -> Verdict {
+        let mut state = self.lock();
+        let index = state.op_count;
+        state.op_count += 1;
+        let verdict = if state.crash_at_op.is_some_and(|at| index >= at) {
+            Verdict::Fail(eio())
+        } else {
+            match op {
+                FileOp::WriteAt if state.enospc_on_write => {
+                    Verdict::Fail(io::Error::from_raw_os_error(ENOSPC_RAW))
+                }
+                FileOp::WriteAt => match state.tear.take() {
+                    Some(Tear::AtByte(byte)) => Verdict::Tear(byte.min(write_bytes)),
+                    Some(Tear::Random) if write_bytes == 0 => Verdict::Tear(0),
+                    Some(Tear::Random) => {
+                        let byte = state.rng.below(write_bytes as u64);
+                        // `byte` < `write_bytes`, which is a usize.
+                        Verdict::Tear(usize::try_from(byte).unwrap_or(0))
+                    }
+                    None => Verdict::Proceed,
+                },
+                FileOp::SyncData | FileOp::SyncDir if state.eio_on_sync => Verdict::Fail(eio()),
+                _ => Verdict::Proceed,
+            }
+        };
+        if !matches!(verdict, Verdict::Proceed) {
+            state.injected_count += 1;
+        }
+        verdict
+    }
+
+    /// [`FaultPlan::admit`] for calls that have no partial outcome: `Err` if faulted.
+    fn gate(&self, op: FileOp) -> io::Result<()> {
+        match self.admit(op, 0) {
+            Verdict::Proceed => Ok(()),
+            Verdict::Fail(e) => Err(e),
+            // Only WriteAt tears, and it does not go through `gate`.
+            Verdict::Tear(_) => Err(eio()),
+        }
+    }
+}
+
+/// A backend whose filesystem calls fail as its [`FaultPlan`] says. Clones share the plan.
+#[derive(Clone, Debug)]
+pub struct FaultyBackend<B> {
+    inner: B,
+    plan: FaultPlan,
+}
+
+impl<B: Backend> FaultyBackend<B> {
+    /// Wraps `inner`; faults follow `plan`.
+    pub fn new(inner: B, plan: FaultPlan) -> Self {
+        Self { inner, plan }
+    }
+
+    /// The plan driving this backend (shared with every clone and file).
+    pub fn plan(&self) -> &FaultPlan {
+        &self.plan
+    }
+
+    /// The wrapped backend (calls through it bypass the plan).
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    /// Like [`Backend::run_shards`], with every shard's backend following `plan`.
+    pub fn run_shards_with_plan<F, Fut>(count: usize, plan: FaultPlan, main: F) -> io::Result<()>
+    where
+        F: Fn(Self) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        B::run_shards(count, move |inner| {
+            main(FaultyBackend {
+                inner,
+                plan: plan.clone(),
+            })
+        })
+    }
+}
+
+/// A file of a [`FaultyBackend`].
+#[derive(Debug)]
+pub struct FaultyFile<F> {
+    inner: F,
+    plan: FaultPlan,
+}
+
+impl<F: BackendFile> BackendFile for FaultyFile<F> {
+    async fn read_at(&self, buf: Vec<u8>, pos: u64, len: usize) -> (io::Result<()>, Vec<u8>) {
+        match self.plan.gate(FileOp::ReadAt) {
+            Ok(()) => self.inner.read_at(buf, pos, len).await,
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    async fn write_at(&self, buf: Vec<u8>, pos: u64) -> (io::Result<()>, Vec<u8>) {
+        match self.plan.admit(FileOp::WriteAt, buf.len()) {
+            Verdict::Proceed => self.inner.write_at(buf, pos).await,
+            Verdict::Fail(e) => (Err(e), buf),
+            Verdict::Tear(byte) => {
+                if byte > 0 {
+                    let (written, _) = self.inner.write_at(buf[..byte].to_vec(), pos).await;
+                    if let Err(e) = written {
+                        return (Err(e), buf);
+                    }
+                }
+                (Err(eio()), buf)
+            }
+        }
+    }
+
+    async fn sync_data(&self) -> io::Result<()> {
+        self.plan.gate(FileOp::SyncData)?;
+        self.inner.sync_data().await
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.plan.gate(FileOp::Truncate)?;
+        self.inner.truncate(len).await
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        self.plan.gate(FileOp::Len)?;
+        self.inner.len().await
+    }
+
+    /// Closes the inner file unless faulted; a faulted close drops it instead (as a crash would).
+    async fn close(self) -> io::Result<()> {
+        self.plan.gate(FileOp::Close)?;
+        self.inner.close().await
+    }
+}
+
+impl<B: Backend> Backend for FaultyBackend<B> {
+    type File = FaultyFile<B::File>;
+    type Listener = B::Listener;
+
+    fn name(&self) -> &'static str {
+        "faulty"
+    }
+
+    fn shard(&self) -> ShardId {
+        self.inner.shard()
+    }
+
+    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File> {
+        self.plan.gate(FileOp::Open)?;
+        Ok(FaultyFile {
+            inner: self.inner.open(path, mode).await?,
+            plan: self.plan.clone(),
+        })
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::RemoveFile)?;
+        self.inner.remove_file(path).await
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::Rename)?;
+        self.inner.rename(from, to).await
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::CreateDirAll)?;
+        self.inner.create_dir_all(path).await
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::RemoveDirAll)?;
+        self.inner.remove_dir_all(path).await
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        self.plan.gate(FileOp::ListDir)?;
+        self.inner.list_dir(path).await
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::SyncDir)?;
+        self.inner.sync_dir(path).await
+    }
+
+    async fn listen(&self, addr: SocketAddr) -> io::Result<Self::Listener> {
+        self.inner.listen(addr).await
+    }
+
+    async fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> io::Result<<Self::Listener as BackendListener>::Stream> {
+        self.inner.connect(addr).await
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        self.inner.sleep(duration).await;
+    }
+
+    fn spawn_local<F: std::future::Future<Output = ()> + 'static>(&self, task: F) {
+        self.inner.spawn_local(task);
+    }
+
+    /// Runs `B`'s shards with one fresh [`FaultPlan`] (seed 0, no faults) shared by all of
+    /// them; reach it with [`FaultyBackend::plan`]. Use
+    /// [`FaultyBackend::run_shards_with_plan`] to choose the plan.
+    fn run_shards<F, Fut>(count: usize, main: F) -> io::Result<()>
+    where
+        F: Fn(Self) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        Self::run_shards_with_plan(count, FaultPlan::new(), main)
+    }
+}
+
+/// Checks that each fault fires as specified, through the trait alone, so they run on every
+/// backend. Each takes a [`FaultyBackend`] (whose plan it heals first) and a scratch directory.
+pub mod checks {
+    use super::*;
+
+    fn step<T>(what: &str, result: io::Result<T>) -> Result<T, String> {
+        result.map_err(|e| format!("{what}: unexpected error: {e}"))
+    }
+
+    fn expect_raw<T>(what: &str, result: io::Result<T>, raw: i32) -> Result<(), String> {
+        match result {
+            Ok(_) => Err(format!("{what}: succeeded, expected raw OS error {raw}")),
+            Err(e) if e.raw_os_error() == Some(raw) => Ok(()),
+            Err(e) => Err(format!("{what}: got {e}, expected raw OS error {raw}")),
+        }
+    }
+
+    fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+        if condition {
+            Ok(())
+        } else {
+            Err(message())
+        }
+    }
+
+    /// Reads the whole file at `path` through the inner backend (bypassing the plan).
+    async fn contents<B: Backend>(backend: &B, path: &Path) -> Result<Vec<u8>, String> {
+        let file = step("inner open", backend.open(path, OpenMode::ReadOnly).await)?;
+        let len = step("inner len", file.len().await)?;
+        let len = usize::try_from(len).map_err(|_| "file too large".to_string())?;
+        let (result, buf) = file.read_at(Vec::new(), 0, len).await;
+        step("inner read_at", result)?;
+        step("inner close", file.close().await)?;
+        Ok(buf)
+    }
+
+    async fn fresh_file<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+        name: &str,
+    ) -> Result<(PathBuf, FaultyFile<B::File>), String> {
+        step("create_dir_all", backend.create_dir_all(dir).await)?;
+        let path = dir.join(name);
+        let file = step("open", backend.open(&path, OpenMode::CreateNew).await)?;
+        Ok((path, file))
+    }
+
+    /// `fail_after(n)`: the next `n` calls succeed, then every filesystem call of every kind
+    /// fails with EIO and changes nothing; timers still work; `heal`
+    /// ends the crash.
+    pub async fn check_fail_after<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let plan = backend.plan();
+        plan.heal();
+        let (path, file) = fresh_file(backend, dir, "crash").await?;
+        plan.fail_after(2);
+        let (r, _) = file.write_at(b"before".to_vec(), 0).await;
+        step("write_at before the crash point", r)?;
+        step("sync_data before the crash point", file.sync_data().await)?;
+        ensure(!plan.is_crashed(), || "crashed too early".to_string())?;
+        let (r, back) = file.write_at(b"after".to_vec(), 6).await;
+        expect_raw("write_at after the crash point", r, EIO_RAW)?;
+        ensure(back == b"after", || "buffer not handed back".to_string())?;
+        ensure(plan.is_crashed(), || {
+            "is_crashed() is false past the point".to_string()
+        })?;
+        let (r, _) = file.read_at(Vec::new(), 0, 6).await;
+        expect_raw("read_at", r, EIO_RAW)?;
+        expect_raw("sync_data", file.sync_data().await, EIO_RAW)?;
+        expect_raw("truncate", file.truncate(0).await, EIO_RAW)?;
+        expect_raw("len", file.len().await, EIO_RAW)?;
+        expect_raw(
+            "open",
+            backend.open(&path, OpenMode::ReadOnly).await,
+            EIO_RAW,
+        )?;
+        expect_raw("list_dir", backend.list_dir(dir).await, EIO_RAW)?;
+        expect_raw("sync_dir", backend.sync_dir(dir).await, EIO_RAW)?;
+        expect_raw(
+            "create_dir_all",
+            backend.create_dir_all(&dir.join("x")).await,
+            EIO_RAW,
+        )?;
+        let moved = dir.join("moved");
+        expect_raw("rename", backend.rename(&path, &moved).await, EIO_RAW)?;
+        expect_raw("remove_file", backend.remove_file(&path).await, EIO_RAW)?;
+        expect_raw("remove_dir_all", backend.remove_dir_all(dir).await, EIO_RAW)?;
+        expect_raw("close", file.close().await, EIO_RAW)?;
+        backend.sleep(Duration::from_millis(1)).await;
+        ensure(plan.injected_count() >= 12, || {
+            format!(
+                "{} faults injected, expected at least 12",
+                plan.injected_count()
+            )
+        })?;
+        // Nothing faulted changed the disk: only the pre-crash write is there.
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"before", || format!("file holds {on_disk:?}"))?;
+        plan.heal();
+        step("list_dir after heal", backend.list_dir(dir).await).map(drop)
+    }
+
+    /// `tear_next_write_at(byte)`: the next `write_at` writes exactly its first `byte` bytes
+    /// and returns EIO (handing the whole buffer back); the write after it is whole again.
+    pub async fn check_torn_write<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let plan = backend.plan();
+        plan.heal();
+        let (path, file) = fresh_file(backend, dir, "torn").await?;
+        let (r, _) = file.write_at(b"0123456789".to_vec(), 0).await;
+        step("first write_at", r)?;
+        plan.tear_next_write_at(3);
+        let (r, back) = file.write_at(b"abcdef".to_vec(), 10).await;
+        expect_raw("torn write_at", r, EIO_RAW)?;
+        ensure(back == b"abcdef", || {
+            format!("buffer handed back: {back:?}")
+        })?;
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"0123456789abc", || {
+            format!(
+                "after a tear at byte 3 the file holds {:?}",
+                String::from_utf8_lossy(&on_disk)
+            )
+        })?;
+        let (r, _) = file.write_at(b"XY".to_vec(), 13).await;
+        step("write_at after the tear (tears fire once)", r)?;
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"0123456789abcXY", || {
+            format!("file holds {:?}", String::from_utf8_lossy(&on_disk))
+        })?;
+        // A tear at 0 writes nothing; a tear past the end writes everything, then fails.
+        plan.tear_next_write_at(0);
+        let (r, _) = file.write_at(b"zz".to_vec(), 0).await;
+        expect_raw("tear at byte 0", r, EIO_RAW)?;
+        plan.tear_next_write_at(100);
+        let (r, _) = file.write_at(b"!!".to_vec(), 15).await;
+        expect_raw("tear past the buffer", r, EIO_RAW)?;
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"0123456789abcXY!!", || {
+            format!("file holds {:?}", String::from_utf8_lossy(&on_disk))
+        })?;
+        step("close", file.close().await)
+    }
+
+    /// `enospc_on_write(true)`: every `write_at` fails with ENOSPC and writes nothing, other
+    /// calls work; clearing it lets writes through again.
+    pub async fn check_enospc_on_write<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let plan = backend.plan();
+        plan.heal();
+        let (path, file) = fresh_file(backend, dir, "full").await?;
+        let (r, _) = file.write_at(b"abc".to_vec(), 0).await;
+        step("write_at before ENOSPC", r)?;
+        plan.enospc_on_write(true);
+        for attempt in 0..3u64 {
+            let (r, back) = file.write_at(b"more".to_vec(), 3 + attempt).await;
+            expect_raw("write_at while ENOSPC", r, ENOSPC_RAW)?;
+            ensure(back == b"more", || "buffer not handed back".to_string())?;
+        }
+        step("sync_data while ENOSPC", file.sync_data().await)?;
+        step("len while ENOSPC", file.len().await)?;
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"abc", || {
+            format!("ENOSPC writes changed the file: {on_disk:?}")
+        })?;
+        plan.enospc_on_write(false);
+        let (r, _) = file.write_at(b"def".to_vec(), 3).await;
+        step("write_at after clearing ENOSPC", r)?;
+        let on_disk = contents(backend.inner(), &path).await?;
+        ensure(on_disk == b"abcdef", || format!("file holds {on_disk:?}"))?;
+        step("close", file.close().await)
+    }
+
+    /// `eio_on_sync(true)`: `sync_data` and `sync_dir` fail with EIO while writes and reads
+    /// work; clearing it lets syncs through.
+    pub async fn check_eio_on_sync<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let plan = backend.plan();
+        plan.heal();
+        let (_path, file) = fresh_file(backend, dir, "sync").await?;
+        plan.eio_on_sync(true);
+        let (r, _) = file.write_at(b"data".to_vec(), 0).await;
+        step("write_at while sync fails", r)?;
+        expect_raw("sync_data", file.sync_data().await, EIO_RAW)?;
+        expect_raw("sync_data again", file.sync_data().await, EIO_RAW)?;
+        expect_raw("sync_dir", backend.sync_dir(dir).await, EIO_RAW)?;
+        let (r, buf) = file.read_at(Vec::new(), 0, 4).await;
+        step("read_at while sync fails", r)?;
+        ensure(buf == b"data", || format!("read {buf:?}"))?;
+        plan.eio_on_sync(false);
+        step("sync_data after clearing", file.sync_data().await)?;
+        step("sync_dir after clearing", backend.sync_dir(dir).await)?;
+        step("close", file.close().await)
+    }
+
+    /// The op counter rises by exactly one per filesystem call (faulted or not) and not at all
+    /// for timers.
+    pub async fn check_op_counter<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let plan = backend.plan();
+        plan.heal();
+        let start = plan.op_count();
+        let (_path, file) = fresh_file(backend, dir, "count").await?; // create_dir_all + open
+        let (r, _) = file.write_at(b"x".to_vec(), 0).await;
+        step("write_at", r)?;
+        plan.eio_on_sync(true);
+        let _ = file.sync_data().await; // faulted, still counted
+        plan.eio_on_sync(false);
+        step("len", file.len().await)?;
+        backend.sleep(Duration::from_millis(1)).await; // not a filesystem call
+        step("close", file.close().await)?;
+        let counted = plan.op_count() - start;
+        ensure(counted == 6, || {
+            format!("counted {counted} ops, expected 6")
+        })
+    }
+
+    /// The same seed replays the same random crash point and torn-write length.
+    pub async fn check_seeded_replay<B: Backend>(
+        backend: &FaultyBackend<B>,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let mut outcomes = Vec::new();
+        for run in 0..2 {
+            let mut per_seed = Vec::new();
+            for seed in [1u64, 7, 42] {
+                let faulty =
+                    FaultyBackend::new(backend.inner().clone(), FaultPlan::with_seed(seed));
+                let sub = dir.join(format!("run{run}-seed{seed}"));
+                let (path, file) = fresh_file(&faulty, &sub, "r").await?;
+                faulty.plan().tear_next_write_randomly();
+                let (r, _) = file.write_at(vec![b'#'; 1000], 0).await;
+                expect_raw("random tear", r, EIO_RAW)?;
+                let torn_bytes = contents(backend.inner(), &path).await?.len();
+                ensure(torn_bytes < 1000, || {
+                    format!("random tear wrote {torn_bytes} of 1000")
+                })?;
+                let crash_ops = faulty.plan().crash_randomly_within(50);
+                ensure(crash_ops <= 50, || format!("crash point {crash_ops} > 50"))?;
+                per_seed.push((seed, torn_bytes, crash_ops));
+            }
+            outcomes.push(per_seed);
+        }
+        ensure(outcomes[0] == outcomes[1], || {
+            format!("seeded runs differ: {:?} vs {:?}", outcomes[0], outcomes[1])
+        })
+    }
+
+    /// Runs every fault check on one shard of `FaultyBackend<B>`, each in its own subdirectory
+    /// of `dir`.
+    ///
+    /// # Panics
+    /// With the list of every failed check, if any failed.
+    pub fn run_fault_checks<B: Backend>(dir: &Path) {
+        let failures: Arc<Mutex<Option<Vec<String>>>> = Arc::default();
+        let (sink, root) = (Arc::clone(&failures), dir.to_path_buf());
+        let ran = FaultyBackend::<B>::run_shards(1, move |backend| {
+            let (sink, root) = (Arc::clone(&sink), root.clone());
+            async move {
+                let mut failed = Vec::new();
+                macro_rules! run {
+                    ($check:ident) => {
+                        let sub = root.join(stringify!($check));
+                        if let Err(e) = $check(&backend, &sub).await {
+                            failed.push(format!("{}: {e}", stringify!($check)));
+                        }
+                    };
+                }
+                run!(check_fail_after);
+                run!(check_torn_write);
+                run!(check_enospc_on_write);
+                run!(check_eio_on_sync);
+                run!(check_op_counter);
+                run!(check_seeded_replay);
+                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
+            }
+        });
+        let mut failures = match failures.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(failed) => failed,
+            None => vec!["the checks never finished".to_string()],
+        };
+        if let Err(e) = ran {
+            failures.push(format!("run_shards(1): {e}"));
+        }
+        assert!(
+            failures.is_empty(),
+            "fault checks failed ({}):\n  {}",
+            failures.len(),
+            failures.join("\n  ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checks::*;
+    use super::*;
+    use crate::conformance::backend::{run_check, scratch_dir};
+    use minikafka_backend_portable::PortableBackend;
+
+    type Faulty = FaultyBackend<PortableBackend>;
+
+    /// Runs `check` on a faulty portable backend in a fresh scratch dir, removed on success.
+    fn on_portable<F, Fut>(label: &str, check: F)
+    where
+        F: Fn(Faulty, PathBuf) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), String>> + 'static,
+    {
+        let dir = scratch_dir(label);
+        let result = run_check::<Faulty, _, _>(&dir, check);
+        assert_eq!(result, Ok(()), "{label}");
+        std::fs::remove_dir_all(&dir).expect("remove scratch dir");
+    }
+
+    #[test]
+    fn fail_after_fails_every_later_file_call_with_eio() {
+        on_portable("fault-crash", |b, d| async move {
+            check_fail_after(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn torn_write_writes_the_prefix_then_eio() {
+        on_portable("fault-tear", |b, d| async move {
+            check_torn_write(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn enospc_writes_nothing_until_cleared() {
+        on_portable("fault-enospc", |b, d| async move {
+            check_enospc_on_write(&b, &d).await
+        });
+    }
+
+    /// I8: a failed sync is reported, never turned into success.
+    #[test]
+    fn eio_on_sync_fails_syncs_until_cleared_i8() {
+        on_portable("fault-sync", |b, d| async move {
+            check_eio_on_sync(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn op_counter_counts_every_file_call_once() {
+        on_portable("fault-count", |b, d| async move {
+            check_op_counter(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn seeded_faults_replay() {
+        on_portable("fault-seed", |b, d| async move {
+            check_seeded_replay(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn fail_after_counts_from_the_current_op() {
+        let plan = FaultPlan::new();
+        for _ in 0..5 {
+            assert!(matches!(plan.admit(FileOp::Len, 0), Verdict::Proceed));
+        }
+        plan.fail_after(2);
+        assert!(matches!(plan.admit(FileOp::Len, 0), Verdict::Proceed));
+        assert!(matches!(plan.admit(FileOp::Open, 0), Verdict::Proceed));
+        assert!(!plan.is_crashed(), "no call refused yet");
+        for op in [FileOp::Len, FileOp::WriteAt, FileOp::SyncDir] {
+            match plan.admit(op, 4) {
+                Verdict::Fail(e) => assert_eq!(e.raw_os_error(), Some(EIO_RAW)),
+                other => panic!("{op:?} after the crash point: {other:?}"),
+            }
+            assert!(plan.is_crashed());
+        }
+        assert_eq!(plan.op_count(), 10);
+        assert_eq!(plan.injected_count(), 3);
+    }
+
+    #[test]
+    fn enospc_takes_precedence_over_a_pending_tear() {
+        let plan = FaultPlan::new();
+        plan.tear_next_write_at(1);
+        plan.enospc_on_write(true);
+        match plan.admit(FileOp::WriteAt, 8) {
+            Verdict::Fail(e) => assert_eq!(e.raw_os_error(), Some(ENOSPC_RAW)),
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+        plan.enospc_on_write(false);
+        assert!(matches!(plan.admit(FileOp::WriteAt, 8), Verdict::Tear(1)));
+        assert!(matches!(plan.admit(FileOp::WriteAt, 8), Verdict::Proceed));
+    }
+
+    #[test]
+    fn seeds_drive_every_random_choice() {
+        let draws = |seed: u64| {
+            let plan = FaultPlan::with_seed(seed);
+            let mut out = Vec::new();
+            for len in [10usize, 1000, 1, 77] {
+                plan.tear_next_write_randomly();
+                match plan.admit(FileOp::WriteAt, len) {
+                    Verdict::Tear(byte) => {
+                        assert!(byte < len, "tear {byte} of {len}");
+                        out.push(byte as u64);
+                    }
+                    other => panic!("expected a tear, got {other:?}"),
+                }
+                out.push(plan.crash_randomly_within(1_000));
+                plan.heal();
+            }
+            out
+        };
+        assert_eq!(draws(3), draws(3));
+        assert_ne!(draws(3), draws(4), "different seeds should (here) differ");
+    }
+}

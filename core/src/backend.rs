@@ -34,6 +34,7 @@ pub enum OpenMode {
 }
 
 /// An open file. Reads and writes are positional; there is no cursor.
+#[allow(clippy::len_without_is_empty)] // a file's length is an async query, not a container's
 pub trait BackendFile: 'static {
     /// Reads up to `len` bytes at `pos` into `buf` (cleared first; its capacity is reused).
     /// Returns fewer bytes only at end of file. The buffer is handed back in every case.
@@ -58,6 +59,7 @@ pub trait BackendFile: 'static {
 }
 
 /// A connected TCP stream, readable and writable with the `futures` I/O traits.
+/// `poll_close` shuts down the write half, so the peer reads end of stream.
 pub trait BackendStream: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static {}
 
 impl<T: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static> BackendStream for T {}
@@ -125,8 +127,10 @@ pub trait Backend: Clone + 'static {
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F);
 
     /// Starts `count` shards, one executor thread each, and runs `main(backend)` on every one;
-    /// returns when all of them have finished. `main` is `Send + Sync` because it is shared by
-    /// the threads; the futures it returns are not (they stay on their shard).
+    /// returns when all of them have finished. Shards are numbered `ShardId(0..count)`.
+    /// `main` is `Send + Sync` because it is shared by the threads; the futures it returns are
+    /// not (they stay on their shard). A panicking shard is reported after every shard has
+    /// been joined (as an error or a re-raised panic; the backend documents which).
     fn run_shards<F, Fut>(count: usize, main: F) -> io::Result<()>
     where
         F: Fn(Self) -> Fut + Send + Sync + 'static,

@@ -1,1 +1,34 @@
-//! placeholder
+//! # minikafka-loom-tests
+//!
+//! Loom models of every minikafka primitive shared between threads; today the long-poll wakeup
+//! of `minikafka_core::wakeup` (invariant I7, no lost wakeup). The models live in `tests/`;
+//! this library holds only what they share.
+//!
+//! The models exist only under `--cfg loom`, which also switches `minikafka_core::sync` to
+//! loom's primitives. Without it the crate builds empty and its tests do nothing:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+//!     cargo test -p minikafka-loom-tests --release --target-dir target-loom
+//! ```
+//!
+//! A separate target dir keeps the loom build from invalidating the normal one.
+//!
+//! What this crate never does: test anything but interleavings (logic has unit and property
+//! tests beside the code), or model unbounded loops (every model ends in a few steps, so loom's
+//! state space stays small).
+#![warn(missing_docs)]
+
+/// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
+pub const DEFAULT_MAX_PREEMPTIONS: usize = 3;
+
+/// A loom model builder with a preemption bound from `LOOM_MAX_PREEMPTIONS`, or
+/// [`DEFAULT_MAX_PREEMPTIONS`] so an unconfigured run stays fast.
+#[cfg(loom)]
+pub fn model_builder() -> loom::model::Builder {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(DEFAULT_MAX_PREEMPTIONS);
+    }
+    builder
+}

@@ -1,0 +1,51 @@
+//! TCP for a uring shard: glommio's listener and stream.
+//!
+//! Contract:
+//! - [`UringListener`] binds with `SO_REUSEPORT` (glommio always sets it), so every shard binds
+//!   the same address and the kernel spreads connections over shards.
+//! - Every stream, accepted or connected, has `TCP_NODELAY` set: Kafka responses are small
+//!   and latency-bound.
+//! - Never: moves a stream to another shard (`accept` binds it to the accepting executor).
+
+use std::io;
+use std::net::SocketAddr;
+
+use glommio::net::{TcpListener, TcpStream};
+use minikafka_core::backend::BackendListener;
+
+use crate::error::os_error;
+
+/// A listening socket on one shard.
+#[derive(Debug)]
+pub struct UringListener {
+    inner: TcpListener,
+}
+
+impl UringListener {
+    pub(crate) fn bind(addr: SocketAddr) -> io::Result<UringListener> {
+        let inner = TcpListener::bind(addr).map_err(os_error)?;
+        Ok(UringListener { inner })
+    }
+}
+
+impl BackendListener for UringListener {
+    type Stream = TcpStream;
+
+    async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let stream = self.inner.accept().await.map_err(os_error)?;
+        stream.set_nodelay(true).map_err(os_error)?;
+        let peer = stream.peer_addr().map_err(os_error)?;
+        Ok((stream, peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr().map_err(os_error)
+    }
+}
+
+/// Connects to `addr` and sets `TCP_NODELAY`.
+pub(crate) async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr).await.map_err(os_error)?;
+    stream.set_nodelay(true).map_err(os_error)?;
+    Ok(stream)
+}

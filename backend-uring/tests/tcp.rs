@@ -1,0 +1,94 @@
+//! TCP through the uring backend: echo, `SO_REUSEPORT` across shards.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use common::on_one_shard;
+use futures::{AsyncReadExt, AsyncWriteExt};
+use minikafka_backend_uring::UringBackend;
+use minikafka_core::backend::{Backend, BackendListener};
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("addr")
+}
+
+#[test]
+fn tcp_echo_round_trip() {
+    on_one_shard(|backend| async move {
+        let listener = backend.listen(loopback()).await.expect("listen");
+        let addr = listener.local_addr().expect("local addr");
+        assert_ne!(addr.port(), 0);
+
+        backend.spawn_local(async move {
+            let (mut stream, peer) = listener.accept().await.expect("accept");
+            assert!(peer.ip().is_loopback());
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = stream.read(&mut buf).await.expect("server read");
+                if n == 0 {
+                    break;
+                }
+                stream.write_all(&buf[..n]).await.expect("server write");
+            }
+        });
+
+        let client = backend.connect(addr).await.expect("connect");
+        assert!(client.nodelay().expect("nodelay"), "TCP_NODELAY is set");
+        let request: Vec<u8> = (0..200_000u32).map(|i| (i % 249) as u8).collect();
+        let (mut reader, mut writer) = client.split();
+        let send = async {
+            writer.write_all(&request).await.expect("client write");
+            writer.flush().await.expect("flush");
+        };
+        let receive = async {
+            let mut echoed = vec![0u8; request.len()];
+            reader.read_exact(&mut echoed).await.expect("client read");
+            echoed
+        };
+        let ((), echoed) = futures::join!(send, receive);
+        assert!(echoed == request, "echo matches");
+    });
+}
+
+#[test]
+fn every_shard_binds_the_same_address() {
+    // Shard 0 picks a free port; shard 1 binds the same one (SO_REUSEPORT).
+    let port = Arc::new(Mutex::new(None::<u16>));
+    let bound = Arc::new(Mutex::new(Vec::new()));
+    let (port_in, bound_in) = (Arc::clone(&port), Arc::clone(&bound));
+    UringBackend::run_shards(2, move |backend| {
+        let (port, bound) = (Arc::clone(&port_in), Arc::clone(&bound_in));
+        async move {
+            let addr = loop {
+                let chosen = *port.lock().expect("lock");
+                match (backend.shard().0, chosen) {
+                    (0, None) => {
+                        let l = backend.listen(loopback()).await.expect("listen");
+                        let addr = l.local_addr().expect("addr");
+                        *port.lock().expect("lock") = Some(addr.port());
+                        break Some((l, addr));
+                    }
+                    (_, Some(p)) => {
+                        let addr = SocketAddr::from(([127, 0, 0, 1], p));
+                        let l = backend.listen(addr).await.expect("second bind");
+                        break Some((l, addr));
+                    }
+                    (_, None) => backend.sleep(std::time::Duration::from_millis(1)).await,
+                }
+            };
+            if let Some((listener, addr)) = addr {
+                bound
+                    .lock()
+                    .expect("lock")
+                    .push(listener.local_addr().expect("addr"));
+                assert_eq!(listener.local_addr().expect("addr"), addr);
+            }
+        }
+    })
+    .expect("run");
+    let bound = bound.lock().expect("lock");
+    assert_eq!(bound.len(), 2);
+    assert_eq!(bound[0], bound[1]);
+}
