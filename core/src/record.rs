@@ -103,6 +103,9 @@ pub enum BatchCheck {
     /// The compression codec bits name no known codec.
     #[error("unknown compression codec {0}")]
     UnknownCompression(u8),
+    /// The base offset is negative, or the batch's last offset would overflow an `i64`.
+    #[error("base offset {0} is negative or too large for the batch")]
+    BadBaseOffset(i64),
     /// `recordsCount` is zero or negative.
     #[error("recordsCount {0} is not positive")]
     BadRecordCount(i32),
@@ -420,6 +423,14 @@ pub fn validate_batch_with(buf: &[u8], opts: ValidateOptions) -> Result<BatchHea
             LAST_OFFSET_DELTA_AT,
         ));
     }
+    // The base offset is outside the CRC: bound it so offset arithmetic cannot overflow.
+    let base = header.base_offset.0;
+    if base < 0 || base > i64::MAX - i64::from(header.last_offset_delta) - 1 {
+        return Err(BatchError::new(
+            BatchCheck::BadBaseOffset(base),
+            BASE_OFFSET_AT,
+        ));
+    }
     if compression == Compression::None && opts.walk_records {
         walk_records(batch, header.records_count)?;
     }
@@ -432,31 +443,32 @@ pub fn validate_batch(buf: &[u8]) -> Result<BatchHeader, BatchError> {
 }
 
 /// Walks every record of an uncompressed batch, checking structure and offset deltas.
+/// Reads exactly `declared` records, then requires the records section to be used up.
 fn walk_records(batch: &[u8], declared: i32) -> Result<(), BatchError> {
     let mut iter = RecordIter::new(&batch[HEADER_BYTES..]);
     iter.base_at = HEADER_BYTES;
-    let mut found: i64 = 0;
-    while let Some(record) = iter.next() {
-        let record = record?;
-        if record.offset_delta != found {
+    for index in 0..declared {
+        let record = match iter.next() {
+            Some(record) => record?,
+            None => {
+                return Err(BatchError::new(
+                    BatchCheck::RecordCountMismatch {
+                        found: i64::from(index),
+                        declared,
+                    },
+                    batch.len(),
+                ))
+            }
+        };
+        if record.offset_delta != i64::from(index) {
             return Err(BatchError::new(
                 BatchCheck::OffsetDeltaMismatch {
-                    index: found as i32,
+                    index,
                     offset_delta: record.offset_delta,
                 },
                 iter.base_at + record.start,
             ));
         }
-        found += 1;
-        if found > i64::from(declared) {
-            break;
-        }
-    }
-    if found != i64::from(declared) {
-        return Err(BatchError::new(
-            BatchCheck::RecordCountMismatch { found, declared },
-            RECORDS_COUNT_AT,
-        ));
     }
     let rest = iter.remaining();
     if rest != 0 {
@@ -733,7 +745,8 @@ impl<'a> RecordIter<'a> {
         let body = &buf[..end];
         let attributes = *body
             .get(pos)
-            .ok_or_else(|| err(BatchCheck::RecordLengthMismatch, pos))? as i8;
+            .ok_or_else(|| err(BatchCheck::RecordLengthMismatch, pos))?
+            as i8;
         pos += 1;
         let at = pos;
         let timestamp_delta = read_varlong_checked(body, &mut pos).map_err(|c| err(c, at))?;
@@ -890,7 +903,12 @@ impl BatchBuilder {
     }
 
     /// Encodes the batch around `records` (already compressed with `compression`).
-    pub fn build_with(&self, base_offset: Offset, compression: Compression, records: &[u8]) -> Vec<u8> {
+    pub fn build_with(
+        &self,
+        base_offset: Offset,
+        compression: Compression,
+        records: &[u8],
+    ) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_BYTES + records.len());
         let batch_length = (HEADER_BYTES - LOG_OVERHEAD + records.len()) as i32;
         out.extend_from_slice(&base_offset.0.to_be_bytes());
@@ -954,10 +972,23 @@ mod tests {
             .records()
             .map(|r| r.expect("record").value.expect("value").to_vec())
             .collect();
-        assert_eq!(values, vec![b"value-0".to_vec(), b"value-1".to_vec(), b"value-2".to_vec()]);
+        assert_eq!(
+            values,
+            vec![
+                b"value-0".to_vec(),
+                b"value-1".to_vec(),
+                b"value-2".to_vec()
+            ]
+        );
         let first = view.records().next().expect("first").expect("ok");
         let headers: Vec<_> = first.headers().collect();
-        assert_eq!(headers, vec![Header { key: b"h", value: Some(b"v") }]);
+        assert_eq!(
+            headers,
+            vec![Header {
+                key: b"h",
+                value: Some(b"v")
+            }]
+        );
     }
 
     #[test]
@@ -1007,7 +1038,9 @@ mod tests {
         let mut second = sample(3);
         patch_base_offset(&mut second, Offset(2));
         buf.extend_from_slice(&second);
-        let views: Vec<_> = BatchIter::new(&buf).collect::<Result<_, _>>().expect("valid");
+        let views: Vec<_> = BatchIter::new(&buf)
+            .collect::<Result<_, _>>()
+            .expect("valid");
         assert_eq!(views.len(), 2);
         assert_eq!(views[1].start, sample(2).len());
         assert_eq!(views[1].header.next_offset(), Offset(5));
@@ -1019,7 +1052,18 @@ mod tests {
 
     #[test]
     fn varint_round_trips_extremes() {
-        for v in [0i64, 1, -1, 63, -64, 64, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
             let mut out = Vec::new();
             write_varlong(&mut out, v);
             let mut pos = 0;
@@ -1040,7 +1084,13 @@ mod tests {
         let mut records = Vec::new();
         write_varlong(&mut records, body.len() as i64);
         records.extend_from_slice(&body);
-        let err = RecordIter::new(&records).next().expect("one").expect_err("bad");
-        assert!(matches!(err.check, BatchCheck::BadFieldLength(_) | BatchCheck::MalformedVarint));
+        let err = RecordIter::new(&records)
+            .next()
+            .expect("one")
+            .expect_err("bad");
+        assert!(matches!(
+            err.check,
+            BatchCheck::BadFieldLength(_) | BatchCheck::MalformedVarint
+        ));
     }
 }

@@ -841,9 +841,21 @@ mod tests {
 
     #[test]
     fn overflowing_offsets_stop_i6() {
+        // record validation bounds the base offset (its last offset would overflow i64)
         let (bytes, _) = segment(i64::MAX - 1, &[3], 10);
         let out = scan_slice(config(i64::MAX - 1, bytes.len(), 4096), &bytes);
-        assert_eq!((out.stop, out.valid_len_bytes), (StopReason::Overflow, 0));
+        assert_eq!(
+            (out.stop, out.valid_len_bytes),
+            (
+                StopReason::InvalidBatch(BatchCheck::BadBaseOffset(i64::MAX - 1)),
+                0
+            )
+        );
+        // a valid batch whose offset is more than u32::MAX past the segment base
+        let far = i64::from(u32::MAX) + 1;
+        let (bytes, _) = segment(far, &[3], 10);
+        let out = scan_slice(config(0, bytes.len(), 4096), &bytes);
+        assert_eq!(out.stop, StopReason::WrongBaseOffset);
     }
 
     fn all_combinations() -> impl Iterator<Item = RecoveryChecks> {
