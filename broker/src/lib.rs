@@ -5,5 +5,8 @@
 //! `minikafka` binary. Byte-level decisions are asked of `minikafka-core`; every I/O goes
 //! through the backend chosen at build time (`uring` on Linux by default, `portable` otherwise).
 
+pub mod config;
 pub mod conformance;
 pub mod fault;
+pub mod log;
+pub mod protocol;

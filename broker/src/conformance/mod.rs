@@ -2,3 +2,4 @@
 //! They live in the library (not `tests/`) so each backend's test file runs the same code.
 
 pub mod backend;
+pub mod log;

@@ -1,0 +1,47 @@
+//! The partition log: segments of record batches on disk, a sparse offset index per segment,
+//! crash recovery, retention and flush policies — generic over the I/O backend.
+//!
+//! Contract:
+//! - Inputs: record batches from producers (validated by `minikafka-core` before anything is
+//!   written, I3), fetch requests (an offset and a byte budget), the time as a value (`now_ms`;
+//!   the log never reads a clock), and a
+//!   [`Backend`](minikafka_core::backend::Backend) to do the I/O with.
+//! - Outputs: acknowledgements that honour the flush policy (I8), the bytes of whole batches
+//!   for a fetch (I2), files on disk in the layout of `docs/DESIGN.md`.
+//! - Single writer: a [`PartitionLog`] lives on one shard and is shared by that shard's tasks
+//!   through `Rc`; its state sits in `Cell`/`RefCell` and no borrow is held across an `.await`.
+//!   Appends are serialized by an async mutex (one write in flight per partition, so offsets
+//!   and positions are assigned in file order, I1); reads never wait for it (I2).
+//! - Never: parses bytes itself (every byte-level decision is asked of core), acknowledges an
+//!   append before its flush policy is satisfied, retries a failed sync (I8), or deletes the
+//!   active segment (I9).
+//!
+//! Modules, a concept each:
+//! - [`config`]: [`LogConfig`] and [`FlushPolicy`], with Kafka's topic-level overrides.
+//! - [`error`]: the [`LogError`] enum.
+//! - [`segment`]: file naming and one open segment ([`Segment`]).
+//! - [`recover`]: turning the files of a segment into an open [`Segment`] at startup.
+//! - [`commit`]: group commit bookkeeping for the `fsync` policy.
+//! - [`partition`]: [`PartitionLog`] — append, read, roll, retention, flush, close.
+//! - [`topics`]: [`TopicStore`], durable topic metadata.
+
+pub mod commit;
+pub mod config;
+pub mod error;
+pub mod partition;
+pub mod recover;
+pub mod segment;
+pub mod topics;
+
+pub use config::{FlushPolicy, LogConfig};
+pub use error::LogError;
+pub use partition::{AppendInfo, PartitionLog, ReadResult};
+pub use segment::Segment;
+pub use topics::{TopicMeta, TopicStore};
+
+/// The partition leader epoch written into every batch: a single-node broker never changes
+/// leader, so it is always 0 (the field lies outside the CRC, like the base offset).
+pub const LEADER_EPOCH: i32 = 0;
+
+/// Result type of the log.
+pub type Result<T> = std::result::Result<T, LogError>;

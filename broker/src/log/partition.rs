@@ -1,0 +1,692 @@
+//! [`PartitionLog`]: one partition's log — open (recovery), append, read, roll, flush,
+//! retention, close.
+//!
+//! Contract:
+//! - One instance per partition, on the shard that owns it; shared by that shard's tasks
+//!   through `Rc`. Methods take `&self`; state lives in `Cell`/`RefCell`, never borrowed across
+//!   an `.await`.
+//! - Appends: validated first (I3), then serialized by an async mutex so offsets are assigned
+//!   densely in file order (I1); one `write_at` per batch; index entry after the data (I4); the
+//!   size and high watermark are published only after the writes completed (I2). A failed
+//!   write is not acknowledged and publishes nothing; the next append first cuts the torn
+//!   tail and writes at the same position.
+//! - Acknowledgement per [`FlushPolicy`] (I8): `None` and `Interval` after the write,
+//!   `Fsync` after a sync covering the batch, with group commit. A failed sync takes the
+//!   partition offline for writes for good ([`LogError::Offline`]); it is never retried.
+//! - Reads: snapshot the high watermark and the segment's published size, plan with core's
+//!   [`FetchPlanner`] from the index floor, read whole batches below the snapshot (I2). They
+//!   never take the append mutex.
+//! - Retention deletes whole segments from the front, never the active one; the log start
+//!   offset only moves forward (I9). A read holding a deleted segment completes (its files
+//!   stay open until the read drops them).
+//! - Never reads a clock: time comes in as `now_ms`.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use futures::lock::Mutex;
+use minikafka_core::backend::Backend;
+use minikafka_core::fetch::{FetchPlanner, FetchStep};
+use minikafka_core::record::{
+    patch_base_offset, patch_leader_epoch, validate_batch_with, BatchCheck, BatchError,
+    ValidateOptions,
+};
+use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
+use minikafka_core::types::{FilePos, Offset};
+
+use super::commit::{GroupCommit, SyncFailure};
+use super::config::{FlushPolicy, LogConfig};
+use super::recover::{open_segment, SegmentRecovery};
+use super::segment::{classify, Segment, SegmentFile};
+use super::{LogError, Result, LEADER_EPOCH};
+
+/// Bytes read per window while planning a fetch (headers only are looked at).
+const PLAN_WINDOW_BYTES: usize = 16 * 1024;
+
+/// What an acknowledged append produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset assigned to the batch's first record.
+    pub base_offset: Offset,
+    /// Offset of the batch's last record.
+    pub last_offset: Offset,
+    /// The log-append time, when the log stamps batches (never: minikafka keeps the
+    /// producer's CreateTime, so Kafka's response carries -1).
+    pub log_append_time_ms: Option<i64>,
+    /// Base offset of the segment the batch went to.
+    pub segment_base_offset: Offset,
+    /// Byte position of the batch in that segment.
+    pub position: FilePos,
+}
+
+/// The answer to a read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches starting with the one holding the fetch offset (empty at the high
+    /// watermark). The first batch is whole even when larger than `max_bytes`.
+    pub bytes: Vec<u8>,
+    /// The offset the next append will get, as snapshotted for this read.
+    pub high_watermark: Offset,
+    /// The first offset in the log.
+    pub log_start_offset: Offset,
+}
+
+/// What [`PartitionLog::apply_retention`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    /// Base offsets of the segments deleted.
+    pub deleted_base_offsets: Vec<Offset>,
+    /// The log start offset afterwards.
+    pub log_start_offset: Offset,
+}
+
+/// One partition's log. See the module documentation for the contract.
+pub struct PartitionLog<B: Backend> {
+    backend: B,
+    dir: PathBuf,
+    config: LogConfig,
+    /// Ordered by base offset; the last is the active segment. Never empty.
+    segments: RefCell<Vec<Rc<Segment<B>>>>,
+    log_start_offset: Cell<Offset>,
+    /// The offset the next append gets; published after the write (I2).
+    high_watermark: Cell<Offset>,
+    /// One append at a time (I1).
+    append_lock: Mutex<()>,
+    commit: GroupCommit,
+    /// A write failed: bytes past the published size may be torn.
+    torn_tail: Cell<bool>,
+    closed: Cell<bool>,
+    last_sync_ms: Cell<i64>,
+    recovery: Vec<SegmentRecovery>,
+}
+
+impl<B: Backend> PartitionLog<B> {
+    /// Opens (creating if needed) the partition log in `dir` and recovers it: stray files
+    /// (`*.tmp`, `*.deleted`, indexes without a log) are removed; each segment is trusted,
+    /// re-indexed or scanned and truncated as core's decision table says (I3, I5); a first
+    /// segment at offset 0 is created when there is none.
+    pub async fn open(
+        backend: B,
+        dir: &Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<Self> {
+        config.validate()?;
+        backend.create_dir_all(dir).await?;
+        let mut log_bases = Vec::new();
+        let mut index_bases = Vec::new();
+        let mut removed_any = false;
+        for path in backend.list_dir(dir).await? {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            match classify(name) {
+                SegmentFile::Log(base) => log_bases.push(base),
+                SegmentFile::Index(base) => index_bases.push((base, path)),
+                SegmentFile::Stray => {
+                    tracing::info!(?path, "removing leftover file");
+                    remove_if_present(&backend, &path).await?;
+                    removed_any = true;
+                }
+                SegmentFile::Unknown => tracing::warn!(?path, "ignoring unknown file"),
+            }
+        }
+        log_bases.sort();
+        for (base, path) in index_bases {
+            if log_bases.binary_search(&base).is_err() {
+                tracing::info!(?path, "removing index without a log");
+                remove_if_present(&backend, &path).await?;
+                removed_any = true;
+            }
+        }
+        if removed_any {
+            backend.sync_dir(dir).await?;
+        }
+
+        let mut segments = Vec::with_capacity(log_bases.len().max(1));
+        let mut recovery = Vec::with_capacity(log_bases.len());
+        for (i, base) in log_bases.iter().enumerate() {
+            let is_active = i + 1 == log_bases.len();
+            let (segment, report) = open_segment(
+                &backend,
+                dir,
+                *base,
+                is_active,
+                clean_shutdown,
+                &config,
+                now_ms,
+            )
+            .await?;
+            if let Some(next) = log_bases.get(i + 1) {
+                if segment.next_offset() != *next {
+                    tracing::warn!(
+                        ?dir,
+                        segment = base.0,
+                        end = segment.next_offset().0,
+                        next = next.0,
+                        "segment does not end where the next one begins"
+                    );
+                }
+            }
+            recovery.push(report);
+            segments.push(Rc::new(segment));
+        }
+        if segments.is_empty() {
+            let segment = Segment::create(
+                &backend,
+                dir,
+                Offset(0),
+                config.index_interval_bytes,
+                now_ms,
+            )
+            .await?;
+            segments.push(Rc::new(segment));
+        }
+        let log_start_offset = segments[0].base_offset();
+        let next_offset = segments[segments.len() - 1].next_offset();
+        Ok(PartitionLog {
+            backend,
+            dir: dir.to_path_buf(),
+            config,
+            segments: RefCell::new(segments),
+            log_start_offset: Cell::new(log_start_offset),
+            high_watermark: Cell::new(next_offset),
+            append_lock: Mutex::new(()),
+            commit: GroupCommit::new(next_offset),
+            torn_tail: Cell::new(false),
+            closed: Cell::new(false),
+            last_sync_ms: Cell::new(now_ms),
+            recovery,
+        })
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The offset the next append gets (every offset below it is readable).
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark.get()
+    }
+
+    /// The first offset in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        self.log_start_offset.get()
+    }
+
+    /// Syncs issued so far by this log (group commit, interval ticks, rolls, close).
+    pub fn sync_count(&self) -> u64 {
+        self.commit.sync_count()
+    }
+
+    /// Offsets below this are durable.
+    pub fn synced_up_to(&self) -> Offset {
+        self.commit.synced_up_to()
+    }
+
+    /// True when a failed sync took the partition offline for writes (I8).
+    pub fn is_offline(&self) -> bool {
+        self.commit.failure().is_some()
+    }
+
+    /// Base offsets of the segments, oldest first (the last is the active one).
+    pub fn segment_base_offsets(&self) -> Vec<Offset> {
+        self.segments
+            .borrow()
+            .iter()
+            .map(|s| s.base_offset())
+            .collect()
+    }
+
+    /// The segments, oldest first (shared handles: holding one keeps its files open).
+    pub fn segments(&self) -> Vec<Rc<Segment<B>>> {
+        self.segments.borrow().clone()
+    }
+
+    /// What recovery did with each segment at open.
+    pub fn recovery_report(&self) -> &[SegmentRecovery] {
+        &self.recovery
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.borrow().iter().map(|s| s.size_bytes()).sum()
+    }
+
+    fn active(&self) -> Rc<Segment<B>> {
+        let segments = self.segments.borrow();
+        Rc::clone(&segments[segments.len() - 1])
+    }
+
+    fn offline_error(&self, failure: SyncFailure) -> LogError {
+        LogError::Offline {
+            dir: self.dir.clone(),
+            cause: failure.0,
+            raw_os_error: failure.1,
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.closed.get() {
+            return Err(LogError::Closed(self.dir.clone()));
+        }
+        if let Some(failure) = self.commit.failure() {
+            return Err(self.offline_error(failure));
+        }
+        Ok(())
+    }
+
+    /// Appends one record batch and returns once the flush policy is satisfied for it (I8).
+    ///
+    /// The batch is validated first (I3: an invalid batch touches nothing), then gets the next
+    /// offsets by patching its base offset (I1) and the leader epoch ([`LEADER_EPOCH`]). The
+    /// log rolls first when the batch would push a non-empty active segment past
+    /// `segment_bytes`, its offsets past 32 bits (I6), or `segment_ms` has passed. On an error
+    /// nothing is acknowledged or published; a later append retries at the same position.
+    pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
+        let opts = ValidateOptions {
+            max_batch_bytes: self.config.max_batch_bytes,
+            walk_records: true,
+        };
+        let mut header = validate_batch_with(&batch, opts)?;
+        let total = header.total_bytes();
+        if total != batch.len() {
+            return Err(LogError::Corrupt(BatchError {
+                check: BatchCheck::TrailingBytes(batch.len() - total),
+                at: total,
+            }));
+        }
+        self.check_writable()?;
+
+        let guard = self.append_lock.lock().await;
+        self.check_writable()?;
+        self.repair_tail().await?;
+        let base_offset = self.high_watermark.get();
+        let last_offset = base_offset
+            .0
+            .checked_add(i64::from(header.last_offset_delta))
+            .filter(|last| *last < i64::MAX)
+            .map(Offset)
+            .ok_or(LogError::OffsetOverflow)?;
+        if self.should_roll(&self.active(), batch.len() as u64, last_offset, now_ms) {
+            self.roll(base_offset, now_ms).await?;
+        }
+        let segment = self.active();
+
+        // I1: the single writer assigns dense offsets by patching in place (outside the CRC).
+        patch_base_offset(&mut batch, base_offset);
+        patch_leader_epoch(&mut batch, LEADER_EPOCH);
+        header.base_offset = base_offset;
+        header.partition_leader_epoch = LEADER_EPOCH;
+
+        // Until the write is known complete, bytes past the published size may be torn (also
+        // if this future is dropped mid-write).
+        self.torn_tail.set(true);
+        let (written, _batch) = segment.append_batch(batch, &header).await;
+        let position = written?;
+        self.torn_tail.set(false);
+        let next = last_offset.plus(1);
+        // I2: the batch is whole on disk (below the segment's published size); publish it.
+        self.high_watermark.set(next);
+        self.commit.note_written(next);
+        drop(guard);
+
+        if self.config.flush == FlushPolicy::Fsync {
+            self.wait_durable(next).await?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_append_time_ms: None,
+            segment_base_offset: segment.base_offset(),
+            position,
+        })
+    }
+
+    fn should_roll(
+        &self,
+        active: &Segment<B>,
+        batch_bytes: u64,
+        last_offset: Offset,
+        now_ms: i64,
+    ) -> bool {
+        if active.is_empty() {
+            return false;
+        }
+        let too_big = active.size_bytes() + batch_bytes > self.config.segment_bytes;
+        // I6: relative offsets must fit the index's u32.
+        let offsets_overflow = last_offset.relative_to(active.base_offset()).is_none();
+        let too_old = self
+            .config
+            .segment_ms
+            .is_some_and(|ms| now_ms.saturating_sub(active.created_ms()) >= ms);
+        too_big || offsets_overflow || too_old
+    }
+
+    /// Cuts a torn tail left by a failed write back to the published size. Called with the
+    /// append lock held.
+    async fn repair_tail(&self) -> Result<()> {
+        if self.torn_tail.get() {
+            self.active().discard_unpublished_tail().await?;
+            self.torn_tail.set(false);
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment now (unless it is empty) and starts a new one at the high
+    /// watermark: the same path as a roll by size or time.
+    pub async fn roll_now(&self, now_ms: i64) -> Result<()> {
+        let _guard = self.append_lock.lock().await;
+        self.check_writable()?;
+        self.repair_tail().await?;
+        if self.active().is_empty() {
+            return Ok(());
+        }
+        self.roll(self.high_watermark.get(), now_ms).await
+    }
+
+    /// Seals the active segment and starts one at `next_base`. The old segment is synced
+    /// first whatever the policy (I5: only the active segment can be torn); a failed sync
+    /// takes the partition offline (I8). Called with the append lock held.
+    async fn roll(&self, next_base: Offset, now_ms: i64) -> Result<()> {
+        let old = self.active();
+        let synced = match old.sync_log().await {
+            Ok(()) => old.sync_index().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = synced {
+            self.commit.fail(&e);
+            return Err(self.offline_error((e.kind(), e.raw_os_error())));
+        }
+        self.commit.mark_all_synced();
+        self.last_sync_ms.set(now_ms);
+        let segment = Segment::create(
+            &self.backend,
+            &self.dir,
+            next_base,
+            self.config.index_interval_bytes,
+            now_ms,
+        )
+        .await?;
+        tracing::debug!(dir = ?self.dir, base = next_base.0, "rolled to a new segment");
+        self.segments.borrow_mut().push(Rc::new(segment));
+        Ok(())
+    }
+
+    /// Waits until offsets below `end` are durable, leading a sync when none is in flight and
+    /// otherwise joining the next one (group commit). Fails, and keeps failing, once a sync
+    /// failed (I8).
+    async fn wait_durable(&self, end: Offset) -> Result<()> {
+        loop {
+            if let Some(failure) = self.commit.failure() {
+                return Err(self.offline_error(failure));
+            }
+            if self.commit.synced_up_to() >= end {
+                return Ok(());
+            }
+            if self.closed.get() {
+                return Err(LogError::Closed(self.dir.clone()));
+            }
+            match self.commit.begin_sync() {
+                Some(target) => {
+                    // Everything below `target` is in this segment or in sealed segments,
+                    // which were synced when they were sealed.
+                    let segment = self.active();
+                    let leader = SyncLeader {
+                        commit: &self.commit,
+                    };
+                    let result = segment.sync_log().await;
+                    std::mem::forget(leader);
+                    if let Err(e) = &result {
+                        tracing::error!(dir = ?self.dir, error = %e, "sync failed: partition offline for writes (I8)");
+                    }
+                    self.commit.end_sync(target, &result);
+                }
+                None => {
+                    let woken = self.commit.wait();
+                    // A cancelled sender only means the leader was dropped: check again.
+                    let _ = woken.await;
+                }
+            }
+        }
+    }
+
+    /// Drives the `Interval` flush policy: syncs when `ms` have passed since the last sync and
+    /// something is unsynced. Call it from a periodic task. Returns whether it synced. Does
+    /// nothing under other policies.
+    pub async fn tick(&self, now_ms: i64) -> Result<bool> {
+        let FlushPolicy::Interval { ms } = self.config.flush else {
+            return Ok(false);
+        };
+        if let Some(failure) = self.commit.failure() {
+            return Err(self.offline_error(failure));
+        }
+        let due = now_ms.saturating_sub(self.last_sync_ms.get()) >= ms as i64;
+        if !due || !self.commit.has_unsynced() {
+            return Ok(false);
+        }
+        self.last_sync_ms.set(now_ms);
+        self.wait_durable(self.commit.written_up_to()).await?;
+        Ok(true)
+    }
+
+    /// Makes everything written so far durable, whatever the policy.
+    pub async fn flush(&self) -> Result<()> {
+        self.wait_durable(self.commit.written_up_to()).await
+    }
+
+    /// Reads whole batches starting with the one that holds `fetch_offset`, up to `max_bytes`
+    /// (the first batch is always whole). `fetch_offset` equal to the high watermark gives an
+    /// empty result; outside `[log_start_offset, high_watermark]` is
+    /// [`LogError::OffsetOutOfRange`]. The read stops at the end of a segment.
+    pub async fn read(&self, fetch_offset: Offset, max_bytes: usize) -> Result<ReadResult> {
+        // Snapshot (I2): the high watermark and, below, the segment's published size, taken
+        // together with no await in between.
+        let high_watermark = self.high_watermark.get();
+        let log_start_offset = self.log_start_offset.get();
+        if fetch_offset < log_start_offset || fetch_offset > high_watermark {
+            return Err(LogError::OffsetOutOfRange {
+                requested: fetch_offset,
+                log_start_offset,
+                high_watermark,
+            });
+        }
+        let empty = ReadResult {
+            bytes: Vec::new(),
+            high_watermark,
+            log_start_offset,
+        };
+        if fetch_offset == high_watermark {
+            return Ok(empty);
+        }
+        // The segments that may hold the offset, each with its size snapshot.
+        let candidates: Vec<(Rc<Segment<B>>, u64)> = {
+            let segments = self.segments.borrow();
+            let floor = segments
+                .partition_point(|s| s.base_offset() <= fetch_offset)
+                .saturating_sub(1);
+            segments[floor..]
+                .iter()
+                .map(|s| (Rc::clone(s), s.size_bytes()))
+                .collect()
+        };
+        for (segment, end_bytes) in candidates {
+            if let Some(bytes) = self
+                .read_segment(&segment, end_bytes, fetch_offset, max_bytes)
+                .await?
+            {
+                return Ok(ReadResult {
+                    bytes,
+                    high_watermark,
+                    log_start_offset,
+                });
+            }
+        }
+        Ok(empty)
+    }
+
+    /// Plans and reads from one segment below `end_bytes`; `None` when the segment holds
+    /// nothing at or after `fetch_offset` below the snapshot.
+    async fn read_segment(
+        &self,
+        segment: &Segment<B>,
+        end_bytes: u64,
+        fetch_offset: Offset,
+        max_bytes: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let end = FilePos(
+            u32::try_from(end_bytes)
+                .map_err(|_| io::Error::other("segment larger than u32::MAX bytes (I6)"))?,
+        );
+        let start = segment.floor_position(fetch_offset).min(end);
+        let mut planner =
+            FetchPlanner::new(fetch_offset, segment.base_offset(), start, end, max_bytes);
+        let plan = loop {
+            match planner.next_step() {
+                FetchStep::Done(plan) => break plan,
+                FetchStep::Need { pos, len } => {
+                    let left = (end.0 - pos.0) as usize;
+                    let want = len.max(PLAN_WINDOW_BYTES.min(left));
+                    let window = segment.read_log(pos.as_u64(), want).await?;
+                    planner
+                        .feed(pos, &window)
+                        .map_err(|source| LogError::SegmentCorrupt {
+                            path: segment.log_path().to_path_buf(),
+                            source,
+                        })?;
+                }
+            }
+        };
+        let Some((from, to)) = plan.range else {
+            return Ok(None);
+        };
+        let len = (to.0 - from.0) as usize;
+        let bytes = segment.read_log(from.as_u64(), len).await?;
+        if bytes.len() != len {
+            return Err(LogError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "segment shorter than its published size",
+            )));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Deletes the oldest segments that core's retention planner selects (by size, by time,
+    /// below the log start), never the active one, and advances the log start offset (I9).
+    /// Reads in flight on a deleted segment complete.
+    pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome> {
+        let infos: Vec<SegmentInfo> = self
+            .segments
+            .borrow()
+            .iter()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset(),
+                size_bytes: s.size_bytes(),
+                // No record timestamp: fall back to when the segment was created or opened.
+                max_timestamp_ms: if s.max_timestamp_ms() >= 0 {
+                    s.max_timestamp_ms()
+                } else {
+                    s.created_ms()
+                },
+            })
+            .collect();
+        let limits = RetentionLimits {
+            retention_bytes: self.config.retention_bytes,
+            retention_ms: self.config.retention_ms,
+        };
+        let plan = retention::plan(&infos, limits, now_ms, self.log_start_offset.get());
+        if plan.delete_count == 0 {
+            return Ok(RetentionOutcome {
+                deleted_base_offsets: Vec::new(),
+                log_start_offset: self.log_start_offset.get(),
+            });
+        }
+        let deleted: Vec<Rc<Segment<B>>> = {
+            let mut segments = self.segments.borrow_mut();
+            let count = plan.delete_count.min(segments.len() - 1);
+            segments.drain(..count).collect()
+        };
+        if plan.new_log_start_offset > self.log_start_offset.get() {
+            self.log_start_offset.set(plan.new_log_start_offset);
+        }
+        let mut deleted_base_offsets = Vec::with_capacity(deleted.len());
+        for segment in deleted {
+            // The log first: a crash between the two leaves an index without a log, which
+            // startup removes.
+            remove_if_present(&self.backend, segment.log_path()).await?;
+            remove_if_present(&self.backend, segment.index_path()).await?;
+            deleted_base_offsets.push(segment.base_offset());
+        }
+        self.backend.sync_dir(&self.dir).await?;
+        Ok(RetentionOutcome {
+            deleted_base_offsets,
+            log_start_offset: self.log_start_offset.get(),
+        })
+    }
+
+    /// Waits for appends in flight, syncs the active segment and its index (unless offline),
+    /// and closes every file not held by a read in flight. Later calls fail with
+    /// [`LogError::Closed`]. After an `Ok`, the next open may pass `clean_shutdown = true`.
+    pub async fn close(&self) -> Result<()> {
+        let _guard = self.append_lock.lock().await;
+        if self.closed.replace(true) {
+            return Err(LogError::Closed(self.dir.clone()));
+        }
+        let mut result = Ok(());
+        if let Some(failure) = self.commit.failure() {
+            result = Err(self.offline_error(failure));
+        } else {
+            let active = self.active();
+            let synced = match active.sync_log().await {
+                Ok(()) => active.sync_index().await,
+                Err(e) => Err(e),
+            };
+            match synced {
+                Ok(()) => self.commit.mark_all_synced(),
+                Err(e) => {
+                    self.commit.fail(&e);
+                    result = Err(self.offline_error((e.kind(), e.raw_os_error())));
+                }
+            }
+        }
+        let segments = std::mem::take(&mut *self.segments.borrow_mut());
+        for segment in segments {
+            if let Ok(segment) = Rc::try_unwrap(segment) {
+                if let Err(e) = segment.close().await {
+                    if result.is_ok() {
+                        result = Err(e.into());
+                    }
+                }
+            }
+        }
+        result
+    }
+}
+
+/// Held by the task leading a sync: if that task is dropped mid-sync, the sync is abandoned
+/// (covering nothing) and the waiters are woken so one of them leads the next.
+struct SyncLeader<'a> {
+    commit: &'a GroupCommit,
+}
+
+impl Drop for SyncLeader<'_> {
+    fn drop(&mut self) {
+        self.commit.abandon_sync();
+    }
+}
+
+async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<()> {
+    match backend.remove_file(path).await {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,877 @@
+//! Bad-input suite for the protocol front door (`broker::protocol`), plus the round trip of
+//! every covered request at every version.
+//!
+//! Round trip: each request is built with `kafka-protocol`'s types and populated with
+//! non-trivial data (arrays of 2+ elements, nullable fields both set and null), encoded by
+//! `kafka-protocol`, framed with a real request header, and must pass the pre-check and come
+//! back from `decode_request` equal to what was encoded.
+//!
+//! Hostile frames: the Metadata v0 `7f ff ff ff` attack, the same huge count written into every
+//! position of every valid encoding, every truncation, random mutations (proptest), bad frame
+//! sizes, HTTP and TLS bytes. Each must yield an error or a value, never a panic, and (I10) no
+//! single allocation above 16 x frame size + 64 KiB, checked by a counting global allocator
+//! on a thread with a small stack.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use minikafka_broker::protocol::frame::{ForeignProtocol, FrameDecoder, FrameError};
+use minikafka_broker::protocol::schema::schema_for;
+use minikafka_broker::protocol::{
+    decode_request, precheck, RequestBody, RequestError, SupportedVersions,
+};
+use proptest::prelude::*;
+
+// ---------------------------------------------------------------------------------------------
+// Largest single allocation, per thread.
+
+struct Counting;
+
+thread_local! {
+    static LARGEST_ALLOC_BYTES: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = LARGEST_ALLOC_BYTES.try_with(|m| {
+        if size > m.get() {
+            m.set(size);
+        }
+    });
+}
+
+// SAFETY: forwards every call to `System` unchanged; only records sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Decodes `frame` and asserts (I10) that no single allocation made while doing so exceeded
+/// 16 x the frame size + 64 KiB.
+fn decode_capped(frame: Bytes, supported: &SupportedVersions) -> Result<RequestBody, RequestError> {
+    let cap = 16 * frame.len() + 64 * 1024;
+    LARGEST_ALLOC_BYTES.with(|m| m.set(0));
+    let result = decode_request(frame, supported).map(|d| d.body);
+    let largest = LARGEST_ALLOC_BYTES.with(|m| m.get());
+    assert!(
+        largest <= cap,
+        "allocation of {largest} bytes exceeds cap {cap}"
+    );
+    result
+}
+
+/// Runs `f` on a thread with a 512 KiB stack (no deep recursion allowed either).
+fn on_small_stack<F: FnOnce() + Send + 'static>(f: F) {
+    std::thread::Builder::new()
+        .stack_size(512 * 1024)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("hostile input made the decoder panic");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sample requests.
+
+fn s(x: &str) -> StrBytes {
+    StrBytes::from_string(x.to_string())
+}
+
+fn topic(x: &str) -> TopicName {
+    TopicName(s(x))
+}
+
+fn group(x: &str) -> GroupId {
+    GroupId(s(x))
+}
+
+/// A non-nil topic id (built through the decoder: the `uuid` crate is not a dependency).
+fn uuid_topic(n: u8) -> metadata_request::MetadataRequestTopic {
+    let mut raw = vec![n; 16];
+    raw.extend_from_slice(&[1, 0]);
+    metadata_request::MetadataRequestTopic::decode(&mut Bytes::from(raw), 10).expect("uuid")
+}
+
+macro_rules! uuid {
+    ($n:expr) => {
+        uuid_topic($n).topic_id
+    };
+}
+
+fn opt(alt: bool, x: &str) -> Option<StrBytes> {
+    if alt {
+        None
+    } else {
+        Some(s(x))
+    }
+}
+
+fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
+    match key {
+        ApiKey::ApiVersions => {
+            let mut r = ApiVersionsRequest::default();
+            if v >= 3 {
+                r.client_software_name = s("minikafka-test");
+                r.client_software_version = s(if alt { "" } else { "0.1.0" });
+            }
+            RequestBody::ApiVersions(r)
+        }
+        ApiKey::Metadata => {
+            let mut r = MetadataRequest::default();
+            r.topics = if alt && v >= 1 {
+                None
+            } else {
+                Some(
+                    (0..3u8)
+                        .map(|i| {
+                            let mut t = metadata_request::MetadataRequestTopic::default();
+                            t.name = if v >= 10 && i == 2 {
+                                None
+                            } else {
+                                Some(topic(&format!("t{i}")))
+                            };
+                            if v >= 10 {
+                                t.topic_id = uuid!(i + 1);
+                            }
+                            t
+                        })
+                        .collect(),
+                )
+            };
+            if v >= 4 {
+                r.allow_auto_topic_creation = alt;
+            }
+            if (8..=10).contains(&v) {
+                r.include_cluster_authorized_operations = true;
+            }
+            if v >= 8 {
+                r.include_topic_authorized_operations = !alt;
+            }
+            RequestBody::Metadata(r)
+        }
+        ApiKey::Produce => {
+            let mut r = ProduceRequest::default();
+            r.transactional_id = opt(alt, "tx-1").map(TransactionalId);
+            r.acks = -1;
+            r.timeout_ms = 1500;
+            r.topic_data = (0..2u8)
+                .map(|i| {
+                    let mut t = produce_request::TopicProduceData::default();
+                    if v <= 12 {
+                        t.name = topic(&format!("topic-{i}"));
+                    } else {
+                        t.topic_id = uuid!(i + 7);
+                    }
+                    t.partition_data = (0..2)
+                        .map(|p| {
+                            let mut d = produce_request::PartitionProduceData::default();
+                            d.index = p;
+                            d.records = if alt && p == 1 {
+                                None
+                            } else {
+                                Some(Bytes::from(vec![i; 20 + p as usize]))
+                            };
+                            d
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::Produce(r)
+        }
+        ApiKey::Fetch => {
+            let mut r = FetchRequest::default();
+            if v >= 12 && !alt {
+                r.cluster_id = Some(s("cluster-a"));
+            }
+            if v <= 14 {
+                r.replica_id = BrokerId(-1);
+            } else {
+                let mut rs = fetch_request::ReplicaState::default();
+                rs.replica_id = BrokerId(if alt { -1 } else { 3 });
+                rs.replica_epoch = if alt { -1 } else { 9 };
+                r.replica_state = rs;
+            }
+            r.max_wait_ms = 500;
+            r.min_bytes = 1;
+            r.max_bytes = 52_428_800;
+            r.isolation_level = 1;
+            if v >= 7 {
+                r.session_id = 4;
+                r.session_epoch = 2;
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = fetch_request::FetchTopic::default();
+                    if v <= 12 {
+                        t.topic = topic(&format!("f{i}"));
+                    } else {
+                        t.topic_id = uuid!(i + 20);
+                    }
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut fp = fetch_request::FetchPartition::default();
+                            fp.partition = p;
+                            if v >= 9 {
+                                fp.current_leader_epoch = 3;
+                            }
+                            fp.fetch_offset = 100 + i64::from(p);
+                            if v >= 12 {
+                                fp.last_fetched_epoch = 2;
+                            }
+                            if v >= 5 {
+                                fp.log_start_offset = 10;
+                            }
+                            fp.partition_max_bytes = 1 << 20;
+                            if v >= 17 && !alt {
+                                fp.replica_directory_id = uuid!(40);
+                            }
+                            if v >= 18 && !alt {
+                                fp.high_watermark = 77;
+                            }
+                            fp
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            if v >= 7 {
+                r.forgotten_topics_data = (0..2u8)
+                    .map(|i| {
+                        let mut t = fetch_request::ForgottenTopic::default();
+                        if v <= 12 {
+                            t.topic = topic(&format!("gone{i}"));
+                        } else {
+                            t.topic_id = uuid!(i + 30);
+                        }
+                        t.partitions = vec![1, 2, 3];
+                        t
+                    })
+                    .collect();
+            }
+            if v >= 11 {
+                r.rack_id = s("rack-1");
+            }
+            RequestBody::Fetch(r)
+        }
+        ApiKey::ListOffsets => {
+            let mut r = ListOffsetsRequest::default();
+            r.replica_id = BrokerId(-1);
+            if v >= 2 {
+                r.isolation_level = 1;
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = list_offsets_request::ListOffsetsTopic::default();
+                    t.name = topic(&format!("lo{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut lp = list_offsets_request::ListOffsetsPartition::default();
+                            lp.partition_index = p;
+                            if v >= 4 {
+                                lp.current_leader_epoch = 5;
+                            }
+                            lp.timestamp = -1 - i64::from(p);
+                            lp
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            if v >= 10 {
+                r.timeout_ms = 3000;
+            }
+            RequestBody::ListOffsets(r)
+        }
+        ApiKey::CreateTopics => {
+            let mut r = CreateTopicsRequest::default();
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = create_topics_request::CreatableTopic::default();
+                    t.name = topic(&format!("new{i}"));
+                    t.num_partitions = if i == 0 { 3 } else { -1 };
+                    t.replication_factor = if i == 0 { 1 } else { -1 };
+                    if i == 1 {
+                        t.assignments = (0..2)
+                            .map(|p| {
+                                let mut a =
+                                    create_topics_request::CreatableReplicaAssignment::default();
+                                a.partition_index = p;
+                                a.broker_ids = vec![BrokerId(1), BrokerId(2)];
+                                a
+                            })
+                            .collect();
+                    }
+                    t.configs = ["cleanup.policy", "retention.ms"]
+                        .iter()
+                        .map(|k| {
+                            let mut c = create_topics_request::CreatableTopicConfig::default();
+                            c.name = s(k);
+                            c.value = opt(alt, "delete");
+                            c
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            r.timeout_ms = 30_000;
+            r.validate_only = alt;
+            RequestBody::CreateTopics(r)
+        }
+        ApiKey::DeleteTopics => {
+            let mut r = DeleteTopicsRequest::default();
+            if v >= 6 {
+                r.topics = (0..2u8)
+                    .map(|i| {
+                        let mut t = delete_topics_request::DeleteTopicState::default();
+                        t.name = if alt && i == 1 {
+                            None
+                        } else {
+                            Some(topic(&format!("d{i}")))
+                        };
+                        t.topic_id = uuid!(i + 50);
+                        t
+                    })
+                    .collect();
+            } else {
+                r.topic_names = vec![topic("d0"), topic("d1")];
+            }
+            r.timeout_ms = 1000;
+            RequestBody::DeleteTopics(r)
+        }
+        ApiKey::CreatePartitions => {
+            let mut r = CreatePartitionsRequest::default();
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                    t.name = topic(&format!("cp{i}"));
+                    t.count = 4;
+                    t.assignments = if alt {
+                        None
+                    } else {
+                        Some(
+                            (0..2)
+                                .map(|_| {
+                                    let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+                                    a.broker_ids = vec![BrokerId(1), BrokerId(2)];
+                                    a
+                                })
+                                .collect(),
+                        )
+                    };
+                    t
+                })
+                .collect();
+            r.timeout_ms = 1000;
+            r.validate_only = !alt;
+            RequestBody::CreatePartitions(r)
+        }
+        ApiKey::DescribeConfigs => {
+            let mut r = DescribeConfigsRequest::default();
+            r.resources = (0..2u8)
+                .map(|i| {
+                    let mut res = describe_configs_request::DescribeConfigsResource::default();
+                    res.resource_type = 2;
+                    res.resource_name = s(&format!("dc{i}"));
+                    res.configuration_keys = if alt {
+                        None
+                    } else {
+                        Some(vec![s("retention.ms"), s("segment.bytes")])
+                    };
+                    res
+                })
+                .collect();
+            r.include_synonyms = true;
+            if v >= 3 {
+                r.include_documentation = !alt;
+            }
+            RequestBody::DescribeConfigs(r)
+        }
+        ApiKey::DescribeCluster => {
+            let mut r = DescribeClusterRequest::default();
+            r.include_cluster_authorized_operations = !alt;
+            if v >= 1 {
+                r.endpoint_type = 2;
+            }
+            if v >= 2 {
+                r.include_fenced_brokers = true;
+            }
+            RequestBody::DescribeCluster(r)
+        }
+        ApiKey::InitProducerId => {
+            let mut r = InitProducerIdRequest::default();
+            r.transactional_id = opt(alt, "tx-9").map(TransactionalId);
+            r.transaction_timeout_ms = 60_000;
+            if v >= 3 {
+                r.producer_id = ProducerId(if alt { -1 } else { 5 });
+                r.producer_epoch = if alt { -1 } else { 1 };
+            }
+            RequestBody::InitProducerId(r)
+        }
+        ApiKey::FindCoordinator => {
+            let mut r = FindCoordinatorRequest::default();
+            if v <= 3 {
+                r.key = s("group-a");
+            }
+            if v >= 1 {
+                r.key_type = 1;
+            }
+            if v >= 4 {
+                r.coordinator_keys = vec![s("group-a"), s("group-b")];
+            }
+            RequestBody::FindCoordinator(r)
+        }
+        ApiKey::JoinGroup => {
+            let mut r = JoinGroupRequest::default();
+            r.group_id = group("g");
+            r.session_timeout_ms = 45_000;
+            if v >= 1 {
+                r.rebalance_timeout_ms = 300_000;
+            }
+            r.member_id = s(if alt { "" } else { "member-1" });
+            if v >= 5 {
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            r.protocol_type = s("consumer");
+            r.protocols = ["range", "cooperative-sticky"]
+                .iter()
+                .map(|n| {
+                    let mut p = join_group_request::JoinGroupRequestProtocol::default();
+                    p.name = s(n);
+                    p.metadata = Bytes::from_static(b"\x00\x03meta");
+                    p
+                })
+                .collect();
+            if v >= 8 {
+                r.reason = opt(alt, "rejoin");
+            }
+            RequestBody::JoinGroup(r)
+        }
+        ApiKey::SyncGroup => {
+            let mut r = SyncGroupRequest::default();
+            r.group_id = group("g");
+            r.generation_id = 7;
+            r.member_id = s("member-1");
+            if v >= 3 {
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            if v >= 5 {
+                r.protocol_type = opt(alt, "consumer");
+                r.protocol_name = opt(alt, "range");
+            }
+            r.assignments = ["member-1", "member-2"]
+                .iter()
+                .map(|m| {
+                    let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                    a.member_id = s(m);
+                    a.assignment = Bytes::from_static(b"assignment");
+                    a
+                })
+                .collect();
+            RequestBody::SyncGroup(r)
+        }
+        ApiKey::Heartbeat => {
+            let mut r = HeartbeatRequest::default();
+            r.group_id = group("g");
+            r.generation_id = 7;
+            r.member_id = s("member-1");
+            if v >= 3 {
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            RequestBody::Heartbeat(r)
+        }
+        ApiKey::LeaveGroup => {
+            let mut r = LeaveGroupRequest::default();
+            r.group_id = group("g");
+            if v <= 2 {
+                r.member_id = s("member-1");
+            } else {
+                r.members = ["member-1", "member-2"]
+                    .iter()
+                    .map(|m| {
+                        let mut mi = leave_group_request::MemberIdentity::default();
+                        mi.member_id = s(m);
+                        mi.group_instance_id = opt(alt, "inst");
+                        if v >= 5 {
+                            mi.reason = opt(alt, "shutdown");
+                        }
+                        mi
+                    })
+                    .collect();
+            }
+            RequestBody::LeaveGroup(r)
+        }
+        ApiKey::OffsetCommit => {
+            let mut r = OffsetCommitRequest::default();
+            r.group_id = group("g");
+            r.generation_id_or_member_epoch = 7;
+            r.member_id = s("member-1");
+            if v >= 7 {
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            if v <= 4 {
+                r.retention_time_ms = if alt { -1 } else { 86_400_000 };
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                    t.name = topic(&format!("oc{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut op =
+                                offset_commit_request::OffsetCommitRequestPartition::default();
+                            op.partition_index = p;
+                            op.committed_offset = 1000 + i64::from(p);
+                            if v >= 6 {
+                                op.committed_leader_epoch = 4;
+                            }
+                            op.committed_metadata = opt(alt, "meta");
+                            op
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::OffsetCommit(r)
+        }
+        ApiKey::OffsetFetch => {
+            let mut r = OffsetFetchRequest::default();
+            let topics = |prefix: &str| -> Vec<(TopicName, Vec<i32>)> {
+                (0..2)
+                    .map(|i| (topic(&format!("{prefix}{i}")), vec![0, 1, 2]))
+                    .collect()
+            };
+            if v <= 7 {
+                r.group_id = group("g");
+                r.topics = if alt && v >= 2 {
+                    None
+                } else {
+                    Some(
+                        topics("of")
+                            .into_iter()
+                            .map(|(name, parts)| {
+                                let mut t =
+                                    offset_fetch_request::OffsetFetchRequestTopic::default();
+                                t.name = name;
+                                t.partition_indexes = parts;
+                                t
+                            })
+                            .collect(),
+                    )
+                };
+            } else {
+                r.groups = (0..2u8)
+                    .map(|g| {
+                        let mut og = offset_fetch_request::OffsetFetchRequestGroup::default();
+                        og.group_id = group(&format!("g{g}"));
+                        if v >= 9 {
+                            og.member_id = opt(alt, "member-1");
+                            og.member_epoch = if alt { -1 } else { 3 };
+                        }
+                        og.topics = if alt && g == 1 {
+                            None
+                        } else {
+                            Some(
+                                topics("ofg")
+                                    .into_iter()
+                                    .map(|(name, parts)| {
+                                        let mut t =
+                                            offset_fetch_request::OffsetFetchRequestTopics::default(
+                                            );
+                                        t.name = name;
+                                        t.partition_indexes = parts;
+                                        t
+                                    })
+                                    .collect(),
+                            )
+                        };
+                        og
+                    })
+                    .collect();
+            }
+            if v >= 7 {
+                r.require_stable = !alt;
+            }
+            RequestBody::OffsetFetch(r)
+        }
+        ApiKey::ListGroups => {
+            let mut r = ListGroupsRequest::default();
+            if v >= 4 {
+                r.states_filter = vec![s("Stable"), s("Empty")];
+            }
+            if v >= 5 {
+                r.types_filter = vec![s("classic"), s("consumer")];
+            }
+            RequestBody::ListGroups(r)
+        }
+        ApiKey::DescribeGroups => {
+            let mut r = DescribeGroupsRequest::default();
+            r.groups = vec![group("g1"), group("g2")];
+            if v >= 3 {
+                r.include_authorized_operations = !alt;
+            }
+            RequestBody::DescribeGroups(r)
+        }
+        other => panic!("no sample for {other:?}"),
+    }
+}
+
+/// A frame (no size prefix) carrying `body` at `version`, with a real request header.
+fn frame_of(body: &RequestBody, version: i16, correlation_id: i32, alt: bool) -> (Bytes, usize) {
+    let key = body.api_key();
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = if alt { None } else { Some(s("mk-client")) };
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .expect("header encodes");
+    let body_offset = buf.len();
+    let encoded = body
+        .encode(version)
+        .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+    buf.extend_from_slice(&encoded);
+    (buf.freeze(), body_offset)
+}
+
+/// Every (api, version, alt) the broker covers, with its frame.
+fn all_valid_frames() -> Vec<(ApiKey, i16, bool, RequestBody, Bytes, usize)> {
+    let supported = SupportedVersions::all_covered();
+    let mut out = Vec::new();
+    for range in supported.ranges() {
+        for v in range.min_version..=range.max_version {
+            for alt in [false, true] {
+                let body = sample(range.api_key, v, alt);
+                let (frame, body_offset) = frame_of(&body, v, 1000 + i32::from(v), alt);
+                out.push((range.api_key, v, alt, body, frame, body_offset));
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trip.
+
+#[test]
+fn round_trip_every_covered_request_at_every_version() {
+    let supported = SupportedVersions::all_covered();
+    let frames = all_valid_frames();
+    let mut per_key: BTreeMap<i16, usize> = BTreeMap::new();
+    for (key, v, alt, body, frame, body_offset) in frames {
+        let schema = schema_for(key).expect("covered");
+        if let Err(e) = precheck(schema, v, &frame[body_offset..]) {
+            panic!("{key:?} v{v} alt={alt}: pre-check refused a valid body: {e}");
+        }
+        let decoded = decode_request(frame, &supported)
+            .unwrap_or_else(|e| panic!("{key:?} v{v} alt={alt}: {e}"));
+        assert_eq!(decoded.api_key, key);
+        assert_eq!(decoded.api_version, v);
+        assert_eq!(decoded.header.correlation_id, 1000 + i32::from(v));
+        assert_eq!(decoded.header.client_id.is_none(), alt);
+        assert!(
+            decoded.body == body,
+            "{key:?} v{v} alt={alt}: decoded body differs"
+        );
+        *per_key.entry(key as i16).or_default() += 1;
+    }
+    // Every covered API, both variants of every version.
+    for range in supported.ranges() {
+        let want = 2 * (range.max_version - range.min_version + 1) as usize;
+        assert_eq!(
+            per_key.get(&(range.api_key as i16)),
+            Some(&want),
+            "{:?}",
+            range.api_key
+        );
+    }
+    assert_eq!(per_key.len(), 20);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile frames.
+
+#[test]
+fn metadata_v0_huge_count_is_refused_without_allocating_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        let mut raw = vec![0, 3, 0, 0, 0, 0, 0, 1, 0xff, 0xff]; // Metadata v0, null client id
+        raw.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
+        let err = decode_capped(Bytes::from(raw), &supported).expect_err("attack");
+        assert!(
+            matches!(
+                err,
+                RequestError::Precheck {
+                    frame_offset: 10,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn huge_counts_written_at_every_position_are_bounded_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        let patterns: [&[u8]; 4] = [
+            &[0x7f, 0xff, 0xff, 0xff],       // i32::MAX count / length
+            &[0x7f, 0xff],                   // i16::MAX string length
+            &[0xff, 0xff, 0xff, 0xff, 0x0f], // u32::MAX as an unsigned varint
+            &[0x80, 0x80, 0x80, 0x80, 0x08], // 2^31 as an unsigned varint
+        ];
+        let mut refused = 0usize;
+        for (key, v, alt, _, frame, body_offset) in all_valid_frames() {
+            for pos in body_offset..frame.len() {
+                for pattern in patterns {
+                    let mut raw = frame.to_vec();
+                    let end = (pos + pattern.len()).min(raw.len());
+                    raw[pos..end].copy_from_slice(&pattern[..end - pos]);
+                    match decode_capped(Bytes::from(raw), &supported) {
+                        Ok(_) => {}
+                        Err(RequestError::Precheck { .. } | RequestError::Decode { .. }) => {
+                            refused += 1
+                        }
+                        Err(other) => {
+                            panic!("{key:?} v{v} alt={alt} pos {pos}: unexpected {other}")
+                        }
+                    }
+                }
+            }
+        }
+        assert!(refused > 1000, "only {refused} mutations refused");
+    });
+}
+
+#[test]
+fn every_truncation_of_every_valid_frame_is_an_error() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        for (key, v, alt, _, frame, _) in all_valid_frames() {
+            for len in 0..frame.len() {
+                let res = decode_capped(frame.slice(..len), &supported);
+                assert!(
+                    res.is_err(),
+                    "{key:?} v{v} alt={alt}: prefix of {len} bytes decoded"
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn frame_decoder_refuses_bad_sizes_and_waits_on_truncation_i10() {
+    let dec = FrameDecoder::new(1 << 20);
+    for size in [0i32, -1, -100, i32::MIN, (1 << 20) + 1, i32::MAX] {
+        let mut buf = BytesMut::from(&size.to_be_bytes()[..]);
+        assert!(dec.decode(&mut buf).is_err(), "size {size}");
+        assert!(
+            buf.capacity() < 1 << 16,
+            "reserved {} for size {size}",
+            buf.capacity()
+        );
+    }
+    // A valid frame delivered at every split point: nothing until complete, then exactly it.
+    let (frame, _) = frame_of(&sample(ApiKey::Metadata, 12, false), 12, 1, false);
+    let mut wire = (frame.len() as i32).to_be_bytes().to_vec();
+    wire.extend_from_slice(&frame);
+    for cut in 0..wire.len() {
+        let mut buf = BytesMut::from(&wire[..cut]);
+        assert_eq!(dec.decode(&mut buf), Ok(None), "cut {cut}");
+        buf.extend_from_slice(&wire[cut..]);
+        assert_eq!(dec.decode(&mut buf), Ok(Some(frame.clone())), "cut {cut}");
+        assert!(buf.is_empty());
+    }
+}
+
+#[test]
+fn http_and_tls_bytes_are_clean_errors() {
+    let supported = SupportedVersions::all_covered();
+    let http = b"GET / HTTP/1.1\r\nHost: localhost:9092\r\nUser-Agent: curl/8.0\r\n\r\n";
+    let tls: &[u8] = &[
+        0x16, 0x03, 0x01, 0x00, 0xf4, 0x01, 0x00, 0x00, 0xf0, 0x03, 0x03, 0x5a, 0x5a, 0x5a, 0x5a,
+    ];
+    let dec = FrameDecoder::default();
+    let mut buf = BytesMut::from(&http[..]);
+    assert!(matches!(
+        dec.decode(&mut buf),
+        Err(FrameError::TooLarge {
+            looks_like: Some(ForeignProtocol::Http),
+            ..
+        })
+    ));
+    let mut buf = BytesMut::from(tls);
+    assert!(matches!(
+        dec.decode(&mut buf),
+        Err(FrameError::TooLarge {
+            looks_like: Some(ForeignProtocol::Tls),
+            ..
+        })
+    ));
+    // Even if a huge cap let them through as frames, the header parser refuses them.
+    for bytes in [&http[..], tls, &http[4..], &tls[4..]] {
+        let res = decode_capped(Bytes::copy_from_slice(bytes), &supported);
+        assert!(res.is_err(), "{bytes:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Random byte mutations of random valid frames: a value or an error, never a panic or a
+    /// big allocation (I10).
+    #[test]
+    fn random_mutations_never_panic_or_over_allocate_i10(
+        pick in any::<prop::sample::Index>(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+        truncate in any::<bool>(),
+    ) {
+        let frames = all_valid_frames();
+        let (_, _, _, _, frame, _) = &frames[pick.index(frames.len())];
+        let mut raw = frame.to_vec();
+        for (at, value) in &edits {
+            let i = at.index(raw.len());
+            raw[i] = *value;
+        }
+        if truncate {
+            raw.truncate(cut.index(raw.len() + 1));
+        }
+        let supported = SupportedVersions::all_covered();
+        let _ = decode_capped(Bytes::from(raw), &supported);
+    }
+}
+
+#[test]
+fn allocation_counter_sees_large_allocations() {
+    LARGEST_ALLOC_BYTES.with(|m| m.set(0));
+    let v = std::hint::black_box(vec![0u8; 1 << 20]);
+    assert!(LARGEST_ALLOC_BYTES.with(|m| m.get()) >= 1 << 20);
+    drop(v);
+}
