@@ -12,6 +12,8 @@
 //! - [`types`]: newtypes for offsets and file positions.
 //! - [`record`]: Kafka record batch format v2 — parse, validate, patch, iterate.
 //! - [`index`]: the sparse offset index — placement, floor lookup, validation.
+//! - [`time_index`]: the time index — placement, floor lookup by timestamp, validation, and
+//!   the search for the first record at or after a timestamp.
 //! - [`fetch`]: plan a read from an index floor.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`retention`]: which segments to delete.
@@ -28,5 +30,6 @@ pub mod record;
 pub mod recovery;
 pub mod retention;
 pub mod sync;
+pub mod time_index;
 pub mod types;
 pub mod wakeup;

@@ -8,7 +8,11 @@
 //! - Outputs: a labelled [`Case`] and an [`Action`] from the decision table ([`decide`]); from
 //!   a scan ([`SegmentScanner::next_step`]), either the next window to read or a
 //!   [`ScanOutcome`]: the length to truncate the log to, the next offset, the rebuilt index
-//!   entries and the reason the scan stopped.
+//!   entries, the rebuilt time index entries (placed as the writer places them, see
+//!   [`crate::time_index`]) and the reason the scan stopped.
+//! - The time index is not a column of the decision table: a segment whose time index is
+//!   missing or fails [`crate::time_index::validate`] is rebuilt by a scan like one whose
+//!   offset index is (the broker applies that rule after the table says [`Action::Trust`]).
 //! - Never: performs I/O, asks for the whole file at once, allocates a size read from the
 //!   segment's or the index's bytes (index entries grow one per whole valid batch, so there are
 //!   at most `file_len / interval + 1`), loops without progress, or panics on any bytes.
@@ -40,6 +44,7 @@ use crate::index::{self, IndexEntry, IndexPlacer};
 use crate::record::{
     validate_batch_with, BatchCheck, BatchHeader, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
 };
+use crate::time_index::{TimeIndexEntry, TimePlacer};
 use crate::types::{FilePos, Offset};
 
 /// Byte of a batch where `batchLength` lies (reported by [`StopReason::ImpossibleLength`]).
@@ -98,6 +103,11 @@ pub struct ScanOutcome {
     pub index_entries: Vec<IndexEntry>,
     /// The largest batch `maxTimestamp` among the valid batches, -1 if there is none.
     pub max_timestamp_ms: i64,
+    /// The time index rebuilt with [`TimePlacer`] at the offset index's placement points, as
+    /// the writer makes it (see [`crate::time_index`]).
+    pub time_index_entries: Vec<TimeIndexEntry>,
+    /// The time placer's state after the last valid batch, to resume appends with.
+    pub time_placer: TimePlacer,
     /// Why the scan stopped.
     pub stop: StopReason,
     /// The file position of the byte where the scan stopped: the failed field of the stopping
@@ -154,6 +164,8 @@ pub struct SegmentScanner {
     next_offset: Offset,
     placer: IndexPlacer,
     index_entries: Vec<IndexEntry>,
+    time_placer: TimePlacer,
+    time_index_entries: Vec<TimeIndexEntry>,
     max_timestamp_ms: i64,
     batches_count: u64,
     /// Length of the batch at `pos` when it is larger than a window.
@@ -172,6 +184,8 @@ impl SegmentScanner {
             next_offset: config.base_offset,
             placer: IndexPlacer::new(config.index_interval_bytes),
             index_entries: Vec::new(),
+            time_placer: TimePlacer::new(),
+            time_index_entries: Vec::new(),
             max_timestamp_ms: -1,
             batches_count: 0,
             batch_len_at_pos: None,
@@ -195,6 +209,8 @@ impl SegmentScanner {
                 next_offset: self.next_offset,
                 index_entries: self.index_entries.clone(),
                 max_timestamp_ms: self.max_timestamp_ms,
+                time_index_entries: self.time_index_entries.clone(),
+                time_placer: self.time_placer.clone(),
                 stop: stop.clone(),
                 stop_at: *stop_at,
                 batches_count: self.batches_count,
@@ -341,11 +357,18 @@ impl SegmentScanner {
             .checked_add(i64::from(header.last_offset_delta) + 1)
             .ok_or_else(|| overflow.clone())?;
         let batch_bytes = u32::try_from(batch.len()).map_err(|_| overflow)?;
-        if let Some(entry) = self
+        let entry = self
             .placer
-            .on_batch(FilePos(position), relative, batch_bytes)
-        {
+            .on_batch(FilePos(position), relative, batch_bytes);
+        if let Some(entry) = entry {
             self.index_entries.push(entry);
+        }
+        // The time index is placed at the same points, as the writer does.
+        if let Some(time_entry) =
+            self.time_placer
+                .on_batch(relative, header.max_timestamp, entry.is_some())
+        {
+            self.time_index_entries.push(time_entry);
         }
         self.max_timestamp_ms = self.max_timestamp_ms.max(header.max_timestamp);
         self.next_offset = Offset(next);

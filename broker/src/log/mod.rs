@@ -1,5 +1,6 @@
-//! The partition log: segments of record batches on disk, a sparse offset index per segment,
-//! crash recovery, retention and flush policies — generic over the I/O backend.
+//! The partition log: segments of record batches on disk, a sparse offset index and a time
+//! index per segment, crash recovery, retention and flush policies, lookups by timestamp —
+//! generic over the I/O backend.
 //!
 //! Contract:
 //! - Inputs: record batches from producers (validated by `minikafka-core` before anything is
@@ -19,10 +20,12 @@
 //! Modules, a concept each:
 //! - [`config`]: [`LogConfig`] and [`FlushPolicy`], with Kafka's topic-level overrides.
 //! - [`error`]: the [`LogError`] enum.
-//! - [`segment`]: file naming and one open segment ([`Segment`]).
+//! - [`segment`]: file naming and one open segment ([`Segment`]): `.log`, `.index`,
+//!   `.timeindex`.
 //! - [`recover`]: turning the files of a segment into an open [`Segment`] at startup.
 //! - [`commit`]: group commit bookkeeping for the `fsync` policy.
-//! - [`partition`]: [`PartitionLog`] — append, read, roll, retention, flush, close.
+//! - [`partition`]: [`PartitionLog`] — append, read, offset by timestamp, roll, retention,
+//!   flush, close.
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
 
 pub mod commit;

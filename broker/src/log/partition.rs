@@ -16,9 +16,12 @@
 //! - Reads: snapshot the high watermark and the segment's published size, plan with core's
 //!   [`FetchPlanner`] from the index floor, read whole batches below the snapshot (I2). They
 //!   never take the append mutex.
-//! - Retention deletes whole segments from the front, never the active one; the log start
-//!   offset only moves forward (I9). A read holding a deleted segment completes (its files
-//!   stay open until the read drops them).
+//! - Retention deletes whole segments (log, index, time index) from the front, never the active
+//!   one; the log start offset only moves forward (I9). A read holding a deleted segment
+//!   completes (its files stay open until the read drops them).
+//! - Timestamp lookups (ListOffsets): pick the first segment whose exact max timestamp reaches
+//!   the target, start at its time index floor and let core's [`TimestampSearch`] read forward
+//!   below the size snapshot (I2). Like reads, they never take the append mutex.
 //! - Never reads a clock: time comes in as `now_ms`.
 
 use std::cell::{Cell, RefCell};
@@ -34,6 +37,7 @@ use minikafka_core::record::{
     ValidateOptions,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
+use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
 use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
@@ -44,6 +48,8 @@ use super::{LogError, Result, LEADER_EPOCH};
 
 /// Bytes read per window while planning a fetch (headers only are looked at).
 const PLAN_WINDOW_BYTES: usize = 16 * 1024;
+/// Bytes read per window while searching a segment for a timestamp.
+const SEARCH_WINDOW_BYTES: usize = 16 * 1024;
 
 /// What an acknowledged append produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +110,7 @@ pub struct PartitionLog<B: Backend> {
 
 impl<B: Backend> PartitionLog<B> {
     /// Opens (creating if needed) the partition log in `dir` and recovers it: stray files
-    /// (`*.tmp`, `*.deleted`, indexes without a log) are removed; each segment is trusted,
+    /// (`*.tmp`, `*.deleted`, indexes and time indexes without a log) are removed; each segment is trusted,
     /// re-indexed or scanned and truncated as core's decision table says (I3, I5); a first
     /// segment at offset 0 is created when there is none.
     pub async fn open(
@@ -125,7 +131,9 @@ impl<B: Backend> PartitionLog<B> {
             };
             match classify(name) {
                 SegmentFile::Log(base) => log_bases.push(base),
-                SegmentFile::Index(base) => index_bases.push((base, path)),
+                SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
+                    index_bases.push((base, path))
+                }
                 SegmentFile::Stray => {
                     tracing::info!(?path, "removing leftover file");
                     remove_if_present(&backend, &path).await?;
@@ -580,6 +588,106 @@ impl<B: Backend> PartitionLog<B> {
         Ok(Some(bytes))
     }
 
+    /// The earliest offset whose record timestamp is at or after `target_ms`, with that
+    /// record's timestamp (Kafka's ListOffsets by timestamp); `None` when no record in the log
+    /// has such a timestamp.
+    ///
+    /// Takes the first segment whose max timestamp (exact, see [`Segment::max_timestamp_ms`])
+    /// reaches the target, starts at its time index floor (resolved through the offset index)
+    /// and reads forward in windows below the segment's size snapshot (I2) to the first batch
+    /// whose max timestamp reaches the target. An uncompressed batch is walked record by record
+    /// (base timestamp + timestamp delta) to the exact first record. A compressed batch answers
+    /// with its base offset and max timestamp — an approximation, since the broker never
+    /// decompresses: the true record may come later in that batch and carry a smaller
+    /// timestamp. (A batch in LogAppendTime answers the same way: all its records carry the
+    /// max timestamp.) Offsets below the log start are never returned. Never takes the
+    /// append mutex.
+    pub async fn offset_for_timestamp(&self, target_ms: i64) -> Result<Option<(Offset, i64)>> {
+        Ok(self
+            .search_timestamp(target_ms)
+            .await?
+            .map(|hit| (hit.offset, hit.timestamp_ms)))
+    }
+
+    /// The offset and timestamp of the record with the largest timestamp in the log (Kafka's
+    /// ListOffsets `-3`, MAX_TIMESTAMP); the earliest such record when several share it.
+    /// `None` when the log holds no batch. Found as [`offset_for_timestamp`] of the largest
+    /// segment max timestamp, so it is exact for uncompressed batches and batch-level (the
+    /// batch's base offset) for compressed ones. Timestamps below -1 count as -1.
+    ///
+    /// [`offset_for_timestamp`]: PartitionLog::offset_for_timestamp
+    pub async fn max_timestamp_offset(&self) -> Result<Option<(Offset, i64)>> {
+        let max = {
+            let segments = self.segments.borrow();
+            if segments.iter().all(|s| s.is_empty()) {
+                return Ok(None);
+            }
+            segments.iter().map(|s| s.max_timestamp_ms()).max()
+        };
+        match max {
+            Some(max) => self.offset_for_timestamp(max).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn search_timestamp(&self, target_ms: i64) -> Result<Option<TimestampHit>> {
+        // Snapshot (I2): each segment's size and max timestamp move together in one step of
+        // the append, so they agree here; no await in between.
+        let log_start_offset = self.log_start_offset.get();
+        let candidates: Vec<(Rc<Segment<B>>, u64)> = self
+            .segments
+            .borrow()
+            .iter()
+            .filter(|s| s.max_timestamp_ms() >= target_ms)
+            .map(|s| (Rc::clone(s), s.size_bytes()))
+            .collect();
+        // Normally the first candidate answers; a later one only when a batch header's max
+        // timestamp overstates its records.
+        for (segment, end_bytes) in candidates {
+            if let Some(hit) = self
+                .search_segment(&segment, end_bytes, target_ms, log_start_offset)
+                .await?
+            {
+                return Ok(Some(hit));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Drives core's [`TimestampSearch`] over one segment below `end_bytes`.
+    async fn search_segment(
+        &self,
+        segment: &Segment<B>,
+        end_bytes: u64,
+        target_ms: i64,
+        min_offset: Offset,
+    ) -> Result<Option<TimestampHit>> {
+        let end = FilePos(
+            u32::try_from(end_bytes)
+                .map_err(|_| io::Error::other("segment larger than u32::MAX bytes (I6)"))?,
+        );
+        let start = segment.time_floor_position(target_ms).min(end);
+        let mut search =
+            TimestampSearch::new(target_ms, min_offset, start, end, SEARCH_WINDOW_BYTES);
+        loop {
+            match search.next_step() {
+                SearchStep::Done(hit) => return Ok(hit),
+                SearchStep::Need { pos, len } => {
+                    let window = segment.read_log(pos.as_u64(), len).await?;
+                    search.feed(pos, &window).map_err(|e| {
+                        LogError::Io(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "segment {:?} is corrupt below its published size: {e}",
+                                segment.log_path()
+                            ),
+                        ))
+                    })?;
+                }
+            }
+        }
+    }
+
     /// Deletes the oldest segments that core's retention planner selects (by size, by time,
     /// below the log start), never the active one, and advances the log start offset (I9).
     /// Reads in flight on a deleted segment complete.
@@ -624,6 +732,7 @@ impl<B: Backend> PartitionLog<B> {
             // startup removes.
             remove_if_present(&self.backend, segment.log_path()).await?;
             remove_if_present(&self.backend, segment.index_path()).await?;
+            remove_if_present(&self.backend, segment.time_index_path()).await?;
             deleted_base_offsets.push(segment.base_offset());
         }
         self.backend.sync_dir(&self.dir).await?;

@@ -1,17 +1,20 @@
-//! One segment: `<20-digit base offset>.log` and its `.index`, open, with the in-memory index
-//! and the published size.
+//! One segment: `<20-digit base offset>.log`, its `.index` and its `.timeindex`, open, with the
+//! in-memory indexes and the published size.
 //!
 //! Contract:
-//! - A [`Segment`] owns its two open files. It is shared through `Rc`: a read that snapshots
+//! - A [`Segment`] owns its three open files. It is shared through `Rc`: a read that snapshots
 //!   a segment keeps its files open even if retention deletes the segment meanwhile (POSIX
 //!   unlink semantics, see [`Backend::remove_file`]).
 //! - The published size (`size_bytes`) only grows while the segment is written, and only after
 //!   a write has completed: bytes below it never change (I2). Readers snapshot it and read
 //!   below the snapshot only.
-//! - An index entry is written after the log bytes it points at (I4); the in-memory index and
-//!   the placer state advance only when both writes succeeded.
+//! - An index entry — offset or time — is written after the log bytes it points at (I4); the
+//!   in-memory indexes and the placers' state advance only when every write succeeded.
+//! - The max timestamp is exact: the time placer sees every batch (core's
+//!   [`TimePlacer`]), and it is published in the same step as the size, so a reader's
+//!   snapshot of both agrees.
 //! - Never: validates batches (the partition did, I3), decides placement itself (core's
-//!   [`IndexPlacer`] does), or holds a `RefCell` borrow across an `.await`.
+//!   [`IndexPlacer`] and [`TimePlacer`] do), or holds a `RefCell` borrow across an `.await`.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -20,12 +23,15 @@ use std::path::{Path, PathBuf};
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use minikafka_core::index::{IndexEntry, IndexPlacer, OffsetIndex, ENTRY_BYTES};
 use minikafka_core::record::BatchHeader;
+use minikafka_core::time_index::{TimeIndex, TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
 use minikafka_core::types::{FilePos, Offset};
 
 /// Extension of a segment's log file.
 pub const LOG_SUFFIX: &str = "log";
 /// Extension of a segment's offset index file.
 pub const INDEX_SUFFIX: &str = "index";
+/// Extension of a segment's time index file.
+pub const TIME_INDEX_SUFFIX: &str = "timeindex";
 /// Suffix of files being written before an atomic rename; removed at startup.
 pub const TMP_SUFFIX: &str = "tmp";
 /// Suffix Kafka gives files scheduled for deletion; removed at startup.
@@ -41,6 +47,11 @@ pub fn index_file_name(base_offset: Offset) -> String {
     format!("{:020}.{INDEX_SUFFIX}", base_offset.0)
 }
 
+/// The file name of a segment's time index.
+pub fn time_index_file_name(base_offset: Offset) -> String {
+    format!("{:020}.{TIME_INDEX_SUFFIX}", base_offset.0)
+}
+
 /// The directory of a partition's segments: `<data_dir>/<topic>-<partition>`.
 pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
@@ -53,6 +64,8 @@ pub enum SegmentFile {
     Log(Offset),
     /// `<base>.index`.
     Index(Offset),
+    /// `<base>.timeindex`.
+    TimeIndex(Offset),
     /// A leftover of an interrupted operation (`*.tmp`, `*.deleted`): safe to remove.
     Stray,
     /// Anything else: left alone.
@@ -78,6 +91,7 @@ pub fn classify(file_name: &str) -> SegmentFile {
     match ext {
         LOG_SUFFIX => SegmentFile::Log(Offset(base)),
         INDEX_SUFFIX => SegmentFile::Index(Offset(base)),
+        TIME_INDEX_SUFFIX => SegmentFile::TimeIndex(Offset(base)),
         _ => SegmentFile::Unknown,
     }
 }
@@ -87,9 +101,12 @@ pub fn classify(file_name: &str) -> SegmentFile {
 pub(crate) struct SegmentState {
     pub size_bytes: u64,
     pub next_offset: Offset,
-    pub max_timestamp_ms: i64,
     pub index: OffsetIndex,
     pub index_file_entries: u64,
+    pub time_index: TimeIndex,
+    pub time_index_file_entries: u64,
+    /// Placer state after the last batch: carries the exact max timestamp.
+    pub time_placer: TimePlacer,
 }
 
 /// One open segment.
@@ -97,17 +114,23 @@ pub struct Segment<B: Backend> {
     base_offset: Offset,
     log_path: PathBuf,
     index_path: PathBuf,
+    time_index_path: PathBuf,
     log: B::File,
     index_file: B::File,
+    time_index_file: B::File,
     index: RefCell<OffsetIndex>,
     placer: RefCell<IndexPlacer>,
+    time_index: RefCell<TimeIndex>,
+    /// Holds the segment's exact max timestamp and the first batch that reached it.
+    time_placer: RefCell<TimePlacer>,
+    /// Like `index_file_entries`, for the time index.
+    time_index_file_entries: Cell<u64>,
     /// Published size (I2).
     size_bytes: Cell<u64>,
     /// Entry slots of the index file that may hold bytes: the in-memory entries, plus one
     /// when an entry write failed (the next entry overwrites it; a sync cuts it).
     index_file_entries: Cell<u64>,
     next_offset: Cell<Offset>,
-    max_timestamp_ms: Cell<i64>,
     created_ms: i64,
 }
 
@@ -127,18 +150,26 @@ impl<B: Backend> Segment<B> {
         log.truncate(0).await?;
         let index_file = backend.open(&index_path, OpenMode::ReadWriteCreate).await?;
         index_file.truncate(0).await?;
+        let time_index_path = dir.join(time_index_file_name(base_offset));
+        let time_index_file = backend
+            .open(&time_index_path, OpenMode::ReadWriteCreate)
+            .await?;
+        time_index_file.truncate(0).await?;
         backend.sync_dir(dir).await?;
         let state = SegmentState {
             size_bytes: 0,
             next_offset: base_offset,
-            max_timestamp_ms: -1,
             index: OffsetIndex::new(),
             index_file_entries: 0,
+            time_index: TimeIndex::new(),
+            time_index_file_entries: 0,
+            time_placer: TimePlacer::new(),
         };
         Ok(Self::from_parts(
             base_offset,
             (log_path, log),
             (index_path, index_file),
+            (time_index_path, time_index_file),
             state,
             index_interval_bytes,
             now_ms,
@@ -150,6 +181,7 @@ impl<B: Backend> Segment<B> {
         base_offset: Offset,
         log: (PathBuf, B::File),
         index: (PathBuf, B::File),
+        time_index: (PathBuf, B::File),
         state: SegmentState,
         index_interval_bytes: u32,
         created_ms: i64,
@@ -159,14 +191,18 @@ impl<B: Backend> Segment<B> {
             base_offset,
             log_path: log.0,
             index_path: index.0,
+            time_index_path: time_index.0,
             log: log.1,
             index_file: index.1,
+            time_index_file: time_index.1,
             index: RefCell::new(state.index),
             placer: RefCell::new(IndexPlacer::resume(index_interval_bytes, since)),
+            time_index: RefCell::new(state.time_index),
+            time_placer: RefCell::new(state.time_placer),
+            time_index_file_entries: Cell::new(state.time_index_file_entries),
             size_bytes: Cell::new(state.size_bytes),
             index_file_entries: Cell::new(state.index_file_entries),
             next_offset: Cell::new(state.next_offset),
-            max_timestamp_ms: Cell::new(state.max_timestamp_ms),
             created_ms,
         }
     }
@@ -186,9 +222,20 @@ impl<B: Backend> Segment<B> {
         self.next_offset.get()
     }
 
-    /// The largest batch max timestamp seen (-1 when none).
+    /// The largest batch max timestamp in the segment (-1 when none): exact, also for a
+    /// segment trusted at startup (its time index's last entry and the tail after the offset
+    /// index's last entry). Timestamps below -1 count as -1 (Kafka's "no timestamp").
     pub fn max_timestamp_ms(&self) -> i64 {
-        self.max_timestamp_ms.get()
+        self.time_placer.borrow().max_timestamp_ms()
+    }
+
+    /// Base offset of the first batch whose max timestamp is the segment's max timestamp
+    /// (`None` when no batch has a timestamp above -1).
+    pub fn max_timestamp_batch_offset(&self) -> Option<Offset> {
+        self.time_placer
+            .borrow()
+            .max_timestamp_relative_offset()
+            .map(|rel| self.base_offset.plus(i64::from(rel.0)))
     }
 
     /// When this segment was created or opened (for `segment.ms`).
@@ -209,6 +256,30 @@ impl<B: Backend> Segment<B> {
     /// Path of the `.index` file.
     pub fn index_path(&self) -> &Path {
         &self.index_path
+    }
+
+    /// Path of the `.timeindex` file.
+    pub fn time_index_path(&self) -> &Path {
+        &self.time_index_path
+    }
+
+    /// Number of in-memory time index entries.
+    pub fn time_index_len(&self) -> usize {
+        self.time_index.borrow().len()
+    }
+
+    /// A copy of the in-memory time index entries.
+    pub fn time_index_entries(&self) -> Vec<TimeIndexEntry> {
+        self.time_index.borrow().entries().to_vec()
+    }
+
+    /// The position to start a search for the first record at or after `target_ms`: the time
+    /// index's floor entry resolved through the offset index (segment start when none).
+    pub fn time_floor_position(&self, target_ms: i64) -> FilePos {
+        match self.time_index.borrow().lookup(target_ms) {
+            Some(entry) => self.index.borrow().lookup(entry.relative_offset),
+            None => FilePos(0),
+        }
     }
 
     /// Number of in-memory index entries.
@@ -236,8 +307,9 @@ impl<B: Backend> Segment<B> {
     }
 
     /// Writes `batch` (already validated and patched) at the published size, then its index
-    /// entry if the placer asks for one (I4), then publishes the new size (I2). On error
-    /// nothing is published and the in-memory index is unchanged; bytes past the published
+    /// entry and its time index entry if the placers ask for them (I4), then publishes the new
+    /// size and max timestamp (I2). On error nothing is published and the in-memory indexes are
+    /// unchanged; bytes past the published
     /// size may be torn and are overwritten by the next write (the caller truncates first).
     /// Returns the batch's position and hands the buffer back.
     pub(crate) async fn append_batch(
@@ -278,11 +350,32 @@ impl<B: Backend> Segment<B> {
             if let Err(e) = written {
                 return (Err(e), batch);
             }
+        }
+        // The time index: same placement points, after the data too (I4).
+        let mut time_placer = self.time_placer.borrow().clone();
+        let time_entry = time_placer.on_batch(relative, header.max_timestamp, entry.is_some());
+        if let Some(time_entry) = time_entry {
+            let slot = self.time_index.borrow().len() as u64;
+            self.time_index_file_entries
+                .set(self.time_index_file_entries.get().max(slot + 1));
+            let at = slot * TIME_ENTRY_BYTES as u64;
+            let (written, _) = self
+                .time_index_file
+                .write_at(time_entry.encode().to_vec(), at)
+                .await;
+            if let Err(e) = written {
+                return (Err(e), batch);
+            }
+        }
+        // No await from here on: the indexes, the max timestamp and the size move together.
+        if let Some(entry) = entry {
             self.index.borrow_mut().push(entry);
         }
+        if let Some(time_entry) = time_entry {
+            self.time_index.borrow_mut().push(time_entry);
+        }
         *self.placer.borrow_mut() = placer;
-        self.max_timestamp_ms
-            .set(self.max_timestamp_ms.get().max(header.max_timestamp));
+        *self.time_placer.borrow_mut() = time_placer;
         self.next_offset.set(header.next_offset());
         // I2: publish only now that every byte below the new size is written.
         self.size_bytes.set(position_u64 + batch_bytes);
@@ -300,7 +393,7 @@ impl<B: Backend> Segment<B> {
         self.log.sync_data().await
     }
 
-    /// Makes the index durable, first cutting any slot written by a failed append.
+    /// Makes both indexes durable, first cutting any slot written by a failed append.
     pub(crate) async fn sync_index(&self) -> io::Result<()> {
         let entries = self.index.borrow().len() as u64;
         if self.index_file_entries.get() != entries {
@@ -309,14 +402,23 @@ impl<B: Backend> Segment<B> {
                 .await?;
             self.index_file_entries.set(entries);
         }
-        self.index_file.sync_data().await
+        self.index_file.sync_data().await?;
+        let time_entries = self.time_index.borrow().len() as u64;
+        if self.time_index_file_entries.get() != time_entries {
+            self.time_index_file
+                .truncate(time_entries * TIME_ENTRY_BYTES as u64)
+                .await?;
+            self.time_index_file_entries.set(time_entries);
+        }
+        self.time_index_file.sync_data().await
     }
 
-    /// Closes both files, reporting errors the OS held back.
+    /// Closes the three files, reporting errors the OS held back.
     pub(crate) async fn close(self) -> io::Result<()> {
         let log = self.log.close().await;
         let index = self.index_file.close().await;
-        log.and(index)
+        let time_index = self.time_index_file.close().await;
+        log.and(index).and(time_index)
     }
 }
 
@@ -348,7 +450,15 @@ mod tests {
         assert_eq!(classify("99999999999999999999.log"), SegmentFile::Unknown);
         assert_eq!(
             classify("00000000000000000042.timeindex"),
-            SegmentFile::Unknown
+            SegmentFile::TimeIndex(Offset(42))
+        );
+        assert_eq!(
+            classify(&time_index_file_name(Offset(7))),
+            SegmentFile::TimeIndex(Offset(7))
+        );
+        assert_eq!(
+            classify("00000000000000000042.timeindex.tmp"),
+            SegmentFile::Stray
         );
         assert_eq!(classify("leader-epoch-checkpoint"), SegmentFile::Unknown);
     }
