@@ -1,1 +1,28 @@
-//! minikafka benches: criterion micro-benches (`benches/`) and, later, the `mk-bench` harness.
+//! minikafka benches: criterion micro-benches (`benches/`) and the `mk-bench` harness
+//! (`src/bin/mk-bench.rs`), whose experiments live here so they are unit-tested.
+//!
+//! Contract:
+//! - Every experiment reports figures as ratios to baselines measured in the same run on the
+//!   same machine (fio for the disk), with the load average at measurement time: the
+//!   development machine is shared and noisy, so bare times mean little.
+//! - Nothing here asserts a timing; tests check outcomes (records read back, counts) and the
+//!   pure helpers (statistics, fio JSON, report formats).
+//!
+//! Modules:
+//! - [`stats`]: median, min, max of repetitions.
+//! - [`fio`]: running fio and parsing its JSON.
+//! - [`machine`]: load average, kernel, filesystem.
+//! - [`report`]: result rows as CSV, JSON Lines, Markdown.
+//! - [`shard`]: one measurement on a fresh single shard of any backend.
+//! - [`log_workloads`]: the partition-log workloads, generic over the backend.
+//! - [`log_experiment`]: `mk-bench log`: the workloads on both backends against fio.
+//! - [`error`]: the harness error type, `BenchError`.
+
+pub mod error;
+pub mod fio;
+pub mod log_experiment;
+pub mod log_workloads;
+pub mod machine;
+pub mod report;
+pub mod shard;
+pub mod stats;

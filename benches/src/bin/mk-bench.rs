@@ -1,0 +1,154 @@
+//! `mk-bench`: the minikafka benchmark harness.
+//!
+//! Subcommands, one per experiment:
+//! - `mk-bench log [--quick] [--out DIR] [--backend uring|portable|both] [--data-dir PATH]`:
+//!   partition-log workloads on the backends against fio baselines
+//!   (see `minikafka_benches::log_experiment` and docs/BENCHMARKS.md).
+//!
+//! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
+//! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
+//! 1 on any other failure.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use minikafka_benches::error::BenchError;
+use minikafka_benches::fio::{self, FioError};
+use minikafka_benches::log_experiment::{self, BackendKind, LogOptions, LogSizes};
+use minikafka_benches::{machine, report};
+
+#[derive(Debug, Parser)]
+#[command(name = "mk-bench", about = "minikafka benchmark harness", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Partition-log workloads (append, durable append, read) on the backends, against fio
+    /// baselines measured in the same run on the same filesystem.
+    Log(LogArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// The io_uring (glommio) backend.
+    Uring,
+    /// The portable (smol) backend.
+    Portable,
+    /// Both, side by side.
+    Both,
+}
+
+#[derive(Debug, Args)]
+struct LogArgs {
+    /// Small sizes and one repetition (a smoke test of well under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the results (default: target/mk-bench/log, or log-quick with --quick).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Backends to measure.
+    #[arg(long, value_enum, default_value_t = BackendArg::Both)]
+    backend: BackendArg,
+    /// Directory on the filesystem to measure (a scratch folder is made inside and removed
+    /// afterwards; default: the system temporary directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Log(args) => match run_log(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(BenchError::Fio(FioError::Missing)) => {
+                eprintln!(
+                    "mk-bench: fio is required for the baselines but is not installed; \
+                     install it with `{}` (Debian/Ubuntu)",
+                    fio::INSTALL_HINT
+                );
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("mk-bench log: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn backends(arg: BackendArg) -> Vec<BackendKind> {
+    match arg {
+        BackendArg::Uring => vec![BackendKind::Uring],
+        BackendArg::Portable => vec![BackendKind::Portable],
+        BackendArg::Both => vec![BackendKind::Uring, BackendKind::Portable],
+    }
+}
+
+fn run_log(args: &LogArgs) -> Result<(), BenchError> {
+    let fio_version = fio::version()?;
+    let sizes = if args.quick {
+        LogSizes::quick()
+    } else {
+        LogSizes::full()
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("target/mk-bench").join(if args.quick { "log-quick" } else { "log" })
+    });
+    let root = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let data_dir = root.join(format!("mk-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&data_dir)?;
+    let filesystem = machine::filesystem_of(&data_dir);
+    let opts = LogOptions {
+        sizes,
+        backends: backends(args.backend),
+        data_dir: data_dir.clone(),
+    };
+    let meta = serde_json::json!({
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "unix_time_s": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "kernel": machine::kernel_release(),
+        "cpus": machine::cpu_count(),
+        "load_avg_1m_at_start": machine::load_avg_1m(),
+        "data_dir": data_dir,
+        "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
+        "fio": fio_version,
+        "sizes": opts.sizes,
+        "backends": opts.backends,
+    });
+    eprintln!(
+        "mk-bench log: {} on {} ({}), {fio_version}, {} CPUs, results to {}",
+        if args.quick { "quick" } else { "full" },
+        data_dir.display(),
+        filesystem
+            .as_ref()
+            .map_or("unknown filesystem", |f| f.2.as_str()),
+        machine::cpu_count().unwrap_or(0),
+        out.display()
+    );
+    let result = log_experiment::run(&opts, &mut |line| eprintln!("  {line}"));
+    // Remove the scratch folder whatever happened (the workloads remove their own on success).
+    let _ = std::fs::remove_dir_all(&data_dir);
+    let rows = result?;
+
+    let mut written = report::write_files(&out, log_experiment::EXPERIMENT, &rows)?;
+    let meta_path = out.join("meta.json");
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta)? + "\n")?;
+    written.push(meta_path);
+
+    println!("{}", report::to_markdown(&rows));
+    eprintln!("wrote {}", list(&written));
+    Ok(())
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p: &PathBuf| Path::display(p).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
