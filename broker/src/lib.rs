@@ -10,3 +10,4 @@ pub mod conformance;
 pub mod fault;
 pub mod log;
 pub mod protocol;
+pub mod server;

@@ -1,8 +1,59 @@
 //! # minikafka-client
 //!
-//! Will own the async, runtime-agnostic Kafka client used by our tools and benches: a producer
-//! (per-partition batches sealed by count, bytes or linger; Kafka's murmur2 partitioner;
-//! pipelined requests with ordering preserved; acks 0/1/all; compression) and a consumer
-//! (assign/seek/poll over one long-poll fetch, CRC verified on every batch), plus the `mk` CLI.
+//! An async, runtime-agnostic Kafka client: it talks over any
+//! `futures_io::AsyncRead + AsyncWrite + Unpin` stream the caller connects, so it runs on smol,
+//! on glommio, or over a backend's stream.
+//!
+//! - [`connection`]: framing, correlation ids, ApiVersions negotiation, pipelining.
+//! - [`producer`]: per-partition batches sealed by count, bytes or linger; Kafka's murmur2
+//!   partitioner; pipelined requests with ordering preserved; acks 0/1/all; compression.
+//! - [`consumer`]: assign/seek/poll over one long-poll fetch, CRC verified on every batch.
+//! - [`admin`]: create/list/describe/delete topics, list offsets.
+//!
 //! Batches are encoded with `minikafka_core::record::BatchBuilder` and checked with
 //! `minikafka_core::record::validate_batch`, the same code the broker trusts.
+//!
+//! ```no_run
+//! # #[cfg(feature = "smol")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use minikafka_client::{Producer, ProducerConfig, ProducerRecord, SmolRuntime};
+//! smol::block_on(async {
+//!     let stream = smol::net::TcpStream::connect("127.0.0.1:9092").await?;
+//!     let (producer, driver) =
+//!         Producer::connect(stream, ProducerConfig::default(), SmolRuntime).await?;
+//!     let task = smol::spawn(driver.run()); // glommio: `glommio::spawn_local(driver.run())`
+//!     let delivery = producer.send(ProducerRecord::new("events", "hello")).await?.await?;
+//!     println!("partition {} offset {:?}", delivery.partition, delivery.offset);
+//!     drop(producer); // the driver ends once every handle is gone and all is answered
+//!     task.await;
+//!     Ok(())
+//! })
+//! # }
+//! # #[cfg(not(feature = "smol"))]
+//! # fn main() {}
+//! ```
+//!
+//! Contract: the library never spawns a task or reads a clock by itself except the producer's
+//! driver, which reads `Instant::now()` and sleeps through the caller's [`Runtime`]; the caller
+//! spawns that driver on its own executor.
+
+pub mod admin;
+pub mod compression;
+pub mod connection;
+pub mod consumer;
+pub mod error;
+pub mod partitioner;
+pub mod producer;
+pub mod runtime;
+
+pub use admin::{Admin, OffsetSpec};
+pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, SeekTo, TopicPartition};
+pub use producer::{Acks, Delivery, Producer, ProducerConfig, ProducerRecord};
+pub use runtime::Runtime;
+#[cfg(feature = "smol")]
+pub use runtime::SmolRuntime;
+
+pub use connection::{Connection, ConnectionConfig, InFlight};
+pub use error::{Error, Result};
+pub use minikafka_core::record::Compression;
+pub use minikafka_core::types::Offset;

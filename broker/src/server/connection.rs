@@ -1,0 +1,240 @@
+//! One client connection: frames in, responses out in request order.
+//!
+//! Contract:
+//! - Input: a stream accepted by this shard. Frames are split by [`FrameDecoder`], capped by
+//!   `socket.request.max.bytes` (I10), judged and decoded by [`decode_request`].
+//! - Requests are handled concurrently (one shard-local task each), at most
+//!   [`MAX_IN_FLIGHT`] per connection (the reader stops reading beyond it, bounding memory);
+//!   responses are written strictly in request order (clients pipeline). A produce with
+//!   `acks=0` gets no response.
+//! - Closes the connection, with a log line, on: a frame-size error, an unknown API key, an
+//!   unsupported version (except ApiVersions, answered with its v0 UNSUPPORTED_VERSION
+//!   response), an undecodable request, an API we do not serve; on idleness longer than
+//!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
+//! - Never: answers out of order, or reads past [`MAX_IN_FLIGHT`] unanswered requests.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{select, Either};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
+use minikafka_core::backend::{Backend, BackendListener};
+
+use super::handlers::{self, Outcome};
+use super::shard::{InFlight, ShardState};
+use crate::protocol::{
+    decode_request, encode_api_versions_unsupported, DecodedRequest, FrameDecoder, PrecheckError,
+    PrecheckErrorKind, RequestError, SupportedVersions,
+};
+
+/// Most requests a connection may have unanswered.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Bytes read from the socket per call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What the writer task gets, in request order.
+enum Pending<B: Backend> {
+    /// A response being computed; `None` from a cancelled handler closes the connection.
+    Reply(futures::channel::oneshot::Receiver<Outcome>, InFlight<B>),
+    /// Bytes ready now.
+    Ready(Bytes),
+    /// Close after writing everything before this.
+    Close,
+}
+
+/// Decrements the broker's connection count when the connection ends.
+struct ConnectionSlot<B: Backend>(Rc<ShardState<B>>);
+
+impl<B: Backend> Drop for ConnectionSlot<B> {
+    fn drop(&mut self) {
+        self.0.shared.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
+
+/// Serves one connection until it closes. The caller already counted it in
+/// `Shared::connections`; this decrements the count at the end.
+pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer: SocketAddr) {
+    let slot = ConnectionSlot(Rc::clone(&state));
+    let (reader, writer) = stream.split();
+    let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT);
+    let unanswered = Rc::new(Cell::new(0usize));
+    // Dropped by the writer when it ends, which stops the reader too.
+    let (writer_alive, writer_done) = async_channel::bounded::<()>(1);
+    let writer_task = write_loop::<B>(writer, rx, Rc::clone(&unanswered), peer, slot, writer_alive);
+    state.backend.spawn_local(writer_task);
+    read_loop(&state, reader, tx, unanswered, peer, writer_done).await;
+}
+
+async fn read_loop<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    mut reader: futures::io::ReadHalf<Stream<B>>,
+    tx: async_channel::Sender<Pending<B>>,
+    unanswered: Rc<Cell<usize>>,
+    peer: SocketAddr,
+    writer_done: async_channel::Receiver<()>,
+) {
+    let config = &state.shared.config;
+    let decoder = FrameDecoder::new(config.socket_request_max_bytes);
+    let idle = Duration::from_millis(config.connections_max_idle_ms);
+    let mut buf = BytesMut::new();
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(Some(frame)) => {
+                    if state.stopping() {
+                        return;
+                    }
+                    let Some(pending) = judge(state, frame, peer) else {
+                        let _ = tx.send(Pending::Close).await;
+                        return;
+                    };
+                    unanswered.set(unanswered.get() + 1);
+                    if tx.send(pending).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, "closing connection: {e}");
+                    let _ = tx.send(Pending::Close).await;
+                    return;
+                }
+            }
+        }
+        let read = {
+            let read = std::pin::pin!(reader.read(&mut chunk));
+            let stop = std::pin::pin!(state.stop.recv());
+            let done = std::pin::pin!(writer_done.recv());
+            let idle_timer = std::pin::pin!(state.backend.sleep(idle));
+            match select(read, select(select(stop, done), idle_timer)).await {
+                Either::Left((read, _)) => Some(read),
+                Either::Right((Either::Left(_), _)) => return,
+                Either::Right((Either::Right(_), _)) => None,
+            }
+        };
+        match read {
+            None if unanswered.get() == 0 => {
+                tracing::debug!(%peer, "closing idle connection");
+                return;
+            }
+            None => {}
+            Some(Ok(0)) => return,
+            Some(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Some(Err(e)) => {
+                tracing::debug!(%peer, "read failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Judges one frame: a pending reply, or `None` when the connection must close.
+fn judge<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    frame: Bytes,
+    peer: SocketAddr,
+) -> Option<Pending<B>> {
+    match decode_tolerating_trailing_bytes(frame, &state.shared.supported, peer) {
+        Ok(request) => {
+            let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
+            let guard = state.begin_request();
+            let st = Rc::clone(state);
+            state.backend.spawn_local(async move {
+                let outcome = handlers::handle(&st, request).await;
+                let _ = reply_tx.send(outcome);
+            });
+            Some(Pending::Reply(reply_rx, guard))
+        }
+        Err(RequestError::ApiVersionsUnsupportedVersion {
+            api_version,
+            correlation_id,
+        }) => {
+            tracing::debug!(%peer, api_version, "ApiVersions version unsupported; answering v0");
+            match encode_api_versions_unsupported(correlation_id, &state.shared.advertised) {
+                Ok(bytes) => Some(Pending::Ready(bytes)),
+                Err(e) => {
+                    tracing::warn!(%peer, "closing connection: {e}");
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(%peer, "closing connection: {e}");
+            None
+        }
+    }
+}
+
+/// [`decode_request`], retried without the body's trailing bytes when that is all that is
+/// wrong: Kafka brokers ignore bytes after the last field, and librdkafka 2.x relies on it
+/// (an all-topics Metadata v9+ request carries a 4-byte placeholder where a 1-byte null
+/// array count belongs, 3 bytes too many).
+fn decode_tolerating_trailing_bytes(
+    frame: Bytes,
+    supported: &SupportedVersions,
+    peer: SocketAddr,
+) -> Result<DecodedRequest, RequestError> {
+    match decode_request(frame.clone(), supported) {
+        Err(RequestError::Precheck {
+            api_key,
+            api_version,
+            frame_offset,
+            source:
+                PrecheckError {
+                    kind: PrecheckErrorKind::TrailingBytes { count_bytes },
+                    ..
+                },
+            ..
+        }) if frame_offset <= frame.len() => {
+            tracing::debug!(%peer, ?api_key, api_version, count_bytes, "ignoring trailing bytes");
+            decode_request(frame.slice(..frame_offset), supported)
+        }
+        other => other,
+    }
+}
+
+async fn write_loop<B: Backend>(
+    mut writer: futures::io::WriteHalf<Stream<B>>,
+    rx: async_channel::Receiver<Pending<B>>,
+    unanswered: Rc<Cell<usize>>,
+    peer: SocketAddr,
+    slot: ConnectionSlot<B>,
+    writer_alive: async_channel::Sender<()>,
+) {
+    while let Ok(pending) = rx.recv().await {
+        // The in-flight guard lives until the response is written (shutdown waits for it).
+        let (bytes, _in_flight) = match pending {
+            Pending::Ready(bytes) => (Some(bytes), None),
+            Pending::Close => break,
+            Pending::Reply(reply, in_flight) => match reply.await {
+                Ok(Outcome::Respond(bytes)) => (Some(bytes), Some(in_flight)),
+                Ok(Outcome::Silent) => (None, Some(in_flight)),
+                Ok(Outcome::Close(why)) => {
+                    tracing::warn!(%peer, "closing connection: {why}");
+                    break;
+                }
+                Err(_) => break,
+            },
+        };
+        unanswered.set(unanswered.get().saturating_sub(1));
+        if let Some(bytes) = bytes {
+            if let Err(e) = writer.write_all(&bytes).await {
+                tracing::debug!(%peer, "write failed: {e}");
+                break;
+            }
+        }
+    }
+    rx.close();
+    let _ = writer.flush().await;
+    let _ = writer.close().await;
+    drop(slot);
+    drop(writer_alive);
+    tracing::debug!(%peer, "connection closed");
+}

@@ -1,0 +1,17 @@
+//! ApiVersions (key 18), v0–4: the advertised ranges ([`super::advertised_versions`]),
+//! error 0.
+//!
+//! Contract: lists what [`super::served_versions`] accepts minus
+//! [`super::NOT_ADVERTISED`]; never advertises an API we would refuse. (A request of a version we lack is answered before decoding, in
+//! `connection.rs`, with UNSUPPORTED_VERSION in v0.)
+
+use kafka_protocol::messages::ApiVersionsResponse;
+use minikafka_core::backend::Backend;
+
+use crate::protocol::api_versions_response;
+use crate::server::shard::ShardState;
+
+/// Builds the response.
+pub fn handle<B: Backend>(state: &ShardState<B>, _version: i16) -> ApiVersionsResponse {
+    api_versions_response(&state.shared.advertised, 0)
+}

@@ -1,0 +1,49 @@
+//! CreatePartitions (key 37), v0–3: raise a topic's partition count.
+//!
+//! Contract: the new count must exceed the current one (INVALID_PARTITIONS, 37); a manual
+//! assignment may only name this node (INVALID_REPLICA_ASSIGNMENT, 39); unknown topic:
+//! UNKNOWN_TOPIC_OR_PARTITION (3). `validate_only` changes nothing.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use minikafka_core::backend::Backend;
+
+use super::str_bytes;
+use crate::server::errors;
+use crate::server::shard::ShardState;
+use crate::server::topics;
+
+/// Handles the request.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let node_id = state.shared.config.node_id;
+    let mut response = CreatePartitionsResponse::default();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str().to_string();
+        let bad_assignment = topic.assignments.as_ref().is_some_and(|a| {
+            a.iter()
+                .any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != node_id)
+        });
+        let outcome = if bad_assignment {
+            Err((
+                errors::INVALID_REPLICA_ASSIGNMENT,
+                format!("partitions can only be assigned to broker {node_id}"),
+            ))
+        } else {
+            topics::add_partitions(state, &name, topic.count, request.validate_only).await
+        };
+        let mut result = CreatePartitionsTopicResult::default();
+        result.name = topic.name.clone();
+        result.error_message = None;
+        if let Err((code, message)) = outcome {
+            result.error_code = code;
+            result.error_message = Some(str_bytes(&message));
+        }
+        response.results.push(result);
+    }
+    response
+}

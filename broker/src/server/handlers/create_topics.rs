@@ -1,0 +1,151 @@
+//! CreateTopics (key 19), v2–7.
+//!
+//! Contract, per topic: a legal name (Kafka's rules: 1..=249 of `[a-zA-Z0-9._-]`, not `.`
+//! or `..`; else INVALID_TOPIC_EXCEPTION, 17); not a duplicate within the request
+//! (INVALID_REQUEST, 42) nor an existing topic (TOPIC_ALREADY_EXISTS, 36);
+//! `num_partitions` -1 means `num.partitions`, other non-positive counts are
+//! INVALID_PARTITIONS (37); replication factor -1 or 1 (else INVALID_REPLICATION_FACTOR, 38);
+//! a manual assignment may only name this node (else INVALID_REPLICA_ASSIGNMENT, 39) and then
+//! gives the partition count; configs become topic overrides, checked by the log
+//! (INVALID_CONFIG, 40). `validate_only` checks and creates nothing. v5+ answers with the
+//! partition count, replication factor and the topic's configuration; v7+ with its id.
+
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use minikafka_core::backend::Backend;
+
+use super::describe_configs::topic_entries;
+use super::str_bytes;
+use crate::log::topics::validate_topic_name;
+use crate::server::errors;
+use crate::server::shard::ShardState;
+use crate::server::topics::{self, AdminError};
+
+/// Partition count and overrides of a creatable topic, or why it is refused.
+fn judge(
+    topic: &CreatableTopic,
+    node_id: i32,
+    default_partitions: i32,
+) -> Result<(i32, BTreeMap<String, String>), AdminError> {
+    if let Err(e) = validate_topic_name(topic.name.0.as_str()) {
+        return Err((errors::INVALID_TOPIC_EXCEPTION, e.to_string()));
+    }
+    if !matches!(topic.replication_factor, -1 | 1) {
+        return Err((
+            errors::INVALID_REPLICATION_FACTOR,
+            format!(
+                "replication factor {} is not possible on a single broker",
+                topic.replication_factor
+            ),
+        ));
+    }
+    let partitions = if topic.assignments.is_empty() {
+        match topic.num_partitions {
+            -1 => default_partitions,
+            n => n,
+        }
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err((
+                errors::INVALID_REQUEST,
+                "a manual assignment requires num_partitions and replication_factor -1".into(),
+            ));
+        }
+        let mut seen = HashSet::new();
+        for assignment in &topic.assignments {
+            if assignment.broker_ids.len() != 1 || assignment.broker_ids[0].0 != node_id {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    format!("partitions can only be assigned to broker {node_id}"),
+                ));
+            }
+            seen.insert(assignment.partition_index);
+        }
+        let count = topic.assignments.len() as i32;
+        if (0..count).any(|p| !seen.contains(&p)) {
+            return Err((
+                errors::INVALID_REPLICA_ASSIGNMENT,
+                "assigned partitions must be 0..count".into(),
+            ));
+        }
+        count
+    };
+    let mut overrides = BTreeMap::new();
+    for config in &topic.configs {
+        if let Some(value) = &config.value {
+            overrides.insert(config.name.as_str().to_string(), value.as_str().to_string());
+        }
+    }
+    Ok((partitions, overrides))
+}
+
+/// Handles the request.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let config = &state.shared.config;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for topic in &request.topics {
+        *counts.entry(topic.name.0.as_str().to_string()).or_default() += 1;
+    }
+    let mut response = CreateTopicsResponse::default();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str().to_string();
+        let outcome = if counts.get(&name).copied().unwrap_or(0) > 1 {
+            Err((
+                errors::INVALID_REQUEST,
+                format!("topic {name} appears more than once in the request"),
+            ))
+        } else {
+            match judge(topic, config.node_id, config.num_partitions) {
+                Ok((partitions, overrides)) => {
+                    topics::create_topic(state, &name, partitions, overrides, request.validate_only)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        };
+        let mut result = CreatableTopicResult::default();
+        result.name = topic.name.clone();
+        result.error_message = None;
+        match outcome {
+            Ok(info) => {
+                if version >= 7 {
+                    result.topic_id = info.id;
+                }
+                if version >= 5 {
+                    result.num_partitions = info.partition_count();
+                    result.replication_factor = 1;
+                    result.configs = Some(
+                        topic_entries(config, &info.config)
+                            .into_iter()
+                            .map(|e| {
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = str_bytes(&e.name);
+                                c.value = Some(str_bytes(&e.value));
+                                c.config_source = e.source;
+                                c
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err((code, message)) => {
+                tracing::debug!(topic = name, code, "create refused: {message}");
+                result.error_code = code;
+                result.error_message = Some(str_bytes(&message));
+                result.configs = if version >= 5 { Some(Vec::new()) } else { None };
+            }
+        }
+        response.topics.push(result);
+    }
+    response
+}

@@ -1,0 +1,37 @@
+//! DescribeCluster (key 60), v0–2: this one broker, which is also the controller.
+//!
+//! Contract: endpoint type 1 (brokers) is served; 2 (controllers) gets
+//! UNSUPPORTED_ENDPOINT_TYPE (119), as a broker that is not a KRaft controller answers.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+use minikafka_core::backend::Backend;
+
+use super::str_bytes;
+use crate::server::errors;
+use crate::server::shard::ShardState;
+
+/// Builds the response.
+pub fn handle<B: Backend>(
+    state: &ShardState<B>,
+    request: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let shared = &state.shared;
+    let (host, port) = super::metadata::advertised(shared);
+    let node_id = shared.config.node_id;
+    let mut response = DescribeClusterResponse::default();
+    if version >= 1 && request.endpoint_type != 1 {
+        response.endpoint_type = request.endpoint_type;
+        response.error_code = errors::UNSUPPORTED_ENDPOINT_TYPE;
+        return response;
+    }
+    response.cluster_id = str_bytes(&shared.cluster_id);
+    response.controller_id = node_id.into();
+    let mut broker = DescribeClusterBroker::default();
+    broker.broker_id = node_id.into();
+    broker.host = str_bytes(&host);
+    broker.port = i32::from(port);
+    response.brokers = vec![broker];
+    response
+}

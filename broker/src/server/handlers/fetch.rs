@@ -1,0 +1,224 @@
+//! Fetch (key 1), v4–18 (v13+ names topics by id), with long-polling.
+//!
+//! Contract:
+//! - Every requested partition is read on its owning shard (concurrently), from its fetch
+//!   offset, with its `partition_max_bytes`; the response-wide `max_bytes` is then applied in
+//!   request order at batch boundaries, except that the first batch of the first non-empty
+//!   partition is always whole (Kafka's rule, so a batch larger than the limits still makes
+//!   progress). Every partition answer carries the high watermark, last stable offset (= high
+//!   watermark: no transactions) and log start offset; OFFSET_OUT_OF_RANGE (1) outside
+//!   `[log start, high watermark]`; UNKNOWN_TOPIC_OR_PARTITION (3) or, v13+,
+//!   UNKNOWN_TOPIC_ID (100).
+//! - Long-poll (I7): when `max_wait_ms > 0` and `min_bytes > 0`, a [`Waiter`] is registered
+//!   on every requested partition's signal BEFORE the first read. While the bytes found are
+//!   fewer than `min_bytes`, no partition has an error and the deadline has not passed, it
+//!   waits for a notification (an append on any shard), the deadline, or shutdown; after a
+//!   notification it re-arms, then re-reads.
+//! - Fetch sessions are not kept: the answer always has session id 0 (a full response),
+//!   whatever session id, epoch or forgotten topics the client sent. `isolation_level` is
+//!   ignored.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::future::{select, Either};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use minikafka_core::backend::Backend;
+use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+use minikafka_core::wakeup::Waiter;
+
+use crate::server::errors;
+use crate::server::shard::{PartitionRead, ShardState};
+
+/// One partition to read, resolved against the registry.
+struct Target {
+    topic: usize,
+    partition: i32,
+    /// The topic's name when it exists and the partition is in range.
+    name: Option<String>,
+    /// Error code when it does not.
+    error_code: i16,
+    fetch_offset: i64,
+    max_bytes: usize,
+}
+
+/// Length of the longest prefix of `bytes` made of whole batches that fits `budget_bytes`;
+/// the first batch counts whole when `first_whole`.
+fn fit_batches(bytes: &[u8], budget_bytes: usize, first_whole: bool) -> usize {
+    let mut used = 0usize;
+    while let Some((_, batch_length)) = peek_extent(&bytes[used..]) {
+        let Some(total) = usize::try_from(batch_length)
+            .ok()
+            .and_then(|n| n.checked_add(LOG_OVERHEAD))
+        else {
+            break;
+        };
+        let end = used.saturating_add(total);
+        if end > bytes.len() {
+            break;
+        }
+        if end > budget_bytes && !(first_whole && used == 0) {
+            break;
+        }
+        used = end;
+    }
+    used
+}
+
+/// Handles the request.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: FetchRequest,
+    version: i16,
+) -> FetchResponse {
+    let shared = &state.shared;
+    let mut response = FetchResponse::default();
+    let mut targets = Vec::new();
+    let mut waiter = Waiter::new();
+    let long_poll = request.max_wait_ms > 0 && request.min_bytes > 0;
+    for fetch_topic in &request.topics {
+        let info = if version >= 13 {
+            shared.topic_by_id(fetch_topic.topic_id)
+        } else {
+            shared.topic(fetch_topic.topic.0.as_str())
+        };
+        let mut topic = FetchableTopicResponse::default();
+        if version >= 13 {
+            topic.topic_id = fetch_topic.topic_id;
+        } else {
+            topic.topic = fetch_topic.topic.clone();
+        }
+        let topic_index = response.responses.len();
+        for partition in &fetch_topic.partitions {
+            let p = partition.partition;
+            let (name, error_code) = match &info {
+                None if version >= 13 => (None, errors::UNKNOWN_TOPIC_ID),
+                None => (None, errors::UNKNOWN_TOPIC_OR_PARTITION),
+                Some(info) if p < 0 || p >= info.partition_count() => {
+                    (None, errors::UNKNOWN_TOPIC_OR_PARTITION)
+                }
+                Some(info) => {
+                    if long_poll {
+                        // Before the first read of the partition (I7).
+                        waiter.register(&info.signals[p as usize]);
+                    }
+                    (Some(info.name.clone()), errors::NONE)
+                }
+            };
+            targets.push(Target {
+                topic: topic_index,
+                partition: p,
+                name,
+                error_code,
+                fetch_offset: partition.fetch_offset,
+                max_bytes: usize::try_from(partition.partition_max_bytes).unwrap_or(0),
+            });
+        }
+        response.responses.push(topic);
+    }
+
+    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let started = Instant::now();
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let reads = loop {
+        let reads = read_all(state, &targets).await;
+        let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
+        let any_error = reads.iter().any(|r| r.error_code != errors::NONE);
+        if !long_poll || total >= min_bytes || any_error || state.stopping() {
+            break reads;
+        }
+        // Wait for an append to any of the partitions, the deadline, or shutdown.
+        let Some(left) = max_wait
+            .checked_sub(started.elapsed())
+            .filter(|d| !d.is_zero())
+        else {
+            break reads;
+        };
+        let notified = {
+            let wait = std::pin::pin!(waiter.wait());
+            let sleep = std::pin::pin!(state.backend.sleep(left));
+            let stop = std::pin::pin!(state.stop.recv());
+            matches!(select(wait, select(sleep, stop)).await, Either::Left(_))
+        };
+        if !notified {
+            // A last read: an append may have landed just as the deadline passed.
+            break read_all(state, &targets).await;
+        }
+        // New snapshot before the re-read (I7).
+        waiter.rearm();
+    };
+    drop(waiter);
+
+    let mut budget = max_bytes;
+    let mut first_whole = true;
+    for (target, read) in targets.iter().zip(reads) {
+        let mut data = PartitionData::default();
+        data.partition_index = target.partition;
+        data.error_code = read.error_code;
+        data.high_watermark = read.high_watermark;
+        data.last_stable_offset = read.high_watermark;
+        data.log_start_offset = read.log_start_offset;
+        let keep = fit_batches(&read.bytes, budget, first_whole);
+        if keep > 0 {
+            first_whole = false;
+            budget = budget.saturating_sub(keep);
+        }
+        let mut bytes = read.bytes;
+        bytes.truncate(keep);
+        data.records = Some(bytes::Bytes::from(bytes));
+        response.responses[target.topic].partitions.push(data);
+    }
+    response
+}
+
+async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> Vec<PartitionRead> {
+    let reads = targets.iter().map(|t| async move {
+        match &t.name {
+            Some(name) => {
+                state
+                    .read(name.clone(), t.partition, t.fetch_offset, t.max_bytes)
+                    .await
+            }
+            None => PartitionRead {
+                error_code: t.error_code,
+                high_watermark: -1,
+                log_start_offset: -1,
+                bytes: Vec::new(),
+            },
+        }
+    });
+    futures::future::join_all(reads).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minikafka_core::record::{BatchBuilder, NewRecord};
+    use minikafka_core::types::Offset;
+
+    fn batch(value_bytes: usize) -> Vec<u8> {
+        let value = vec![7u8; value_bytes];
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(&value),
+            timestamp_ms: 1,
+            ..NewRecord::default()
+        });
+        b.build(Offset(0))
+    }
+
+    #[test]
+    fn budget_cuts_at_batch_boundaries_but_first_batch_is_whole() {
+        let (a, b) = (batch(100), batch(100));
+        let mut both = a.clone();
+        both.extend_from_slice(&b);
+        assert_eq!(fit_batches(&both, usize::MAX, true), both.len());
+        assert_eq!(fit_batches(&both, a.len() + 1, true), a.len());
+        assert_eq!(fit_batches(&both, 10, true), a.len(), "first batch whole");
+        assert_eq!(fit_batches(&both, 10, false), 0);
+        assert_eq!(fit_batches(&both[..a.len() + 5], usize::MAX, true), a.len());
+        assert_eq!(fit_batches(&[], 100, true), 0);
+    }
+}

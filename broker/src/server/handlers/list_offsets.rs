@@ -1,0 +1,68 @@
+//! ListOffsets (key 2), v1–10.
+//!
+//! Contract: per partition, on its owning shard: timestamp -2 (earliest) and -4 (earliest
+//! local) give the log start offset, -1 (latest) the high watermark, -3 (max timestamp,
+//! v7+) the batch holding the largest timestamp, any other timestamp the first record whose
+//! timestamp is at least it (offset -1 when none). Unknown topic or partition:
+//! UNKNOWN_TOPIC_OR_PARTITION (3). The leader epoch is 0 from v4 on (a single node never
+//! changes leader).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use minikafka_core::backend::Backend;
+
+use crate::server::errors;
+use crate::server::shard::ShardState;
+
+/// Handles the request.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    let shared = &state.shared;
+    let mut topics = Vec::with_capacity(request.topics.len());
+    let mut lookups = Vec::new();
+    for (topic_index, wanted) in request.topics.into_iter().enumerate() {
+        let info = shared.topic(wanted.name.0.as_str());
+        let mut topic = ListOffsetsTopicResponse::default();
+        topic.name = wanted.name.clone();
+        for (slot, partition) in wanted.partitions.into_iter().enumerate() {
+            let mut entry = ListOffsetsPartitionResponse::default();
+            entry.partition_index = partition.partition_index;
+            entry.timestamp = -1;
+            entry.offset = -1;
+            match &info {
+                Some(info)
+                    if partition.partition_index >= 0
+                        && partition.partition_index < info.partition_count() =>
+                {
+                    if version >= 4 {
+                        entry.leader_epoch = 0;
+                    }
+                    let name = info.name.clone();
+                    let (p, ts) = (partition.partition_index, partition.timestamp);
+                    lookups.push(async move {
+                        (topic_index, slot, state.list_offset(name, p, ts).await)
+                    });
+                }
+                _ => entry.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION,
+            }
+            topic.partitions.push(entry);
+        }
+        topics.push(topic);
+    }
+    for (topic_index, slot, (code, offset, timestamp)) in futures::future::join_all(lookups).await {
+        let entry = &mut topics[topic_index].partitions[slot];
+        entry.error_code = code;
+        entry.offset = offset;
+        entry.timestamp = timestamp;
+    }
+    let mut response = ListOffsetsResponse::default();
+    response.topics = topics;
+    response
+}

@@ -1,0 +1,166 @@
+//! Metadata (key 3), v0–13: one broker that leads every partition.
+//!
+//! Contract:
+//! - Brokers: this node (`node.id`) at the advertised host and port; controller = this node;
+//!   cluster id from the data directory (v2+).
+//! - Topics: all of them when the request names none (`null`, or an empty list in v0);
+//!   otherwise the named ones (by name, or by id from v10 on). A missing topic is created
+//!   with `num.partitions` when `auto.create.topics.enable` and the request allow it (v4+
+//!   carries the flag), else UNKNOWN_TOPIC_OR_PARTITION (3) / UNKNOWN_TOPIC_ID (100); an
+//!   illegal name gets INVALID_TOPIC_EXCEPTION (17).
+//! - Partitions: leader = replicas = ISR = this node, leader epoch 0.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use minikafka_core::backend::Backend;
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::server::errors;
+use crate::server::shard::ShardState;
+use crate::server::shared::{Shared, TopicInfo};
+use crate::server::topics;
+
+/// The advertised host and port (the bound port when the configured one was 0).
+pub fn advertised<B: Backend>(shared: &Shared<B>) -> (String, u16) {
+    let config = &shared.config;
+    let port = if config.advertised_port == 0 {
+        shared
+            .bound_addr
+            .get()
+            .map_or(config.advertised_port, |a| a.port())
+    } else {
+        config.advertised_port
+    };
+    (config.advertised_host.clone(), port)
+}
+
+/// One topic's entry.
+pub fn topic_entry(info: &TopicInfo, node_id: i32, version: i16) -> MetadataResponseTopic {
+    let mut topic = MetadataResponseTopic::default();
+    topic.name = Some(TopicName(str_bytes(&info.name)));
+    if version >= 10 {
+        topic.topic_id = info.id;
+    }
+    topic.partitions = (0..info.partition_count())
+        .map(|p| {
+            let mut partition = MetadataResponsePartition::default();
+            partition.partition_index = p;
+            partition.leader_id = node_id.into();
+            partition.leader_epoch = 0;
+            partition.replica_nodes = vec![node_id.into()];
+            partition.isr_nodes = vec![node_id.into()];
+            partition
+        })
+        .collect();
+    topic
+}
+
+fn error_entry(name: Option<&str>, id: Uuid, code: i16, version: i16) -> MetadataResponseTopic {
+    let mut topic = MetadataResponseTopic::default();
+    topic.error_code = code;
+    // Names are nullable only from v12 on.
+    topic.name = match name {
+        Some(n) => Some(TopicName(str_bytes(n))),
+        None if version < 12 => Some(TopicName::default()),
+        None => None,
+    };
+    if version >= 10 {
+        topic.topic_id = id;
+    }
+    topic
+}
+
+/// Builds the response, auto-creating topics where allowed.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let shared = &state.shared;
+    let config = &shared.config;
+    let node_id = config.node_id;
+    let (host, port) = advertised(shared);
+    let mut response = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = node_id.into();
+    broker.host = str_bytes(&host);
+    broker.port = i32::from(port);
+    response.brokers = vec![broker];
+    if version >= 2 {
+        response.cluster_id = Some(str_bytes(&shared.cluster_id));
+    }
+    if version >= 1 {
+        response.controller_id = node_id.into();
+    }
+    let all = match &request.topics {
+        None => true,
+        Some(list) => version == 0 && list.is_empty(),
+    };
+    if all {
+        response.topics = shared
+            .all_topics()
+            .iter()
+            .map(|t| topic_entry(t, node_id, version))
+            .collect();
+        return response;
+    }
+    let allow_create =
+        config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    for wanted in request.topics.unwrap_or_default() {
+        let entry = match wanted.name {
+            Some(name) => {
+                let name = name.0.as_str().to_string();
+                match shared.topic(&name) {
+                    Some(info) => topic_entry(&info, node_id, version),
+                    None if allow_create => {
+                        match topics::create_topic(
+                            state,
+                            &name,
+                            config.num_partitions,
+                            BTreeMap::new(),
+                            false,
+                        )
+                        .await
+                        {
+                            Ok(info) => topic_entry(&info, node_id, version),
+                            // Another request created it meanwhile.
+                            Err((errors::TOPIC_ALREADY_EXISTS, _)) => match shared.topic(&name) {
+                                Some(info) => topic_entry(&info, node_id, version),
+                                None => error_entry(
+                                    Some(&name),
+                                    Uuid::nil(),
+                                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                                    version,
+                                ),
+                            },
+                            Err((code, message)) => {
+                                tracing::debug!(topic = name, "auto-create refused: {message}");
+                                error_entry(Some(&name), Uuid::nil(), code, version)
+                            }
+                        }
+                    }
+                    None => {
+                        let code = if crate::log::topics::validate_topic_name(&name).is_err() {
+                            errors::INVALID_TOPIC_EXCEPTION
+                        } else {
+                            errors::UNKNOWN_TOPIC_OR_PARTITION
+                        };
+                        error_entry(Some(&name), Uuid::nil(), code, version)
+                    }
+                }
+            }
+            None => match shared.topic_by_id(wanted.topic_id) {
+                Some(info) => topic_entry(&info, node_id, version),
+                None => error_entry(None, wanted.topic_id, errors::UNKNOWN_TOPIC_ID, version),
+            },
+        };
+        response.topics.push(entry);
+    }
+    response
+}

@@ -1,0 +1,212 @@
+//! Request handlers, one module per API, and the table of versions we serve.
+//!
+//! Contract:
+//! - Input: a [`DecodedRequest`] (already judged against [`served_versions`]) on the shard
+//!   that owns the connection.
+//! - Output: an [`Outcome`]: the encoded response, nothing (`acks=0` produce), or a reason
+//!   to close the connection (an API we accept for decoding but do not serve, an encoding
+//!   failure).
+//! - Never: touches a partition log directly (they are reached through
+//!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
+//!   [`served_versions`] does not list.
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use minikafka_core::backend::Backend;
+
+use super::shard::ShardState;
+use crate::protocol::{
+    encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
+};
+
+/// What to do with a handled request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write these bytes (a size-prefixed response).
+    Respond(Bytes),
+    /// Write nothing (`acks=0` produce).
+    Silent,
+    /// Close the connection, logging the reason.
+    Close(String),
+}
+
+/// The APIs and version ranges the broker accepts: each is the intersection of what the
+/// protocol layer pre-checks and what the handler implements. Group APIs (FindCoordinator,
+/// JoinGroup, …) and OffsetCommit/OffsetFetch are left out until they are implemented: a
+/// request for them closes the connection.
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeCluster, 0, 2),
+];
+
+/// APIs accepted but not advertised in ApiVersions. InitProducerId: clients decide from
+/// ApiVersions whether to turn idempotence on by default (kafka-python 3, the Java client
+/// 3+); advertising it would make every default producer fail on our refusal. Not listing
+/// it keeps them non-idempotent, while a client that sends it anyway gets a clear error
+/// ([`init_producer_id`]).
+pub const NOT_ADVERTISED: &[ApiKey] = &[ApiKey::InitProducerId];
+
+fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
+    let ranges = ranges
+        .map(|(api_key, min_version, max_version)| ApiRange {
+            api_key,
+            min_version,
+            max_version,
+        })
+        .collect();
+    // Every range lies inside the protocol's schemas (checked by a unit test below).
+    SupportedVersions::new(ranges).unwrap_or_else(|_| SupportedVersions::all_covered())
+}
+
+/// [`SERVED`] as a [`SupportedVersions`] table: what requests are decoded against.
+pub fn served_versions() -> SupportedVersions {
+    table(SERVED.iter().copied())
+}
+
+/// What ApiVersions lists: [`SERVED`] without [`NOT_ADVERTISED`].
+pub fn advertised_versions() -> SupportedVersions {
+    table(
+        SERVED
+            .iter()
+            .copied()
+            .filter(|(key, _, _)| !NOT_ADVERTISED.contains(key)),
+    )
+}
+
+/// Encodes `response` for the request's version and correlation id.
+pub fn respond<R: Encodable + HeaderVersion>(
+    api_version: i16,
+    correlation_id: i32,
+    response: &R,
+) -> Outcome {
+    match encode_response_for(api_version, correlation_id, response) {
+        Ok(bytes) => Outcome::Respond(bytes),
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}
+
+/// A `StrBytes` holding `s`.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Handles one request.
+pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedRequest) -> Outcome {
+    let version = request.api_version;
+    let correlation_id = request.header.correlation_id;
+    match request.body {
+        RequestBody::ApiVersions(_) => respond(
+            version,
+            correlation_id,
+            &api_versions::handle(state, version),
+        ),
+        RequestBody::Metadata(req) => respond(
+            version,
+            correlation_id,
+            &metadata::handle(state, req, version).await,
+        ),
+        RequestBody::Produce(req) => {
+            let acks = req.acks;
+            let response = produce::handle(state, req, version).await;
+            if acks == 0 {
+                // Kafka closes an acks=0 connection on error so the producer notices.
+                match produce::first_error(&response) {
+                    Some(code) => {
+                        Outcome::Close(format!("acks=0 produce failed with error {code}"))
+                    }
+                    None => Outcome::Silent,
+                }
+            } else {
+                respond(version, correlation_id, &response)
+            }
+        }
+        RequestBody::Fetch(req) => respond(
+            version,
+            correlation_id,
+            &fetch::handle(state, req, version).await,
+        ),
+        RequestBody::ListOffsets(req) => respond(
+            version,
+            correlation_id,
+            &list_offsets::handle(state, req, version).await,
+        ),
+        RequestBody::CreateTopics(req) => respond(
+            version,
+            correlation_id,
+            &create_topics::handle(state, req, version).await,
+        ),
+        RequestBody::DeleteTopics(req) => respond(
+            version,
+            correlation_id,
+            &delete_topics::handle(state, req, version).await,
+        ),
+        RequestBody::CreatePartitions(req) => respond(
+            version,
+            correlation_id,
+            &create_partitions::handle(state, req).await,
+        ),
+        RequestBody::DescribeConfigs(req) => respond(
+            version,
+            correlation_id,
+            &describe_configs::handle(state, req, version),
+        ),
+        RequestBody::DescribeCluster(req) => respond(
+            version,
+            correlation_id,
+            &describe_cluster::handle(state, req, version),
+        ),
+        RequestBody::InitProducerId(_) => {
+            respond(version, correlation_id, &init_producer_id::handle())
+        }
+        other => Outcome::Close(format!("{:?} is not served", other.api_key())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::schema;
+
+    #[test]
+    fn served_ranges_lie_inside_the_protocol_schemas() {
+        let ranges: Vec<ApiRange> = SERVED
+            .iter()
+            .map(|&(api_key, min_version, max_version)| ApiRange {
+                api_key,
+                min_version,
+                max_version,
+            })
+            .collect();
+        let table = SupportedVersions::new(ranges).expect("served ranges are covered");
+        assert_eq!(table.ranges().len(), SERVED.len());
+        assert!(schema::schema_for(ApiKey::JoinGroup).is_some());
+        assert!(
+            table.get(ApiKey::JoinGroup).is_none(),
+            "group APIs are not advertised"
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! Produce (key 0), v3–13 (v13 names topics by id).
+//!
+//! Contract:
+//! - `acks` must be -1, 0 or 1, else every partition gets INVALID_REQUIRED_ACKS (21). The log's
+//!   append returns once its flush policy is satisfied (I8), so `acks=1` and `acks=-1` wait
+//!   for the same thing on a single node; `acks=0` gets no response (`handlers::handle`).
+//! - Each partition's records must be exactly one record batch (INVALID_RECORD, 87,
+//!   otherwise; CORRUPT_MESSAGE, 2, when truncated or empty); the owning shard appends it,
+//!   where core validates it (CRC, structure, size against the topic's `max.message.bytes`:
+//!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
+//! - Partitions are appended concurrently (each on its owning shard) and answered in request
+//!   order with base offset, log-append time -1 and log start offset.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use minikafka_core::backend::Backend;
+use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+
+use crate::server::errors;
+use crate::server::shard::ShardState;
+
+/// The first partition error in a response, if any.
+pub fn first_error(response: &ProduceResponse) -> Option<i16> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .map(|p| p.error_code)
+        .find(|&code| code != errors::NONE)
+}
+
+/// Checks that `records` is exactly one batch by its length field: an error code otherwise.
+fn single_batch(records: &[u8]) -> Result<(), i16> {
+    let Some((_, batch_length)) = peek_extent(records) else {
+        return Err(errors::CORRUPT_MESSAGE);
+    };
+    let total = usize::try_from(batch_length)
+        .ok()
+        .and_then(|n| n.checked_add(LOG_OVERHEAD))
+        .ok_or(errors::CORRUPT_MESSAGE)?;
+    match total.cmp(&records.len()) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(errors::INVALID_RECORD),
+        std::cmp::Ordering::Greater => Err(errors::CORRUPT_MESSAGE),
+    }
+}
+
+fn partition_response(index: i32, error_code: i16) -> PartitionProduceResponse {
+    let mut response = PartitionProduceResponse::default();
+    response.index = index;
+    response.error_code = error_code;
+    response.base_offset = -1;
+    response
+}
+
+/// Handles the request.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
+    let shared = &state.shared;
+    let acks_ok = matches!(request.acks, -1..=1);
+    let mut topics = Vec::with_capacity(request.topic_data.len());
+    let mut appends = Vec::new();
+    for topic_data in request.topic_data {
+        let info = if version >= 13 {
+            shared.topic_by_id(topic_data.topic_id)
+        } else {
+            shared.topic(topic_data.name.0.as_str())
+        };
+        let unknown = if version >= 13 {
+            errors::UNKNOWN_TOPIC_ID
+        } else {
+            errors::UNKNOWN_TOPIC_OR_PARTITION
+        };
+        let mut topic = TopicProduceResponse::default();
+        if version >= 13 {
+            topic.topic_id = topic_data.topic_id;
+        } else {
+            topic.name = topic_data.name.clone();
+        }
+        let topic_index = topics.len();
+        for partition in topic_data.partition_data {
+            let slot = topic.partition_responses.len();
+            let index = partition.index;
+            let code = if !acks_ok {
+                Some(errors::INVALID_REQUIRED_ACKS)
+            } else {
+                match &info {
+                    None => Some(unknown),
+                    Some(info) if index < 0 || index >= info.partition_count() => {
+                        Some(errors::UNKNOWN_TOPIC_OR_PARTITION)
+                    }
+                    Some(_) => match partition.records.as_deref().map(single_batch) {
+                        None => Some(errors::CORRUPT_MESSAGE),
+                        Some(Err(code)) => Some(code),
+                        Some(Ok(())) => None,
+                    },
+                }
+            };
+            topic
+                .partition_responses
+                .push(partition_response(index, code.unwrap_or(errors::NONE)));
+            if code.is_some() {
+                continue;
+            }
+            if let (Some(info), Some(records)) = (&info, partition.records) {
+                let name = info.name.clone();
+                appends.push(async move {
+                    let result = state.append(name, index, records.to_vec()).await;
+                    (topic_index, slot, result)
+                });
+            }
+        }
+        topics.push(topic);
+    }
+    for (topic_index, slot, result) in futures::future::join_all(appends).await {
+        let entry = &mut topics[topic_index].partition_responses[slot];
+        match result {
+            Ok(appended) => {
+                entry.base_offset = appended.base_offset;
+                entry.log_start_offset = appended.log_start_offset;
+            }
+            Err(code) => entry.error_code = code,
+        }
+    }
+    let mut response = ProduceResponse::default();
+    response.responses = topics;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minikafka_core::record::{BatchBuilder, NewRecord};
+    use minikafka_core::types::Offset;
+
+    fn batch() -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(b"v"),
+            timestamp_ms: 1,
+            ..NewRecord::default()
+        });
+        b.build(Offset(0))
+    }
+
+    #[test]
+    fn exactly_one_batch_is_accepted() {
+        let one = batch();
+        assert_eq!(single_batch(&one), Ok(()));
+        let mut two = one.clone();
+        two.extend_from_slice(&one);
+        assert_eq!(single_batch(&two), Err(errors::INVALID_RECORD));
+        assert_eq!(
+            single_batch(&one[..one.len() - 1]),
+            Err(errors::CORRUPT_MESSAGE)
+        );
+        assert_eq!(single_batch(&one[..5]), Err(errors::CORRUPT_MESSAGE));
+        assert_eq!(single_batch(&[]), Err(errors::CORRUPT_MESSAGE));
+    }
+}

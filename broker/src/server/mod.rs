@@ -1,0 +1,205 @@
+//! The Kafka-protocol broker: shards, connections, request handlers.
+//!
+//! Contract:
+//! - Input: a validated [`BrokerConfig`] and a shutdown flag (set by SIGINT/SIGTERM).
+//! - Output: [`run`] serves Kafka clients on `listeners` until the flag is set, then shuts
+//!   down cleanly (answers in-flight requests, flushes and closes every partition, writes
+//!   the clean-shutdown marker) and returns.
+//! - Startup reads the clean-shutdown marker, passes it to every `PartitionLog::open`, and
+//!   deletes it (syncing the directory) before any write is accepted: a later `kill -9`
+//!   is then recovered, not trusted.
+//! - Never: shares a partition log between threads (each shard owns its partitions, I1).
+//!
+//! Modules, a concept each:
+//! - [`shared`]: state every shard sees (config, topic registry, signals, inboxes).
+//! - [`routing`]: which shard owns a partition.
+//! - [`shard`]: one shard's partitions, inbox, timers, listener, startup and shutdown.
+//! - [`connection`]: framing, ordered responses, connection limits.
+//! - [`topics`]: topic creation, deletion, partition addition.
+//! - [`handlers`]: one module per Kafka API.
+//! - [`errors`]: Kafka error codes.
+//! - [`gate`]: the first-come, first-served order of a partition's appends.
+
+pub mod connection;
+pub mod errors;
+pub mod gate;
+pub mod handlers;
+pub mod routing;
+pub mod shard;
+pub mod shared;
+pub mod topics;
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use minikafka_core::backend::Backend;
+
+use crate::config::BrokerConfig;
+use shared::Shared;
+
+/// The backend the `minikafka` binary runs on: glommio/io_uring on Linux with the `uring`
+/// feature (the default), smol everywhere else or with `--features portable`.
+#[cfg(all(target_os = "linux", feature = "uring", not(feature = "portable")))]
+pub type DefaultBackend = minikafka_backend_uring::UringBackend;
+/// The backend the `minikafka` binary runs on: glommio/io_uring on Linux with the `uring`
+/// feature (the default), smol everywhere else or with `--features portable`.
+#[cfg(not(all(target_os = "linux", feature = "uring", not(feature = "portable"))))]
+pub type DefaultBackend = minikafka_backend_portable::PortableBackend;
+
+/// File in the data directory written at the end of a clean shutdown.
+pub const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
+/// File in the data directory holding the cluster id.
+pub const CLUSTER_ID_FILE: &str = "cluster_id";
+/// How long startup's probe of the listener address waits for a connection.
+pub const LISTEN_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+/// File in the data directory locked (`flock`) while a broker uses the directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Why the broker could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The data directory could not be prepared.
+    #[error("data directory {dir}: {source}")]
+    DataDir {
+        /// The directory.
+        dir: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Another process holds the data directory's lock.
+    #[error("data directory {dir} is in use by another broker")]
+    DataDirInUse {
+        /// The directory.
+        dir: String,
+    },
+    /// The listener address is taken by another process.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The shards could not be started (or one panicked).
+    #[error("starting shards: {0}")]
+    Runtime(std::io::Error),
+    /// A shard met a fatal error (recorded in the shared state).
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// Milliseconds since the Unix epoch (the broker's one clock read; the log takes it as a
+/// value).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn data_dir_error(dir: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
+    move |source| ServerError::DataDir {
+        dir: dir.display().to_string(),
+        source,
+    }
+}
+
+/// Reads and removes the clean-shutdown marker (syncing the directory), so only the run that
+/// writes it again is trusted. Returns whether it was there.
+pub fn take_clean_shutdown_marker(dir: &Path) -> std::io::Result<bool> {
+    let path = dir.join(CLEAN_SHUTDOWN_MARKER);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            std::fs::File::open(dir)?.sync_all()?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the cluster id from the data directory, creating (and syncing) it the first time.
+pub fn load_or_create_cluster_id(dir: &Path) -> std::io::Result<String> {
+    let path = dir.join(CLUSTER_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() && text.len() < 256 => Ok(text.trim().to_string()),
+        Ok(_) => Err(std::io::Error::other(format!(
+            "{} is empty or too long",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            let tmp = dir.join(format!("{CLUSTER_ID_FILE}.tmp"));
+            std::fs::write(&tmp, format!("{id}\n"))?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(dir)?.sync_all()?;
+            Ok(id)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs the broker on backend `B` until `shutdown` is set; see the module documentation.
+pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Result<(), ServerError> {
+    let dir = config.log_dir.clone();
+    std::fs::create_dir_all(&dir).map_err(data_dir_error(&dir))?;
+    // Held (open and locked) until `run` returns: two brokers on one directory would both
+    // write its partitions.
+    let lock = std::fs::File::create(dir.join(LOCK_FILE)).map_err(data_dir_error(&dir))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(ServerError::DataDirInUse {
+                dir: dir.display().to_string(),
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(data_dir_error(&dir)(e)),
+    }
+    // The shards bind with SO_REUSEPORT, which would silently share the port with another
+    // broker of the same user: refuse to start if something already accepts connections
+    // there. (A plain bind would be the wrong probe: after a `kill -9` the old broker's
+    // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
+    if config.listener.port() != 0 {
+        let mut probe = config.listener;
+        if probe.ip().is_unspecified() {
+            probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        if std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT).is_ok() {
+            return Err(ServerError::Listen {
+                addr: config.listener,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "another process is accepting connections there",
+                ),
+            });
+        }
+    }
+    let clean_shutdown = take_clean_shutdown_marker(&dir).map_err(data_dir_error(&dir))?;
+    let cluster_id = load_or_create_cluster_id(&dir).map_err(data_dir_error(&dir))?;
+    tracing::info!(
+        shards = config.num_shards,
+        clean_shutdown,
+        data = %dir.display(),
+        "starting"
+    );
+    let num_shards = config.num_shards;
+    let shared = Arc::new(Shared::<B>::new(
+        config,
+        handlers::served_versions(),
+        handlers::advertised_versions(),
+        cluster_id,
+        clean_shutdown,
+        shutdown,
+    ));
+    let for_shards = Arc::clone(&shared);
+    B::run_shards(num_shards, move |backend| {
+        shard::shard_main(backend, Arc::clone(&for_shards))
+    })
+    .map_err(ServerError::Runtime)?;
+    drop(lock);
+    match shared.fatal_error() {
+        Some(e) => Err(ServerError::Fatal(e)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,218 @@
+//! State shared by every shard: the configuration, the topic registry, one wakeup signal per
+//! partition, the shard inboxes, the connection count and the shutdown flags.
+//!
+//! Contract:
+//! - [`Shared`] is `Send + Sync` and lives in an `Arc` seen by all shard threads. It holds no
+//!   partition log (those are shard-local, `!Send`): only what any shard may read.
+//! - The topic registry maps a name to an immutable [`TopicInfo`] snapshot (`Arc`); changes
+//!   (create, delete, add partitions) replace the snapshot under a short `RwLock` write and are
+//!   serialized by the async [`Shared::admin_lock`], held across the disk work.
+//! - A registry entry is published only after its partition logs are open on their owners,
+//!   and removed before they are closed, so a request that finds a topic finds its logs
+//!   (except while a delete races it: it then gets an error code, never a panic).
+//! - Never: holds a `std` lock across an `.await`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use minikafka_core::backend::Backend;
+use minikafka_core::wakeup::PartitionSignal;
+use uuid::Uuid;
+
+use super::shard::ShardState;
+use crate::config::BrokerConfig;
+use crate::protocol::SupportedVersions;
+
+/// Key under which a topic's id is stored in its [`crate::log::TopicMeta`] configuration map.
+/// Reserved: CreateTopics refuses user configuration keys starting with `minikafka.`.
+pub const TOPIC_ID_KEY: &str = "minikafka.topic.id";
+
+/// Prefix of configuration keys reserved for the broker's own bookkeeping.
+pub const RESERVED_CONFIG_PREFIX: &str = "minikafka.";
+
+/// What every shard knows about one topic. Immutable: changes publish a new snapshot.
+#[derive(Debug)]
+pub struct TopicInfo {
+    /// The topic's name.
+    pub name: String,
+    /// The topic id (persisted in the topic's metadata file).
+    pub id: Uuid,
+    /// Topic-level configuration overrides (without the reserved keys).
+    pub config: BTreeMap<String, String>,
+    /// One wakeup signal per partition, index = partition.
+    pub signals: Vec<Arc<PartitionSignal>>,
+}
+
+impl TopicInfo {
+    /// Number of partitions.
+    pub fn partition_count(&self) -> i32 {
+        self.signals.len() as i32
+    }
+}
+
+/// A job run on another shard: gets that shard's state, returns a shard-local future.
+pub type Job<B> = Box<dyn FnOnce(Rc<ShardState<B>>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// State shared by all shards. See the module documentation.
+pub struct Shared<B: Backend> {
+    /// The broker configuration.
+    pub config: BrokerConfig,
+    /// The API versions we accept (requests are decoded against it).
+    pub supported: SupportedVersions,
+    /// The API versions ApiVersions lists.
+    pub advertised: SupportedVersions,
+    /// The cluster id answered in Metadata and DescribeCluster.
+    pub cluster_id: String,
+    /// Whether the previous run shut down cleanly (passed to every `PartitionLog::open`).
+    pub clean_shutdown: bool,
+    /// Topics by name.
+    topics: RwLock<BTreeMap<String, Arc<TopicInfo>>>,
+    /// Serializes topic creation, deletion and partition additions (held across disk work).
+    pub admin_lock: futures::lock::Mutex<()>,
+    /// Inbox senders, index = shard.
+    pub inboxes: Vec<async_channel::Sender<Job<B>>>,
+    /// Inbox receivers, index = shard (each shard clones its own).
+    pub inbox_receivers: Vec<async_channel::Receiver<Job<B>>>,
+    /// Open client connections, all shards together.
+    pub connections: AtomicUsize,
+    /// Set by SIGINT/SIGTERM (signal-hook) or by a fatal startup error.
+    pub shutdown: Arc<AtomicBool>,
+    /// The first fatal error a shard met (startup failures); the process exits non-zero.
+    fatal: Mutex<Option<String>>,
+    /// Set when a partition failed to close cleanly: no clean-shutdown marker is written.
+    pub unclean: AtomicBool,
+    /// Arrival counters of the startup/shutdown barriers.
+    barriers: [AtomicUsize; BARRIER_COUNT],
+    /// The address actually bound (known once shard 0 listens; port 0 picks a free port).
+    pub bound_addr: OnceLock<SocketAddr>,
+}
+
+/// Number of distinct barriers (see [`Barrier`]).
+const BARRIER_COUNT: usize = 6;
+
+/// The points at which every shard waits for all others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Barrier {
+    /// Shard 0 loaded the topic registry.
+    TopicsLoaded = 0,
+    /// Every shard opened its partitions.
+    PartitionsOpen = 1,
+    /// Every shard listens.
+    Listening = 2,
+    /// Every shard answered its in-flight requests after shutdown began.
+    Drained = 3,
+    /// Every shard closed its partitions.
+    Closed = 4,
+    /// Shard 0 wrote (or declined to write) the clean-shutdown marker.
+    MarkerWritten = 5,
+}
+
+impl<B: Backend> Shared<B> {
+    /// Shared state for `config` with empty registry and fresh inboxes.
+    pub fn new(
+        config: BrokerConfig,
+        supported: SupportedVersions,
+        advertised: SupportedVersions,
+        cluster_id: String,
+        clean_shutdown: bool,
+        shutdown: Arc<AtomicBool>,
+    ) -> Self {
+        let (inboxes, inbox_receivers) = (0..config.num_shards)
+            .map(|_| async_channel::unbounded())
+            .unzip();
+        Shared {
+            config,
+            supported,
+            advertised,
+            cluster_id,
+            clean_shutdown,
+            topics: RwLock::new(BTreeMap::new()),
+            admin_lock: futures::lock::Mutex::new(()),
+            inboxes,
+            inbox_receivers,
+            connections: AtomicUsize::new(0),
+            shutdown,
+            fatal: Mutex::new(None),
+            unclean: AtomicBool::new(false),
+            barriers: Default::default(),
+            bound_addr: OnceLock::new(),
+        }
+    }
+
+    /// Number of shards.
+    pub fn num_shards(&self) -> usize {
+        self.config.num_shards
+    }
+
+    /// The topic named `name`, if it exists.
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.read_topics().get(name).cloned()
+    }
+
+    /// The topic with id `id`, if it exists.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        self.read_topics().values().find(|t| t.id == id).cloned()
+    }
+
+    /// Every topic, sorted by name.
+    pub fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        self.read_topics().values().cloned().collect()
+    }
+
+    /// Publishes (inserts or replaces) a topic snapshot.
+    pub fn publish_topic(&self, info: Arc<TopicInfo>) {
+        let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
+        topics.insert(info.name.clone(), info);
+    }
+
+    /// Removes a topic from the registry, returning its last snapshot.
+    pub fn unpublish_topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
+        topics.remove(name)
+    }
+
+    fn read_topics(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<TopicInfo>>> {
+        // A panic while holding the lock cannot leave the map half-updated (single insert or
+        // remove), so a poisoned lock is still consistent.
+        self.topics.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether shutdown was requested.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Records a fatal error (the first one wins) and starts shutdown.
+    pub fn fail(&self, message: String) {
+        tracing::error!("{message}");
+        let mut fatal = self.fatal.lock().unwrap_or_else(|e| e.into_inner());
+        fatal.get_or_insert(message);
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// The first fatal error, if any.
+    pub fn fatal_error(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Arrives at `barrier` and waits (polling every 2 ms) until every shard has arrived, or
+    /// until a fatal error was recorded. Returns `false` in the second case.
+    pub async fn barrier(&self, backend: &B, barrier: Barrier) -> bool {
+        let counter = &self.barriers[barrier as usize];
+        counter.fetch_add(1, Ordering::SeqCst);
+        loop {
+            if self.fatal_error().is_some() {
+                return false;
+            }
+            if counter.load(Ordering::SeqCst) >= self.num_shards() {
+                return true;
+            }
+            backend.sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+}

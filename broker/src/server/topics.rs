@@ -1,0 +1,298 @@
+//! Topic administration: loading the registry at startup, creating and deleting topics,
+//! adding partitions. Used by CreateTopics, DeleteTopics, CreatePartitions and Metadata's
+//! auto-creation.
+//!
+//! Contract:
+//! - Every change holds [`Shared::admin_lock`](super::shared::Shared) for its whole duration,
+//!   so changes are serialized across shards.
+//! - Create: metadata file saved first (with a fresh topic id under
+//!   [`TOPIC_ID_KEY`]), then every partition opened on its owner, then the topic published.
+//!   A failure part-way removes what was made. A crash part-way leaves a metadata file whose
+//!   missing partitions the next start creates.
+//! - Delete: unpublished first, then every partition closed and its directory removed, then
+//!   the metadata file removed. A crash part-way leaves a topic with empty partitions.
+//! - Errors are `(Kafka error code, message)`.
+//! - Never: publishes a topic before its partitions are open.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use minikafka_core::backend::Backend;
+use minikafka_core::wakeup::PartitionSignal;
+use uuid::Uuid;
+
+use super::errors;
+use super::shard::ShardState;
+use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
+use crate::config::{BrokerConfig, FlushPolicySetting};
+use crate::log::topics::validate_topic_name;
+use crate::log::{FlushPolicy, LogConfig, LogError, TopicMeta, TopicStore};
+
+/// A refused topic change: Kafka error code and message.
+pub type AdminError = (i16, String);
+
+/// The log configuration of a topic: the broker's settings with the topic's overrides.
+pub fn log_config(
+    config: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Result<LogConfig, LogError> {
+    let base = LogConfig {
+        segment_bytes: config.segment_bytes,
+        segment_ms: config.segment_ms,
+        index_interval_bytes: config.index_interval_bytes,
+        retention_bytes: config.retention_bytes,
+        retention_ms: config.retention_ms,
+        max_batch_bytes: config.message_max_bytes,
+        flush: match config.flush_policy {
+            FlushPolicySetting::None => FlushPolicy::None,
+            FlushPolicySetting::Fsync => FlushPolicy::Fsync,
+            FlushPolicySetting::Interval { ms } => FlushPolicy::Interval { ms },
+        },
+    };
+    base.with_overrides(overrides)
+}
+
+/// Checks a topic's requested configuration: no reserved keys, only `cleanup.policy=delete`,
+/// and values the log accepts.
+pub fn validate_topic_config(
+    config: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Result<LogConfig, AdminError> {
+    for (key, value) in overrides {
+        if key.starts_with(RESERVED_CONFIG_PREFIX) {
+            return Err((
+                errors::INVALID_CONFIG,
+                format!("configuration key {key} is reserved"),
+            ));
+        }
+        if key == "cleanup.policy" && value != "delete" {
+            return Err((
+                errors::INVALID_CONFIG,
+                format!("cleanup.policy={value} is not supported (only delete)"),
+            ));
+        }
+    }
+    log_config(config, overrides).map_err(|e| (errors::INVALID_CONFIG, e.to_string()))
+}
+
+fn name_error(name: &str) -> Option<AdminError> {
+    validate_topic_name(name)
+        .err()
+        .map(|e| (errors::INVALID_TOPIC_EXCEPTION, e.to_string()))
+}
+
+fn storage(e: impl std::fmt::Display) -> AdminError {
+    (errors::KAFKA_STORAGE_ERROR, e.to_string())
+}
+
+fn new_signals(count: i32) -> Vec<Arc<PartitionSignal>> {
+    (0..count)
+        .map(|_| Arc::new(PartitionSignal::new()))
+        .collect()
+}
+
+/// Loads every topic's metadata into the registry (shard 0, at startup). A topic without a
+/// stored id gets one, saved before it is published.
+pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), LogError> {
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
+    for mut meta in store.load_all().await? {
+        let id = match meta
+            .config
+            .get(TOPIC_ID_KEY)
+            .and_then(|s| Uuid::parse_str(s).ok())
+        {
+            Some(id) => id,
+            None => {
+                let id = Uuid::new_v4();
+                meta.config.insert(TOPIC_ID_KEY.to_string(), id.to_string());
+                store.save(&meta).await?;
+                id
+            }
+        };
+        let config = super::shard::topic_overrides(&meta.config);
+        tracing::info!(topic = meta.name, partitions = meta.partition_count, %id, "topic loaded");
+        state.shared.publish_topic(Arc::new(TopicInfo {
+            name: meta.name,
+            id,
+            config,
+            signals: new_signals(meta.partition_count),
+        }));
+    }
+    Ok(())
+}
+
+/// Creates a topic with `partitions` partitions and `overrides`; with `validate_only` checks
+/// everything and changes nothing (the returned info then has a nil id).
+pub async fn create_topic<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    partitions: i32,
+    overrides: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<Arc<TopicInfo>, AdminError> {
+    if let Some(err) = name_error(name) {
+        return Err(err);
+    }
+    if partitions <= 0 {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("{partitions} partitions: must be positive"),
+        ));
+    }
+    let shared = Arc::clone(&state.shared);
+    let log_config = validate_topic_config(&shared.config, &overrides)?;
+    let _admin = shared.admin_lock.lock().await;
+    if shared.topic(name).is_some() {
+        return Err((
+            errors::TOPIC_ALREADY_EXISTS,
+            format!("topic {name} already exists"),
+        ));
+    }
+    if validate_only {
+        return Ok(Arc::new(TopicInfo {
+            name: name.to_string(),
+            id: Uuid::nil(),
+            config: overrides,
+            signals: new_signals(partitions),
+        }));
+    }
+    let id = Uuid::new_v4();
+    let mut stored = overrides.clone();
+    stored.insert(TOPIC_ID_KEY.to_string(), id.to_string());
+    let meta = TopicMeta {
+        name: name.to_string(),
+        partition_count: partitions,
+        config: stored,
+    };
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
+        .await
+        .map_err(storage)?;
+    store.save(&meta).await.map_err(storage)?;
+    let info = Arc::new(TopicInfo {
+        name: name.to_string(),
+        id,
+        config: overrides,
+        signals: new_signals(partitions),
+    });
+    if let Err(e) = open_partitions(state, &info, 0, &log_config).await {
+        for p in 0..partitions {
+            let _ = state.remove_partition(name.to_string(), p).await;
+        }
+        let _ = store.remove(name).await;
+        return Err(storage(e));
+    }
+    shared.publish_topic(Arc::clone(&info));
+    tracing::info!(topic = name, partitions, %id, "topic created");
+    Ok(info)
+}
+
+async fn open_partitions<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    info: &TopicInfo,
+    from: i32,
+    log_config: &LogConfig,
+) -> Result<(), String> {
+    let opens = (from..info.partition_count()).map(|p| {
+        state.open_partition(
+            info.name.clone(),
+            p,
+            log_config.clone(),
+            Arc::clone(&info.signals[p as usize]),
+            false,
+        )
+    });
+    for result in futures::future::join_all(opens).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// Deletes a topic and its data; returns its id.
+pub async fn delete_topic<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+) -> Result<Uuid, AdminError> {
+    let shared = Arc::clone(&state.shared);
+    let _admin = shared.admin_lock.lock().await;
+    let Some(info) = shared.unpublish_topic(name) else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("topic {name} does not exist"),
+        ));
+    };
+    let removals =
+        (0..info.partition_count()).map(|p| state.remove_partition(info.name.clone(), p));
+    let mut failure = None;
+    for result in futures::future::join_all(removals).await {
+        if let Err(e) = result {
+            failure.get_or_insert(e);
+        }
+    }
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
+        .await
+        .map_err(storage)?;
+    store.remove(name).await.map_err(storage)?;
+    if let Some(e) = failure {
+        tracing::error!(topic = name, "deleting partition data: {e}");
+        return Err(storage(e));
+    }
+    tracing::info!(topic = name, "topic deleted");
+    Ok(info.id)
+}
+
+/// Raises a topic's partition count to `count`.
+pub async fn add_partitions<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    count: i32,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    let shared = Arc::clone(&state.shared);
+    let _admin = shared.admin_lock.lock().await;
+    let Some(info) = shared.topic(name) else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("topic {name} does not exist"),
+        ));
+    };
+    let current = info.partition_count();
+    if count <= current {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("topic {name} has {current} partitions; {count} would not increase it"),
+        ));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let log_config = log_config(&shared.config, &info.config)
+        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+    let mut stored = info.config.clone();
+    stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
+        .await
+        .map_err(storage)?;
+    store
+        .save(&TopicMeta {
+            name: name.to_string(),
+            partition_count: count,
+            config: stored,
+        })
+        .await
+        .map_err(storage)?;
+    let mut signals = info.signals.clone();
+    signals.extend(new_signals(count - current));
+    let grown = Arc::new(TopicInfo {
+        name: info.name.clone(),
+        id: info.id,
+        config: info.config.clone(),
+        signals,
+    });
+    open_partitions(state, &grown, current, &log_config)
+        .await
+        .map_err(storage)?;
+    shared.publish_topic(grown);
+    tracing::info!(topic = name, from = current, to = count, "partitions added");
+    Ok(())
+}

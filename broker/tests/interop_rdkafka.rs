@@ -1,0 +1,1297 @@
+//! Interop suite: the real `minikafka` binary over TCP on 127.0.0.1, driven by librdkafka (the
+//! `rdkafka` crate, bundled librdkafka) and by raw sockets for hostile input.
+//!
+//! Contract:
+//! - Every test starts its own broker ([`common::Broker`]: free port, fresh data directory) and
+//!   runs inside [`common::bounded`], so a broker that never answers fails the test instead of
+//!   hanging it; every client wait has its own timeout as well.
+//! - Assertions are what Apache Kafka would answer to the same client; nothing here is relaxed
+//!   for minikafka.
+//! - Consumers use `assign` only (no subscribe, no commits): consumer groups are not needed.
+//!   librdkafka still wants a `group.id` string; auto commit and offset store are off.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{bounded, Broker};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Limit for one whole test body.
+const TEST_LIMIT: Duration = Duration::from_secs(180);
+/// Limit for one client round trip (metadata, admin, watermarks).
+const CALL_LIMIT: Duration = Duration::from_secs(15);
+/// Limit for producing or consuming a test's whole data set.
+const DATA_LIMIT: Duration = Duration::from_secs(90);
+
+// ---------------------------------------------------------------------------------------------
+// Client helpers
+// ---------------------------------------------------------------------------------------------
+
+/// One record to produce.
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    topic: String,
+    partition: Option<i32>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    timestamp_ms: Option<i64>,
+}
+
+impl Rec {
+    fn new(topic: &str, partition: Option<i32>, value: &[u8]) -> Rec {
+        Rec {
+            topic: topic.to_owned(),
+            partition,
+            value: Some(value.to_vec()),
+            ..Rec::default()
+        }
+    }
+}
+
+/// Where a record landed, or why it did not.
+type Ack = Result<(i32, i64), KafkaError>;
+
+/// Producer context that files every delivery report under the id given at send time.
+#[derive(Default)]
+struct AckContext {
+    acks: Mutex<HashMap<usize, Ack>>,
+}
+
+impl ClientContext for AckContext {}
+
+impl ProducerContext for AckContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, id: usize) {
+        let ack = match result {
+            Ok(msg) => Ok((msg.partition(), msg.offset())),
+            Err((err, _)) => Err(err.clone()),
+        };
+        self.acks.lock().expect("acks lock").insert(id, ack);
+    }
+}
+
+/// A `BaseProducer` whose delivery reports are collected by id.
+struct TestProducer {
+    inner: BaseProducer<AckContext>,
+    next_id: usize,
+}
+
+impl TestProducer {
+    fn new(broker: &Broker, extra: &[(&str, &str)]) -> TestProducer {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", broker.bootstrap())
+            .set("acks", "all")
+            .set("message.timeout.ms", "30000")
+            .set("socket.timeout.ms", "10000")
+            .set("reconnect.backoff.ms", "50")
+            .set("reconnect.backoff.max.ms", "500");
+        for (key, value) in extra {
+            config.set(*key, *value);
+        }
+        let inner = config
+            .create_with_context(AckContext::default())
+            .expect("create producer");
+        TestProducer { inner, next_id: 0 }
+    }
+
+    /// Enqueues one record (retrying while the local queue is full); returns its ack id.
+    fn send(&mut self, rec: &Rec) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut headers = OwnedHeaders::new();
+        for (key, value) in &rec.headers {
+            headers = headers.insert(Header {
+                key: key.as_str(),
+                value: value.as_deref(),
+            });
+        }
+        let deadline = Instant::now() + DATA_LIMIT;
+        loop {
+            let mut record: BaseRecord<'_, [u8], [u8], usize> =
+                BaseRecord::with_opaque_to(&rec.topic, id);
+            if let Some(partition) = rec.partition {
+                record = record.partition(partition);
+            }
+            if let Some(key) = rec.key.as_deref() {
+                record = record.key(key);
+            }
+            if let Some(value) = rec.value.as_deref() {
+                record = record.payload(value);
+            }
+            if !rec.headers.is_empty() {
+                record = record.headers(headers.clone());
+            }
+            if let Some(ts) = rec.timestamp_ms {
+                record = record.timestamp(ts);
+            }
+            match self.inner.send(record) {
+                Ok(()) => return id,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _))
+                    if Instant::now() < deadline =>
+                {
+                    self.inner.poll(Duration::from_millis(10));
+                }
+                Err((err, _)) => panic!("enqueue of record {id} failed locally: {err}"),
+            }
+        }
+    }
+
+    /// Serves delivery callbacks for up to `wait`.
+    fn poll(&self, wait: Duration) {
+        self.inner.poll(wait);
+    }
+
+    /// Number of delivery reports received so far.
+    fn acked(&self) -> usize {
+        self.inner.context().acks.lock().expect("acks lock").len()
+    }
+
+    /// Waits (bounded) until every id below `next_id` has a delivery report; returns them all.
+    fn wait_acks(&self) -> Vec<Ack> {
+        let deadline = Instant::now() + DATA_LIMIT;
+        while self.acked() < self.next_id {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {} delivery reports within {DATA_LIMIT:?}",
+                self.acked(),
+                self.next_id
+            );
+            self.inner.poll(Duration::from_millis(20));
+        }
+        let acks = self.inner.context().acks.lock().expect("acks lock");
+        (0..self.next_id)
+            .map(|id| acks.get(&id).cloned().expect("ack present"))
+            .collect()
+    }
+
+    /// Sends every record and waits for all delivery reports, in send order.
+    fn produce_all(&mut self, recs: &[Rec]) -> Vec<Ack> {
+        let first = self.next_id;
+        for rec in recs {
+            self.send(rec);
+            self.inner.poll(Duration::ZERO);
+        }
+        self.wait_acks().split_off(first)
+    }
+}
+
+/// Unwraps acks that must all have succeeded.
+fn expect_all_ok(acks: &[Ack]) -> Vec<(i32, i64)> {
+    acks.iter()
+        .enumerate()
+        .map(|(i, ack)| match ack {
+            Ok(pos) => *pos,
+            Err(err) => panic!("record {i} was not acknowledged: {err}"),
+        })
+        .collect()
+}
+
+fn consumer(broker: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "minikafka-interop-assign-only")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "error")
+        .set("socket.timeout.ms", "10000")
+        .set("reconnect.backoff.ms", "50")
+        .set("reconnect.backoff.max.ms", "500");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    config.create().expect("create consumer")
+}
+
+fn admin(broker: &Broker) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("socket.timeout.ms", "10000")
+        .create()
+        .expect("create admin client")
+}
+
+fn admin_options() -> AdminOptions {
+    AdminOptions::new()
+        .request_timeout(Some(CALL_LIMIT))
+        .operation_timeout(Some(CALL_LIMIT))
+}
+
+/// Creates topics (name, partitions) and asserts each creation succeeded.
+fn create_topics(broker: &Broker, topics: &[(&str, i32)]) {
+    let admin = admin(broker);
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let results = futures::executor::block_on(admin.create_topics(&new, &admin_options()))
+        .expect("CreateTopics request");
+    for result in results {
+        if let Err((name, code)) = result {
+            panic!("creating topic {name} failed: {code:?}");
+        }
+    }
+}
+
+/// Consumes `partition` of `topic` from `from` until `count` records arrived (bounded).
+fn read_partition(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    from: Offset,
+    count: usize,
+) -> Vec<OwnedMessage> {
+    read_partitions(consumer, topic, &[(partition, from)], count)
+}
+
+/// Consumes the given partitions from the given offsets until `count` records arrived in all.
+fn read_partitions(
+    consumer: &BaseConsumer,
+    topic: &str,
+    starts: &[(i32, Offset)],
+    count: usize,
+) -> Vec<OwnedMessage> {
+    let mut tpl = TopicPartitionList::new();
+    for (partition, offset) in starts {
+        tpl.add_partition_offset(topic, *partition, *offset)
+            .expect("add partition to assignment");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + DATA_LIMIT;
+    let mut out = Vec::with_capacity(count);
+    let mut errors = Vec::new();
+    while out.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "consumed {} of {count} records from {topic} within {DATA_LIMIT:?}; errors: {errors:?}",
+            out.len()
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(msg)) => out.push(msg.detach()),
+            Some(Err(err)) => errors.push(err.to_string()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Asserts that nothing more arrives for a short while (no duplicates, no extra records).
+fn assert_no_more(consumer: &BaseConsumer, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Some(Ok(msg)) = consumer.poll(Duration::from_millis(50)) {
+            panic!(
+                "unexpected extra record at {}:{}@{}",
+                msg.topic(),
+                msg.partition(),
+                msg.offset()
+            );
+        }
+    }
+}
+
+fn header_list(msg: &OwnedMessage) -> Vec<(String, Option<Vec<u8>>)> {
+    match msg.headers() {
+        None => Vec::new(),
+        Some(headers) => headers
+            .iter()
+            .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+            .collect(),
+    }
+}
+
+fn now_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since.as_millis()).expect("millis fit i64")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topic administration
+// ---------------------------------------------------------------------------------------------
+
+/// CreateTopics, Metadata and DeleteTopics through librdkafka's AdminClient: created topics are
+/// listed with their partition counts and a live leader, a duplicate create is refused with
+/// TOPIC_ALREADY_EXISTS, a deleted topic disappears, deleting an unknown topic is refused with
+/// UNKNOWN_TOPIC_OR_PARTITION.
+#[test]
+fn admin_create_list_delete_topics() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::builder()
+            .with("auto.create.topics.enable", "false")
+            .start();
+        create_topics(&broker, &[("alpha", 1), ("beta", 3), ("gamma", 5)]);
+        let admin = admin(&broker);
+
+        let metadata = admin
+            .inner()
+            .fetch_metadata(None, CALL_LIMIT)
+            .expect("metadata");
+        assert_eq!(metadata.brokers().len(), 1, "single node");
+        let node = &metadata.brokers()[0];
+        assert_eq!(node.port(), i32::from(broker.port()), "advertised port");
+        let counts: BTreeMap<&str, usize> = metadata
+            .topics()
+            .iter()
+            .map(|t| (t.name(), t.partitions().len()))
+            .collect();
+        assert_eq!(counts.get("alpha"), Some(&1), "topics: {counts:?}");
+        assert_eq!(counts.get("beta"), Some(&3), "topics: {counts:?}");
+        assert_eq!(counts.get("gamma"), Some(&5), "topics: {counts:?}");
+        for topic in metadata.topics() {
+            assert!(topic.error().is_none(), "topic {} error", topic.name());
+            let mut ids: Vec<i32> = topic.partitions().iter().map(|p| p.id()).collect();
+            ids.sort_unstable();
+            let expected: Vec<i32> = (0..i32::try_from(ids.len()).expect("count")).collect();
+            assert_eq!(ids, expected, "partition ids of {}", topic.name());
+            for p in topic.partitions() {
+                assert_eq!(
+                    p.leader(),
+                    node.id(),
+                    "leader of {}-{}",
+                    topic.name(),
+                    p.id()
+                );
+                assert!(
+                    p.error().is_none(),
+                    "partition {}-{} error",
+                    topic.name(),
+                    p.id()
+                );
+            }
+        }
+
+        // A second create of an existing topic is refused.
+        let again = futures::executor::block_on(admin.create_topics(
+            &[NewTopic::new("alpha", 2, TopicReplication::Fixed(1))],
+            &admin_options(),
+        ))
+        .expect("CreateTopics request");
+        assert_eq!(
+            again,
+            vec![Err((
+                "alpha".to_owned(),
+                RDKafkaErrorCode::TopicAlreadyExists
+            ))]
+        );
+
+        // Delete one; the others stay.
+        let deleted = futures::executor::block_on(admin.delete_topics(&["beta"], &admin_options()))
+            .expect("DeleteTopics request");
+        assert_eq!(deleted, vec![Ok("beta".to_owned())]);
+        let deadline = Instant::now() + CALL_LIMIT;
+        loop {
+            let metadata = admin
+                .inner()
+                .fetch_metadata(None, CALL_LIMIT)
+                .expect("metadata");
+            let names: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+            if !names.contains(&"beta") {
+                assert!(
+                    names.contains(&"alpha") && names.contains(&"gamma"),
+                    "{names:?}"
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "beta still listed: {names:?}");
+            thread::sleep(Duration::from_millis(100));
+        }
+
+        let unknown =
+            futures::executor::block_on(admin.delete_topics(&["no-such-topic"], &admin_options()))
+                .expect("DeleteTopics request");
+        assert_eq!(
+            unknown,
+            vec![Err((
+                "no-such-topic".to_owned(),
+                RDKafkaErrorCode::UnknownTopicOrPartition
+            ))]
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Produce / fetch ordering
+// ---------------------------------------------------------------------------------------------
+
+/// Six producers, each on its own connection with a different batching setup, write 3,000
+/// records each to ONE partition at the same time. Offsets are exactly 0..17,999 with no gap
+/// or duplicate, each delivery report names the offset the record is read back at, and each
+/// producer's records appear in the order it sent them (pipelined requests on one connection
+/// are applied in order; retries are off so the client never reorders).
+#[test]
+fn six_concurrent_producers_one_partition_gapless_and_ordered() {
+    bounded(TEST_LIMIT, || {
+        const PER_PRODUCER: usize = 3_000;
+        let broker = Broker::start();
+        create_topics(&broker, &[("shared", 1)]);
+        let setups: [(usize, &str, &str); 6] = [
+            (0, "1", "0"),
+            (1, "5", "1"),
+            (2, "10", "2"),
+            (3, "50", "5"),
+            (4, "100", "10"),
+            (5, "500", "20"),
+        ];
+        let all_acks: Vec<(usize, Vec<(i32, i64)>)> = thread::scope(|scope| {
+            let handles: Vec<_> = setups
+                .iter()
+                .map(|&(id, batch, linger)| {
+                    let broker = &broker;
+                    scope.spawn(move || {
+                        let mut producer = TestProducer::new(
+                            broker,
+                            &[
+                                ("batch.num.messages", batch),
+                                ("linger.ms", linger),
+                                ("message.send.max.retries", "0"),
+                                ("client.id", &format!("producer-{id}")),
+                            ],
+                        );
+                        let recs: Vec<Rec> = (0..PER_PRODUCER)
+                            .map(|seq| {
+                                let pad = "x".repeat((seq * 7 + id) % 40);
+                                let value = format!("p{id}:s{seq:05}:{pad}");
+                                Rec::new("shared", Some(0), value.as_bytes())
+                            })
+                            .collect();
+                        let acks = producer.produce_all(&recs);
+                        (id, expect_all_ok(&acks))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("producer thread"))
+                .collect()
+        });
+
+        // Delivery reports: 18,000 distinct offsets 0..17,999, increasing per producer.
+        let total = PER_PRODUCER * setups.len();
+        let mut acked_at: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
+        for (id, acks) in &all_acks {
+            let mut previous = -1;
+            for (seq, (partition, offset)) in acks.iter().enumerate() {
+                assert_eq!(*partition, 0);
+                assert!(
+                    *offset > previous,
+                    "producer {id} acks out of order at seq {seq}: offsets around it {:?}",
+                    &acks[seq.saturating_sub(5)..(seq + 5).min(acks.len())]
+                );
+                previous = *offset;
+                assert!(
+                    acked_at.insert(*offset, (*id, seq)).is_none(),
+                    "offset {offset} acknowledged twice"
+                );
+            }
+        }
+        let expected: Vec<i64> = (0..i64::try_from(total).expect("total")).collect();
+        assert_eq!(acked_at.keys().copied().collect::<Vec<_>>(), expected);
+
+        // Read back: every offset once, in order, holding what its delivery report said.
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "shared", 0, Offset::Beginning, total);
+        let mut next_seq = [0_usize; 6];
+        for (i, msg) in msgs.iter().enumerate() {
+            assert_eq!(
+                msg.offset(),
+                i64::try_from(i).expect("index"),
+                "gap or duplicate"
+            );
+            let value = std::str::from_utf8(msg.payload().expect("value")).expect("utf8");
+            let mut parts = value.split(':');
+            let id: usize = parts.next().expect("id")[1..].parse().expect("producer id");
+            let seq: usize = parts.next().expect("seq")[1..].parse().expect("seq");
+            assert_eq!(
+                seq, next_seq[id],
+                "producer {id} out of order at offset {i}"
+            );
+            next_seq[id] += 1;
+            assert_eq!(acked_at[&msg.offset()], (id, seq), "ack vs log at {i}");
+        }
+        assert_eq!(next_seq, [PER_PRODUCER; 6]);
+        assert_no_more(&consumer, Duration::from_millis(500));
+    });
+}
+
+/// 10,000 keyed records over 3 partitions with librdkafka's default partitioner: every key
+/// lands in exactly one partition, all partitions are used, and per key the records come back
+/// in the order they were sent.
+#[test]
+fn keyed_records_stick_to_one_partition_in_order() {
+    bounded(TEST_LIMIT, || {
+        const RECORDS: usize = 10_000;
+        const KEYS: usize = 97;
+        let broker = Broker::start();
+        create_topics(&broker, &[("keyed", 3)]);
+        let mut producer = TestProducer::new(&broker, &[("linger.ms", "5")]);
+        let recs: Vec<Rec> = (0..RECORDS)
+            .map(|i| {
+                let key = i % KEYS;
+                let seq = i / KEYS;
+                Rec {
+                    key: Some(format!("key-{key}").into_bytes()),
+                    ..Rec::new("keyed", None, format!("{key}:{seq}").as_bytes())
+                }
+            })
+            .collect();
+        let acks = expect_all_ok(&producer.produce_all(&recs));
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partitions(
+            &consumer,
+            "keyed",
+            &[
+                (0, Offset::Beginning),
+                (1, Offset::Beginning),
+                (2, Offset::Beginning),
+            ],
+            RECORDS,
+        );
+        assert_no_more(&consumer, Duration::from_millis(500));
+
+        let mut partition_of: HashMap<Vec<u8>, i32> = HashMap::new();
+        let mut next_seq: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut last_offset: HashMap<i32, i64> = HashMap::new();
+        for msg in &msgs {
+            let key = msg.key().expect("key").to_vec();
+            let value = std::str::from_utf8(msg.payload().expect("value")).expect("utf8");
+            let (key_num, seq) = value.split_once(':').expect("value format");
+            assert_eq!(
+                format!("key-{key_num}").as_bytes(),
+                &key[..],
+                "key/value mismatch"
+            );
+            let seq: usize = seq.parse().expect("seq");
+            let partition = *partition_of.entry(key.clone()).or_insert(msg.partition());
+            assert_eq!(
+                partition,
+                msg.partition(),
+                "key {key_num} in two partitions"
+            );
+            let expected = next_seq.entry(key).or_insert(0);
+            assert_eq!(seq, *expected, "key {key_num} out of order");
+            *expected += 1;
+            let last = last_offset.entry(msg.partition()).or_insert(-1);
+            assert_eq!(
+                msg.offset(),
+                *last + 1,
+                "gap in partition {}",
+                msg.partition()
+            );
+            *last = msg.offset();
+        }
+        assert_eq!(partition_of.len(), KEYS);
+        let mut used: Vec<i32> = partition_of.values().copied().collect();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used, vec![0, 1, 2], "the partitioner used every partition");
+        // Delivery reports agree with where each key was read.
+        for (i, (partition, _)) in acks.iter().enumerate() {
+            let key = format!("key-{}", i % KEYS).into_bytes();
+            assert_eq!(
+                partition_of[&key], *partition,
+                "ack partition of record {i}"
+            );
+        }
+    });
+}
+
+/// Headers (including a null-valued header and a repeated key, order kept), null values
+/// (tombstones), empty keys, null keys and empty values come back exactly as sent.
+#[test]
+fn headers_tombstones_and_empty_keys_round_trip() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("shapes", 1)]);
+        let h = |k: &str, v: Option<&[u8]>| (k.to_owned(), v.map(<[u8]>::to_vec));
+        let recs = vec![
+            Rec {
+                key: Some(b"with-headers".to_vec()),
+                headers: vec![
+                    h("trace", Some(b"abc")),
+                    h("null-header", None),
+                    h("trace", Some(b"second")),
+                    h("bin", Some(&[0, 255, 1, 254])),
+                ],
+                ..Rec::new("shapes", Some(0), b"value")
+            },
+            Rec {
+                key: Some(b"tombstone".to_vec()),
+                value: None,
+                ..Rec::new("shapes", Some(0), b"")
+            },
+            Rec {
+                key: Some(Vec::new()),
+                ..Rec::new("shapes", Some(0), b"empty key")
+            },
+            Rec {
+                key: None,
+                ..Rec::new("shapes", Some(0), b"null key")
+            },
+            Rec {
+                key: None,
+                value: None,
+                headers: vec![h("only", Some(b"headers"))],
+                ..Rec::new("shapes", Some(0), b"")
+            },
+        ];
+        let mut producer = TestProducer::new(&broker, &[("linger.ms", "20")]);
+        let acks = expect_all_ok(&producer.produce_all(&recs));
+        assert_eq!(
+            acks,
+            (0..5).map(|o| (0, o)).collect::<Vec<_>>(),
+            "offsets in send order"
+        );
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "shapes", 0, Offset::Beginning, recs.len());
+        for (rec, msg) in recs.iter().zip(&msgs) {
+            assert_eq!(msg.key(), rec.key.as_deref(), "key at {}", msg.offset());
+            assert_eq!(
+                msg.payload(),
+                rec.value.as_deref(),
+                "value at {}",
+                msg.offset()
+            );
+            assert_eq!(header_list(msg), rec.headers, "headers at {}", msg.offset());
+        }
+    });
+}
+
+/// Every compression codec (none, gzip, snappy, lz4, zstd) round trips: 300 records per codec,
+/// batched so that batches hold many records, read back byte-exact with gapless offsets.
+#[test]
+fn every_compression_codec_round_trips() {
+    bounded(TEST_LIMIT, || {
+        const RECORDS: usize = 300;
+        let broker = Broker::start();
+        let codecs = ["none", "gzip", "snappy", "lz4", "zstd"];
+        let topics: Vec<(String, i32)> = codecs.iter().map(|c| (format!("codec-{c}"), 1)).collect();
+        let topic_refs: Vec<(&str, i32)> = topics.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+        create_topics(&broker, &topic_refs);
+        for codec in codecs {
+            let topic = format!("codec-{codec}");
+            let mut producer = TestProducer::new(
+                &broker,
+                &[
+                    ("compression.codec", codec),
+                    ("linger.ms", "50"),
+                    ("batch.num.messages", "100"),
+                ],
+            );
+            let recs: Vec<Rec> = (0..RECORDS)
+                .map(|i| {
+                    let value = format!("{codec} record {i} ").repeat(1 + i % 20);
+                    Rec {
+                        key: Some(format!("k{}", i % 10).into_bytes()),
+                        headers: vec![("codec".to_owned(), Some(codec.as_bytes().to_vec()))],
+                        ..Rec::new(&topic, Some(0), value.as_bytes())
+                    }
+                })
+                .collect();
+            let acks = expect_all_ok(&producer.produce_all(&recs));
+            let offsets: Vec<i64> = acks.iter().map(|(_, o)| *o).collect();
+            let expected: Vec<i64> = (0..i64::try_from(RECORDS).expect("count")).collect();
+            assert_eq!(offsets, expected, "{codec}: acknowledged offsets");
+
+            let consumer = consumer(&broker, &[]);
+            let msgs = read_partition(&consumer, &topic, 0, Offset::Beginning, RECORDS);
+            for (i, (rec, msg)) in recs.iter().zip(&msgs).enumerate() {
+                assert_eq!(
+                    msg.offset(),
+                    i64::try_from(i).expect("index"),
+                    "{codec}: offset"
+                );
+                assert_eq!(msg.key(), rec.key.as_deref(), "{codec}: key at {i}");
+                assert_eq!(msg.payload(), rec.value.as_deref(), "{codec}: value at {i}");
+                assert_eq!(header_list(msg), rec.headers, "{codec}: headers at {i}");
+            }
+        }
+    });
+}
+
+/// A 900 KiB record is accepted and read back intact; a record over the broker's
+/// `message.max.bytes` (the producer's own limit is raised, so it is sent) is refused by the
+/// broker with MESSAGE_TOO_LARGE and takes no offset; the same producer then keeps working.
+#[test]
+fn large_record_accepted_oversized_rejected_and_producer_survives() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("big", 1)]);
+        let mut producer = TestProducer::new(
+            &broker,
+            &[
+                ("message.max.bytes", "10000000"),
+                ("compression.codec", "none"),
+                ("message.send.max.retries", "0"),
+            ],
+        );
+        let large: Vec<u8> = (0..900 * 1024).map(|i| (i % 251) as u8).collect();
+        let acks = producer.produce_all(&[Rec::new("big", Some(0), &large)]);
+        assert_eq!(expect_all_ok(&acks), vec![(0, 0)]);
+
+        let too_large = vec![7_u8; 1_048_588 + 10_000];
+        let acks = producer.produce_all(&[Rec::new("big", Some(0), &too_large)]);
+        match &acks[0] {
+            Err(KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)) => {}
+            other => panic!("oversized record: expected MESSAGE_TOO_LARGE, got {other:?}"),
+        }
+
+        let acks = producer.produce_all(&[Rec::new("big", Some(0), b"after")]);
+        assert_eq!(
+            expect_all_ok(&acks),
+            vec![(0, 1)],
+            "producer works after rejection"
+        );
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "big", 0, Offset::Beginning, 2);
+        assert_eq!(msgs[0].offset(), 0);
+        assert!(
+            msgs[0].payload() == Some(&large[..]),
+            "900 KiB value intact"
+        );
+        assert_eq!(msgs[1].offset(), 1);
+        assert_eq!(msgs[1].payload(), Some(&b"after"[..]));
+        assert_no_more(&consumer, Duration::from_millis(300));
+    });
+}
+
+/// Fetching from an offset in the middle of a batch starts exactly there: 3 records, then a
+/// batch of 10 produced in one request (long linger, one flush), then a consumer assigned at
+/// base+5 receives base+5 first and then base+6..base+9.
+#[test]
+fn fetch_from_middle_of_batch_starts_exactly_there() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("middle", 1)]);
+        let mut producer = TestProducer::new(&broker, &[("linger.ms", "0")]);
+        let first: Vec<Rec> = (0..3)
+            .map(|i| Rec::new("middle", Some(0), format!("pre-{i}").as_bytes()))
+            .collect();
+        expect_all_ok(&producer.produce_all(&first));
+
+        let mut batcher = TestProducer::new(
+            &broker,
+            &[("linger.ms", "5000"), ("batch.num.messages", "10")],
+        );
+        for i in 0..10 {
+            batcher.send(&Rec::new(
+                "middle",
+                Some(0),
+                format!("batch-{i}").as_bytes(),
+            ));
+        }
+        batcher
+            .inner
+            .flush(DATA_LIMIT)
+            .expect("flush the batch of 10");
+        let acks = expect_all_ok(&batcher.wait_acks());
+        let base = acks[0].1;
+        assert_eq!(base, 3);
+        let offsets: Vec<i64> = acks.iter().map(|(_, o)| *o).collect();
+        assert_eq!(offsets, (base..base + 10).collect::<Vec<_>>());
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "middle", 0, Offset::Offset(base + 5), 5);
+        let got: Vec<(i64, Vec<u8>)> = msgs
+            .iter()
+            .map(|m| (m.offset(), m.payload().expect("value").to_vec()))
+            .collect();
+        let want: Vec<(i64, Vec<u8>)> = (5..10)
+            .map(|i| (base + i, format!("batch-{i}").into_bytes()))
+            .collect();
+        assert_eq!(got, want);
+        assert_no_more(&consumer, Duration::from_millis(300));
+    });
+}
+
+/// A consumer parked on an empty partition (fetch.wait.max.ms=5000) receives a new record
+/// promptly: the produce wakes the parked fetch instead of the fetch running to its max wait.
+#[test]
+fn parked_fetch_wakes_on_new_record() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("park", 1)]);
+        let mut producer = TestProducer::new(&broker, &[("linger.ms", "0")]);
+        // Warm the producer's connection and metadata so the produce below is one round trip.
+        producer
+            .inner
+            .client()
+            .fetch_metadata(Some("park"), CALL_LIMIT)
+            .expect("producer metadata");
+
+        let consumer = consumer(&broker, &[("fetch.wait.max.ms", "5000")]);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("park", 0, Offset::Offset(0))
+            .expect("assignment");
+        consumer.assign(&tpl).expect("assign");
+        // Let the consumer connect and park a Fetch on the empty partition.
+        let park_until = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < park_until {
+            if let Some(Ok(msg)) = consumer.poll(Duration::from_millis(50)) {
+                panic!("record on an empty partition at offset {}", msg.offset());
+            }
+        }
+
+        let sent_at = Instant::now();
+        producer.send(&Rec::new("park", Some(0), b"wake up"));
+        let deadline = sent_at + Duration::from_secs(15);
+        let received_at = loop {
+            producer.poll(Duration::ZERO);
+            match consumer.poll(Duration::from_millis(20)) {
+                Some(Ok(msg)) => {
+                    assert_eq!(msg.offset(), 0);
+                    assert_eq!(msg.payload(), Some(&b"wake up"[..]));
+                    break Instant::now();
+                }
+                Some(Err(_)) | None => {
+                    assert!(Instant::now() < deadline, "record never arrived");
+                }
+            }
+        };
+        expect_all_ok(&producer.wait_acks());
+        let latency = received_at - sent_at;
+        assert!(
+            latency < Duration::from_millis(2500),
+            "record took {latency:?} to reach the parked consumer (fetch not woken?)"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// ListOffsets
+// ---------------------------------------------------------------------------------------------
+
+/// ListOffsets: earliest/latest (watermarks) on an empty and a filled partition, and by
+/// timestamp: the first offset whose timestamp is at or after the target, across batches;
+/// a target after every record gives the end (-1 in the protocol).
+#[test]
+fn list_offsets_earliest_latest_and_by_time() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("times", 1)]);
+        let consumer = consumer(&broker, &[]);
+        let marks = consumer
+            .fetch_watermarks("times", 0, CALL_LIMIT)
+            .expect("watermarks");
+        assert_eq!(marks, (0, 0), "empty partition");
+
+        // 10 records 10 s apart (recent, so no retention applies), sent one batch each,
+        // then 5 more in one batch at later timestamps.
+        let t0 = now_ms() - 200_000;
+        let mut producer = TestProducer::new(&broker, &[("linger.ms", "0")]);
+        for i in 0..10 {
+            let rec = Rec {
+                timestamp_ms: Some(t0 + i * 10_000),
+                ..Rec::new("times", Some(0), format!("t{i}").as_bytes())
+            };
+            expect_all_ok(&producer.produce_all(&[rec]));
+        }
+        let mut batcher = TestProducer::new(&broker, &[("linger.ms", "2000")]);
+        for i in 10..15 {
+            batcher.send(&Rec {
+                timestamp_ms: Some(t0 + i * 10_000),
+                ..Rec::new("times", Some(0), format!("t{i}").as_bytes())
+            });
+        }
+        batcher.inner.flush(DATA_LIMIT).expect("flush");
+        expect_all_ok(&batcher.wait_acks());
+
+        let marks = consumer
+            .fetch_watermarks("times", 0, CALL_LIMIT)
+            .expect("watermarks");
+        assert_eq!(marks, (0, 15));
+
+        let lookup = |ts: i64| -> Offset {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset("times", 0, Offset::Offset(ts))
+                .expect("tpl");
+            let found = consumer
+                .offsets_for_times(tpl, CALL_LIMIT)
+                .expect("offsets_for_times");
+            let elem = found
+                .find_partition("times", 0)
+                .expect("partition in answer");
+            assert!(
+                elem.error().is_ok(),
+                "ListOffsets error: {:?}",
+                elem.error()
+            );
+            elem.offset()
+        };
+        assert_eq!(lookup(0), Offset::Offset(0), "before everything");
+        assert_eq!(lookup(t0), Offset::Offset(0), "exact first timestamp");
+        assert_eq!(lookup(t0 + 35_000), Offset::Offset(4), "between records");
+        assert_eq!(lookup(t0 + 40_000), Offset::Offset(4), "exact timestamp");
+        assert_eq!(
+            lookup(t0 + 95_000),
+            Offset::Offset(10),
+            "start of the last batch"
+        );
+        assert_eq!(
+            lookup(t0 + 125_000),
+            Offset::Offset(13),
+            "inside the last batch"
+        );
+        assert_eq!(lookup(t0 + 140_000), Offset::Offset(14), "last record");
+        assert_eq!(lookup(t0 + 150_000), Offset::End, "after every record");
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability
+// ---------------------------------------------------------------------------------------------
+
+/// Reads back every record of `topic` (all `partitions`) from the beginning up to the high
+/// watermark, and returns (partition, offset) -> value; asserts offsets are gapless.
+fn read_all(broker: &Broker, topic: &str, partitions: i32) -> BTreeMap<(i32, i64), Vec<u8>> {
+    let consumer = consumer(broker, &[]);
+    let mut out = BTreeMap::new();
+    for partition in 0..partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, partition, CALL_LIMIT)
+            .expect("watermarks");
+        assert_eq!(low, 0, "nothing was deleted");
+        let count = usize::try_from(high).expect("high watermark");
+        let msgs = read_partition(&consumer, topic, partition, Offset::Beginning, count);
+        for (i, msg) in msgs.iter().enumerate() {
+            assert_eq!(msg.offset(), i64::try_from(i).expect("index"), "gapless");
+            out.insert(
+                (partition, msg.offset()),
+                msg.payload().unwrap_or_default().to_vec(),
+            );
+        }
+    }
+    out
+}
+
+/// With flush.policy=fsync and acks=all: every acknowledged record survives a SIGTERM restart
+/// (clean exit status), and every acknowledged record survives a kill -9 taken while a producer
+/// is mid-stream; offsets continue after recovery without reuse.
+#[test]
+fn acknowledged_records_survive_sigterm_and_kill9() {
+    bounded(TEST_LIMIT, || {
+        const PARTITIONS: i32 = 2;
+        let mut broker = Broker::builder().with("flush.policy", "fsync").start();
+        create_topics(&broker, &[("durable", PARTITIONS)]);
+
+        // Phase 1: acknowledged, then SIGTERM and restart.
+        let mut expected: BTreeMap<(i32, i64), Vec<u8>> = BTreeMap::new();
+        {
+            let mut producer = TestProducer::new(&broker, &[("linger.ms", "2")]);
+            let recs: Vec<Rec> = (0..2_000)
+                .map(|i| {
+                    let partition = i % PARTITIONS;
+                    Rec::new("durable", Some(partition), format!("one-{i}").as_bytes())
+                })
+                .collect();
+            let acks = expect_all_ok(&producer.produce_all(&recs));
+            for (rec, pos) in recs.iter().zip(acks) {
+                expected.insert(pos, rec.value.clone().expect("value"));
+            }
+        }
+        let status = broker.stop();
+        assert!(status.success(), "SIGTERM exit status: {status}");
+        broker.restart();
+        assert_eq!(read_all(&broker, "durable", PARTITIONS), expected);
+
+        // Phase 2: kill -9 while a producer is mid-stream; keep whatever was acknowledged.
+        {
+            let mut producer = TestProducer::new(
+                &broker,
+                &[
+                    ("linger.ms", "1"),
+                    ("message.timeout.ms", "3000"),
+                    ("message.send.max.retries", "0"),
+                ],
+            );
+            let mut values: Vec<Vec<u8>> = Vec::new();
+            let deadline = Instant::now() + DATA_LIMIT;
+            let mut i = 0_i32;
+            loop {
+                let value = format!("two-{i}").into_bytes();
+                producer.send(&Rec::new("durable", Some(i % PARTITIONS), &value));
+                values.push(value);
+                i += 1;
+                producer.poll(Duration::ZERO);
+                if i % 64 == 0 {
+                    producer.poll(Duration::from_millis(1));
+                }
+                let ok = producer
+                    .inner
+                    .context()
+                    .acks
+                    .lock()
+                    .expect("acks")
+                    .values()
+                    .filter(|a| a.is_ok())
+                    .count();
+                if ok >= 1_500 && producer.acked() + 50 < values.len() {
+                    break; // enough acknowledged, and records still in flight
+                }
+                assert!(Instant::now() < deadline, "phase 2 producer stalled");
+            }
+            broker.kill9();
+            // Collect the reports that arrive for what was in flight (all failures, unless the
+            // broker had already written the response).
+            let acks = producer.wait_acks();
+            let mut acknowledged = 0;
+            for (id, ack) in acks.iter().enumerate() {
+                if let Ok(pos) = ack {
+                    acknowledged += 1;
+                    expected.insert(*pos, values[id].clone());
+                }
+            }
+            assert!(acknowledged >= 1_500);
+        }
+        broker.restart();
+        let after = read_all(&broker, "durable", PARTITIONS);
+        for (pos, value) in &expected {
+            assert_eq!(
+                after.get(pos),
+                Some(value),
+                "acknowledged record at {pos:?} lost or changed after kill -9"
+            );
+        }
+
+        // Offsets continue after recovery.
+        let mut producer = TestProducer::new(&broker, &[]);
+        for partition in 0..PARTITIONS {
+            let next = after.keys().filter(|(p, _)| *p == partition).count();
+            let acks = expect_all_ok(&producer.produce_all(&[Rec::new(
+                "durable",
+                Some(partition),
+                b"after-crash",
+            )]));
+            assert_eq!(
+                acks,
+                vec![(partition, i64::try_from(next).expect("offset"))],
+                "next offset after recovery"
+            );
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input over raw TCP
+// ---------------------------------------------------------------------------------------------
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let len = i32::try_from(body.len()).expect("frame len");
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A request header v1 (api key, version, correlation id, client id "t") followed by `body`.
+fn request(api_key: i16, api_version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&api_key.to_be_bytes());
+    out.extend_from_slice(&api_version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&1_i16.to_be_bytes());
+    out.push(b't');
+    out.extend_from_slice(body);
+    frame(&out)
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    stream
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .expect("write timeout");
+    stream
+}
+
+/// Reads one response frame; None if the connection closed or timed out first.
+fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0_u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let len = usize::try_from(i32::from_be_bytes(len)).ok()?;
+    assert!(len < 16 * 1024 * 1024, "absurd response size {len}");
+    let mut body = vec![0_u8; len];
+    stream.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// ApiVersions v0 on `stream`: the answer carries our correlation id, error 0, and lists
+/// Produce (0), Fetch (1), ListOffsets (2), Metadata (3) and ApiVersions (18).
+fn assert_api_versions_ok(stream: &mut TcpStream, correlation_id: i32) {
+    stream
+        .write_all(&request(18, 0, correlation_id, &[]))
+        .expect("write ApiVersions");
+    let body = read_frame(stream).expect("ApiVersions response");
+    assert!(body.len() >= 10, "short ApiVersions response");
+    assert_eq!(&body[0..4], &correlation_id.to_be_bytes(), "correlation id");
+    assert_eq!(&body[4..6], &0_i16.to_be_bytes(), "error code");
+    let count = i32::from_be_bytes([body[6], body[7], body[8], body[9]]);
+    let count = usize::try_from(count).expect("api count");
+    assert!(body.len() >= 10 + count * 6, "ApiVersions array truncated");
+    let keys: Vec<i16> = (0..count)
+        .map(|i| i16::from_be_bytes([body[10 + i * 6], body[11 + i * 6]]))
+        .collect();
+    for key in [0, 1, 2, 3, 18] {
+        assert!(keys.contains(&key), "api key {key} missing from {keys:?}");
+    }
+}
+
+/// Sends `bytes` (write errors ignored: the broker may close early), optionally half-closes,
+/// then requires the broker to close the connection within 5 s.
+fn assert_closed_after(addr: SocketAddr, what: &str, bytes: &[u8], half_close: bool) {
+    let mut stream = connect(addr);
+    let _ = stream.write_all(bytes);
+    if half_close {
+        let _ = stream.shutdown(Shutdown::Write);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0_u8; 4096];
+    let mut received = 0_usize;
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                received += n;
+                assert!(received < 1 << 20, "{what}: endless reply");
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{what}: unexpected read error {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: connection still open 5 s later"
+        );
+    }
+}
+
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Hostile bytes each cost only their own connection: HTTP, a TLS ClientHello, frame sizes 0,
+/// negative and above socket.request.max.bytes, a Metadata v0 body with an absurd array count,
+/// an unknown api key and a truncated frame are each answered by closing that connection
+/// (within 5 s, without waiting for the advertised bytes); after each a fresh connection gets
+/// ApiVersions, a connection opened before them all still works, the process is alive, did not
+/// balloon in memory, and a new librdkafka client produces and consumes.
+#[test]
+fn hostile_bytes_cost_only_their_connection() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        let addr = broker.addr();
+        let mut bystander = connect(addr);
+        assert_api_versions_ok(&mut bystander, 1);
+
+        let mut tls = vec![
+            0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+        ];
+        tls.extend((0..32_u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
+        tls.extend_from_slice(&[0x00; 64]);
+        let mut truncated = 100_i32.to_be_bytes().to_vec();
+        truncated.extend_from_slice(&[0, 18, 0, 0, 0, 0, 0, 9, 0, 1]);
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            (
+                "HTTP request",
+                b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+                false,
+            ),
+            ("TLS ClientHello", tls, false),
+            ("frame of size 0", 0_i32.to_be_bytes().to_vec(), false),
+            (
+                "negative frame size",
+                (-1_i32).to_be_bytes().to_vec(),
+                false,
+            ),
+            (
+                "frame above socket.request.max.bytes",
+                (104_857_600_i32 + 1).to_be_bytes().to_vec(),
+                false,
+            ),
+            (
+                "Metadata v0 with array count 0x7fffffff",
+                request(3, 0, 7, &[0x7f, 0xff, 0xff, 0xff]),
+                false,
+            ),
+            ("unknown api key", request(999, 0, 8, &[]), false),
+            ("truncated frame then close", truncated, true),
+        ];
+        for (i, (what, bytes, half_close)) in cases.iter().enumerate() {
+            assert_closed_after(addr, what, bytes, *half_close);
+            assert!(broker.is_alive(), "broker died after: {what}");
+            let mut fresh = connect(addr);
+            assert_api_versions_ok(&mut fresh, 100 + i32::try_from(i).expect("index"));
+        }
+        assert_api_versions_ok(&mut bystander, 2);
+        assert!(broker.is_alive(), "broker alive after all hostile inputs");
+        let pid = broker.pid().expect("broker pid");
+        if let Some(kib) = resident_kib(pid) {
+            assert!(
+                kib < 1024 * 1024,
+                "broker resident memory {kib} KiB after hostile input"
+            );
+        }
+
+        create_topics(&broker, &[("after-hostile", 1)]);
+        let mut producer = TestProducer::new(&broker, &[]);
+        let acks = producer.produce_all(&[Rec::new("after-hostile", Some(0), b"still here")]);
+        assert_eq!(expect_all_ok(&acks), vec![(0, 0)]);
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "after-hostile", 0, Offset::Beginning, 1);
+        assert_eq!(msgs[0].payload(), Some(&b"still here"[..]));
+    });
+}
+
+/// ApiVersions at a version the broker does not know (KIP-511): the broker answers in the v0
+/// format with UNSUPPORTED_VERSION (35) and its supported ranges, so clients can downgrade,
+/// and keeps the connection usable.
+#[test]
+fn api_versions_unknown_version_answers_unsupported_version() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut stream = connect(broker.addr());
+        // Header v2 (flexible): key, version, correlation id, client id, empty tagged fields;
+        // the body of a v3+ ApiVersions: compact client software name/version, tagged fields.
+        let mut req = Vec::new();
+        req.extend_from_slice(&18_i16.to_be_bytes());
+        req.extend_from_slice(&999_i16.to_be_bytes());
+        req.extend_from_slice(&42_i32.to_be_bytes());
+        req.extend_from_slice(&1_i16.to_be_bytes());
+        req.push(b't');
+        req.push(0); // header tagged fields
+        req.extend_from_slice(&[2, b'x', 2, b'1', 0]);
+        stream.write_all(&frame(&req)).expect("write");
+        let body = read_frame(&mut stream).expect("ApiVersions response");
+        assert!(body.len() >= 10, "short response");
+        assert_eq!(&body[0..4], &42_i32.to_be_bytes(), "correlation id");
+        assert_eq!(&body[4..6], &35_i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+        let count = i32::from_be_bytes([body[6], body[7], body[8], body[9]]);
+        assert!(count > 0, "supported versions listed");
+        assert_api_versions_ok(&mut stream, 43);
+    });
+}

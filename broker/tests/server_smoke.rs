@@ -1,0 +1,735 @@
+//! Smoke tests of the `minikafka` binary over TCP, with a tiny blocking client built on
+//! `kafka-protocol` (no Kafka client library).
+//!
+//! Contract:
+//! - Each test starts the real binary on a free port (`listeners=PLAINTEXT://127.0.0.1:0`;
+//!   the broker prints the bound address) with a fresh temporary data directory, and kills
+//!   it when the test ends.
+//! - Every socket read has a timeout, so a broker that never answers fails the test.
+//! - Covered: ApiVersions, CreateTopics, Metadata, Produce (acks 0, 1, -1), Fetch read back
+//!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
+//!   requests answered in order, ListOffsets, `num.shards` 1 and 2, SIGTERM then restart
+//!   with the data still there, bad settings exiting with code 2.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest,
+    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use minikafka_core::record::{BatchBuilder, NewRecord};
+use minikafka_core::types::Offset;
+
+/// Longest wait for a broker to start or stop, or for one response.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn binary() -> &'static str {
+    option_env!("CARGO_BIN_EXE_minikafka")
+        .or(option_env!("CARGO_BIN_EXE_minikafka-broker"))
+        .expect("the package builds the broker binary")
+}
+
+/// A running broker; killed on drop.
+struct Broker {
+    child: Option<Child>,
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    shards: usize,
+    stderr_path: PathBuf,
+    _root: tempfile::TempDir,
+}
+
+impl Broker {
+    fn start(shards: usize) -> Broker {
+        let root = tempfile::tempdir().expect("temp dir");
+        let data_dir = root.path().join("data");
+        let stderr_path = root.path().join("stderr.log");
+        let mut broker = Broker {
+            child: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir,
+            shards,
+            stderr_path,
+            _root: root,
+        };
+        broker.spawn(0);
+        broker
+    }
+
+    /// Spawns the binary on `port` (0 = any) and waits for its "listening on" line.
+    fn spawn(&mut self, port: u16) {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.stderr_path)
+            .expect("stderr log");
+        let mut child = Command::new(binary())
+            .arg("--override")
+            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
+            .arg("--override")
+            .arg(format!("log.dirs={}", self.data_dir.display()))
+            .arg("--override")
+            .arg(format!("num.shards={}", self.shards))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn broker");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        self.child = Some(child);
+        let line = rx
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("broker did not start:\n{}", self.stderr()));
+        let addr = line
+            .strip_prefix("minikafka: listening on ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        assert!(
+            line.contains(&format!("{} shards", self.shards)),
+            "line {line:?}"
+        );
+        self.addr = addr.parse().expect("address");
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// Sends SIGTERM and waits for exit; returns the exit code.
+    fn terminate(&mut self) -> Option<i32> {
+        let mut child = self.child.take().expect("running");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid");
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status.code();
+            }
+            if started.elapsed() > LIMIT {
+                let _ = child.kill();
+                panic!("broker did not stop after SIGTERM:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn restart(&mut self) {
+        let port = self.addr.port();
+        self.spawn(port);
+    }
+
+    fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if thread::panicking() {
+            eprintln!("--- broker stderr ---\n{}", self.stderr());
+        }
+    }
+}
+
+/// A blocking Kafka client speaking one request at a time (or pipelined with `send`/`recv`).
+struct Client {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(LIMIT)).expect("timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Client {
+            stream,
+            next_correlation_id: 1,
+        }
+    }
+
+    /// Sends a request without waiting; returns its correlation id.
+    fn send<R: Encodable>(&mut self, api_key: ApiKey, version: i16, request: &R) -> i32 {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let mut header = RequestHeader::default();
+        header.request_api_key = api_key as i16;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        header.client_id = Some(StrBytes::from_static_str("smoke"));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, api_key.request_header_version(version))
+            .expect("header");
+        request.encode(&mut body, version).expect("body");
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).expect("write");
+        correlation_id
+    }
+
+    /// Reads one response; returns its correlation id and body.
+    fn recv<R: Decodable + HeaderVersion>(&mut self, version: i16) -> (i32, R) {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).expect("response size");
+        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut frame).expect("response body");
+        let mut bytes = Bytes::from(frame);
+        let header =
+            ResponseHeader::decode(&mut bytes, R::header_version(version)).expect("header");
+        let body = R::decode(&mut bytes, version).expect("decode response");
+        assert!(bytes.is_empty(), "trailing response bytes");
+        (header.correlation_id, body)
+    }
+
+    fn call<Q: Encodable, R: Decodable + HeaderVersion>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> R {
+        let sent = self.send(api_key, version, request);
+        let (got, response) = self.recv(version);
+        assert_eq!(got, sent, "correlation id");
+        response
+    }
+
+    fn create_topic(&mut self, name: &str, partitions: i32) {
+        let mut topic = CreatableTopic::default();
+        topic.name = topic_name(name);
+        topic.num_partitions = partitions;
+        topic.replication_factor = 1;
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![topic];
+        request.timeout_ms = 5000;
+        let response: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 7, &request);
+        assert_eq!(response.topics.len(), 1);
+        assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0]);
+        assert_eq!(response.topics[0].num_partitions, partitions);
+        assert!(!response.topics[0].topic_id.is_nil());
+    }
+
+    fn produce(&mut self, topic: &str, partition: i32, acks: i16, batch: &[u8]) -> ProduceResponse {
+        let request = produce_request(topic, partition, acks, batch);
+        self.call(ApiKey::Produce, 9, &request)
+    }
+
+    fn fetch(&mut self, request: &FetchRequest) -> FetchResponse {
+        self.call(ApiKey::Fetch, 12, request)
+    }
+
+    fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> (i16, i64, i64) {
+        let mut p = ListOffsetsPartition::default();
+        p.partition_index = partition;
+        p.timestamp = timestamp;
+        let mut t = ListOffsetsTopic::default();
+        t.name = topic_name(topic);
+        t.partitions = vec![p];
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = (-1).into();
+        request.topics = vec![t];
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 7, &request);
+        let p = &response.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    }
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+fn batch(values: &[&str], timestamp_ms: i64) -> Vec<u8> {
+    let mut builder = BatchBuilder::new();
+    for (i, value) in values.iter().enumerate() {
+        builder.push(&NewRecord {
+            key: Some(b"k"),
+            value: Some(value.as_bytes()),
+            headers: vec![],
+            timestamp_ms: timestamp_ms + i as i64,
+        });
+    }
+    builder.build(Offset(0))
+}
+
+/// `batch` as the broker stores it at `base_offset` (only the base offset is patched; the
+/// leader epoch stays 0).
+fn at_offset(batch: &[u8], base_offset: i64) -> Vec<u8> {
+    let mut out = batch.to_vec();
+    out[..8].copy_from_slice(&base_offset.to_be_bytes());
+    out
+}
+
+fn produce_request(topic: &str, partition: i32, acks: i16, batch: &[u8]) -> ProduceRequest {
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::copy_from_slice(batch));
+    let mut t = TopicProduceData::default();
+    t.name = topic_name(topic);
+    t.partition_data = vec![p];
+    let mut request = ProduceRequest::default();
+    request.acks = acks;
+    request.timeout_ms = 5000;
+    request.topic_data = vec![t];
+    request
+}
+
+fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    let mut p = FetchPartition::default();
+    p.partition = partition;
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = topic_name(topic);
+    t.partitions = vec![p];
+    let mut request = FetchRequest::default();
+    request.replica_id = (-1).into();
+    request.max_wait_ms = max_wait_ms;
+    request.min_bytes = 1;
+    request.max_bytes = 50 << 20;
+    request.topics = vec![t];
+    request
+}
+
+/// Produces (acks 1) and returns the base offset, asserting success.
+fn produce_ok(client: &mut Client, topic: &str, partition: i32, acks: i16, batch: &[u8]) -> i64 {
+    let response = client.produce(topic, partition, acks, batch);
+    let p = &response.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0, "{p:?}");
+    p.base_offset
+}
+
+fn fetched_bytes(response: &FetchResponse) -> Vec<u8> {
+    let p = &response.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "{p:?}");
+    p.records.as_ref().map(|b| b.to_vec()).unwrap_or_default()
+}
+
+#[test]
+fn api_versions_advertises_served_ranges_only() {
+    let broker = Broker::start(1);
+    let mut client = broker.client();
+    for version in [0i16, 3] {
+        let mut request = ApiVersionsRequest::default();
+        if version >= 3 {
+            request.client_software_name = StrBytes::from_static_str("smoke");
+            request.client_software_version = StrBytes::from_static_str("1");
+        }
+        let response: ApiVersionsResponse = client.call(ApiKey::ApiVersions, version, &request);
+        assert_eq!(response.error_code, 0);
+        let range = |key: ApiKey| {
+            response
+                .api_keys
+                .iter()
+                .find(|k| k.api_key == key as i16)
+                .map(|k| (k.min_version, k.max_version))
+        };
+        assert_eq!(range(ApiKey::Produce), Some((3, 13)));
+        assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
+        assert_eq!(range(ApiKey::Metadata), Some((0, 13)));
+        assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
+        assert_eq!(
+            range(ApiKey::JoinGroup),
+            None,
+            "group APIs are not served yet"
+        );
+        assert_eq!(range(ApiKey::FindCoordinator), None);
+        // Accepted (answered with an error) but not advertised: clients would otherwise turn
+        // idempotence on by default.
+        assert_eq!(range(ApiKey::InitProducerId), None);
+    }
+}
+
+/// Create, metadata, produce with acks 1 and -1 over several partitions, read back byte for
+/// byte, list offsets — on `shards` shards (partitions spread over them).
+fn round_trip(shards: usize) {
+    let broker = Broker::start(shards);
+    let mut client = broker.client();
+    client.create_topic("orders", 4);
+
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![{
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name("orders"));
+        t
+    }]);
+    let metadata: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    assert_eq!(metadata.brokers.len(), 1);
+    assert_eq!(metadata.brokers[0].port, i32::from(broker.addr.port()));
+    let topic = &metadata.topics[0];
+    assert_eq!(topic.error_code, 0);
+    assert_eq!(topic.partitions.len(), 4);
+    assert!(!topic.topic_id.is_nil());
+
+    let ts = 1_700_000_000_000;
+    for partition in 0..4 {
+        let first = batch(&["a", "b", "c"], ts);
+        let second = batch(&["d"], ts + 100);
+        assert_eq!(produce_ok(&mut client, "orders", partition, 1, &first), 0);
+        assert_eq!(produce_ok(&mut client, "orders", partition, -1, &second), 3);
+        let response = client.fetch(&fetch_request("orders", partition, 0, 0));
+        let p = &response.responses[0].partitions[0];
+        assert_eq!((p.high_watermark, p.log_start_offset), (4, 0));
+        assert_eq!(p.last_stable_offset, 4);
+        let mut expected = at_offset(&first, 0);
+        expected.extend_from_slice(&at_offset(&second, 3));
+        assert_eq!(fetched_bytes(&response), expected, "partition {partition}");
+
+        assert_eq!(client.list_offset("orders", partition, -2), (0, 0, -1));
+        assert_eq!(client.list_offset("orders", partition, -1), (0, 4, -1));
+        assert_eq!(client.list_offset("orders", partition, ts + 1).1, 1);
+        assert_eq!(client.list_offset("orders", partition, ts + 50).1, 3);
+        assert_eq!(client.list_offset("orders", partition, ts + 1000).1, -1);
+    }
+    // Out of range and unknown partitions are errors, not hangs.
+    let response = client.fetch(&fetch_request("orders", 0, 99, 5000));
+    assert_eq!(response.responses[0].partitions[0].error_code, 1);
+    let response = client.produce("orders", 9, 1, &batch(&["x"], ts));
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 3);
+}
+
+#[test]
+fn produce_fetch_list_offsets_round_trip_one_shard() {
+    round_trip(1);
+}
+
+#[test]
+fn produce_fetch_list_offsets_round_trip_two_shards() {
+    round_trip(2);
+}
+
+/// I7: a fetch parked on an empty partition returns as soon as a produce on another
+/// connection (possibly handled by another shard) lands, well before `max_wait_ms`.
+#[test]
+fn long_poll_fetch_wakes_on_produce_from_another_connection_i7() {
+    for shards in [1, 2] {
+        let broker = Broker::start(shards);
+        let mut admin = broker.client();
+        admin.create_topic("waits", 2);
+        for partition in 0..2 {
+            let mut fetcher = broker.client();
+            let waiting = thread::spawn(move || {
+                let started = Instant::now();
+                let response = fetcher.fetch(&fetch_request("waits", partition, 0, 20_000));
+                (started.elapsed(), response)
+            });
+            thread::sleep(Duration::from_millis(300));
+            let mut producer = broker.client();
+            let record = batch(&["wake"], 1);
+            produce_ok(&mut producer, "waits", partition, 1, &record);
+            let (waited, response) = waiting.join().expect("fetch thread");
+            assert!(
+                waited < Duration::from_secs(5),
+                "shards {shards}: fetch waited {waited:?}"
+            );
+            assert!(
+                waited >= Duration::from_millis(250),
+                "it did park: {waited:?}"
+            );
+            assert_eq!(fetched_bytes(&response), at_offset(&record, 0));
+        }
+        // With nothing produced, the fetch ends at max_wait with an empty answer.
+        let mut idle = broker.client();
+        let started = Instant::now();
+        let response = idle.fetch(&fetch_request("waits", 0, 1, 300));
+        assert!(started.elapsed() >= Duration::from_millis(280));
+        assert!(fetched_bytes(&response).is_empty());
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_acks_0_is_silent() {
+    let broker = Broker::start(2);
+    let mut client = broker.client();
+    client.create_topic("pipe", 3);
+    // acks=0 first: it gets no response, so the next response read is the next request's.
+    client.send(
+        ApiKey::Produce,
+        9,
+        &produce_request("pipe", 0, 0, &batch(&["silent"], 1)),
+    );
+    let mut sent = Vec::new();
+    for i in 0..12 {
+        let id = match i % 3 {
+            0 => client.send(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default()),
+            1 => client.send(
+                ApiKey::Produce,
+                9,
+                &produce_request("pipe", i % 3, 1, &batch(&["p"], 1)),
+            ),
+            _ => client.send(ApiKey::Fetch, 12, &fetch_request("pipe", 2, 0, 200)),
+        };
+        sent.push((i % 3, id));
+    }
+    for (kind, id) in sent {
+        let got = match kind {
+            0 => client.recv::<ApiVersionsResponse>(0).0,
+            1 => {
+                let (got, response) = client.recv::<ProduceResponse>(9);
+                assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+                got
+            }
+            _ => client.recv::<FetchResponse>(12).0,
+        };
+        assert_eq!(got, id, "responses come back in request order");
+    }
+    // The acks=0 record was appended.
+    assert_eq!(client.list_offset("pipe", 0, -1), (0, 1, -1));
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_and_restart_keeps_the_data() {
+    let mut broker = Broker::start(2);
+    let mut client = broker.client();
+    client.create_topic("durable", 3);
+    let mut expected = Vec::new();
+    for partition in 0..3 {
+        let record = batch(&["kept", "also kept"], 5);
+        produce_ok(&mut client, "durable", partition, -1, &record);
+        expected.push(at_offset(&record, 0));
+    }
+    drop(client);
+    assert_eq!(broker.terminate(), Some(0), "{}", broker.stderr());
+    assert!(
+        broker.data_dir().join("clean_shutdown").exists(),
+        "clean-shutdown marker written"
+    );
+    broker.restart();
+    assert!(
+        !broker.data_dir().join("clean_shutdown").exists(),
+        "marker removed at startup"
+    );
+    let mut client = broker.client();
+    for (partition, bytes) in expected.iter().enumerate() {
+        let response = client.fetch(&fetch_request("durable", partition as i32, 0, 0));
+        assert_eq!(&fetched_bytes(&response), bytes);
+    }
+    // Still writable after the restart, at the next offset.
+    assert_eq!(
+        produce_ok(&mut client, "durable", 0, 1, &batch(&["after"], 6)),
+        2
+    );
+}
+
+#[test]
+fn invalid_settings_exit_with_code_2() {
+    for bad in ["no.such.setting=1", "num.partitions=zero", "novalue"] {
+        let output = Command::new(binary())
+            .arg("--override")
+            .arg(bad)
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "one error line: {stderr}");
+    }
+}
+
+/// Runs the binary with `overrides` and waits (bounded) for it to exit: (code, stderr).
+fn run_to_exit(overrides: &[String]) -> (Option<i32>, String) {
+    let mut command = Command::new(binary());
+    for o in overrides {
+        command.arg("--override").arg(o);
+    }
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("a second broker started instead of refusing");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    (status.code(), stderr)
+}
+
+#[test]
+fn a_second_broker_on_the_same_port_or_data_dir_refuses_to_start() {
+    let broker = Broker::start(1);
+    let other = tempfile::tempdir().expect("temp dir");
+    let (code, stderr) = run_to_exit(&[
+        "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+        format!("log.dirs={}", broker.data_dir().display()),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+    let (code, stderr) = run_to_exit(&[
+        format!("listeners=PLAINTEXT://{}", broker.addr),
+        format!("log.dirs={}", other.path().display()),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("cannot listen"), "{stderr}");
+    // The first broker still answers.
+    let mut client = broker.client();
+    let response: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(response.error_code, 0);
+}
+
+fn metadata_partitions(client: &mut Client, topic: &str) -> (i16, usize) {
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![{
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name(topic));
+        t
+    }]);
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    (
+        response.topics[0].error_code,
+        response.topics[0].partitions.len(),
+    )
+}
+
+#[test]
+fn admin_apis_create_describe_grow_delete() {
+    let broker = Broker::start(2);
+    let mut client = broker.client();
+
+    // CreateTopics: a config override, then the refusals Kafka gives.
+    let mut topic = CreatableTopic::default();
+    topic.name = topic_name("admin");
+    topic.num_partitions = -1;
+    topic.replication_factor = -1;
+    let mut config = CreatableTopicConfig::default();
+    config.name = StrBytes::from_static_str("retention.ms");
+    config.value = Some(StrBytes::from_static_str("60000"));
+    topic.configs = vec![config];
+    let mut bad_name = CreatableTopic::default();
+    bad_name.name = topic_name("no/slash");
+    bad_name.num_partitions = 1;
+    let mut bad_rf = CreatableTopic::default();
+    bad_rf.name = topic_name("rf3");
+    bad_rf.num_partitions = 1;
+    bad_rf.replication_factor = 3;
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![topic.clone(), bad_name, bad_rf];
+    let response: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &request);
+    let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, 17, 38]);
+    assert_eq!(
+        response.topics[0].num_partitions, 1,
+        "num.partitions default"
+    );
+    let mut again = CreateTopicsRequest::default();
+    again.topics = vec![topic];
+    let response: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &again);
+    assert_eq!(response.topics[0].error_code, 36, "TOPIC_ALREADY_EXISTS");
+
+    // DescribeConfigs: the override is a topic config, the rest defaults.
+    let mut resource = DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_static_str("admin");
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+    let result = &response.results[0];
+    assert_eq!(result.error_code, 0);
+    let entry = |name: &str| {
+        result
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .map(|c| (c.value.as_ref().map(|v| v.to_string()), c.config_source))
+    };
+    assert_eq!(entry("retention.ms"), Some((Some("60000".into()), 1)));
+    assert_eq!(entry("cleanup.policy"), Some((Some("delete".into()), 5)));
+    assert!(
+        entry("minikafka.topic.id").is_none(),
+        "reserved keys stay hidden"
+    );
+
+    // CreatePartitions: grow only.
+    let mut grow = CreatePartitionsTopic::default();
+    grow.name = topic_name("admin");
+    grow.count = 3;
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = vec![grow.clone()];
+    let response: CreatePartitionsResponse = client.call(ApiKey::CreatePartitions, 3, &request);
+    assert_eq!(response.results[0].error_code, 0);
+    assert_eq!(metadata_partitions(&mut client, "admin"), (0, 3));
+    produce_ok(&mut client, "admin", 2, 1, &batch(&["new partition"], 1));
+    grow.count = 2;
+    request.topics = vec![grow];
+    let response: CreatePartitionsResponse = client.call(ApiKey::CreatePartitions, 3, &request);
+    assert_eq!(response.results[0].error_code, 37, "INVALID_PARTITIONS");
+
+    // DeleteTopics v6 by name; afterwards the topic is unknown (auto-create off for v4+).
+    let mut state = DeleteTopicState::default();
+    state.name = Some(topic_name("admin"));
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![state];
+    let response: DeleteTopicsResponse = client.call(ApiKey::DeleteTopics, 6, &request);
+    assert_eq!(response.responses[0].error_code, 0);
+    assert!(!response.responses[0].topic_id.is_nil());
+    let mut request = MetadataRequest::default();
+    request.allow_auto_topic_creation = false;
+    request.topics = Some(vec![{
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name("admin"));
+        t
+    }]);
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    assert_eq!(response.topics[0].error_code, 3);
+    assert!(!broker.data_dir().join("admin-0").exists(), "data removed");
+
+    // InitProducerId: accepted, refused with a non-retriable error.
+    let mut request = InitProducerIdRequest::default();
+    request.transaction_timeout_ms = 1000;
+    let response: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &request);
+    assert_eq!(response.error_code, 31);
+
+    // An API we do not serve closes the connection (after answering what came before).
+    client.send(ApiKey::FindCoordinator, 1, &ApiVersionsRequest::default());
+    let mut byte = [0u8; 1];
+    assert_eq!(client.stream.read(&mut byte).expect("read"), 0, "closed");
+}

@@ -1,0 +1,558 @@
+//! `mk`: a command-line Kafka tool in the spirit of kcat and Kafka's console tools.
+//!
+//! ```text
+//! mk [-b HOST:PORT] topics create NAME --partitions N [--config k=v]...
+//! mk [-b HOST:PORT] topics list | describe NAME | delete NAME
+//! mk [-b HOST:PORT] produce TOPIC [--key-separator SEP] [--header k=v]... [--partition P]
+//!                                 [--acks 0|1|all] [--compression none|gzip|snappy|lz4|zstd]
+//! mk [-b HOST:PORT] consume TOPIC [--from beginning|end|OFFSET|@TIMESTAMP_MS] [--partition P]
+//!                                 [--follow] [--count N] [--format FMT]
+//! mk [-b HOST:PORT] offsets TOPIC
+//! ```
+//!
+//! `produce` sends one record per stdin line and waits for every acknowledgement. `consume`
+//! prints one line per record with `--format` (placeholders `%o` offset, `%p` partition, `%k`
+//! key, `%v` value, `%T` timestamp, `%h` headers as `k=v,…`, `%t` topic, `%%`; escapes `\n`,
+//! `\t`, `\\`) and stops at the end offsets seen at start unless `--follow`. Errors print one
+//! line on stderr and exit with status 1. Runs on smol.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use futures::{AsyncBufReadExt, StreamExt};
+use minikafka_client::admin::{Admin, OffsetSpec};
+use minikafka_client::compression::parse_codec;
+use minikafka_client::consumer::{ConsumerRecord, OffsetReset};
+use minikafka_client::producer::DeliveryFuture;
+use minikafka_client::{
+    Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, Offset, Producer,
+    ProducerConfig, ProducerRecord, SeekTo, SmolRuntime, TopicPartition,
+};
+use smol::net::TcpStream;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mk",
+    about = "Talk to a Kafka-protocol broker (minikafka or Kafka)"
+)]
+struct Cli {
+    /// Broker address.
+    #[arg(
+        short = 'b',
+        long = "bootstrap-server",
+        default_value = "127.0.0.1:9092"
+    )]
+    bootstrap_server: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create, list, describe or delete topics.
+    Topics {
+        #[command(subcommand)]
+        action: TopicsAction,
+    },
+    /// Produce stdin lines as records.
+    Produce {
+        /// Topic to write to.
+        topic: String,
+        /// Split each line at the first SEP into key and value.
+        #[arg(long)]
+        key_separator: Option<String>,
+        /// Header added to every record (repeatable).
+        #[arg(long = "header", value_name = "K=V")]
+        headers: Vec<String>,
+        /// Write every record to this partition.
+        #[arg(long)]
+        partition: Option<i32>,
+        /// Acknowledgements: 0, 1 or all.
+        #[arg(long, default_value = "all")]
+        acks: String,
+        /// Codec: none, gzip, snappy, lz4 or zstd.
+        #[arg(long, default_value = "none")]
+        compression: String,
+        /// Linger before sealing a batch.
+        #[arg(long, default_value_t = 5)]
+        linger_ms: u64,
+    },
+    /// Print records.
+    Consume {
+        /// Topic to read.
+        topic: String,
+        /// beginning, end, an offset, or @TIMESTAMP_MS.
+        #[arg(long, default_value = "beginning")]
+        from: String,
+        /// Only this partition.
+        #[arg(long)]
+        partition: Option<i32>,
+        /// Keep waiting for new records instead of stopping at the end.
+        #[arg(long)]
+        follow: bool,
+        /// Stop after this many records.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Output format per record.
+        #[arg(long, default_value = "%v")]
+        format: String,
+    },
+    /// Print earliest and latest offsets per partition.
+    Offsets {
+        /// Topic.
+        topic: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TopicsAction {
+    /// Create a topic.
+    Create {
+        /// Topic name.
+        name: String,
+        /// Number of partitions.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Topic config (repeatable).
+        #[arg(long = "config", value_name = "K=V")]
+        configs: Vec<String>,
+    },
+    /// List topics.
+    List,
+    /// Show a topic's partitions and configs.
+    Describe {
+        /// Topic name.
+        name: String,
+    },
+    /// Delete a topic.
+    Delete {
+        /// Topic name.
+        name: String,
+    },
+}
+
+/// A failure to report: one line on stderr.
+type CliResult<T> = Result<T, String>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match smol::block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("mk: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn kafka(err: Error) -> String {
+    err.to_string()
+}
+
+async fn connect_stream(addr: &str) -> CliResult<TcpStream> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    stream.set_nodelay(true).ok();
+    Ok(stream)
+}
+
+async fn connect(addr: &str) -> CliResult<Connection<TcpStream>> {
+    let stream = connect_stream(addr).await?;
+    Connection::connect(stream, ConnectionConfig::default())
+        .await
+        .map_err(|e| format!("cannot talk to {addr}: {e}"))
+}
+
+fn split_kv(text: &str, what: &str) -> CliResult<(String, String)> {
+    text.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("{what} {text:?} is not of the form k=v"))
+}
+
+async fn run(cli: Cli) -> CliResult<()> {
+    let addr = cli.bootstrap_server.as_str();
+    match cli.command {
+        Command::Topics { action } => topics(addr, action).await,
+        Command::Produce {
+            topic,
+            key_separator,
+            headers,
+            partition,
+            acks,
+            compression,
+            linger_ms,
+        } => {
+            let mut config = ProducerConfig {
+                acks: Acks::parse(&acks).map_err(kafka)?,
+                compression: parse_codec(&compression).map_err(kafka)?,
+                ..ProducerConfig::default()
+            };
+            config.batch.linger = Duration::from_millis(linger_ms);
+            let headers = headers
+                .iter()
+                .map(|h| split_kv(h, "header"))
+                .collect::<CliResult<Vec<_>>>()?;
+            produce(addr, &topic, key_separator, headers, partition, config).await
+        }
+        Command::Consume {
+            topic,
+            from,
+            partition,
+            follow,
+            count,
+            format,
+        } => consume(addr, &topic, &from, partition, follow, count, &format).await,
+        Command::Offsets { topic } => offsets(addr, &topic).await,
+    }
+}
+
+async fn topics(addr: &str, action: TopicsAction) -> CliResult<()> {
+    let mut admin = Admin::new(connect(addr).await?);
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    match action {
+        TopicsAction::Create {
+            name,
+            partitions,
+            configs,
+        } => {
+            if partitions < 1 {
+                return Err("--partitions must be at least 1".into());
+            }
+            let configs = configs
+                .iter()
+                .map(|c| split_kv(c, "config"))
+                .collect::<CliResult<Vec<_>>>()?;
+            admin
+                .create_topic(&name, partitions, &configs)
+                .await
+                .map_err(kafka)?;
+            writeln!(out, "created topic {name} with {partitions} partitions").map_err(io)?;
+        }
+        TopicsAction::List => {
+            for t in admin.list_topics().await.map_err(kafka)? {
+                writeln!(out, "{}", t.name).map_err(io)?;
+            }
+        }
+        TopicsAction::Describe { name } => {
+            let d = admin.describe_topic(&name).await.map_err(kafka)?;
+            writeln!(
+                out,
+                "Topic: {}\tPartitionCount: {}",
+                d.metadata.name,
+                d.metadata.partition_count()
+            )
+            .map_err(io)?;
+            for p in &d.metadata.partitions {
+                writeln!(out, "\tPartition: {}\tLeader: {}", p.partition, p.leader).map_err(io)?;
+            }
+            if !d.configs.is_empty() {
+                writeln!(out, "Configs:").map_err(io)?;
+                for c in &d.configs {
+                    let marker = if c.is_default { " (default)" } else { "" };
+                    let value = c.value.as_deref().unwrap_or("<null>");
+                    writeln!(out, "\t{}={}{}", c.name, value, marker).map_err(io)?;
+                }
+            }
+        }
+        TopicsAction::Delete { name } => {
+            admin.delete_topic(&name).await.map_err(kafka)?;
+            writeln!(out, "deleted topic {name}").map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+async fn produce(
+    addr: &str,
+    topic: &str,
+    key_separator: Option<String>,
+    headers: Vec<(String, String)>,
+    partition: Option<i32>,
+    config: ProducerConfig,
+) -> CliResult<()> {
+    if key_separator.as_deref() == Some("") {
+        return Err("--key-separator must not be empty".into());
+    }
+    let stream = connect_stream(addr).await?;
+    let (producer, driver) = Producer::connect(stream, config, SmolRuntime)
+        .await
+        .map_err(|e| format!("cannot talk to {addr}: {e}"))?;
+    let driver = smol::spawn(driver.run());
+    let stdin = smol::Unblock::new(std::io::stdin());
+    let mut lines = futures::io::BufReader::new(stdin).lines();
+    let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
+    let mut line_number = 0u64;
+    let mut failure: Option<String> = None;
+    while let Some(line) = lines.next().await {
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+        line_number += 1;
+        let mut record = ProducerRecord {
+            topic: topic.to_string(),
+            partition,
+            ..ProducerRecord::default()
+        };
+        match key_separator.as_deref() {
+            Some(sep) => {
+                let (key, value) = line
+                    .split_once(sep)
+                    .ok_or_else(|| format!("line {line_number} has no key separator {sep:?}"))?;
+                record.key = Some(key.as_bytes().to_vec());
+                record.value = Some(value.as_bytes().to_vec());
+            }
+            None => record.value = Some(line.into_bytes()),
+        }
+        record.headers = headers
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.as_bytes().to_vec())))
+            .collect();
+        pending.push_back(producer.send(record).await.map_err(kafka)?);
+        // Bound the futures kept: wait for the oldest half once many are outstanding.
+        if pending.len() >= 10_000 {
+            for _ in 0..5_000 {
+                if let Some(delivery) = pending.pop_front() {
+                    if let Err(e) = delivery.await {
+                        failure.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+    }
+    producer.flush().await.map_err(kafka)?;
+    for delivery in pending {
+        if let Err(e) = delivery.await {
+            failure.get_or_insert_with(|| e.to_string());
+        }
+    }
+    drop(producer);
+    driver.await;
+    match failure {
+        Some(message) => Err(message),
+        None => Ok(()),
+    }
+}
+
+fn parse_from(from: &str) -> CliResult<SeekTo> {
+    match from {
+        "beginning" | "earliest" => Ok(SeekTo::Earliest),
+        "end" | "latest" => Ok(SeekTo::Latest),
+        _ => {
+            if let Some(ts) = from.strip_prefix('@') {
+                let ms = ts
+                    .parse::<i64>()
+                    .map_err(|_| format!("--from {from:?}: bad timestamp"))?;
+                return Ok(SeekTo::Timestamp(ms));
+            }
+            let offset = from
+                .parse::<i64>()
+                .ok()
+                .filter(|o| *o >= 0)
+                .ok_or_else(|| {
+                    format!("--from {from:?}: expected beginning, end, an offset or @TIMESTAMP_MS")
+                })?;
+            Ok(SeekTo::Offset(Offset(offset)))
+        }
+    }
+}
+
+/// Expands `%` placeholders and `\` escapes of `format` for `record`.
+fn format_record(format: &str, record: &ConsumerRecord, out: &mut Vec<u8>) {
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => match chars.next() {
+                Some('o') => out.extend_from_slice(record.offset.0.to_string().as_bytes()),
+                Some('p') => out.extend_from_slice(record.partition.to_string().as_bytes()),
+                Some('k') => out.extend_from_slice(record.key.as_deref().unwrap_or_default()),
+                Some('v') => out.extend_from_slice(record.value.as_deref().unwrap_or_default()),
+                Some('T') => out.extend_from_slice(record.timestamp_ms.to_string().as_bytes()),
+                Some('t') => out.extend_from_slice(record.topic.as_bytes()),
+                Some('h') => {
+                    for (i, h) in record.headers.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(h.key.as_bytes());
+                        out.push(b'=');
+                        out.extend_from_slice(h.value.as_deref().unwrap_or_default());
+                    }
+                }
+                Some('%') => out.push(b'%'),
+                Some(other) => {
+                    out.push(b'%');
+                    out.extend_from_slice(other.to_string().as_bytes());
+                }
+                None => out.push(b'%'),
+            },
+            '\\' => match chars.next() {
+                Some('n') => out.push(b'\n'),
+                Some('t') => out.push(b'\t'),
+                Some('\\') => out.push(b'\\'),
+                Some(other) => {
+                    out.push(b'\\');
+                    out.extend_from_slice(other.to_string().as_bytes());
+                }
+                None => out.push(b'\\'),
+            },
+            _ => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+}
+
+async fn consume(
+    addr: &str,
+    topic: &str,
+    from: &str,
+    partition: Option<i32>,
+    follow: bool,
+    count: Option<u64>,
+    format: &str,
+) -> CliResult<()> {
+    let seek = parse_from(from)?;
+    let mut admin = Admin::new(connect(addr).await?);
+    let ends = admin
+        .list_offsets(topic, OffsetSpec::Latest)
+        .await
+        .map_err(kafka)?;
+    let mut end_of: BTreeMap<TopicPartition, Offset> = BTreeMap::new();
+    for p in ends {
+        if partition.is_none_or(|only| only == p.partition) {
+            end_of.insert(
+                TopicPartition::new(topic, p.partition),
+                p.offset.unwrap_or(Offset(0)),
+            );
+        }
+    }
+    if end_of.is_empty() {
+        return Err(format!(
+            "topic {topic} has no partition {}",
+            partition.unwrap_or(-1)
+        ));
+    }
+    let config = ConsumerConfig {
+        auto_offset_reset: OffsetReset::Earliest,
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(connect(addr).await?, config);
+    consumer.assign(end_of.keys().cloned());
+    for tp in end_of.keys() {
+        consumer.seek(tp, seek).map_err(kafka)?;
+    }
+    let stdout = std::io::stdout();
+    let mut printed = 0u64;
+    let mut line = Vec::new();
+    loop {
+        if count.is_some_and(|n| printed >= n) {
+            return Ok(());
+        }
+        if !follow {
+            let mut at_end = true;
+            for (tp, end) in &end_of {
+                if consumer.position(tp).await.map_err(kafka)? < *end {
+                    at_end = false;
+                }
+            }
+            if at_end {
+                return Ok(());
+            }
+        }
+        let records = consumer.poll().await.map_err(kafka)?;
+        let mut out = stdout.lock();
+        for record in &records {
+            if count.is_some_and(|n| printed >= n) {
+                break;
+            }
+            if !follow
+                && end_of.get(&TopicPartition::new(topic, record.partition)) <= Some(&record.offset)
+            {
+                continue;
+            }
+            line.clear();
+            format_record(format, record, &mut line);
+            line.push(b'\n');
+            out.write_all(&line)
+                .map_err(|e| format!("writing output: {e}"))?;
+            printed += 1;
+        }
+        out.flush().map_err(|e| format!("writing output: {e}"))?;
+    }
+}
+
+async fn offsets(addr: &str, topic: &str) -> CliResult<()> {
+    let mut admin = Admin::new(connect(addr).await?);
+    let earliest = admin
+        .list_offsets(topic, OffsetSpec::Earliest)
+        .await
+        .map_err(kafka)?;
+    let latest = admin
+        .list_offsets(topic, OffsetSpec::Latest)
+        .await
+        .map_err(kafka)?;
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    writeln!(out, "partition\tearliest\tlatest").map_err(io)?;
+    for (e, l) in earliest.iter().zip(latest.iter()) {
+        let show = |o: Option<Offset>| o.map_or("-".to_string(), |o| o.0.to_string());
+        writeln!(
+            out,
+            "{}\t{}\t{}",
+            e.partition,
+            show(e.offset),
+            show(l.offset)
+        )
+        .map_err(io)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use minikafka_client::consumer::RecordHeader;
+
+    #[test]
+    fn format_expands_every_placeholder() {
+        let record = ConsumerRecord {
+            topic: "t".into(),
+            partition: 2,
+            offset: Offset(41),
+            timestamp_ms: 1_700,
+            key: Some(Bytes::from_static(b"k1")),
+            value: Some(Bytes::from_static(b"v1")),
+            headers: vec![
+                RecordHeader {
+                    key: "a".into(),
+                    value: Some(Bytes::from_static(b"1")),
+                },
+                RecordHeader {
+                    key: "b".into(),
+                    value: None,
+                },
+            ],
+        };
+        let mut out = Vec::new();
+        format_record("%t/%p@%o %k=%v ts=%T [%h] 100%% %x\\t.", &record, &mut out);
+        assert_eq!(
+            String::from_utf8(out).expect("utf8"),
+            "t/2@41 k1=v1 ts=1700 [a=1,b=] 100% %x\t."
+        );
+    }
+
+    #[test]
+    fn from_parses_every_form() {
+        assert_eq!(parse_from("beginning").expect("b"), SeekTo::Earliest);
+        assert_eq!(parse_from("end").expect("e"), SeekTo::Latest);
+        assert_eq!(parse_from("17").expect("o"), SeekTo::Offset(Offset(17)));
+        assert_eq!(parse_from("@1000").expect("t"), SeekTo::Timestamp(1000));
+        assert!(parse_from("-3").is_err());
+        assert!(parse_from("@soon").is_err());
+    }
+}

@@ -1,0 +1,574 @@
+//! The consumer: assign partitions, seek, poll with one long-poll Fetch.
+//!
+//! Contract:
+//! - Inputs: a negotiated connection of its own, an assignment of topic-partitions, seeks.
+//! - Outputs: [`ConsumerRecord`]s in offset order per partition, starting EXACTLY at each
+//!   partition's position: the head of a batch that starts before it is skipped, and a partial
+//!   batch at the end of a fetch response (Kafka cuts at `max_bytes`) is ignored and fetched
+//!   again next time.
+//! - Every batch's CRC is verified (`validate_batch`, the broker's own check, I3) and every
+//!   record is walked; a bad batch fails the poll with [`Error::CorruptBatch`]. Compressed
+//!   batches are decompressed (bounded by `max_decompressed_bytes`, I10) and their records
+//!   checked the same way. Control batches (transaction markers) are skipped.
+//! - A poll is one Fetch for all assigned partitions, waiting up to `max_wait` at the broker
+//!   for `min_bytes`. Pending seeks (earliest, latest, by time) are resolved with ListOffsets
+//!   first.
+//! - Room for groups: positions are readable ([`Consumer::position`]) and settable
+//!   ([`Consumer::seek`]), and the connection is reachable, so a group layer can commit and
+//!   restore offsets around this type.
+//! - Never: spawns, sleeps or retries on its own.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_io::{AsyncRead, AsyncWrite};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use minikafka_core::record::{BatchIter, Compression, RecordIter};
+use minikafka_core::types::Offset;
+
+use crate::admin::{self, OffsetSpec};
+use crate::compression;
+use crate::connection::{Connection, ConnectionConfig};
+use crate::error::{Error, Result};
+
+/// A topic and a partition.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// `topic`/`partition`.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Where to move a partition's position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekTo {
+    /// This exact offset.
+    Offset(Offset),
+    /// The log start offset.
+    Earliest,
+    /// The log end offset: only records produced from now on.
+    Latest,
+    /// The first record with a timestamp at or after this (ms since the epoch); the log end
+    /// when there is none.
+    Timestamp(i64),
+}
+
+/// What to do when a position is out of the log's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetReset {
+    /// Move to the log start.
+    Earliest,
+    /// Move to the log end.
+    Latest,
+    /// Fail the poll.
+    None,
+}
+
+/// Consumer settings.
+#[derive(Clone, Debug)]
+pub struct ConsumerConfig {
+    /// Connection settings.
+    pub connection: ConnectionConfig,
+    /// How long the broker may hold a Fetch waiting for `min_bytes`.
+    pub max_wait: Duration,
+    /// Bytes the broker waits for before answering early.
+    pub min_bytes: i32,
+    /// Most bytes in one Fetch response.
+    pub max_bytes: i32,
+    /// Most bytes per partition in one Fetch response.
+    pub partition_max_bytes: i32,
+    /// Where newly assigned partitions start, and where out-of-range positions go.
+    pub auto_offset_reset: OffsetReset,
+    /// Most bytes one compressed batch may inflate to.
+    pub max_decompressed_bytes: usize,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            connection: ConnectionConfig::default(),
+            max_wait: Duration::from_millis(500),
+            min_bytes: 1,
+            max_bytes: 50 * 1024 * 1024,
+            partition_max_bytes: 1024 * 1024,
+            auto_offset_reset: OffsetReset::Latest,
+            max_decompressed_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// One header of a consumed record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// Header key (UTF-8 by convention; invalid bytes replaced).
+    pub key: String,
+    /// Header value, `None` for null.
+    pub value: Option<Bytes>,
+}
+
+/// One consumed record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: Offset,
+    /// Timestamp in ms since the epoch (create time, or log-append time if the batch says so).
+    pub timestamp_ms: i64,
+    /// Key, `None` for null.
+    pub key: Option<Bytes>,
+    /// Value, `None` for null.
+    pub value: Option<Bytes>,
+    /// Headers in record order.
+    pub headers: Vec<RecordHeader>,
+}
+
+/// Records decoded from one partition's fetched bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecodedRecords {
+    /// Records at or after the requested offset, in offset order.
+    pub records: Vec<ConsumerRecord>,
+    /// The offset after the last whole batch seen (`None` when no whole batch was present).
+    pub next_offset: Option<Offset>,
+}
+
+fn slice_of(owner: &Bytes, part: &[u8]) -> Bytes {
+    if part.is_empty() {
+        Bytes::new()
+    } else {
+        owner.slice_ref(part)
+    }
+}
+
+/// Decodes the record batches `records` fetched for `topic`/`partition`, keeping records at or
+/// after `from`. Verifies each batch's CRC and structure; tolerates a partial last batch.
+pub fn decode_records(
+    topic: &str,
+    partition: i32,
+    records: &Bytes,
+    from: Offset,
+    max_decompressed_bytes: usize,
+) -> Result<DecodedRecords> {
+    let corrupt = |source| Error::CorruptBatch {
+        topic: topic.to_string(),
+        partition,
+        source,
+    };
+    let mut out = DecodedRecords::default();
+    for view in BatchIter::new(records).lenient_tail() {
+        let view = view.map_err(corrupt)?;
+        let header = view.header;
+        out.next_offset = Some(header.next_offset());
+        if header.is_control() || header.last_offset() < from {
+            continue;
+        }
+        let codec = header
+            .compression()
+            .map_err(|bits| Error::Compression(format!("unknown codec {bits}")))?;
+        // Uncompressed records are sliced out of the response without copying.
+        let section: Bytes = if codec == Compression::None {
+            slice_of(records, view.records_bytes())
+        } else {
+            Bytes::from(compression::decompress(
+                codec,
+                view.records_bytes(),
+                max_decompressed_bytes,
+            )?)
+        };
+        let mut count = 0i64;
+        for (index, record) in RecordIter::new(&section).enumerate() {
+            let record = record.map_err(|mut e| {
+                e.at += minikafka_core::record::HEADER_BYTES;
+                corrupt(e)
+            })?;
+            if record.offset_delta != index as i64 {
+                return Err(Error::Protocol(format!(
+                    "{topic}-{partition}: record {index} of the batch at {} has offset delta {}",
+                    header.base_offset, record.offset_delta
+                )));
+            }
+            count += 1;
+            let offset = header.base_offset.plus(record.offset_delta);
+            if offset < from {
+                continue;
+            }
+            let timestamp_ms = if header.is_log_append_time() {
+                header.max_timestamp
+            } else {
+                header.base_timestamp.wrapping_add(record.timestamp_delta)
+            };
+            out.records.push(ConsumerRecord {
+                topic: topic.to_string(),
+                partition,
+                offset,
+                timestamp_ms,
+                key: record.key.map(|k| slice_of(&section, k)),
+                value: record.value.map(|v| slice_of(&section, v)),
+                headers: record
+                    .headers()
+                    .map(|h| RecordHeader {
+                        key: String::from_utf8_lossy(h.key).into_owned(),
+                        value: h.value.map(|v| slice_of(&section, v)),
+                    })
+                    .collect(),
+            });
+        }
+        if count != i64::from(header.records_count) {
+            return Err(Error::Protocol(format!(
+                "{topic}-{partition}: batch at {} holds {count} records, header says {}",
+                header.base_offset, header.records_count
+            )));
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Position {
+    Known(Offset),
+    Pending(SeekTo),
+}
+
+/// A consumer of explicitly assigned partitions.
+#[derive(Debug)]
+pub struct Consumer<S> {
+    conn: Connection<S>,
+    config: ConsumerConfig,
+    positions: BTreeMap<TopicPartition, Position>,
+    high_watermarks: BTreeMap<TopicPartition, Offset>,
+}
+
+fn reset_seek(reset: OffsetReset) -> Option<SeekTo> {
+    match reset {
+        OffsetReset::Earliest => Some(SeekTo::Earliest),
+        OffsetReset::Latest => Some(SeekTo::Latest),
+        OffsetReset::None => None,
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
+    /// Negotiates versions over `stream`.
+    pub async fn connect(stream: S, config: ConsumerConfig) -> Result<Self> {
+        let conn = Connection::connect(stream, config.connection.clone()).await?;
+        Ok(Consumer::new(conn, config))
+    }
+
+    /// A consumer over a negotiated connection.
+    pub fn new(conn: Connection<S>, config: ConsumerConfig) -> Self {
+        Consumer {
+            conn,
+            config,
+            positions: BTreeMap::new(),
+            high_watermarks: BTreeMap::new(),
+        }
+    }
+
+    /// The underlying connection (for admin calls, or a group layer).
+    pub fn connection(&mut self) -> &mut Connection<S> {
+        &mut self.conn
+    }
+
+    /// Replaces the assignment. Partitions already assigned keep their positions; new ones
+    /// start per `auto_offset_reset` (earliest when that is `None`) unless sought.
+    pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
+        let start = reset_seek(self.config.auto_offset_reset).unwrap_or(SeekTo::Earliest);
+        let mut next = BTreeMap::new();
+        for tp in partitions {
+            let position = self
+                .positions
+                .get(&tp)
+                .copied()
+                .unwrap_or(Position::Pending(start));
+            next.insert(tp, position);
+        }
+        self.positions = next;
+    }
+
+    /// The assigned partitions, sorted.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.positions.keys().cloned().collect()
+    }
+
+    /// Moves the position of an assigned partition. Resolved at the next poll (or position).
+    pub fn seek(&mut self, tp: &TopicPartition, to: SeekTo) -> Result<()> {
+        let slot = self
+            .positions
+            .get_mut(tp)
+            .ok_or_else(|| Error::InvalidArgument(format!("{tp} is not assigned")))?;
+        *slot = match to {
+            SeekTo::Offset(offset) => Position::Known(offset),
+            other => Position::Pending(other),
+        };
+        Ok(())
+    }
+
+    /// The offset of the next record to be returned for `tp`, resolving a pending seek.
+    pub async fn position(&mut self, tp: &TopicPartition) -> Result<Offset> {
+        self.resolve_positions().await?;
+        match self.positions.get(tp) {
+            Some(Position::Known(offset)) => Ok(*offset),
+            Some(Position::Pending(_)) => {
+                Err(Error::Protocol(format!("position of {tp} is unresolved")))
+            }
+            None => Err(Error::InvalidArgument(format!("{tp} is not assigned"))),
+        }
+    }
+
+    /// The log end offset of `tp` as of the last fetch that answered for it.
+    pub fn high_watermark(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.high_watermarks.get(tp).copied()
+    }
+
+    /// Resolves every pending seek with ListOffsets.
+    async fn resolve_positions(&mut self) -> Result<()> {
+        let mut by_topic: BTreeMap<String, Vec<(i32, OffsetSpec)>> = BTreeMap::new();
+        for (tp, position) in &self.positions {
+            if let Position::Pending(seek) = position {
+                let spec = match seek {
+                    SeekTo::Earliest => OffsetSpec::Earliest,
+                    SeekTo::Latest => OffsetSpec::Latest,
+                    SeekTo::Timestamp(ms) => OffsetSpec::Timestamp(*ms),
+                    SeekTo::Offset(_) => continue,
+                };
+                by_topic
+                    .entry(tp.topic.clone())
+                    .or_default()
+                    .push((tp.partition, spec));
+            }
+        }
+        for (topic, queries) in by_topic {
+            let answers = admin::list_offsets(&mut self.conn, &topic, &queries).await?;
+            let mut missing = Vec::new();
+            for answer in answers {
+                let tp = TopicPartition::new(topic.clone(), answer.partition);
+                match answer.offset {
+                    Some(offset) => {
+                        self.positions.insert(tp, Position::Known(offset));
+                    }
+                    // No record at or after the time: start at the end.
+                    None => missing.push((answer.partition, OffsetSpec::Latest)),
+                }
+            }
+            if !missing.is_empty() {
+                for answer in admin::list_offsets(&mut self.conn, &topic, &missing).await? {
+                    let offset = answer.offset.unwrap_or(Offset(0));
+                    self.positions.insert(
+                        TopicPartition::new(topic.clone(), answer.partition),
+                        Position::Known(offset),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One long-poll Fetch for every assigned partition. Returns the records it brought, in
+    /// offset order per partition (possibly none, after `max_wait`).
+    pub async fn poll(&mut self) -> Result<Vec<ConsumerRecord>> {
+        self.resolve_positions().await?;
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for (tp, position) in &self.positions {
+            let Position::Known(offset) = position else {
+                continue;
+            };
+            let partition = FetchPartition::default()
+                .with_partition(tp.partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(offset.0)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(self.config.partition_max_bytes);
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == tp.topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let max_wait_ms = i32::try_from(self.config.max_wait.as_millis()).unwrap_or(i32::MAX);
+        let request = FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(self.config.min_bytes)
+            .with_max_bytes(self.config.max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let response = self.conn.request(&request).await?;
+        Error::check(response.error_code, || "fetch".to_string())?;
+        let mut out = Vec::new();
+        for topic in response.responses {
+            let name = topic.topic.0.to_string();
+            for p in topic.partitions {
+                let tp = TopicPartition::new(name.clone(), p.partition_index);
+                let Some(Position::Known(from)) = self.positions.get(&tp).copied() else {
+                    continue;
+                };
+                if p.error_code == ResponseError::OffsetOutOfRange.code() {
+                    match reset_seek(self.config.auto_offset_reset) {
+                        Some(seek) => {
+                            self.positions.insert(tp, Position::Pending(seek));
+                            continue;
+                        }
+                        None => Error::check(p.error_code, || format!("fetch {tp} at {from}"))?,
+                    }
+                }
+                Error::check(p.error_code, || format!("fetch {tp}"))?;
+                if p.high_watermark >= 0 {
+                    self.high_watermarks
+                        .insert(tp.clone(), Offset(p.high_watermark));
+                }
+                let Some(records) = p.records else { continue };
+                let decoded = decode_records(
+                    &tp.topic,
+                    tp.partition,
+                    &records,
+                    from,
+                    self.config.max_decompressed_bytes,
+                )?;
+                if let Some(next) = decoded.next_offset {
+                    if next > from {
+                        self.positions.insert(tp, Position::Known(next));
+                    }
+                }
+                out.extend(decoded.records);
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minikafka_core::record::{patch_base_offset, BatchBuilder, NewRecord};
+
+    fn batch(base: i64, values: &[&str], codec: Compression) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        for (i, v) in values.iter().enumerate() {
+            b.push(&NewRecord {
+                key: Some(b"k"),
+                value: Some(v.as_bytes()),
+                headers: vec![(b"h", Some(b"x"))],
+                timestamp_ms: 1_000 + i as i64,
+            });
+        }
+        let mut bytes = if codec == Compression::None {
+            b.build(Offset(0))
+        } else {
+            let packed = compression::compress(codec, b.records_bytes()).expect("compress");
+            b.build_with(Offset(0), codec, &packed)
+        };
+        patch_base_offset(&mut bytes, Offset(base));
+        bytes
+    }
+
+    fn offsets(decoded: &DecodedRecords) -> Vec<i64> {
+        decoded.records.iter().map(|r| r.offset.0).collect()
+    }
+
+    #[test]
+    fn records_start_exactly_at_the_requested_offset_inside_a_batch() {
+        let mut data = batch(10, &["a", "b", "c", "d"], Compression::None);
+        data.extend(batch(14, &["e", "f"], Compression::None));
+        let data = Bytes::from(data);
+        let decoded = decode_records("t", 0, &data, Offset(12), 1 << 20).expect("decode");
+        assert_eq!(offsets(&decoded), vec![12, 13, 14, 15]);
+        assert_eq!(decoded.records[0].value.as_deref(), Some(&b"c"[..]));
+        assert_eq!(decoded.records[0].timestamp_ms, 1_002);
+        assert_eq!(decoded.records[0].key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(
+            decoded.records[0].headers,
+            vec![RecordHeader {
+                key: "h".into(),
+                value: Some(Bytes::from_static(b"x"))
+            }]
+        );
+        assert_eq!(decoded.next_offset, Some(Offset(16)));
+        // A whole batch below the position is skipped entirely.
+        let decoded = decode_records("t", 0, &data, Offset(15), 1 << 20).expect("decode");
+        assert_eq!(offsets(&decoded), vec![15]);
+    }
+
+    #[test]
+    fn compressed_batches_are_sliced_the_same_way() {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let data = Bytes::from(batch(100, &["a", "b", "c"], codec));
+            let decoded = decode_records("t", 3, &data, Offset(101), 1 << 20).expect("decode");
+            assert_eq!(offsets(&decoded), vec![101, 102], "{codec:?}");
+            assert_eq!(decoded.records[1].value.as_deref(), Some(&b"c"[..]));
+            assert_eq!(decoded.records[1].partition, 3);
+        }
+    }
+
+    #[test]
+    fn a_partial_last_batch_is_left_for_the_next_fetch() {
+        let mut data = batch(0, &["a", "b"], Compression::None);
+        let second = batch(2, &["c", "d"], Compression::None);
+        data.extend_from_slice(&second[..second.len() - 5]);
+        let data = Bytes::from(data);
+        let decoded = decode_records("t", 0, &data, Offset(0), 1 << 20).expect("decode");
+        assert_eq!(offsets(&decoded), vec![0, 1]);
+        assert_eq!(decoded.next_offset, Some(Offset(2)));
+        // Only a fragment: nothing, and the position stays.
+        let fragment = Bytes::from(second[..30].to_vec());
+        let decoded = decode_records("t", 0, &fragment, Offset(2), 1 << 20).expect("decode");
+        assert!(decoded.records.is_empty());
+        assert_eq!(decoded.next_offset, None);
+    }
+
+    #[test]
+    fn a_corrupt_batch_fails_the_crc_check() {
+        let mut data = batch(0, &["a", "b"], Compression::None);
+        let last = data.len() - 1;
+        data[last] ^= 0xff;
+        let result = decode_records("t", 0, &Bytes::from(data), Offset(0), 1 << 20);
+        assert!(
+            matches!(result, Err(Error::CorruptBatch { partition: 0, .. })),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_compression_bomb_is_refused() {
+        let values: Vec<String> = (0..1000).map(|_| "z".repeat(1000)).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        let data = Bytes::from(batch(0, &refs, Compression::Zstd));
+        let result = decode_records("t", 0, &data, Offset(0), 64 * 1024);
+        assert!(matches!(result, Err(Error::Compression(_))), "{result:?}");
+    }
+}

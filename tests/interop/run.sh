@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the Python/kcat interop suite against the minikafka binary.
+#
+# Installs what is missing (kcat via apt, kafka-python and pytest via pip), builds
+# `minikafka` in release mode unless MINIKAFKA_BIN names a binary, then runs pytest (the
+# fixtures in conftest.py start and stop the broker). Extra arguments go to pytest.
+# Exits non-zero when anything fails.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v kcat >/dev/null 2>&1; then
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y kcat
+fi
+
+python="${PYTHON:-python3}"
+if ! "$python" -c 'import kafka, pytest' >/dev/null 2>&1; then
+    "$python" -m pip install kafka-python pytest
+fi
+
+if [ -z "${MINIKAFKA_BIN:-}" ]; then
+    (cd "$repo" && cargo build --release --bin minikafka)
+    MINIKAFKA_BIN="${CARGO_TARGET_DIR:-$repo/target}/release/minikafka"
+fi
+if [ ! -x "$MINIKAFKA_BIN" ]; then
+    echo "run.sh: MINIKAFKA_BIN=$MINIKAFKA_BIN is not an executable" >&2
+    exit 1
+fi
+export MINIKAFKA_BIN
+
+cd "$here"
+export PYTHONDONTWRITEBYTECODE=1
+exec "$python" -m pytest -v -p no:cacheprovider "$@"
