@@ -17,6 +17,7 @@
 //! - [`fetch`]: plan a read from an index floor.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`retention`]: which segments to delete.
+//! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
 //! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
 //!
@@ -29,6 +30,7 @@ pub mod index;
 pub mod record;
 pub mod recovery;
 pub mod retention;
+pub mod shard_sync;
 pub mod sync;
 pub mod time_index;
 pub mod types;
