@@ -25,4 +25,16 @@ pub enum BenchError {
     /// Results could not be serialized.
     #[error("serializing results: {0}")]
     Json(#[from] serde_json::Error),
+    /// The Kafka client failed talking to the broker under test.
+    #[error("kafka client: {0}")]
+    Client(#[from] minikafka_client::Error),
+    /// librdkafka failed (configuration, or a produce it could not complete).
+    #[error("librdkafka: {0}")]
+    Rdkafka(#[from] rdkafka::error::KafkaError),
+    /// The broker under test could not be started or found.
+    #[error("broker: {0}")]
+    Broker(String),
+    /// A plot could not be drawn.
+    #[error("plot: {0}")]
+    Plot(String),
 }

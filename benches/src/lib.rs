@@ -16,13 +16,25 @@
 //! - [`shard`]: one measurement on a fresh single shard of any backend.
 //! - [`log_workloads`]: the partition-log workloads, generic over the backend.
 //! - [`log_experiment`]: `mk-bench log`: the workloads on both backends against fio.
+//! - [`broker_proc`]: the broker under test (a `minikafka` child, or an external one).
+//! - [`net_baselines`]: loopback TCP stream and round-trip baselines.
+//! - [`kafka_workloads`]: produce, consume, latency and scaling on our client.
+//! - [`rdkafka_workloads`]: librdkafka producer workloads (seeds 002 and 003).
+//! - [`plots`]: SVG charts of the sweeps.
+//! - [`kafka_experiment`]: `mk-bench kafka`: the Kafka-level experiments against baselines.
 //! - [`error`]: the harness error type, `BenchError`.
 
+pub mod broker_proc;
 pub mod error;
 pub mod fio;
+pub mod kafka_experiment;
+pub mod kafka_workloads;
 pub mod log_experiment;
 pub mod log_workloads;
 pub mod machine;
+pub mod net_baselines;
+pub mod plots;
+pub mod rdkafka_workloads;
 pub mod report;
 pub mod shard;
 pub mod stats;

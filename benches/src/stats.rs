@@ -6,6 +6,9 @@
 //!   the order, and so the median, meaningless).
 //! - Never: reads clocks or drops values; the median of an even count is the mean of the two
 //!   middle values.
+//! - [`percentile`] of latency samples is nearest-rank on sorted values: the smallest sample
+//!   with at least `q` of all samples at or below it (so p99.99 of 100,000 samples is the
+//!   10th largest, and p99.9 of 1,000 is the largest but one).
 
 use serde::Serialize;
 
@@ -56,9 +59,75 @@ impl Summary {
     }
 }
 
+/// Nearest-rank percentile `q` (0 < q ≤ 1) of `sorted` (ascending): the value at rank
+/// `ceil(q × n)`. `None` for no samples or `q` outside (0, 1].
+pub fn percentile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    if sorted.is_empty() || !(q > 0.0 && q <= 1.0) {
+        return None;
+    }
+    let n = sorted.len();
+    // Rounding guards against 0.999 × 1000 = 998.9999…: ranks are whole numbers.
+    let exact = q * n as f64;
+    let rank = if (exact - exact.round()).abs() < 1e-9 {
+        exact.round()
+    } else {
+        exact.ceil()
+    };
+    let rank = (rank as usize).clamp(1, n);
+    Some(sorted[rank - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), Some(50));
+        assert_eq!(percentile(&v, 0.99), Some(99));
+        assert_eq!(percentile(&v, 0.999), Some(100));
+        assert_eq!(percentile(&v, 1.0), Some(100));
+        assert_eq!(percentile(&v, 0.001), Some(1));
+        let thousand: Vec<u64> = (1..=1000).collect();
+        // 0.999 × 1000 is 998.999… in floating point: still rank 999.
+        assert_eq!(percentile(&thousand, 0.999), Some(999));
+        let many: Vec<u64> = (1..=100_000).collect();
+        assert_eq!(percentile(&many, 0.9999), Some(99_990));
+    }
+
+    #[test]
+    fn percentile_of_nothing_or_a_bad_quantile_is_none() {
+        assert_eq!(percentile::<u64>(&[], 0.5), None);
+        assert_eq!(percentile(&[1u64], 0.0), None);
+        assert_eq!(percentile(&[1u64], 1.5), None);
+        assert_eq!(percentile(&[7u64], 0.5), Some(7));
+    }
+
+    #[test]
+    fn percentile_matches_a_counting_reference() {
+        // Reference: the smallest sample v with count(x <= v) >= q × n.
+        let mut seed = 0x9e37_79b9_u64;
+        for n in 1..200usize {
+            let mut v: Vec<u64> = (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed % 50
+                })
+                .collect();
+            v.sort_unstable();
+            for q in [0.5, 0.9, 0.99, 0.999] {
+                let need = q * n as f64;
+                let expect = *v
+                    .iter()
+                    .find(|&&x| v.iter().filter(|&&y| y <= x).count() as f64 >= need - 1e-9)
+                    .expect("the maximum always qualifies");
+                assert_eq!(percentile(&v, q), Some(expect), "n {n} q {q}");
+            }
+        }
+    }
 
     #[test]
     fn odd_count_takes_the_middle_value_whatever_the_order() {

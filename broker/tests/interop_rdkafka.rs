@@ -1295,3 +1295,369 @@ fn api_versions_unknown_version_answers_unsupported_version() {
         assert_api_versions_ok(&mut stream, 43);
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Idempotent producers (KIP-98)
+// ---------------------------------------------------------------------------------------------
+
+/// Producer ids of the batches in a partition's log files, in file order (read from the data
+/// directory with core's batch iterator).
+fn producer_ids_on_disk(broker: &Broker, topic: &str, partition: i32) -> Vec<i64> {
+    let dir = broker.data_dir().join(format!("{topic}-{partition}"));
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .expect("partition dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    let mut ids = Vec::new();
+    for path in logs {
+        let bytes = std::fs::read(&path).expect("read segment");
+        for batch in minikafka_core::record::BatchIter::new(&bytes) {
+            ids.push(batch.expect("valid batch on disk").header.producer_id);
+        }
+    }
+    ids
+}
+
+/// librdkafka with `enable.idempotence=true` (acks=all, up to 5 requests in flight per
+/// connection, retries on) sends 20,000 records over 4 partitions in small pipelined batches:
+/// every record is acknowledged once, and each partition holds each of its records exactly
+/// once, in send order, at dense offsets. The batches on disk carry the producer id the broker
+/// issued.
+#[test]
+fn idempotent_producer_pipelined_exactly_once_in_order() {
+    bounded(TEST_LIMIT, || {
+        const RECORDS: usize = 20_000;
+        const PARTITIONS: i32 = 4;
+        let broker = Broker::start();
+        create_topics(&broker, &[("idem", PARTITIONS)]);
+        let mut producer = TestProducer::new(
+            &broker,
+            &[
+                ("enable.idempotence", "true"),
+                ("max.in.flight.requests.per.connection", "5"),
+                ("batch.num.messages", "50"),
+                ("linger.ms", "1"),
+            ],
+        );
+        let recs: Vec<Rec> = (0..RECORDS)
+            .map(|i| {
+                let partition = (i % PARTITIONS as usize) as i32;
+                Rec::new("idem", Some(partition), format!("r{i:06}").as_bytes())
+            })
+            .collect();
+        let acks = expect_all_ok(&producer.produce_all(&recs));
+        let mut acked = BTreeMap::new();
+        for (i, (partition, offset)) in acks.iter().enumerate() {
+            assert_eq!(*partition, (i % PARTITIONS as usize) as i32);
+            assert!(
+                acked.insert((*partition, *offset), i).is_none(),
+                "({partition}, {offset}) acknowledged twice"
+            );
+        }
+        drop(producer);
+
+        let consumer = consumer(&broker, &[]);
+        let starts: Vec<(i32, Offset)> = (0..PARTITIONS).map(|p| (p, Offset::Beginning)).collect();
+        let msgs = read_partitions(&consumer, "idem", &starts, RECORDS);
+        assert_no_more(&consumer, Duration::from_millis(500));
+        let mut per_partition: BTreeMap<i32, Vec<(i64, usize)>> = BTreeMap::new();
+        for msg in &msgs {
+            let value = std::str::from_utf8(msg.payload().expect("value")).expect("utf8");
+            let i: usize = value[1..].parse().expect("record number");
+            per_partition
+                .entry(msg.partition())
+                .or_default()
+                .push((msg.offset(), i));
+        }
+        for (partition, records) in &per_partition {
+            let want: Vec<(i64, usize)> = (0..RECORDS)
+                .filter(|i| (i % PARTITIONS as usize) as i32 == *partition)
+                .enumerate()
+                .map(|(n, i)| (n as i64, i))
+                .collect();
+            assert_eq!(
+                records, &want,
+                "partition {partition}: not each record once, in order, at dense offsets"
+            );
+            for (offset, i) in records {
+                assert_eq!(acked[&(*partition, *offset)], *i, "ack vs log");
+            }
+        }
+        assert_eq!(per_partition.len(), PARTITIONS as usize);
+        let ids = producer_ids_on_disk(&broker, "idem", 0);
+        assert!(
+            !ids.is_empty() && ids.iter().all(|&id| id == ids[0] && id >= 0),
+            "{ids:?}"
+        );
+    });
+}
+
+/// A new idempotent producer instance gets a new producer id and writes normally after the
+/// previous one; after a broker crash (SIGKILL) and after a clean restart the next instance's
+/// id is new again (ids are never reused across restarts), and every record is in the log
+/// once.
+#[test]
+fn restarted_idempotent_producer_gets_a_new_id_and_works() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        create_topics(&broker, &[("idem-restart", 1)]);
+        let produce = |broker: &Broker, round: usize| {
+            let mut producer = TestProducer::new(broker, &[("enable.idempotence", "true")]);
+            let recs: Vec<Rec> = (0..100)
+                .map(|i| Rec::new("idem-restart", Some(0), format!("{round}:{i}").as_bytes()))
+                .collect();
+            let acks = expect_all_ok(&producer.produce_all(&recs));
+            let offsets: Vec<i64> = acks.iter().map(|(_, o)| *o).collect();
+            let first = (round * 100) as i64;
+            assert_eq!(
+                offsets,
+                (first..first + 100).collect::<Vec<_>>(),
+                "round {round}"
+            );
+        };
+        produce(&broker, 0);
+        produce(&broker, 1);
+        // A crash loses the allocator's in-memory block; the persisted mark still holds.
+        broker.kill9();
+        // The killed process's listener may linger briefly (io_uring tears down
+        // asynchronously): wait, bounded, until the port refuses connections.
+        let deadline = Instant::now() + CALL_LIMIT;
+        while TcpStream::connect(broker.addr()).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "port still accepting after SIGKILL"
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        broker.restart();
+        produce(&broker, 2);
+        broker.stop();
+        broker.restart();
+        produce(&broker, 3);
+
+        let mut ids = producer_ids_on_disk(&broker, "idem-restart", 0);
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            4,
+            "one producer id per instance, in order: {ids:?}"
+        );
+        let distinct: std::collections::BTreeSet<i64> = ids.iter().copied().collect();
+        assert_eq!(distinct.len(), 4, "a producer id was reused: {ids:?}");
+        assert!(ids.iter().all(|&id| id >= 0));
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "idem-restart", 0, Offset::Beginning, 400);
+        assert_no_more(&consumer, Duration::from_millis(300));
+        let values: Vec<String> = msgs
+            .iter()
+            .map(|m| String::from_utf8(m.payload().expect("value").to_vec()).expect("utf8"))
+            .collect();
+        let want: Vec<String> = (0..4)
+            .flat_map(|r| (0..100).map(move |i| format!("{r}:{i}")))
+            .collect();
+        assert_eq!(values, want);
+    });
+}
+
+/// Raw Kafka-protocol client (kafka-protocol encodings) for crafted producer ids and
+/// sequences.
+struct RawClient {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+impl RawClient {
+    fn connect(broker: &Broker) -> RawClient {
+        RawClient {
+            stream: connect(broker.addr()),
+            next_correlation_id: 1,
+        }
+    }
+
+    fn call<Q, R>(
+        &mut self,
+        api_key: kafka_protocol::messages::ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> R
+    where
+        Q: kafka_protocol::protocol::Encodable,
+        R: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+    {
+        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let mut header = RequestHeader::default();
+        header.request_api_key = api_key as i16;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        header.client_id = Some(StrBytes::from_static_str("raw-idem"));
+        let mut body = bytes::BytesMut::new();
+        header
+            .encode(&mut body, api_key.request_header_version(version))
+            .expect("header");
+        request.encode(&mut body, version).expect("body");
+        self.stream.write_all(&frame(&body)).expect("write request");
+        let response = read_frame(&mut self.stream).expect("response");
+        let mut bytes = bytes::Bytes::from(response);
+        let header =
+            ResponseHeader::decode(&mut bytes, R::header_version(version)).expect("header");
+        assert_eq!(header.correlation_id, correlation_id);
+        R::decode(&mut bytes, version).expect("decode response")
+    }
+
+    /// InitProducerId (v4); `current` asks for an epoch bump.
+    fn init_producer_id(&mut self, current: Option<(i64, i16)>) -> (i16, i64, i16) {
+        use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse};
+        let mut request = InitProducerIdRequest::default();
+        request.transactional_id = None;
+        request.transaction_timeout_ms = 60_000;
+        let (id, epoch) = current.unwrap_or((-1, -1));
+        request.producer_id = id.into();
+        request.producer_epoch = epoch;
+        let r: InitProducerIdResponse = self.call(ApiKey::InitProducerId, 4, &request);
+        (r.error_code, r.producer_id.0, r.producer_epoch)
+    }
+
+    /// Produce v9 of one batch to `topic`/0: (error code, base offset).
+    fn produce(&mut self, topic: &str, batch: Vec<u8>) -> (i16, i64) {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let mut p = PartitionProduceData::default();
+        p.index = 0;
+        p.records = Some(bytes::Bytes::from(batch));
+        let mut t = TopicProduceData::default();
+        t.name = TopicName(StrBytes::from_string(topic.to_owned()));
+        t.partition_data = vec![p];
+        let mut request = ProduceRequest::default();
+        request.acks = -1;
+        request.timeout_ms = 5_000;
+        request.topic_data = vec![t];
+        let r: ProduceResponse = self.call(ApiKey::Produce, 9, &request);
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+}
+
+/// An idempotent batch (producer id, epoch, base sequence) of `records` records.
+fn idempotent_batch(
+    pid: i64,
+    epoch: i16,
+    base_sequence: i32,
+    records: usize,
+    tag: &str,
+) -> Vec<u8> {
+    let mut builder = minikafka_core::record::BatchBuilder::new();
+    builder.producer_id = pid;
+    builder.producer_epoch = epoch;
+    builder.base_sequence = base_sequence;
+    for i in 0..records {
+        let value = format!("{tag}-{i}");
+        builder.push(&minikafka_core::record::NewRecord {
+            value: Some(value.as_bytes()),
+            timestamp_ms: now_ms(),
+            ..Default::default()
+        });
+    }
+    builder.build(minikafka_core::types::Offset(0))
+}
+
+/// Over the raw protocol: a re-sent batch (same producer id, epoch, sequences) is answered
+/// with error 0 and its ORIGINAL base offset and is not appended again; a gap in the sequence
+/// is OUT_OF_ORDER_SEQUENCE_NUMBER (45); after an epoch bump (InitProducerId with the current
+/// id and epoch) the old epoch is INVALID_PRODUCER_EPOCH (47) and the new one starts at 0; a
+/// transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). The log holds
+/// exactly the accepted batches.
+#[test]
+fn raw_duplicate_batch_answers_original_offset_and_out_of_order_is_45() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("raw-idem", 1)]);
+        let mut client = RawClient::connect(&broker);
+        let (code, pid, epoch) = client.init_producer_id(None);
+        assert_eq!((code, epoch), (0, 0), "InitProducerId");
+        assert!(pid >= 0);
+
+        let first = idempotent_batch(pid, 0, 0, 3, "a");
+        assert_eq!(client.produce("raw-idem", first.clone()), (0, 0));
+        let second = idempotent_batch(pid, 0, 3, 2, "b");
+        assert_eq!(client.produce("raw-idem", second.clone()), (0, 3));
+        // Duplicates: the original offsets, nothing appended.
+        assert_eq!(
+            client.produce("raw-idem", first),
+            (0, 0),
+            "duplicate of the first"
+        );
+        assert_eq!(
+            client.produce("raw-idem", second),
+            (0, 3),
+            "duplicate of the second"
+        );
+        // Out of order: a gap, and a retry that overlaps without matching a batch.
+        assert_eq!(
+            client
+                .produce("raw-idem", idempotent_batch(pid, 0, 7, 1, "gap"))
+                .0,
+            45
+        );
+        assert_eq!(
+            client
+                .produce("raw-idem", idempotent_batch(pid, 0, 4, 1, "overlap"))
+                .0,
+            45
+        );
+        // The next in sequence lands right after the originals: nothing was appended twice.
+        assert_eq!(
+            client.produce("raw-idem", idempotent_batch(pid, 0, 5, 1, "c")),
+            (0, 5)
+        );
+
+        // Epoch bump (KIP-360): same id, epoch 1, which must start at sequence 0; once it
+        // wrote to the partition, the old epoch is fenced there.
+        let (code, bumped_pid, bumped_epoch) = client.init_producer_id(Some((pid, 0)));
+        assert_eq!((code, bumped_pid, bumped_epoch), (0, pid, 1));
+        let not_zero = idempotent_batch(pid, 1, 3, 1, "not0");
+        assert_eq!(client.produce("raw-idem", not_zero).0, 45);
+        let bumped = idempotent_batch(pid, 1, 0, 2, "d");
+        assert_eq!(client.produce("raw-idem", bumped), (0, 6));
+        let stale = idempotent_batch(pid, 0, 6, 1, "old");
+        assert_eq!(client.produce("raw-idem", stale).0, 47);
+
+        // Another InitProducerId without an id: a different id.
+        let (code, other, _) = client.init_producer_id(None);
+        assert_eq!(code, 0);
+        assert_ne!(other, pid);
+
+        // Transactions are not supported.
+        {
+            use kafka_protocol::messages::{
+                ApiKey, InitProducerIdRequest, InitProducerIdResponse, TransactionalId,
+            };
+            use kafka_protocol::protocol::StrBytes;
+            let mut request = InitProducerIdRequest::default();
+            request.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+            request.transaction_timeout_ms = 60_000;
+            request.producer_id = (-1).into();
+            request.producer_epoch = -1;
+            let r: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &request);
+            assert_eq!((r.error_code, r.producer_id.0), (53, -1));
+        }
+
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "raw-idem", 0, Offset::Beginning, 8);
+        assert_no_more(&consumer, Duration::from_millis(300));
+        let values: Vec<String> = msgs
+            .iter()
+            .map(|m| String::from_utf8(m.payload().expect("value").to_vec()).expect("utf8"))
+            .collect();
+        assert_eq!(
+            values,
+            ["a-0", "a-1", "a-2", "b-0", "b-1", "c-0", "d-0", "d-1"]
+        );
+    });
+}

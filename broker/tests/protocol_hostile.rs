@@ -7,8 +7,9 @@
 //! back from `decode_request` equal to what was encoded.
 //!
 //! Hostile frames: the Metadata v0 `7f ff ff ff` attack, the same huge count written into every
-//! position of every valid encoding, every truncation, random mutations (proptest), bad frame
-//! sizes, HTTP and TLS bytes. Each must yield an error or a value, never a panic, and (I10) no
+//! position of every valid encoding, every truncation, junk after every valid frame (ignored,
+//! never decoded, as Kafka ignores trailing bytes; librdkafka's all-topics Metadata v13 request
+//! relies on it), random mutations (proptest), bad frame sizes, HTTP and TLS bytes. Each must yield an error or a value, never a panic, and (I10) no
 //! single allocation above 16 x frame size + 64 KiB, checked by a counting global allocator
 //! on a thread with a small stack.
 
@@ -783,6 +784,68 @@ fn every_truncation_of_every_valid_frame_is_an_error() {
             }
         }
     });
+}
+
+#[test]
+fn trailing_bytes_after_every_valid_frame_are_ignored_never_decoded_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        // Junk that would be a huge count, a negative length or a malformed varint if anything
+        // walked or decoded it.
+        let junk: &[u8] = &[
+            0x7f, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ];
+        for (key, v, alt, body, frame, _) in all_valid_frames() {
+            let mut raw = frame.to_vec();
+            raw.extend_from_slice(junk);
+            let raw = Bytes::from(raw);
+            let decoded = decode_capped(raw.clone(), &supported)
+                .unwrap_or_else(|e| panic!("{key:?} v{v} alt={alt}: {e}"));
+            assert!(
+                decoded == body,
+                "{key:?} v{v} alt={alt}: decoded body differs"
+            );
+            let full = decode_request(raw, &supported).expect("decodes");
+            assert_eq!(full.ignored_trailing_bytes, junk.len(), "{key:?} v{v}");
+        }
+    });
+}
+
+/// librdkafka 2.12's all-topics Metadata v13 request, byte for byte (header v2, default
+/// client id): it writes a 4-byte zero placeholder for the topics count and, for all topics at
+/// v9+, keeps it, so the body is `00` (null compact array) `00 00 00` and then its real
+/// allow_auto_topic_creation, include_topic_authorized_operations and tagged section: 3 bytes
+/// that Kafka (and we) ignore.
+fn librdkafka_all_topics_metadata_v13(correlation_id: i32, allow_auto_create: bool) -> Bytes {
+    let mut raw = vec![0, 3, 0, 13];
+    raw.extend_from_slice(&correlation_id.to_be_bytes());
+    raw.extend_from_slice(&[0, 7]);
+    raw.extend_from_slice(b"rdkafka");
+    raw.push(0); // header tagged fields
+    raw.extend_from_slice(&[0, 0, 0, 0]); // placeholder: null topics + 3 zero bytes
+    raw.extend_from_slice(&[u8::from(allow_auto_create), 0, 0]); // the bytes Kafka ignores
+    Bytes::from(raw)
+}
+
+#[test]
+fn librdkafka_all_topics_metadata_v13_frame_decodes_ignoring_3_bytes() {
+    let supported = SupportedVersions::all_covered();
+    // A producer asks with allow_auto_create_topics = true, a consumer with false.
+    for allow_auto_create in [true, false] {
+        let frame = librdkafka_all_topics_metadata_v13(17, allow_auto_create);
+        let decoded = decode_request(frame, &supported).expect("librdkafka's request decodes");
+        assert_eq!(decoded.api_key, ApiKey::Metadata);
+        assert_eq!(decoded.api_version, 13);
+        assert_eq!(decoded.header.correlation_id, 17);
+        assert_eq!(decoded.header.client_id.as_deref(), Some("rdkafka"));
+        assert_eq!(decoded.ignored_trailing_bytes, 3);
+        let mut want = MetadataRequest::default();
+        want.topics = None;
+        // The placeholder's zero bytes are what Kafka reads for these, too.
+        want.allow_auto_topic_creation = false;
+        want.include_topic_authorized_operations = false;
+        assert_eq!(decoded.body, RequestBody::Metadata(want));
+    }
 }
 
 #[test]

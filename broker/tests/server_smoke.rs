@@ -8,8 +8,10 @@
 //! - Every socket read has a timeout, so a broker that never answers fails the test.
 //! - Covered: ApiVersions, CreateTopics, Metadata, Produce (acks 0, 1, -1), Fetch read back
 //!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
-//!   requests answered in order, ListOffsets, `num.shards` 1 and 2, SIGTERM then restart
-//!   with the data still there, bad settings exiting with code 2.
+//!   requests answered in order, ListOffsets (earliest, latest, by timestamp inside batches,
+//!   max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
+//!   bad settings exiting with code 2, librdkafka's all-topics Metadata v13 request with its 3
+//!   trailing bytes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -255,6 +257,17 @@ impl Client {
     }
 
     fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> (i16, i64, i64) {
+        self.list_offset_at(7, topic, partition, timestamp)
+    }
+
+    /// ListOffsets at `version` for one partition: `(error code, offset, timestamp)`.
+    fn list_offset_at(
+        &mut self,
+        version: i16,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> (i16, i64, i64) {
         let mut p = ListOffsetsPartition::default();
         p.partition_index = partition;
         p.timestamp = timestamp;
@@ -264,7 +277,7 @@ impl Client {
         let mut request = ListOffsetsRequest::default();
         request.replica_id = (-1).into();
         request.topics = vec![t];
-        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 7, &request);
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, version, &request);
         let p = &response.topics[0].partitions[0];
         (p.error_code, p.offset, p.timestamp)
     }
@@ -282,6 +295,20 @@ fn batch(values: &[&str], timestamp_ms: i64) -> Vec<u8> {
             value: Some(value.as_bytes()),
             headers: vec![],
             timestamp_ms: timestamp_ms + i as i64,
+        });
+    }
+    builder.build(Offset(0))
+}
+
+/// A batch with one record per timestamp in `timestamps_ms` (uncompressed, create time).
+fn batch_at(timestamps_ms: &[i64]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new();
+    for &timestamp_ms in timestamps_ms {
+        builder.push(&NewRecord {
+            key: None,
+            value: Some(b"v"),
+            headers: vec![],
+            timestamp_ms,
         });
     }
     builder.build(Offset(0))
@@ -371,7 +398,7 @@ fn api_versions_advertises_served_ranges_only() {
         assert_eq!(range(ApiKey::FindCoordinator), None);
         // Accepted (answered with an error) but not advertised: clients would otherwise turn
         // idempotence on by default.
-        assert_eq!(range(ApiKey::InitProducerId), None);
+        assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
     }
 }
 
@@ -722,14 +749,106 @@ fn admin_apis_create_describe_grow_delete() {
     assert_eq!(response.topics[0].error_code, 3);
     assert!(!broker.data_dir().join("admin-0").exists(), "data removed");
 
-    // InitProducerId: accepted, refused with a non-retriable error.
+    // InitProducerId: a fresh producer id at epoch 0.
     let mut request = InitProducerIdRequest::default();
     request.transaction_timeout_ms = 1000;
     let response: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &request);
-    assert_eq!(response.error_code, 31);
+    assert_eq!(response.error_code, 0);
+    assert!(response.producer_id.0 >= 0, "{response:?}");
+    assert_eq!(response.producer_epoch, 0);
 
     // An API we do not serve closes the connection (after answering what came before).
     client.send(ApiKey::FindCoordinator, 1, &ApiVersionsRequest::default());
     let mut byte = [0u8; 1];
     assert_eq!(client.stream.read(&mut byte).expect("read"), 0, "closed");
+}
+
+/// ListOffsets by timestamp finds the first record at or after the target even inside a batch
+/// (not only at batch boundaries), and MAX_TIMESTAMP (-3) the record holding the largest
+/// timestamp, even when it is neither the first nor the last of its batch; both from the
+/// partition log's time index on the owning shard, before and after a restart (the index is
+/// rebuilt). No match: offset -1, timestamp -1, no error.
+#[test]
+fn list_offsets_by_timestamp_inside_batches_and_max_timestamp() {
+    let mut broker = Broker::start(2);
+    let mut client = broker.client();
+    client.create_topic("clock", 2);
+    let ts = 1_700_000_000_000;
+    for partition in 0..2 {
+        // Empty partition: nothing has a timestamp at all.
+        assert_eq!(client.list_offset("clock", partition, -3), (0, -1, -1));
+        assert_eq!(client.list_offset("clock", partition, ts), (0, -1, -1));
+        // Offsets 0..3 and 3..6, timestamps out of order inside each batch.
+        let first = batch_at(&[ts, ts + 300, ts + 200]);
+        let second = batch_at(&[ts + 320, ts + 400, ts + 330]);
+        assert_eq!(produce_ok(&mut client, "clock", partition, 1, &first), 0);
+        assert_eq!(produce_ok(&mut client, "clock", partition, 1, &second), 3);
+    }
+    let expectations: [(i64, (i16, i64, i64)); 9] = [
+        (-3, (0, 4, ts + 400)), // max timestamp: the middle record of the second batch
+        (-2, (0, 0, -1)),
+        (-1, (0, 6, -1)),
+        (0, (0, 0, ts)),
+        (ts, (0, 0, ts)),
+        (ts + 1, (0, 1, ts + 300)), // inside the first batch
+        (ts + 301, (0, 3, ts + 320)),
+        (ts + 321, (0, 4, ts + 400)), // inside the second batch, past its first record
+        (ts + 401, (0, -1, -1)),      // nothing that late
+    ];
+    for round in ["before restart", "after restart"] {
+        for partition in 0..2 {
+            for (target, want) in expectations {
+                assert_eq!(
+                    client.list_offset("clock", partition, target),
+                    want,
+                    "{round}: partition {partition}, timestamp {target}"
+                );
+            }
+            // Kafka brokers answer -3 by its meaning at every version (clients only send it
+            // from v7 on).
+            assert_eq!(
+                client.list_offset_at(1, "clock", partition, -3),
+                (0, 4, ts + 400),
+                "{round}: v1"
+            );
+        }
+        if round == "before restart" {
+            assert_eq!(broker.terminate(), Some(0));
+            broker.restart();
+            client = broker.client();
+        }
+    }
+}
+
+/// librdkafka 2.12's all-topics Metadata v13 request (a 4-byte topics placeholder where a
+/// 1-byte null compact array belongs: 3 bytes trail the body) is answered like any other, and
+/// the connection stays usable: the pre-check ignores trailing bytes, as Kafka does.
+#[test]
+fn librdkafka_all_topics_metadata_v13_with_trailing_bytes_is_answered() {
+    let broker = Broker::start(1);
+    let mut client = broker.client();
+    client.create_topic("everything", 3);
+    let mut frame = vec![0, 3, 0, 13];
+    frame.extend_from_slice(&77i32.to_be_bytes());
+    frame.extend_from_slice(&[0, 7]);
+    frame.extend_from_slice(b"rdkafka");
+    frame.push(0); // header tagged fields
+    frame.extend_from_slice(&[0, 0, 0, 0]); // null topics, then 3 placeholder zero bytes
+    frame.extend_from_slice(&[1, 0, 0]); // allow auto create, topic ops, tags: ignored
+    let mut wire = (frame.len() as i32).to_be_bytes().to_vec();
+    wire.extend_from_slice(&frame);
+    client.stream.write_all(&wire).expect("write");
+    let (correlation_id, response): (i32, MetadataResponse) = client.recv(13);
+    assert_eq!(correlation_id, 77);
+    let topic = response
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some("everything"))
+        .expect("all topics listed");
+    assert_eq!(topic.error_code, 0);
+    assert_eq!(topic.partitions.len(), 3);
+    // Still open and in step.
+    let versions: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(versions.error_code, 0);
 }

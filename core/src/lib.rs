@@ -17,6 +17,8 @@
 //! - [`fetch`]: plan a read from an index floor.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`retention`]: which segments to delete.
+//! - [`producer`]: idempotent producer state per partition (sequence checks, duplicates,
+//!   epoch fencing) and its snapshot encoding.
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
 //! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
@@ -27,6 +29,7 @@
 pub mod backend;
 pub mod fetch;
 pub mod index;
+pub mod producer;
 pub mod record;
 pub mod recovery;
 pub mod retention;

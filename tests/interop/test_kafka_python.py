@@ -100,11 +100,6 @@ def test_tombstone_round_trip(broker):
     assert [(r.key, r.value) for r in records] == [(b"a", None), (b"b", b"")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="idempotent producers (InitProducerId, sequence checks) are not implemented yet; "
-    "strict: this fails loudly once they are, so the marker must be removed then",
-)
 def test_default_producer_is_idempotent(broker):
     """kafka-python's default producer (like Java's since 3.0) is idempotent: it sends
     InitProducerId, then batches with a producer id and sequence numbers. 100 records come

@@ -76,6 +76,10 @@ pub enum LogError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// An idempotent producer's batch was refused (sequence, epoch, transactions); nothing
+    /// was written.
+    #[error("producer batch refused: {0}")]
+    Producer(#[from] minikafka_core::producer::ProducerError),
     /// The offset space of the partition is exhausted (an offset would pass `i64::MAX`).
     #[error("offset space exhausted")]
     OffsetOverflow,
@@ -93,6 +97,7 @@ impl LogError {
             LogError::OffsetOutOfRange { .. } => 1, // OFFSET_OUT_OF_RANGE
             LogError::Config { .. } => 40,          // INVALID_CONFIG
             LogError::InvalidName { .. } => 17,     // INVALID_TOPIC_EXCEPTION
+            LogError::Producer(e) => e.kafka_error_code(), // 45, 47, 48, 87
             _ => 56,                                // KAFKA_STORAGE_ERROR
         }
     }

@@ -26,12 +26,15 @@
 //! - [`commit`]: group commit bookkeeping for the `fsync` policy.
 //! - [`partition`]: [`PartitionLog`] — append, read, offset by timestamp, roll, retention,
 //!   flush, close.
+//! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
+//!   close, replay at open).
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
 
 pub mod commit;
 pub mod config;
 pub mod error;
 pub mod partition;
+pub mod producers;
 pub mod recover;
 pub mod segment;
 pub mod topics;

@@ -22,6 +22,14 @@
 //! - Timestamp lookups (ListOffsets): pick the first segment whose exact max timestamp reaches
 //!   the target, start at its time index floor and let core's [`TimestampSearch`] read forward
 //!   below the size snapshot (I2). Like reads, they never take the append mutex.
+//! - Idempotent producers (KIP-98, `minikafka_core::producer`): an append of a batch with a
+//!   producer id is checked against the partition's producer state under the append mutex,
+//!   and recorded there before the mutex is released, so check and append are one step
+//!   w.r.t. other appends. A duplicate of one of a producer's last five batches is answered
+//!   with the original offsets ([`AppendInfo::duplicate`]) once those are durable per the
+//!   flush policy (I8), and nothing is written; a refused batch is
+//!   [`LogError::Producer`]. The state is snapshotted at each roll and at close and rebuilt
+//!   at open ([`super::producers`]).
 //! - Never reads a clock: time comes in as `now_ms`.
 
 use std::cell::{Cell, RefCell};
@@ -32,6 +40,7 @@ use std::rc::Rc;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
+use minikafka_core::producer::{Decision, ProducerBatch, ProducerLimits, ProducerStateTable};
 use minikafka_core::record::{
     patch_base_offset, patch_leader_epoch, validate_batch_with, BatchCheck, BatchError,
     ValidateOptions,
@@ -42,6 +51,7 @@ use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
 use super::config::{FlushPolicy, LogConfig};
+use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::segment::{classify, Segment, SegmentFile};
 use super::{LogError, Result, LEADER_EPOCH};
@@ -63,8 +73,12 @@ pub struct AppendInfo {
     pub log_append_time_ms: Option<i64>,
     /// Base offset of the segment the batch went to.
     pub segment_base_offset: Offset,
-    /// Byte position of the batch in that segment.
+    /// Byte position of the batch in that segment. For a duplicate: the index floor of the
+    /// original batch (a position at or before it).
     pub position: FilePos,
+    /// True when the batch was a duplicate of an idempotent producer's earlier batch: nothing
+    /// was written, and the offsets are the original's.
+    pub duplicate: bool,
 }
 
 /// The answer to a read.
@@ -106,6 +120,11 @@ pub struct PartitionLog<B: Backend> {
     closed: Cell<bool>,
     last_sync_ms: Cell<i64>,
     recovery: Vec<SegmentRecovery>,
+    /// Idempotent producer state; checked and updated under `append_lock`.
+    producers: RefCell<ProducerStateTable>,
+    /// Offsets of the producer state snapshots on disk, ascending.
+    snapshots: RefCell<Vec<Offset>>,
+    producer_load: ProducerLoad,
 }
 
 impl<B: Backend> PartitionLog<B> {
@@ -124,6 +143,7 @@ impl<B: Backend> PartitionLog<B> {
         backend.create_dir_all(dir).await?;
         let mut log_bases = Vec::new();
         let mut index_bases = Vec::new();
+        let mut snapshot_offsets = Vec::new();
         let mut removed_any = false;
         for path in backend.list_dir(dir).await? {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
@@ -134,6 +154,7 @@ impl<B: Backend> PartitionLog<B> {
                 SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
                     index_bases.push((base, path))
                 }
+                SegmentFile::Snapshot(offset) => snapshot_offsets.push(offset),
                 SegmentFile::Stray => {
                     tracing::info!(?path, "removing leftover file");
                     remove_if_present(&backend, &path).await?;
@@ -195,6 +216,18 @@ impl<B: Backend> PartitionLog<B> {
         }
         let log_start_offset = segments[0].base_offset();
         let next_offset = segments[segments.len() - 1].next_offset();
+        snapshot_offsets.sort();
+        let (producers, producer_load) = producers::load(
+            &backend,
+            dir,
+            &mut snapshot_offsets,
+            &segments,
+            log_start_offset,
+            next_offset,
+            ProducerLimits::default(),
+            now_ms,
+        )
+        .await?;
         Ok(PartitionLog {
             backend,
             dir: dir.to_path_buf(),
@@ -208,6 +241,9 @@ impl<B: Backend> PartitionLog<B> {
             closed: Cell::new(false),
             last_sync_ms: Cell::new(now_ms),
             recovery,
+            producers: RefCell::new(producers),
+            snapshots: RefCell::new(snapshot_offsets),
+            producer_load,
         })
     }
 
@@ -265,6 +301,21 @@ impl<B: Backend> PartitionLog<B> {
         &self.recovery
     }
 
+    /// What loading the producer state did at open.
+    pub fn producer_load_report(&self) -> &ProducerLoad {
+        &self.producer_load
+    }
+
+    /// Number of idempotent producers remembered.
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
+    }
+
+    /// Offsets of the producer state snapshots on disk, ascending.
+    pub fn snapshot_offsets(&self) -> Vec<Offset> {
+        self.snapshots.borrow().clone()
+    }
+
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
         self.segments.borrow().iter().map(|s| s.size_bytes()).sum()
@@ -300,6 +351,10 @@ impl<B: Backend> PartitionLog<B> {
     /// log rolls first when the batch would push a non-empty active segment past
     /// `segment_bytes`, its offsets past 32 bits (I6), or `segment_ms` has passed. On an error
     /// nothing is acknowledged or published; a later append retries at the same position.
+    ///
+    /// A batch with a producer id is checked by core's producer rules first (under the append
+    /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
+    /// answered with the original offsets and `duplicate: true` once they are durable.
     pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
         let opts = ValidateOptions {
             max_batch_bytes: self.config.max_batch_bytes,
@@ -317,6 +372,15 @@ impl<B: Backend> PartitionLog<B> {
 
         let guard = self.append_lock.lock().await;
         self.check_writable()?;
+        let producer_batch = ProducerBatch::from_header(&header);
+        let decision = self
+            .producers
+            .borrow()
+            .check_append(&producer_batch, now_ms)?;
+        if let Decision::Duplicate(original) = decision {
+            drop(guard);
+            return self.answer_duplicate(original).await;
+        }
         self.repair_tail().await?;
         let base_offset = self.high_watermark.get();
         let last_offset = base_offset
@@ -346,6 +410,16 @@ impl<B: Backend> PartitionLog<B> {
         // I2: the batch is whole on disk (below the segment's published size); publish it.
         self.high_watermark.set(next);
         self.commit.note_written(next);
+        if decision == Decision::Append {
+            // Recorded before the mutex is released: the next batch is checked against it.
+            self.producers.borrow_mut().on_appended(
+                &producer_batch,
+                base_offset,
+                last_offset,
+                header.max_timestamp,
+                now_ms,
+            );
+        }
         drop(guard);
 
         if self.config.flush == FlushPolicy::Fsync {
@@ -357,7 +431,60 @@ impl<B: Backend> PartitionLog<B> {
             log_append_time_ms: None,
             segment_base_offset: segment.base_offset(),
             position,
+            duplicate: false,
         })
+    }
+
+    /// Answers a duplicate with its original offsets, once they are durable (I8).
+    async fn answer_duplicate(
+        &self,
+        original: minikafka_core::producer::BatchMetadata,
+    ) -> Result<AppendInfo> {
+        if self.config.flush == FlushPolicy::Fsync {
+            self.wait_durable(original.last_offset.plus(1)).await?;
+        }
+        let (segment_base_offset, position) = {
+            let segments = self.segments.borrow();
+            let floor = segments
+                .partition_point(|s| s.base_offset() <= original.base_offset)
+                .saturating_sub(1);
+            let segment = &segments[floor];
+            (
+                segment.base_offset(),
+                segment.floor_position(original.base_offset),
+            )
+        };
+        Ok(AppendInfo {
+            base_offset: original.base_offset,
+            last_offset: original.last_offset,
+            log_append_time_ms: None,
+            segment_base_offset,
+            position,
+            duplicate: true,
+        })
+    }
+
+    /// Writes a snapshot of the producer state below `offset` and prunes old ones. Called with
+    /// the append lock held (the state then covers exactly the log below `offset`). A failure
+    /// is logged, not returned: it only makes the next open replay more.
+    async fn snapshot_producers(&self, offset: Offset) {
+        let bytes = self.producers.borrow().encode_snapshot(offset);
+        match producers::write_snapshot(&self.backend, &self.dir, offset, bytes).await {
+            Ok(_) => {
+                let mut list = std::mem::take(&mut *self.snapshots.borrow_mut());
+                if let Err(i) = list.binary_search(&offset) {
+                    list.insert(i, offset);
+                }
+                let pruned = producers::prune(&self.backend, &self.dir, &mut list).await;
+                *self.snapshots.borrow_mut() = list;
+                if let Err(e) = pruned {
+                    tracing::warn!(dir = ?self.dir, error = %e, "removing old producer snapshots failed");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = ?self.dir, offset = offset.0, error = %e, "writing a producer state snapshot failed");
+            }
+        }
     }
 
     fn should_roll(
@@ -427,6 +554,9 @@ impl<B: Backend> PartitionLog<B> {
         .await?;
         tracing::debug!(dir = ?self.dir, base = next_base.0, "rolled to a new segment");
         self.segments.borrow_mut().push(Rc::new(segment));
+        // The sealed segment is synced: a snapshot at its end never covers bytes a crash could
+        // take away (I5).
+        self.snapshot_producers(next_base).await;
         Ok(())
     }
 
@@ -760,7 +890,10 @@ impl<B: Backend> PartitionLog<B> {
                 Err(e) => Err(e),
             };
             match synced {
-                Ok(()) => self.commit.mark_all_synced(),
+                Ok(()) => {
+                    self.commit.mark_all_synced();
+                    self.snapshot_producers(self.high_watermark.get()).await;
+                }
                 Err(e) => {
                     self.commit.fail(&e);
                     result = Err(self.offline_error((e.kind(), e.raw_os_error())));

@@ -32,6 +32,9 @@ pub const LOG_SUFFIX: &str = "log";
 pub const INDEX_SUFFIX: &str = "index";
 /// Extension of a segment's time index file.
 pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+/// Extension of a producer state snapshot (`<20-digit offset>.snapshot`, see
+/// [`super::producers`]).
+pub const SNAPSHOT_SUFFIX: &str = "snapshot";
 /// Suffix of files being written before an atomic rename; removed at startup.
 pub const TMP_SUFFIX: &str = "tmp";
 /// Suffix Kafka gives files scheduled for deletion; removed at startup.
@@ -52,6 +55,11 @@ pub fn time_index_file_name(base_offset: Offset) -> String {
     format!("{:020}.{TIME_INDEX_SUFFIX}", base_offset.0)
 }
 
+/// The file name of a producer state snapshot covering the batches below `offset`.
+pub fn snapshot_file_name(offset: Offset) -> String {
+    format!("{:020}.{SNAPSHOT_SUFFIX}", offset.0)
+}
+
 /// The directory of a partition's segments: `<data_dir>/<topic>-<partition>`.
 pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
@@ -66,6 +74,8 @@ pub enum SegmentFile {
     Index(Offset),
     /// `<base>.timeindex`.
     TimeIndex(Offset),
+    /// `<offset>.snapshot`: producer state below that offset (not tied to a segment).
+    Snapshot(Offset),
     /// A leftover of an interrupted operation (`*.tmp`, `*.deleted`): safe to remove.
     Stray,
     /// Anything else: left alone.
@@ -92,6 +102,7 @@ pub fn classify(file_name: &str) -> SegmentFile {
         LOG_SUFFIX => SegmentFile::Log(Offset(base)),
         INDEX_SUFFIX => SegmentFile::Index(Offset(base)),
         TIME_INDEX_SUFFIX => SegmentFile::TimeIndex(Offset(base)),
+        SNAPSHOT_SUFFIX => SegmentFile::Snapshot(Offset(base)),
         _ => SegmentFile::Unknown,
     }
 }
@@ -455,6 +466,14 @@ mod tests {
         assert_eq!(
             classify(&time_index_file_name(Offset(7))),
             SegmentFile::TimeIndex(Offset(7))
+        );
+        assert_eq!(
+            classify(&snapshot_file_name(Offset(9))),
+            SegmentFile::Snapshot(Offset(9))
+        );
+        assert_eq!(
+            classify("00000000000000000009.snapshot.tmp"),
+            SegmentFile::Stray
         );
         assert_eq!(
             classify("00000000000000000042.timeindex.tmp"),

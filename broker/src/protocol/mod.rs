@@ -12,6 +12,10 @@
 //!   lengths, then the bounded pre-check of the body against our own schema (precheck.rs,
 //!   schema.rs), then a budget on what the decoder will allocate, and only then
 //!   `kafka-protocol`'s decoder, whose array decoders trust wire counts (I10).
+//! - Bytes after a complete body are ignored, as Apache Kafka ignores them (librdkafka 2.x
+//!   sends 3 in every all-topics Metadata v9+ request): the decoder and its budget get exactly
+//!   the body the pre-check walked, and [`DecodedRequest::ignored_trailing_bytes`] says how
+//!   many bytes were left out.
 //! - Never: hands unchecked bytes to `kafka-protocol`, panics on any input, or does I/O.
 
 pub mod frame;
@@ -359,6 +363,8 @@ pub struct DecodedRequest {
     pub header_version: i16,
     /// The decoded body.
     pub body: RequestBody,
+    /// Bytes after the body that were ignored (neither walked nor decoded).
+    pub ignored_trailing_bytes: usize,
 }
 
 /// Judges and decodes one frame (size prefix already removed).
@@ -382,15 +388,20 @@ pub fn decode_request(
             correlation_id,
         });
     };
-    let mut body = frame.slice(body_offset..);
-    let report = precheck(schema, api_version, &body).map_err(|source| RequestError::Precheck {
-        api_key,
-        api_version,
-        correlation_id,
-        frame_offset: body_offset + source.offset,
-        source,
+    let report = precheck(schema, api_version, &frame[body_offset..]).map_err(|source| {
+        RequestError::Precheck {
+            api_key,
+            api_version,
+            correlation_id,
+            frame_offset: body_offset + source.offset,
+            source,
+        }
     })?;
-    let budget_bytes = decode_budget_bytes(frame.len());
+    // Only the walked body is budgeted and decoded; trailing bytes never reach the decoder and
+    // never raise the budget (I10). body_bytes <= frame.len() - body_offset, so this is in range.
+    let body_end = body_offset + report.body_bytes;
+    let mut body = frame.slice(body_offset..body_end);
+    let budget_bytes = decode_budget_bytes(body_end);
     if report.decoded_bytes > budget_bytes {
         return Err(RequestError::DecodeBudget {
             api_key,
@@ -421,6 +432,7 @@ pub fn decode_request(
         api_version,
         header_version,
         body: body_value,
+        ignored_trailing_bytes: report.trailing_bytes,
     })
 }
 
@@ -580,6 +592,20 @@ mod tests {
         assert_eq!(decoded.header_version, 1);
         assert_eq!(decoded.body, RequestBody::Metadata(req));
         assert_eq!(decoded.body.api_key(), ApiKey::Metadata);
+        assert_eq!(decoded.ignored_trailing_bytes, 0);
+    }
+
+    #[test]
+    fn trailing_bytes_are_ignored_never_decoded_i10() {
+        // Metadata v1: null topics, then bytes that would decode as a huge array if the decoder
+        // ever saw them.
+        let supported = SupportedVersions::all_covered();
+        let body = [0xff, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0xaa];
+        let decoded = decode_request(frame(3, 1, 7, &body), &supported).expect("decode");
+        let mut want = MetadataRequest::default();
+        want.topics = None;
+        assert_eq!(decoded.body, RequestBody::Metadata(want));
+        assert_eq!(decoded.ignored_trailing_bytes, 5);
     }
 
     #[test]

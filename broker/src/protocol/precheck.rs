@@ -3,13 +3,18 @@
 //! Contract:
 //! - Inputs: a [`MessageSchema`], the request's API version, and the body bytes (everything
 //!   after the request header) exactly as they came off the socket.
-//! - Outputs: a [`PrecheckReport`] (with an upper bound on the bytes `kafka-protocol`'s decoder
-//!   will allocate for the body's arrays and tagged fields), or a [`PrecheckError`] naming the
-//!   failed check and the byte offset (within the body) at which it failed.
+//! - Outputs: a [`PrecheckReport`] (the length of the well-formed body, the bytes ignored after
+//!   it, and an upper bound on the bytes `kafka-protocol`'s decoder will allocate for the
+//!   body's arrays and tagged fields), or a [`PrecheckError`] naming the failed check and the
+//!   byte offset (within the body) at which it failed.
 //! - Checks: every array count times the smallest encoding of one element fits in the bytes
 //!   left; every string/bytes length fits; varints are at most 5 bytes and fit in 32 bits;
 //!   every tagged field's size fits and a known tagged field's value uses exactly that size;
-//!   nulls appear only in nullable fields; nothing runs past the end and no bytes trail (I10).
+//!   nulls appear only in nullable fields; nothing runs past the end (I10).
+//! - Trailing bytes: bytes after a complete body are accepted and reported in
+//!   [`PrecheckReport::trailing_bytes`], never walked. Apache Kafka ignores them too, and
+//!   librdkafka 2.x sends 3 in every all-topics Metadata v9+ request. The caller decodes exactly
+//!   `body[..body_bytes]`, so trailing bytes never reach a decoder or its budget.
 //! - Never: allocates (it only reads), recurses deeper than the static schema, loops more often
 //!   than there are bytes, panics on any input, or performs I/O.
 
@@ -22,6 +27,10 @@ pub const TAGGED_FIELD_DECODED_BYTES: u64 = 96;
 /// What a successful pre-check learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PrecheckReport {
+    /// Length of the well-formed body: the prefix of the walked bytes to decode.
+    pub body_bytes: usize,
+    /// Bytes after the body, ignored (never walked, never to be decoded).
+    pub trailing_bytes: usize,
     /// Upper bound on the heap bytes the decoder allocates for this body's `Vec`s and tagged
     /// field maps (not counting `Bytes` views, which share the frame).
     pub decoded_bytes: u64,
@@ -92,12 +101,6 @@ pub enum PrecheckErrorKind {
         /// Bytes the value actually used.
         used_bytes: usize,
     },
-    /// Bytes left over after the last field.
-    #[error("{count_bytes} trailing bytes after the body")]
-    TrailingBytes {
-        /// How many bytes were left.
-        count_bytes: usize,
-    },
     /// The schema does not cover this version.
     #[error("version {version} is not covered by the schema")]
     UnsupportedVersion {
@@ -106,7 +109,8 @@ pub enum PrecheckErrorKind {
     },
 }
 
-/// Walks `body` as a request of `schema` at `version`.
+/// Walks `body` as a request of `schema` at `version`; bytes after a complete body are
+/// reported in [`PrecheckReport::trailing_bytes`], not refused.
 pub fn precheck(
     schema: &MessageSchema,
     version: i16,
@@ -160,15 +164,9 @@ impl<'a> Walker<'a> {
     }
 
     fn finish(self) -> Result<PrecheckReport, PrecheckError> {
-        if self.pos != self.end {
-            return Err(self.error(
-                self.pos,
-                PrecheckErrorKind::TrailingBytes {
-                    count_bytes: self.end - self.pos,
-                },
-            ));
-        }
         Ok(PrecheckReport {
+            body_bytes: self.pos,
+            trailing_bytes: self.end - self.pos,
             decoded_bytes: self.decoded_bytes,
         })
     }
@@ -412,20 +410,41 @@ mod tests {
     }
 
     #[test]
-    fn negative_count_and_trailing_bytes_are_rejected() {
+    fn negative_count_is_rejected() {
         let err = precheck(&METADATA, 0, &[0xff, 0xff, 0xff, 0xfe]).expect_err("negative");
         assert!(matches!(
             err.kind,
             PrecheckErrorKind::NegativeLength { length: -2, .. }
         ));
-        let err = precheck(&METADATA, 0, &[0, 0, 0, 0, 9]).expect_err("trailing");
+    }
+
+    #[test]
+    fn trailing_bytes_are_reported_and_never_walked() {
+        // Metadata v0: an empty topics array, then junk that would fail any walk (a negative
+        // count, a huge count): ignored, and excluded from the body.
+        let body = [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe, 0x7f, 0xff, 0xff, 0xff];
+        let report = precheck(&METADATA, 0, &body).expect("trailing bytes are ignored");
         assert_eq!(
-            err,
-            PrecheckError {
-                offset: 4,
-                kind: PrecheckErrorKind::TrailingBytes { count_bytes: 1 }
+            report,
+            PrecheckReport {
+                body_bytes: 4,
+                trailing_bytes: 8,
+                decoded_bytes: 0
             }
         );
+        let exact = precheck(&METADATA, 0, &body[..4]).expect("exact body");
+        assert_eq!((exact.body_bytes, exact.trailing_bytes), (4, 0));
+    }
+
+    #[test]
+    fn librdkafka_all_topics_metadata_v13_body_has_3_trailing_bytes() {
+        // librdkafka 2.12 writes a 4-byte zero placeholder for the topics count and, for "all
+        // topics" at v9+, keeps it: 0x00 (null compact array) + 3 zero bytes, which parse as
+        // allow_auto_topic_creation, include_topic_authorized_operations and an empty tagged
+        // section; its real bools and tagged section follow and are ignored (as Kafka does).
+        let body = [0, 0, 0, 0, 1, 1, 0];
+        let report = precheck(&METADATA, 13, &body).expect("librdkafka body");
+        assert_eq!((report.body_bytes, report.trailing_bytes), (4, 3));
     }
 
     #[test]

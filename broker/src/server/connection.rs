@@ -27,8 +27,7 @@ use minikafka_core::backend::{Backend, BackendListener};
 use super::handlers::{self, Outcome};
 use super::shard::{InFlight, ShardState};
 use crate::protocol::{
-    decode_request, encode_api_versions_unsupported, DecodedRequest, FrameDecoder, PrecheckError,
-    PrecheckErrorKind, RequestError, SupportedVersions,
+    decode_request, encode_api_versions_unsupported, FrameDecoder, RequestError,
 };
 
 /// Most requests a connection may have unanswered.
@@ -141,8 +140,19 @@ fn judge<B: Backend>(
     frame: Bytes,
     peer: SocketAddr,
 ) -> Option<Pending<B>> {
-    match decode_tolerating_trailing_bytes(frame, &state.shared.supported, peer) {
+    match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
+            if request.ignored_trailing_bytes > 0 {
+                // Kafka ignores bytes after the body; librdkafka 2.x sends 3 after every
+                // all-topics Metadata v9+ request.
+                tracing::debug!(
+                    %peer,
+                    api_key = ?request.api_key,
+                    api_version = request.api_version,
+                    trailing_bytes = request.ignored_trailing_bytes,
+                    "ignored trailing bytes"
+                );
+            }
             let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
             let guard = state.begin_request();
             let st = Rc::clone(state);
@@ -169,34 +179,6 @@ fn judge<B: Backend>(
             tracing::warn!(%peer, "closing connection: {e}");
             None
         }
-    }
-}
-
-/// [`decode_request`], retried without the body's trailing bytes when that is all that is
-/// wrong: Kafka brokers ignore bytes after the last field, and librdkafka 2.x relies on it
-/// (an all-topics Metadata v9+ request carries a 4-byte placeholder where a 1-byte null
-/// array count belongs, 3 bytes too many).
-fn decode_tolerating_trailing_bytes(
-    frame: Bytes,
-    supported: &SupportedVersions,
-    peer: SocketAddr,
-) -> Result<DecodedRequest, RequestError> {
-    match decode_request(frame.clone(), supported) {
-        Err(RequestError::Precheck {
-            api_key,
-            api_version,
-            frame_offset,
-            source:
-                PrecheckError {
-                    kind: PrecheckErrorKind::TrailingBytes { count_bytes },
-                    ..
-                },
-            ..
-        }) if frame_offset <= frame.len() => {
-            tracing::debug!(%peer, ?api_key, api_version, count_bytes, "ignoring trailing bytes");
-            decode_request(frame.slice(..frame_offset), supported)
-        }
-        other => other,
     }
 }
 

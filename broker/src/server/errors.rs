@@ -15,8 +15,6 @@ pub const MESSAGE_TOO_LARGE: i16 = 10;
 pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
 /// `acks` is not -1, 0 or 1.
 pub const INVALID_REQUIRED_ACKS: i16 = 21;
-/// The client may not do this cluster-wide operation.
-pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 /// The API version is not supported.
 pub const UNSUPPORTED_VERSION: i16 = 35;
 /// A topic of this name exists.

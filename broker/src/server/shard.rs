@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode};
-use minikafka_core::record::BatchIter;
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
@@ -42,8 +41,6 @@ use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// Longest wait for in-flight requests at shutdown.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes read per step when scanning a partition for a timestamp.
-const TIMESTAMP_SCAN_BYTES: usize = 1 << 20;
 /// Error code for a request that could not reach its partition's shard (shutting down).
 pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
@@ -273,8 +270,9 @@ impl<B: Backend> ShardState<B> {
 
     /// Answers a ListOffsets query on the owner: `(error code, offset, timestamp)`.
     /// `timestamp` -2 (earliest) and -4 (earliest local) give the log start, -1 (latest)
-    /// the high watermark, -3 (max timestamp) the batch holding the largest timestamp, and
-    /// any other value the first record whose timestamp is at least it.
+    /// the high watermark, -3 (max timestamp) [`PartitionLog::max_timestamp_offset`], and
+    /// any other value [`PartitionLog::offset_for_timestamp`] (the first record whose
+    /// timestamp is at least it); no such record: offset -1, timestamp -1.
     pub async fn list_offset(
         self: &Rc<Self>,
         topic: String,
@@ -299,20 +297,19 @@ impl<B: Backend> ShardState<B> {
             return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
         };
         let log = owned.log;
-        match timestamp {
-            -2 | -4 => (errors::NONE, log.log_start_offset().0, -1),
-            -1 => (errors::NONE, log.high_watermark().0, -1),
-            -3 => match max_timestamp_offset(&log).await {
-                Ok(Some((offset, ts))) => (errors::NONE, offset, ts),
-                Ok(None) => (errors::NONE, -1, -1),
-                Err(e) => (log_error_code(topic, partition, "list offsets", &e), -1, -1),
-            },
-            ts if ts < 0 => (errors::INVALID_REQUEST, -1, -1),
-            ts => match offset_for_timestamp(&log, ts).await {
-                Ok(Some((offset, found))) => (errors::NONE, offset, found),
-                Ok(None) => (errors::NONE, -1, -1),
-                Err(e) => (log_error_code(topic, partition, "list offsets", &e), -1, -1),
-            },
+        // Timestamp lookups go through the partition log's time index.
+        let found = match timestamp {
+            -2 | -4 => return (errors::NONE, log.log_start_offset().0, -1),
+            -1 => return (errors::NONE, log.high_watermark().0, -1),
+            -3 => log.max_timestamp_offset().await,
+            ts if ts < 0 => return (errors::INVALID_REQUEST, -1, -1),
+            ts => log.offset_for_timestamp(ts).await,
+        };
+        match found {
+            Ok(Some((offset, found_ms))) => (errors::NONE, offset.0, found_ms),
+            // No record has a timestamp at or after the target (Kafka: -1, -1, no error).
+            Ok(None) => (errors::NONE, -1, -1),
+            Err(e) => (log_error_code(topic, partition, "list offsets", &e), -1, -1),
         }
     }
 
@@ -462,69 +459,6 @@ fn log_error_code(topic: &str, partition: i32, what: &str, e: &LogError) -> i16 
         tracing::debug!(topic, partition, "{what} refused: {e}");
     }
     code
-}
-
-/// The first record at or after `timestamp`: the first batch whose max timestamp reaches it
-/// (segments are skipped by their max timestamp), then, for an uncompressed batch, the first
-/// record in it that reaches it. `None` when no record does.
-async fn offset_for_timestamp<B: Backend>(
-    log: &PartitionLog<B>,
-    timestamp: i64,
-) -> Result<Option<(i64, i64)>, LogError> {
-    let Some(segment) = log
-        .segments()
-        .into_iter()
-        .find(|s| s.max_timestamp_ms() >= timestamp)
-    else {
-        return Ok(None);
-    };
-    let mut offset = segment.base_offset().max(log.log_start_offset());
-    loop {
-        let read = log.read(offset, TIMESTAMP_SCAN_BYTES).await?;
-        if read.bytes.is_empty() {
-            return Ok(None);
-        }
-        for batch in BatchIter::new(&read.bytes).lenient_tail() {
-            let batch = batch?;
-            let header = batch.header;
-            if header.max_timestamp >= timestamp {
-                let uncompressed = header.attributes & 0x07 == 0 && !header.is_log_append_time();
-                if uncompressed {
-                    for record in batch.records() {
-                        let record = record?;
-                        let ts = header.base_timestamp.saturating_add(record.timestamp_delta);
-                        if ts >= timestamp {
-                            return Ok(Some((header.base_offset.0 + record.offset_delta, ts)));
-                        }
-                    }
-                }
-                return Ok(Some((header.base_offset.0, header.max_timestamp)));
-            }
-            offset = header.next_offset();
-        }
-    }
-}
-
-/// The batch holding the largest timestamp (Kafka's MAX_TIMESTAMP query, batch precision):
-/// `(offset of its last record, timestamp)`.
-async fn max_timestamp_offset<B: Backend>(
-    log: &PartitionLog<B>,
-) -> Result<Option<(i64, i64)>, LogError> {
-    let mut best: Option<(i64, i64)> = None;
-    let mut offset = log.log_start_offset();
-    loop {
-        let read = log.read(offset, TIMESTAMP_SCAN_BYTES).await?;
-        if read.bytes.is_empty() {
-            return Ok(best);
-        }
-        for batch in BatchIter::new(&read.bytes).lenient_tail() {
-            let header = batch?.header;
-            if best.is_none_or(|(_, ts)| header.max_timestamp > ts) {
-                best = Some((header.last_offset().0, header.max_timestamp));
-            }
-            offset = header.next_offset();
-        }
-    }
 }
 
 /// The body every shard runs (see the module documentation).

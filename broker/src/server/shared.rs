@@ -1,5 +1,6 @@
 //! State shared by every shard: the configuration, the topic registry, one wakeup signal per
-//! partition, the shard inboxes, the connection count and the shutdown flags.
+//! partition, the shard inboxes, the connection count, the shutdown flags and the producer id
+//! allocator.
 //!
 //! Contract:
 //! - [`Shared`] is `Send + Sync` and lives in an `Arc` seen by all shard threads. It holds no
@@ -24,6 +25,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::handlers::init_producer_id::ProducerIdAllocator;
 use super::shard::ShardState;
 use crate::config::BrokerConfig;
 use crate::protocol::SupportedVersions;
@@ -90,6 +92,8 @@ pub struct Shared<B: Backend> {
     barriers: [AtomicUsize; BARRIER_COUNT],
     /// The address actually bound (known once shard 0 listens; port 0 picks a free port).
     pub bound_addr: OnceLock<SocketAddr>,
+    /// Issues idempotent producer ids, unique across restarts (InitProducerId).
+    pub producer_ids: ProducerIdAllocator,
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
@@ -141,6 +145,7 @@ impl<B: Backend> Shared<B> {
             unclean: AtomicBool::new(false),
             barriers: Default::default(),
             bound_addr: OnceLock::new(),
+            producer_ids: ProducerIdAllocator::new(),
         }
     }
 

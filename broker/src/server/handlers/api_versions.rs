@@ -1,9 +1,9 @@
 //! ApiVersions (key 18), v0–4: the advertised ranges ([`super::advertised_versions`]),
 //! error 0.
 //!
-//! Contract: lists what [`super::served_versions`] accepts minus
-//! [`super::NOT_ADVERTISED`]; never advertises an API we would refuse. (A request of a version we lack is answered before decoding, in
-//! `connection.rs`, with UNSUPPORTED_VERSION in v0.)
+//! Contract: lists what [`super::served_versions`] accepts minus [`super::NOT_ADVERTISED`];
+//! never advertises an API we would refuse. `connection.rs` answers a request of a version we
+//! lack with UNSUPPORTED_VERSION (in v0 for ApiVersions itself), from the same table.
 
 use kafka_protocol::messages::ApiVersionsResponse;
 use minikafka_core::backend::Backend;

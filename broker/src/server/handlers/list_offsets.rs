@@ -1,11 +1,14 @@
 //! ListOffsets (key 2), v1–10.
 //!
-//! Contract: per partition, on its owning shard: timestamp -2 (earliest) and -4 (earliest
-//! local) give the log start offset, -1 (latest) the high watermark, -3 (max timestamp,
-//! v7+) the batch holding the largest timestamp, any other timestamp the first record whose
-//! timestamp is at least it (offset -1 when none). Unknown topic or partition:
-//! UNKNOWN_TOPIC_OR_PARTITION (3). The leader epoch is 0 from v4 on (a single node never
-//! changes leader).
+//! Contract: per partition, on its owning shard ([`ShardState::list_offset`], a cross-shard
+//! call): timestamp -2 (earliest) and -4 (earliest local) give the log start offset, -1
+//! (latest) the high watermark, -3 (MAX_TIMESTAMP) the record holding the largest timestamp
+//! (`PartitionLog::max_timestamp_offset`), any other timestamp the first record whose
+//! timestamp is at least it (`PartitionLog::offset_for_timestamp`, through the segments' time
+//! indexes); no such record: offset -1, timestamp -1, no error. Clients send -3 from v7 on
+//! (-4 from v8); like Kafka brokers, the answer does not depend on the request version.
+//! Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3). The leader epoch is 0 from v4
+//! on (a single node never changes leader). Never reads the log itself.
 
 use std::rc::Rc;
 

@@ -1,0 +1,1466 @@
+//! The Kafka-level experiment of `mk-bench kafka`: seed 000's sweeps (produce, consume,
+//! end-to-end latency, cost of durability, producer scaling) and the client benchmarks of
+//! seeds 002 (librdkafka acks=all at saturation) and 003 (sequential confirmed writes, then
+//! pipeline depths), each against baselines measured in the same run: loopback TCP stream
+//! throughput, TCP request/response round trips, and fio's fdatasync latency.
+//!
+//! Contract:
+//! - Inputs: [`KafkaOptions`]: sizes ([`KafkaSizes::full`] or [`KafkaSizes::quick`]), where the
+//!   broker comes from ([`BrokerSource`]: a fresh `minikafka` per experiment and flush policy,
+//!   or an external one), and whether to ask librdkafka for idempotence.
+//! - Outputs: [`Section`]s of [`Row`]s (one per experiment, each written as CSV, JSONL and
+//!   Markdown), SVG plots, and [`Target`]s: the goals, each measured and judged.
+//! - Definitions (seed 000): throughput counts record values only, in decimal MB; every
+//!   throughput point is the median of `reps` repetitions with min and max; every row has
+//!   the 1-minute load average; repetitions are the outer loop so drift of the shared machine
+//!   falls on every point alike. Every topic is fresh and deleted after its point.
+//! - Never: asserts a timing; a run whose outcome contradicts what it did (an error code, a
+//!   missing record, a failed delivery report) is an error, not a figure.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use serde::Serialize;
+
+use crate::broker_proc::{BrokerHandle, BrokerSource, FlushPolicy};
+use crate::error::BenchError;
+use crate::fio;
+use crate::kafka_workloads::{
+    self as kw, concurrent_produce, consume_run, create_topic, delete_topic, fill, latency_run,
+    pre_encode, produce_run, LatencySpec, Limits, Measurement,
+};
+use crate::machine;
+use crate::net_baselines::{tcp_echo, tcp_stream};
+use crate::plots::{self, param, Chart};
+use crate::rdkafka_workloads::{produce_acked, sequential_latency, RdSettings};
+use crate::report::{self, Ratio, Row};
+use crate::stats::{percentile, Summary};
+
+/// The experiment's name in rows.
+pub const EXPERIMENT: &str = "kafka";
+
+/// Bytes of the small response the TCP round-trip baseline answers with (about a Produce
+/// v9 response for one partition).
+pub const ECHO_RESPONSE_BYTES: usize = 64;
+
+/// How much work each measurement does.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KafkaSizes {
+    /// Repetitions of every throughput point and latency configuration.
+    pub reps: usize,
+    /// Record value sizes of the produce and consume sweeps.
+    pub record_bytes: Vec<usize>,
+    /// Records per Produce request.
+    pub batches: Vec<usize>,
+    /// Produce requests in flight (1 = the seed's blocking client).
+    pub depths: Vec<usize>,
+    /// Longest time of one throughput point.
+    pub point_duration: Duration,
+    /// Most payload one throughput point sends.
+    pub point_max_payload_bytes: u64,
+    /// Fetch `max_bytes` of the consume sweep.
+    pub fetch_sizes: Vec<i32>,
+    /// Payload written before the consume sweep, per record size.
+    pub consume_fill_bytes: u64,
+    /// Target rates of the latency runs (records/s).
+    pub latency_rates: Vec<f64>,
+    /// Records per request of the latency runs.
+    pub latency_batches: Vec<usize>,
+    /// Length of one latency run, warm-up included.
+    pub latency_duration: Duration,
+    /// Warm-up excluded from the latency samples.
+    pub latency_warmup: Duration,
+    /// Value size of the latency runs.
+    pub latency_value_bytes: usize,
+    /// Records per request of the durability sweep.
+    pub durability_batches: Vec<usize>,
+    /// Producer counts of the scaling sweep.
+    pub producer_counts: Vec<usize>,
+    /// Records per request of the scaling sweep.
+    pub scaling_batch: usize,
+    /// Value size of seed 002.
+    pub rd_value_bytes: usize,
+    /// Length of one seed-002 saturation run.
+    pub rd_duration: Duration,
+    /// Sequential confirmed writes of seed 003.
+    pub sequential_writes: usize,
+    /// Value size of seed 003.
+    pub sequential_value_bytes: usize,
+    /// Outstanding writes of seed 003's pipeline runs.
+    pub pipeline_depths: Vec<usize>,
+    /// Length of one pipeline run.
+    pub pipeline_duration: Duration,
+    /// Length of each TCP baseline repetition.
+    pub tcp_duration: Duration,
+    /// Size of the fio fdatasync job (4 KiB per sync).
+    pub fio_sync_bytes: u64,
+}
+
+impl KafkaSizes {
+    /// The full run (about 8–10 minutes on the 2-core development machine).
+    pub fn full() -> KafkaSizes {
+        KafkaSizes {
+            reps: 3,
+            record_bytes: vec![100, 1000, 10_000],
+            batches: vec![1, 10, 100, 1000],
+            depths: vec![1, 8],
+            point_duration: Duration::from_millis(1000),
+            point_max_payload_bytes: 1 << 30,
+            fetch_sizes: vec![4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20],
+            consume_fill_bytes: 128 << 20,
+            latency_rates: vec![1_000.0, 10_000.0, 50_000.0],
+            latency_batches: vec![1, 10],
+            latency_duration: Duration::from_millis(2000),
+            latency_warmup: Duration::from_millis(300),
+            latency_value_bytes: 100,
+            durability_batches: vec![1, 10, 100, 1000],
+            producer_counts: vec![1, 2, 4, 8],
+            scaling_batch: 100,
+            rd_value_bytes: 256,
+            rd_duration: Duration::from_secs(5),
+            sequential_writes: 100_000,
+            sequential_value_bytes: 16,
+            pipeline_depths: vec![1, 8, 32, 128, 512],
+            pipeline_duration: Duration::from_millis(1500),
+            tcp_duration: Duration::from_millis(1000),
+            fio_sync_bytes: 8 << 20,
+        }
+    }
+
+    /// The CI smoke run: one repetition, short points (well under 2 minutes).
+    pub fn quick() -> KafkaSizes {
+        KafkaSizes {
+            reps: 1,
+            point_duration: Duration::from_millis(200),
+            point_max_payload_bytes: 128 << 20,
+            consume_fill_bytes: 16 << 20,
+            latency_duration: Duration::from_millis(500),
+            latency_warmup: Duration::from_millis(100),
+            rd_duration: Duration::from_secs(1),
+            sequential_writes: 2_000,
+            pipeline_duration: Duration::from_millis(300),
+            tcp_duration: Duration::from_millis(200),
+            fio_sync_bytes: 1 << 20,
+            ..KafkaSizes::full()
+        }
+    }
+}
+
+/// What to run, and against what.
+#[derive(Clone, Debug)]
+pub struct KafkaOptions {
+    /// Sizes of the measurements.
+    pub sizes: KafkaSizes,
+    /// The broker under test.
+    pub broker: BrokerSource,
+    /// Ask librdkafka for `enable.idempotence=true` (when the broker advertises
+    /// InitProducerId; otherwise the runs go without it and the rows say so).
+    pub idempotence: bool,
+    /// Directory on the data disk for the fio baseline (and the brokers' data).
+    pub scratch: PathBuf,
+    /// Block device of the data disk (`vda`), for its flush counter.
+    pub device: Option<String>,
+}
+
+/// One experiment's rows, written as `<name>.csv|jsonl|md`.
+#[derive(Clone, Debug)]
+pub struct Section {
+    /// File stem and heading (`produce`).
+    pub name: String,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// The baselines every ratio divides by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baselines {
+    /// Loopback TCP stream, MB/s (median).
+    pub stream_mb_s: f64,
+    /// Per 1-record request size: (request bytes, round trips/s median, RTT p50 µs median).
+    pub echo: Vec<(usize, f64, f64)>,
+    /// fio fdatasync p50 of 4 KiB writes, µs (median).
+    pub fdatasync_p50_us: f64,
+}
+
+impl Baselines {
+    /// The echo figures for the request size closest to `request_bytes`.
+    pub fn echo_for(&self, request_bytes: usize) -> Option<(usize, f64, f64)> {
+        self.echo
+            .iter()
+            .copied()
+            .min_by_key(|(bytes, _, _)| bytes.abs_diff(request_bytes))
+    }
+}
+
+fn row(workload: &str, backend: &str, params: String, unit: &str, reps: Vec<f64>) -> Row {
+    let summary = Summary::of(&reps).unwrap_or(Summary {
+        median: f64::NAN,
+        min: f64::NAN,
+        max: f64::NAN,
+        count: 0,
+    });
+    Row {
+        experiment: EXPERIMENT.to_owned(),
+        workload: workload.to_owned(),
+        backend: backend.to_owned(),
+        params,
+        unit: unit.to_owned(),
+        summary,
+        reps,
+        baselines: Vec::new(),
+        vs_portable: None,
+        ops: None,
+        syncs: None,
+        backend_syncs: None,
+        ops_per_sync: None,
+        load_avg_1m: machine::load_avg_1m(),
+    }
+}
+
+fn ratio_to(median: f64, name: &str, value: f64, unit: &str) -> Ratio {
+    Ratio::of(median, name, value, unit)
+}
+
+/// The bytes a Produce request of `pre` takes on the wire (size prefix, header v1/v2, body)
+/// at `version`.
+pub fn request_frame_bytes(pre: &kw::PreEncoded, version: i16) -> usize {
+    let header = RequestHeader::default()
+        .with_request_api_key(0)
+        .with_request_api_version(version)
+        .with_client_id(Some(StrBytes::from_static_str("mk-bench")));
+    let header_version =
+        <kafka_protocol::messages::ProduceRequest as HeaderVersion>::header_version(version);
+    let header_bytes = header.compute_size(header_version).unwrap_or(0);
+    let body_bytes = pre.request.compute_size(version).unwrap_or(0);
+    4 + header_bytes + body_bytes
+}
+
+/// Finds the row of `workload` whose params contain every `key=value` of `want`.
+pub fn find<'a>(rows: &'a [Row], workload: &str, want: &[(&str, &str)]) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.workload == workload && want.iter().all(|(k, v)| param(&r.params, k) == Some(*v))
+    })
+}
+
+fn topic_name(prefix: &str, n: &mut u64) -> String {
+    *n += 1;
+    format!("{prefix}-{n}")
+}
+
+/// Runs `f` on a fresh topic of `partitions` partitions and deletes it afterwards.
+fn on_topic<T>(
+    broker: &BrokerHandle,
+    name: &str,
+    partitions: i32,
+    f: impl FnOnce(&str) -> Result<T, BenchError>,
+) -> Result<T, BenchError> {
+    create_topic(broker.addr, name, partitions)?;
+    let out = f(name);
+    delete_topic(broker.addr, name)?;
+    out
+}
+
+fn policies(source: &BrokerSource, wanted: &[FlushPolicy]) -> Vec<FlushPolicy> {
+    if source.can_choose_flush() {
+        wanted.to_vec()
+    } else {
+        wanted.iter().take(1).copied().collect()
+    }
+}
+
+fn median_index_of(reps: &[f64]) -> usize {
+    Summary::median_index(reps).unwrap_or(0)
+}
+
+/// The baselines: loopback TCP stream, round trips at each 1-record request size, and fio
+/// fdatasync latency on the data disk.
+pub fn baselines(
+    opts: &KafkaOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Section, Baselines), BenchError> {
+    let s = &opts.sizes;
+    let mut rows = Vec::new();
+    let mut stream = Vec::new();
+    for rep in 1..=s.reps {
+        let r = tcp_stream(s.tcp_duration, 1 << 20)?;
+        progress(&format!("tcp stream rep {rep}: {:.0} MB/s", r.mb_per_s()));
+        stream.push(r.mb_per_s());
+    }
+    let stream_row = row(
+        "tcp_stream",
+        "tcp",
+        "chunk_bytes=1048576 receiver=thread".into(),
+        "MB/s",
+        stream,
+    );
+    let stream_mb_s = stream_row.summary.median;
+    rows.push(stream_row);
+
+    let mut echo = Vec::new();
+    for &value_bytes in &s.record_bytes {
+        let pre = pre_encode("p", 0, value_bytes, 1);
+        let request_bytes = request_frame_bytes(&pre, 9);
+        let (mut rates, mut p50s, mut p99s) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..s.reps {
+            let r = tcp_echo(request_bytes, ECHO_RESPONSE_BYTES, s.tcp_duration)?;
+            rates.push(r.per_s());
+            p50s.push(percentile(&r.rtt_ns, 0.5).unwrap_or(0) as f64 / 1e3);
+            p99s.push(percentile(&r.rtt_ns, 0.99).unwrap_or(0) as f64 / 1e3);
+        }
+        let params = format!(
+            "request_bytes={request_bytes} response_bytes={ECHO_RESPONSE_BYTES} record_bytes={value_bytes}"
+        );
+        let rate = row(
+            "tcp_echo_rate",
+            "tcp",
+            params.clone(),
+            "round trips/s",
+            rates,
+        );
+        let p50 = row("tcp_echo_rtt_p50", "tcp", params.clone(), "µs", p50s);
+        let p99 = row("tcp_echo_rtt_p99", "tcp", params, "µs", p99s);
+        progress(&format!(
+            "tcp echo {request_bytes} B: {:.0}/s, p50 {:.1} µs",
+            rate.summary.median, p50.summary.median
+        ));
+        echo.push((request_bytes, rate.summary.median, p50.summary.median));
+        rows.extend([rate, p50, p99]);
+    }
+
+    let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+    fs::create_dir_all(&opts.scratch)?;
+    for _ in 0..s.reps {
+        let file = opts.scratch.join("fio-sync.tmp");
+        let out = fio::run(&fio::fdatasync_args(&file, s.fio_sync_bytes))?;
+        let lat = fio::parse_sync_latency(&out)?;
+        let _ = fs::remove_file(&file);
+        p50s.push(lat.p50_ns / 1e3);
+        p99s.push(lat.p99_ns / 1e3);
+    }
+    let params = format!("bs=4k fdatasync=1 size_bytes={}", s.fio_sync_bytes);
+    let p50 = row("fio_fdatasync_p50", "fio", params.clone(), "µs", p50s);
+    let p99 = row("fio_fdatasync_p99", "fio", params, "µs", p99s);
+    progress(&format!("fio fdatasync p50 {:.0} µs", p50.summary.median));
+    let fdatasync_p50_us = p50.summary.median;
+    rows.extend([p50, p99]);
+    Ok((
+        Section {
+            name: "baselines".into(),
+            rows,
+        },
+        Baselines {
+            stream_mb_s,
+            echo,
+            fdatasync_p50_us,
+        },
+    ))
+}
+
+/// Produce throughput: records per request × record size × pipeline depth, flush none,
+/// pre-encoded batches.
+pub fn produce(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let broker = opts.broker.start(FlushPolicy::None, "produce")?;
+    let limits = Limits {
+        duration: s.point_duration,
+        max_payload_bytes: s.point_max_payload_bytes,
+    };
+    let points: Vec<(usize, usize, usize)> = s
+        .record_bytes
+        .iter()
+        .flat_map(|&rb| {
+            s.batches
+                .iter()
+                .flat_map(move |&b| s.depths.iter().map(move |&d| (rb, b, d)))
+        })
+        .collect();
+    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
+    let mut n = 0;
+    for rep in 1..=s.reps {
+        for (i, &(rb, batch, depth)) in points.iter().enumerate() {
+            let topic = topic_name("produce", &mut n);
+            let m = on_topic(&broker, &topic, 1, |t| {
+                produce_run(broker.addr, &pre_encode(t, 0, rb, batch), depth, limits)
+            })?;
+            progress(&format!(
+                "produce rep {rep} {rb} B × {batch} depth {depth}: {:.1} MB/s, {:.0} req/s",
+                m.mb_per_s(),
+                m.requests_per_s()
+            ));
+            runs[i].push(m);
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, &(rb, batch, depth)) in points.iter().enumerate() {
+        let values: Vec<f64> = runs[i].iter().map(Measurement::mb_per_s).collect();
+        let params = format!(
+            "record_bytes={rb} batch_records={batch} depth={depth} flush={} encoding=pre_encoded",
+            broker.flush
+        );
+        let mut r = row("produce", &broker.backend, params, "MB/s", values.clone());
+        let med = &runs[i][median_index_of(&values)];
+        r.ops = Some(med.requests);
+        r.baselines.push(ratio_to(
+            r.summary.median,
+            "tcp stream",
+            base.stream_mb_s,
+            "MB/s",
+        ));
+        if batch == 1 {
+            let pre = pre_encode("p", 0, rb, 1);
+            if let Some((bytes, rate, _)) = base.echo_for(request_frame_bytes(&pre, 9)) {
+                let req_rates: Vec<f64> = runs[i].iter().map(Measurement::requests_per_s).collect();
+                let med_rate = Summary::of(&req_rates).map_or(f64::NAN, |x| x.median);
+                r.baselines.push(ratio_to(
+                    med_rate,
+                    &format!("tcp echo round trips/s ({bytes} B)"),
+                    rate,
+                    "requests/s",
+                ));
+            }
+        }
+        rows.push(r);
+    }
+    Ok(Section {
+        name: "produce".into(),
+        rows,
+    })
+}
+
+/// Consume throughput: fetch `max_bytes` × record size from a pre-filled partition, CRC
+/// checked by the client.
+pub fn consume(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let broker = opts.broker.start(FlushPolicy::None, "consume")?;
+    let limits = Limits {
+        duration: s.point_duration,
+        max_payload_bytes: u64::MAX,
+    };
+    let mut filled = Vec::new();
+    let mut n = 0;
+    for &rb in &s.record_bytes {
+        let topic = topic_name("consume", &mut n);
+        create_topic(broker.addr, &topic, 1)?;
+        let records = fill(broker.addr, &topic, rb, s.consume_fill_bytes)?;
+        progress(&format!("consume: filled {topic} with {records} × {rb} B"));
+        filled.push((rb, topic, records));
+    }
+    let points: Vec<(usize, i32)> = filled
+        .iter()
+        .enumerate()
+        .flat_map(|(i, _)| s.fetch_sizes.iter().map(move |&f| (i, f)))
+        .collect();
+    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
+    for rep in 1..=s.reps {
+        for (p, &(i, fetch)) in points.iter().enumerate() {
+            let (rb, topic, records) = &filled[i];
+            let m = consume_run(broker.addr, topic, *records, fetch, limits)?;
+            progress(&format!(
+                "consume rep {rep} {rb} B fetch {fetch}: {:.1} MB/s ({} fetches)",
+                m.mb_per_s(),
+                m.requests
+            ));
+            runs[p].push(m);
+        }
+    }
+    let mut rows = Vec::new();
+    for (p, &(i, fetch)) in points.iter().enumerate() {
+        let (rb, _, records) = &filled[i];
+        let values: Vec<f64> = runs[p].iter().map(Measurement::mb_per_s).collect();
+        let params = format!(
+            "record_bytes={rb} fetch_max_bytes={fetch} partition_records={records} crc=checked"
+        );
+        let mut r = row("consume", &broker.backend, params, "MB/s", values.clone());
+        r.ops = Some(runs[p][median_index_of(&values)].requests);
+        r.baselines.push(ratio_to(
+            r.summary.median,
+            "tcp stream",
+            base.stream_mb_s,
+            "MB/s",
+        ));
+        rows.push(r);
+    }
+    for (_, topic, _) in &filled {
+        delete_topic(broker.addr, topic)?;
+    }
+    Ok(Section {
+        name: "consume".into(),
+        rows,
+    })
+}
+
+/// End-to-end latency per flush policy × rate × batch.
+pub fn latency(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let echo = base.echo_for(0);
+    let mut rows = Vec::new();
+    for policy in policies(&opts.broker, &[FlushPolicy::None, FlushPolicy::Fsync]) {
+        let broker = opts.broker.start(policy, "latency")?;
+        let configs: Vec<(f64, usize)> = s
+            .latency_rates
+            .iter()
+            .flat_map(|&r| s.latency_batches.iter().map(move |&b| (r, b)))
+            .collect();
+        let mut runs: Vec<Vec<kw::LatencyRun>> = vec![Vec::new(); configs.len()];
+        let mut n = 0;
+        for rep in 1..=s.reps {
+            for (c, &(rate, batch)) in configs.iter().enumerate() {
+                let spec = LatencySpec {
+                    rate_per_s: rate,
+                    batch_records: batch,
+                    value_bytes: s.latency_value_bytes,
+                    duration: s.latency_duration,
+                    warmup: s.latency_warmup,
+                    max_in_flight: 64,
+                };
+                let topic = topic_name("latency", &mut n);
+                let run = on_topic(&broker, &topic, 1, |t| latency_run(broker.addr, t, spec))?;
+                progress(&format!(
+                    "latency rep {rep} flush {} {rate}/s × {batch}: p50 {:.0} µs p99 {:.0} µs, ack p50 {:.0} µs, achieved {:.0}/s",
+                    broker.flush,
+                    percentile(&run.e2e_ns, 0.5).unwrap_or(0) as f64 / 1e3,
+                    percentile(&run.e2e_ns, 0.99).unwrap_or(0) as f64 / 1e3,
+                    percentile(&run.ack_ns, 0.5).unwrap_or(0) as f64 / 1e3,
+                    run.achieved_rate_per_s
+                ));
+                runs[c].push(run);
+            }
+        }
+        for (c, &(rate, batch)) in configs.iter().enumerate() {
+            let params = format!(
+                "rate={rate} batch_records={batch} flush={} value_bytes={} duration_s={} warmup_s={}",
+                broker.flush,
+                s.latency_value_bytes,
+                s.latency_duration.as_secs_f64(),
+                s.latency_warmup.as_secs_f64()
+            );
+            let pick = |f: &dyn Fn(&kw::LatencyRun) -> f64| -> Vec<f64> {
+                runs[c].iter().map(f).collect()
+            };
+            let us = |v: &[u64], q: f64| percentile(v, q).map_or(f64::NAN, |x| x as f64 / 1e3);
+            for (name, q) in [("e2e_p50", 0.5), ("e2e_p99", 0.99), ("e2e_p99.9", 0.999)] {
+                let mut r = row(
+                    name,
+                    &broker.backend,
+                    params.clone(),
+                    "µs",
+                    pick(&|x| us(&x.e2e_ns, q)),
+                );
+                r.ops = runs[c].first().map(|x| x.e2e_ns.len() as u64);
+                if let Some((bytes, _, p50)) = echo {
+                    r.baselines.push(ratio_to(
+                        r.summary.median,
+                        &format!("tcp echo RTT p50 ({bytes} B)"),
+                        p50,
+                        "µs",
+                    ));
+                }
+                rows.push(r);
+            }
+            rows.push(row(
+                "ack_p50",
+                &broker.backend,
+                params.clone(),
+                "µs",
+                pick(&|x| us(&x.ack_ns, 0.5)),
+            ));
+            rows.push(row(
+                "ack_p99",
+                &broker.backend,
+                params.clone(),
+                "µs",
+                pick(&|x| us(&x.ack_ns, 0.99)),
+            ));
+            rows.push(row(
+                "schedule_lag_p99",
+                &broker.backend,
+                params.clone(),
+                "µs",
+                pick(&|x| us(&x.lag_ns, 0.99)),
+            ));
+            rows.push(row(
+                "achieved_rate",
+                &broker.backend,
+                params,
+                "records/s",
+                pick(&|x| x.achieved_rate_per_s),
+            ));
+        }
+    }
+    Ok(Section {
+        name: "latency".into(),
+        rows,
+    })
+}
+
+fn flushes(opts: &KafkaOptions) -> Option<u64> {
+    opts.device.as_deref().and_then(machine::device_flushes)
+}
+
+/// Cost of durability: flush policy × records per request, 1 KB records, one in flight.
+pub fn durability(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let limits = Limits {
+        duration: s.point_duration,
+        max_payload_bytes: s.point_max_payload_bytes,
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let sync_rate = 1e6 / base.fdatasync_p50_us;
+    let all = [FlushPolicy::None, FlushPolicy::Fsync, FlushPolicy::Interval];
+    for policy in policies(&opts.broker, &all) {
+        let broker = opts.broker.start(policy, "durability")?;
+        let mut runs: Vec<Vec<(Measurement, Option<u64>)>> =
+            vec![Vec::new(); s.durability_batches.len()];
+        let mut n = 0;
+        for rep in 1..=s.reps {
+            for (i, &batch) in s.durability_batches.iter().enumerate() {
+                let topic = topic_name("durability", &mut n);
+                let m = on_topic(&broker, &topic, 1, |t| {
+                    let before = flushes(opts);
+                    let m = produce_run(broker.addr, &pre_encode(t, 0, 1000, batch), 1, limits)?;
+                    Ok((m, before.zip(flushes(opts)).map(|(a, b)| b - a)))
+                })?;
+                progress(&format!(
+                    "durability rep {rep} flush {} × {batch}: {:.1} MB/s, {:.0} req/s, device flushes {:?}",
+                    broker.flush,
+                    m.0.mb_per_s(),
+                    m.0.requests_per_s(),
+                    m.1
+                ));
+                runs[i].push(m);
+            }
+        }
+        for (i, &batch) in s.durability_batches.iter().enumerate() {
+            let values: Vec<f64> = runs[i].iter().map(|(m, _)| m.mb_per_s()).collect();
+            let params = format!(
+                "flush={} batch_records={batch} record_bytes=1000 depth=1",
+                broker.flush
+            );
+            let mut r = row(
+                "durability",
+                &broker.backend,
+                params,
+                "MB/s",
+                values.clone(),
+            );
+            let (m, syncs) = runs[i][median_index_of(&values)];
+            r.ops = Some(m.requests);
+            r.syncs = syncs;
+            r.ops_per_sync = syncs
+                .filter(|&x| x > 0)
+                .map(|x| m.requests as f64 / x as f64);
+            if let Some(none) = find(
+                &rows,
+                "durability",
+                &[("flush", "none"), ("batch_records", &batch.to_string())],
+            ) {
+                r.baselines.push(ratio_to(
+                    r.summary.median,
+                    "flush=none",
+                    none.summary.median,
+                    "MB/s",
+                ));
+            }
+            if broker.flush == "fsync" {
+                let rates: Vec<f64> = runs[i].iter().map(|(m, _)| m.requests_per_s()).collect();
+                let med = Summary::of(&rates).map_or(f64::NAN, |x| x.median);
+                r.baselines.push(ratio_to(
+                    med,
+                    "1/fio fdatasync p50",
+                    sync_rate,
+                    "requests/s",
+                ));
+            }
+            rows.push(r);
+        }
+    }
+    Ok(Section {
+        name: "durability".into(),
+        rows,
+    })
+}
+
+/// Producer scaling: N producers, each on its own connection, to their own partitions or to
+/// one shared partition.
+pub fn scaling(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let broker = opts.broker.start(FlushPolicy::None, "scaling")?;
+    let limits = Limits {
+        duration: s.point_duration,
+        max_payload_bytes: s.point_max_payload_bytes,
+    };
+    let max_producers = s.producer_counts.iter().copied().max().unwrap_or(1) as i32;
+    let modes = ["own_partition", "shared_partition"];
+    let points: Vec<(&str, usize)> = modes
+        .iter()
+        .flat_map(|&m| s.producer_counts.iter().map(move |&c| (m, c)))
+        .collect();
+    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
+    let mut n = 0;
+    for rep in 1..=s.reps {
+        for (p, &(mode, count)) in points.iter().enumerate() {
+            let topic = topic_name("scaling", &mut n);
+            let partitions = if mode == "own_partition" {
+                max_producers
+            } else {
+                1
+            };
+            let m = on_topic(&broker, &topic, partitions, |t| {
+                let pres = (0..count)
+                    .map(|i| {
+                        let partition = if mode == "own_partition" { i as i32 } else { 0 };
+                        pre_encode(t, partition, 1000, s.scaling_batch)
+                    })
+                    .collect();
+                concurrent_produce(broker.addr, pres, 1, limits)
+            })?;
+            progress(&format!(
+                "scaling rep {rep} {mode} × {count}: {:.1} MB/s",
+                m.mb_per_s()
+            ));
+            runs[p].push(m);
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for (p, &(mode, count)) in points.iter().enumerate() {
+        let values: Vec<f64> = runs[p].iter().map(Measurement::mb_per_s).collect();
+        let params = format!(
+            "mode={mode} producers={count} record_bytes=1000 batch_records={} depth=1 flush={}",
+            s.scaling_batch, broker.flush
+        );
+        let mut r = row("scaling", &broker.backend, params, "MB/s", values.clone());
+        r.ops = Some(runs[p][median_index_of(&values)].requests);
+        r.baselines.push(ratio_to(
+            r.summary.median,
+            "tcp stream",
+            base.stream_mb_s,
+            "MB/s",
+        ));
+        if let Some(one) = find(&rows, "scaling", &[("mode", mode), ("producers", "1")]) {
+            r.baselines.push(ratio_to(
+                r.summary.median,
+                "1 producer",
+                one.summary.median,
+                "MB/s",
+            ));
+        }
+        rows.push(r);
+    }
+    Ok(Section {
+        name: "scaling".into(),
+        rows,
+    })
+}
+
+/// Whether librdkafka may ask for idempotence here: asked for and advertised.
+fn idempotence_for(
+    opts: &KafkaOptions,
+    broker: &BrokerHandle,
+) -> Result<(bool, &'static str), BenchError> {
+    if !opts.idempotence {
+        return Ok((false, "off"));
+    }
+    if kw::advertises_init_producer_id(broker.addr)? {
+        Ok((true, "on"))
+    } else {
+        Ok((false, "unavailable"))
+    }
+}
+
+/// Seed 002: librdkafka acks=all (+ idempotence when possible) at saturation, acknowledged
+/// records/s, with flush fsync and none.
+pub fn rdkafka_throughput(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let mut rows = Vec::new();
+    for policy in policies(&opts.broker, &[FlushPolicy::Fsync, FlushPolicy::None]) {
+        let broker = opts.broker.start(policy, "rdkafka")?;
+        let (idem, idem_label) = idempotence_for(opts, &broker)?;
+        let settings = RdSettings {
+            idempotence: idem,
+            max_in_flight: None,
+            linger_ms: None,
+        };
+        let mut values = Vec::new();
+        let mut n = 0;
+        for rep in 1..=s.reps {
+            let topic = topic_name("rdkafka", &mut n);
+            let acked = on_topic(&broker, &topic, 1, |t| {
+                produce_acked(
+                    &broker.bootstrap(),
+                    t,
+                    s.rd_value_bytes,
+                    s.rd_duration,
+                    None,
+                    settings,
+                )
+            })?;
+            progress(&format!(
+                "rdkafka rep {rep} flush {}: {:.0} acked records/s",
+                broker.flush,
+                acked.per_s()
+            ));
+            values.push(acked.per_s());
+        }
+        let params = format!(
+            "flush={} acks=all idempotence={idem_label} value_bytes={} duration_s={} producer=ThreadedProducer",
+            broker.flush,
+            s.rd_value_bytes,
+            s.rd_duration.as_secs_f64()
+        );
+        let mut r = row(
+            "rdkafka_acked",
+            &broker.backend,
+            params,
+            "records/s",
+            values,
+        );
+        let mb = r.summary.median * s.rd_value_bytes as f64 / 1e6;
+        r.baselines.push(ratio_to(
+            mb,
+            "tcp stream (payload MB/s)",
+            base.stream_mb_s,
+            "MB/s",
+        ));
+        rows.push(r);
+    }
+    Ok(Section {
+        name: "rdkafka_throughput".into(),
+        rows,
+    })
+}
+
+/// Seed 003: sequential confirmed writes (acks=all, one in flight, linger 0, fsync) with
+/// librdkafka, then throughput at pipeline depths with librdkafka and with our client.
+pub fn confirmed(
+    opts: &KafkaOptions,
+    base: &Baselines,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Section, BenchError> {
+    let s = &opts.sizes;
+    let broker = opts.broker.start(FlushPolicy::Fsync, "confirmed")?;
+    let (idem, idem_label) = idempotence_for(opts, &broker)?;
+    let settings = RdSettings {
+        idempotence: idem,
+        max_in_flight: Some(1),
+        linger_ms: Some(0),
+    };
+    let mut rows = Vec::new();
+    let mut n = 0;
+    let topic = topic_name("sequential", &mut n);
+    let samples = on_topic(&broker, &topic, 1, |t| {
+        sequential_latency(
+            &broker.bootstrap(),
+            t,
+            s.sequential_value_bytes,
+            s.sequential_writes,
+            200,
+            settings,
+        )
+    })?;
+    let params = format!(
+        "client=rdkafka writes={} flush={} acks=all idempotence={idem_label} max_in_flight=1 linger_ms=0 value_bytes={}",
+        samples.len(),
+        broker.flush,
+        s.sequential_value_bytes
+    );
+    let echo = base.echo_for(0);
+    for (name, q) in [
+        ("sequential_p50", 0.5),
+        ("sequential_p99", 0.99),
+        ("sequential_p99.9", 0.999),
+        ("sequential_p99.99", 0.9999),
+    ] {
+        let v = percentile(&samples, q).map_or(f64::NAN, |x| x as f64 / 1e3);
+        let mut r = row(name, &broker.backend, params.clone(), "µs", vec![v]);
+        r.ops = Some(samples.len() as u64);
+        r.baselines.push(ratio_to(
+            v,
+            "fio fdatasync p50",
+            base.fdatasync_p50_us,
+            "µs",
+        ));
+        if let Some((bytes, _, p50)) = echo {
+            r.baselines.push(ratio_to(
+                v,
+                &format!("tcp echo RTT p50 ({bytes} B)"),
+                p50,
+                "µs",
+            ));
+        }
+        rows.push(r);
+    }
+    progress(&format!(
+        "sequential {} writes: p50 {:.0} µs p99 {:.0} µs",
+        samples.len(),
+        rows[0].summary.median,
+        rows[1].summary.median
+    ));
+
+    let limits = Limits {
+        duration: s.pipeline_duration,
+        max_payload_bytes: u64::MAX,
+    };
+    for client in ["rdkafka", "minikafka-client"] {
+        for &depth in &s.pipeline_depths {
+            let mut values = Vec::new();
+            let mut side = Vec::new();
+            for rep in 1..=s.reps {
+                let topic = topic_name("depth", &mut n);
+                let (records, per_s, syncs) = on_topic(&broker, &topic, 1, |t| {
+                    let before = flushes(opts);
+                    let (records, per_s) = if client == "rdkafka" {
+                        let a = produce_acked(
+                            &broker.bootstrap(),
+                            t,
+                            s.sequential_value_bytes,
+                            s.pipeline_duration,
+                            Some(depth as u64),
+                            settings,
+                        )?;
+                        (a.records, a.per_s())
+                    } else {
+                        let pre = pre_encode(t, 0, s.sequential_value_bytes, 1);
+                        let m = produce_run(broker.addr, &pre, depth, limits)?;
+                        (m.records, m.records_per_s())
+                    };
+                    Ok((
+                        records,
+                        per_s,
+                        before.zip(flushes(opts)).map(|(a, b)| b - a),
+                    ))
+                })?;
+                progress(&format!(
+                    "depth rep {rep} {client} × {depth}: {per_s:.0} confirmed writes/s, device flushes {syncs:?}"
+                ));
+                values.push(per_s);
+                side.push((records, syncs));
+            }
+            let params = if client == "rdkafka" {
+                format!(
+                    "client=rdkafka depth={depth} flush={} acks=all idempotence={idem_label} max_in_flight=1 linger_ms=0 value_bytes={}",
+                    broker.flush, s.sequential_value_bytes
+                )
+            } else {
+                format!(
+                    "client=minikafka-client depth={depth} flush={} acks=1 requests_in_flight={depth} records_per_request=1 value_bytes={}",
+                    broker.flush, s.sequential_value_bytes
+                )
+            };
+            let mut r = row(
+                "confirmed_depth",
+                &broker.backend,
+                params,
+                "records/s",
+                values.clone(),
+            );
+            let (records, syncs) = side[median_index_of(&values)];
+            r.ops = Some(records);
+            r.syncs = syncs;
+            r.ops_per_sync = syncs.filter(|&x| x > 0).map(|x| records as f64 / x as f64);
+            if let Some(one) = find(
+                &rows,
+                "confirmed_depth",
+                &[("client", client), ("depth", "1")],
+            ) {
+                r.baselines.push(ratio_to(
+                    r.summary.median,
+                    "depth 1",
+                    one.summary.median,
+                    "records/s",
+                ));
+            }
+            rows.push(r);
+        }
+    }
+    Ok(Section {
+        name: "confirmed".into(),
+        rows,
+    })
+}
+
+/// One of the targets, measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Target {
+    /// What is asked.
+    pub goal: String,
+    /// The measured figure, as text (with its unit).
+    pub measured: String,
+    /// `Some(true)` met, `Some(false)` missed, `None` not measured in this run.
+    pub met: Option<bool>,
+}
+
+fn ratio_of(row: Option<&Row>, i: usize) -> Option<f64> {
+    row.and_then(|r| r.baselines.get(i))
+        .map(|b| b.ratio)
+        .filter(|x| x.is_finite())
+}
+
+/// Judges the targets on the rows of a run.
+pub fn evaluate_targets(rows: &[Row], fdatasync_p50_us: f64) -> Vec<Target> {
+    let mut out = Vec::new();
+    let mut at_least = |goal: &str, value: Option<f64>, min: f64, what: &str| {
+        out.push(Target {
+            goal: goal.into(),
+            measured: value.map_or("not measured".into(), |v| {
+                format!("{} {what}", report::fmt_figure(v))
+            }),
+            met: value.map(|v| v >= min),
+        });
+    };
+    let p = find(
+        rows,
+        "produce",
+        &[
+            ("record_bytes", "1000"),
+            ("batch_records", "1000"),
+            ("depth", "1"),
+        ],
+    );
+    at_least(
+        "produce 1 KB × 1000/request ≥ 0.40 × TCP stream",
+        ratio_of(p, 0),
+        0.4,
+        "× stream",
+    );
+    let p = find(
+        rows,
+        "produce",
+        &[
+            ("record_bytes", "100"),
+            ("batch_records", "1"),
+            ("depth", "1"),
+        ],
+    );
+    at_least(
+        "1 record/request (100 B, one in flight) ≥ 0.70 × echo round trips/s",
+        ratio_of(p, 1),
+        0.7,
+        "× echo rate",
+    );
+    let c = find(
+        rows,
+        "consume",
+        &[("record_bytes", "100"), ("fetch_max_bytes", "1048576")],
+    );
+    at_least(
+        "consume 100 B with 1 MiB fetches ≥ 0.40 × TCP stream",
+        ratio_of(c, 0),
+        0.4,
+        "× stream",
+    );
+    let l = find(
+        rows,
+        "e2e_p50",
+        &[("rate", "10000"), ("batch_records", "1"), ("flush", "none")],
+    );
+    let v = ratio_of(l, 0);
+    out.push(Target {
+        goal: "e2e p50 at 10k msg/s, flush none ≤ 2 × echo RTT p50".into(),
+        measured: v.map_or("not measured".into(), |v| {
+            format!("{} × echo RTT", report::fmt_figure(v))
+        }),
+        met: v.map(|v| v <= 2.0),
+    });
+    let q = find(rows, "sequential_p50", &[("client", "rdkafka")]).map(|r| r.summary.median);
+    let excess = q.map(|v| v - fdatasync_p50_us).filter(|x| x.is_finite());
+    out.push(Target {
+        goal: "fsync, one in flight: p50 ≤ fdatasync p50 + 100 µs".into(),
+        measured: excess.map_or("not measured".into(), |x| {
+            format!("fdatasync p50 + {} µs", report::fmt_figure(x))
+        }),
+        met: excess.map(|x| x <= 100.0),
+    });
+    for client in ["rdkafka", "minikafka-client"] {
+        let d = find(
+            rows,
+            "confirmed_depth",
+            &[("client", client), ("depth", "128")],
+        );
+        let mut at_least = |goal: &str, value: Option<f64>, min: f64, what: &str| {
+            out.push(Target {
+                goal: goal.into(),
+                measured: value.map_or("not measured".into(), |v| {
+                    format!("{} {what}", report::fmt_figure(v))
+                }),
+                met: value.map(|v| v >= min),
+            });
+        };
+        at_least(
+            &format!("depth 128 ≥ 20 × depth 1 ({client}, fsync)"),
+            ratio_of(d, 0),
+            20.0,
+            "× depth 1",
+        );
+    }
+    out
+}
+
+/// The targets as a Markdown table.
+pub fn targets_markdown(targets: &[Target]) -> String {
+    let mut out = String::from("| target | measured | met |\n|---|---|---|\n");
+    for t in targets {
+        let met = match t.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        out.push_str(&format!("| {} | {} | {met} |\n", t.goal, t.measured));
+    }
+    out
+}
+
+/// The charts of a run's sections.
+pub fn charts(sections: &[Section]) -> Vec<(String, Chart)> {
+    let rows: Vec<Row> = sections
+        .iter()
+        .flat_map(|s| s.rows.iter().cloned())
+        .collect();
+    let chart = |title: &str,
+                 workload: &str,
+                 x: &str,
+                 groups: &[&str],
+                 xl: &str,
+                 yl: &str,
+                 lx: bool,
+                 ly: bool| Chart {
+        title: title.into(),
+        x_label: xl.into(),
+        y_label: yl.into(),
+        log_x: lx,
+        log_y: ly,
+        series: plots::series_from_rows(&rows, workload, x, groups),
+    };
+    let list = vec![
+        (
+            "produce",
+            chart(
+                "Produce throughput (pre-encoded, flush none)",
+                "produce",
+                "batch_records",
+                &["record_bytes", "depth"],
+                "records per request",
+                "MB/s (payload)",
+                true,
+                true,
+            ),
+        ),
+        (
+            "consume",
+            chart(
+                "Consume throughput (CRC checked)",
+                "consume",
+                "fetch_max_bytes",
+                &["record_bytes"],
+                "fetch max_bytes",
+                "MB/s (payload)",
+                true,
+                true,
+            ),
+        ),
+        (
+            "latency_p50",
+            chart(
+                "End-to-end latency p50",
+                "e2e_p50",
+                "rate",
+                &["batch_records", "flush"],
+                "records/s",
+                "µs",
+                true,
+                true,
+            ),
+        ),
+        (
+            "latency_p99",
+            chart(
+                "End-to-end latency p99",
+                "e2e_p99",
+                "rate",
+                &["batch_records", "flush"],
+                "records/s",
+                "µs",
+                true,
+                true,
+            ),
+        ),
+        (
+            "durability",
+            chart(
+                "Cost of durability (1 KB records, one in flight)",
+                "durability",
+                "batch_records",
+                &["flush"],
+                "records per request",
+                "MB/s (payload)",
+                true,
+                true,
+            ),
+        ),
+        (
+            "scaling",
+            chart(
+                "Producer scaling (1 KB × 100, one in flight each)",
+                "scaling",
+                "producers",
+                &["mode"],
+                "producers",
+                "MB/s aggregate",
+                false,
+                false,
+            ),
+        ),
+        (
+            "confirmed_depth",
+            chart(
+                "Confirmed writes vs depth (flush fsync)",
+                "confirmed_depth",
+                "depth",
+                &["client"],
+                "writes outstanding",
+                "confirmed records/s",
+                true,
+                true,
+            ),
+        ),
+    ];
+    list.into_iter()
+        .filter(|(_, c)| !c.series.is_empty())
+        .map(|(n, c)| (n.to_owned(), c))
+        .collect()
+}
+
+/// Writes every section's files, the plots and `targets.md` under `out`; returns the paths.
+pub fn write_outputs(
+    out: &Path,
+    sections: &[Section],
+    targets: &[Target],
+) -> Result<Vec<PathBuf>, BenchError> {
+    let mut written = Vec::new();
+    for s in sections {
+        written.extend(report::write_files(out, &s.name, &s.rows)?);
+    }
+    let plot_dir = out.join("plots");
+    fs::create_dir_all(&plot_dir)?;
+    for (name, chart) in charts(sections) {
+        let path = plot_dir.join(format!("{name}.svg"));
+        plots::render_svg(&chart, &path)?;
+        written.push(path);
+    }
+    let path = out.join("targets.md");
+    fs::write(&path, targets_markdown(targets))?;
+    written.push(path);
+    Ok(written)
+}
+
+/// Runs every experiment in order; `on_section` sees each section as soon as it is done
+/// (so a failure late in the run keeps what came before).
+pub fn run(
+    opts: &KafkaOptions,
+    progress: &mut dyn FnMut(&str),
+    on_section: &mut dyn FnMut(&Section) -> Result<(), BenchError>,
+) -> Result<(Vec<Section>, Vec<Target>), BenchError> {
+    let (base_section, base) = baselines(opts, progress)?;
+    on_section(&base_section)?;
+    let mut sections = vec![base_section];
+    type Experiment =
+        fn(&KafkaOptions, &Baselines, &mut dyn FnMut(&str)) -> Result<Section, BenchError>;
+    let experiments: [Experiment; 7] = [
+        produce,
+        consume,
+        latency,
+        durability,
+        scaling,
+        rdkafka_throughput,
+        confirmed,
+    ];
+    for experiment in experiments {
+        let section = experiment(opts, &base, progress)?;
+        on_section(&section)?;
+        sections.push(section);
+    }
+    let rows: Vec<Row> = sections
+        .iter()
+        .flat_map(|s| s.rows.iter().cloned())
+        .collect();
+    let targets = evaluate_targets(&rows, base.fdatasync_p50_us);
+    Ok((sections, targets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(workload: &str, params: &str, median: f64, ratios: &[f64]) -> Row {
+        let mut x = row(workload, "uring", params.into(), "u", vec![median]);
+        x.baselines = ratios
+            .iter()
+            .map(|&q| Ratio {
+                name: "b".into(),
+                value: 1.0,
+                unit: "u".into(),
+                ratio: q,
+            })
+            .collect();
+        x
+    }
+
+    #[test]
+    fn find_matches_every_wanted_param() {
+        let rows = vec![
+            r(
+                "produce",
+                "record_bytes=1000 batch_records=1000 depth=8",
+                1.0,
+                &[],
+            ),
+            r(
+                "produce",
+                "record_bytes=1000 batch_records=1000 depth=1",
+                2.0,
+                &[],
+            ),
+        ];
+        let hit = find(
+            &rows,
+            "produce",
+            &[("batch_records", "1000"), ("depth", "1")],
+        );
+        assert_eq!(hit.map(|x| x.summary.median), Some(2.0));
+        assert!(find(&rows, "produce", &[("depth", "2")]).is_none());
+        assert!(find(&rows, "consume", &[]).is_none());
+    }
+
+    #[test]
+    fn targets_are_judged_against_their_thresholds() {
+        let rows = vec![
+            r(
+                "produce",
+                "record_bytes=1000 batch_records=1000 depth=1",
+                1.0,
+                &[0.5],
+            ),
+            r(
+                "produce",
+                "record_bytes=100 batch_records=1 depth=1",
+                1.0,
+                &[0.01, 0.6],
+            ),
+            r(
+                "consume",
+                "record_bytes=100 fetch_max_bytes=1048576",
+                1.0,
+                &[0.39],
+            ),
+            r(
+                "e2e_p50",
+                "rate=10000 batch_records=1 flush=none",
+                50.0,
+                &[2.0],
+            ),
+            r("sequential_p50", "client=rdkafka", 180.0, &[]),
+            r("confirmed_depth", "client=rdkafka depth=128", 1.0, &[25.0]),
+        ];
+        let t = evaluate_targets(&rows, 85.0);
+        let met: Vec<Option<bool>> = t.iter().map(|x| x.met).collect();
+        assert_eq!(
+            met,
+            vec![
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(true),
+                Some(true),
+                Some(true),
+                None
+            ]
+        );
+        assert!(t[4].measured.contains("+ 95.0 µs"), "{}", t[4].measured);
+        let md = targets_markdown(&t);
+        assert_eq!(md.lines().count(), 2 + t.len());
+        assert!(md.contains("| **no** |"));
+    }
+
+    #[test]
+    fn echo_baseline_is_the_closest_request_size() {
+        let b = Baselines {
+            stream_mb_s: 1.0,
+            echo: vec![(200, 10.0, 30.0), (1100, 9.0, 31.0), (10_100, 5.0, 40.0)],
+            fdatasync_p50_us: 80.0,
+        };
+        assert_eq!(b.echo_for(1000).map(|e| e.0), Some(1100));
+        assert_eq!(b.echo_for(0).map(|e| e.0), Some(200));
+        assert_eq!(b.echo_for(50_000).map(|e| e.0), Some(10_100));
+    }
+
+    #[test]
+    fn request_frame_counts_the_batch_and_framing() {
+        let pre = pre_encode("topic", 0, 1000, 1);
+        let bytes = request_frame_bytes(&pre, 9);
+        assert!(
+            bytes > pre.batch_bytes && bytes < pre.batch_bytes + 120,
+            "{bytes} vs {}",
+            pre.batch_bytes
+        );
+    }
+
+    #[test]
+    fn quick_is_smaller_than_full() {
+        let (q, f) = (KafkaSizes::quick(), KafkaSizes::full());
+        assert!(q.reps <= f.reps && q.point_duration < f.point_duration);
+        assert!(q.sequential_writes < f.sequential_writes);
+        assert_eq!(f.sequential_writes, 100_000);
+        assert_eq!(q.record_bytes, f.record_bytes, "quick covers every point");
+    }
+
+    #[test]
+    fn charts_come_from_the_rows_of_each_sweep() {
+        let sections = vec![Section {
+            name: "produce".into(),
+            rows: vec![
+                r(
+                    "produce",
+                    "record_bytes=100 batch_records=1 depth=1",
+                    3.0,
+                    &[],
+                ),
+                r(
+                    "produce",
+                    "record_bytes=100 batch_records=10 depth=1",
+                    30.0,
+                    &[],
+                ),
+            ],
+        }];
+        let c = charts(&sections);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].0, "produce");
+        assert_eq!(c[0].1.series[0].points, vec![(1.0, 3.0), (10.0, 30.0)]);
+    }
+}
