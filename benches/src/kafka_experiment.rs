@@ -195,28 +195,11 @@ impl Baselines {
     }
 }
 
+/// A row of this experiment, stamped with the load average at the time it is made.
 fn row(workload: &str, backend: &str, params: String, unit: &str, reps: Vec<f64>) -> Row {
-    let summary = Summary::of(&reps).unwrap_or(Summary {
-        median: f64::NAN,
-        min: f64::NAN,
-        max: f64::NAN,
-        count: 0,
-    });
     Row {
-        experiment: EXPERIMENT.to_owned(),
-        workload: workload.to_owned(),
-        backend: backend.to_owned(),
-        params,
-        unit: unit.to_owned(),
-        summary,
-        reps,
-        baselines: Vec::new(),
-        vs_portable: None,
-        ops: None,
-        syncs: None,
-        backend_syncs: None,
-        ops_per_sync: None,
         load_avg_1m: machine::load_avg_1m(),
+        ..Row::new(EXPERIMENT, workload, backend, params, unit, reps)
     }
 }
 

@@ -189,25 +189,16 @@ pub fn render_svg(chart: &Chart, path: &Path) -> Result<(), BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Summary;
 
     fn row(workload: &str, params: &str, median: f64) -> Row {
-        Row {
-            experiment: "kafka".into(),
-            workload: workload.into(),
-            backend: "uring".into(),
-            params: params.into(),
-            unit: "MB/s".into(),
-            summary: Summary::of(&[median]).expect("value"),
-            reps: vec![median],
-            baselines: Vec::new(),
-            vs_portable: None,
-            ops: None,
-            syncs: None,
-            backend_syncs: None,
-            ops_per_sync: None,
-            load_avg_1m: None,
-        }
+        Row::new(
+            "kafka",
+            workload,
+            "uring",
+            params.into(),
+            "MB/s",
+            vec![median],
+        )
     }
 
     #[test]

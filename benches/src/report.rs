@@ -81,6 +81,42 @@ pub struct Row {
     pub load_avg_1m: Option<f64>,
 }
 
+impl Row {
+    /// A row of `reps` with no ratios, side figures or load average: the summary of `reps`,
+    /// or NaN figures with a count of 0 when `reps` is empty or holds a NaN.
+    pub fn new(
+        experiment: &str,
+        workload: &str,
+        backend: &str,
+        params: String,
+        unit: &str,
+        reps: Vec<f64>,
+    ) -> Row {
+        let summary = Summary::of(&reps).unwrap_or(Summary {
+            median: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+            count: 0,
+        });
+        Row {
+            experiment: experiment.to_owned(),
+            workload: workload.to_owned(),
+            backend: backend.to_owned(),
+            params,
+            unit: unit.to_owned(),
+            summary,
+            reps,
+            baselines: Vec::new(),
+            vs_portable: None,
+            ops: None,
+            syncs: None,
+            backend_syncs: None,
+            ops_per_sync: None,
+            load_avg_1m: None,
+        }
+    }
+}
+
 const CSV_HEADER: &str = "experiment,workload,backend,params,unit,median,min,max,count,\
 baseline,baseline_value,ratio,baseline2,baseline2_value,ratio2,vs_portable,ops,syncs,\
 backend_syncs,ops_per_sync,load_avg_1m";

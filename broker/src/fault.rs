@@ -450,24 +450,15 @@ impl<B: Backend> Backend for FaultyBackend<B> {
 /// backend. Each takes a [`FaultyBackend`] (whose plan it heals first) and a scratch directory.
 pub mod checks {
     use super::*;
-
-    fn step<T>(what: &str, result: io::Result<T>) -> Result<T, String> {
-        result.map_err(|e| format!("{what}: unexpected error: {e}"))
-    }
+    use crate::conformance::backend::{
+        assert_none_failed, ensure, run_checks, run_on_one_shard, step,
+    };
 
     fn expect_raw<T>(what: &str, result: io::Result<T>, raw: i32) -> Result<(), String> {
         match result {
             Ok(_) => Err(format!("{what}: succeeded, expected raw OS error {raw}")),
             Err(e) if e.raw_os_error() == Some(raw) => Ok(()),
             Err(e) => Err(format!("{what}: got {e}, expected raw OS error {raw}")),
-        }
-    }
-
-    fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-        if condition {
-            Ok(())
-        } else {
-            Err(message())
         }
     }
 
@@ -710,42 +701,22 @@ pub mod checks {
     /// # Panics
     /// With the list of every failed check, if any failed.
     pub fn run_fault_checks<B: Backend>(dir: &Path) {
-        let failures: Arc<Mutex<Option<Vec<String>>>> = Arc::default();
-        let (sink, root) = (Arc::clone(&failures), dir.to_path_buf());
-        let ran = FaultyBackend::<B>::run_shards(1, move |backend| {
-            let (sink, root) = (Arc::clone(&sink), root.clone());
-            async move {
-                let mut failed = Vec::new();
-                macro_rules! run {
-                    ($check:ident) => {
-                        let sub = root.join(stringify!($check));
-                        if let Err(e) = $check(&backend, &sub).await {
-                            failed.push(format!("{}: {e}", stringify!($check)));
-                        }
-                    };
-                }
-                run!(check_fail_after);
-                run!(check_torn_write);
-                run!(check_enospc_on_write);
-                run!(check_eio_on_sync);
-                run!(check_op_counter);
-                run!(check_seeded_replay);
-                *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
-            }
-        });
-        let mut failures = match failures.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            Some(failed) => failed,
-            None => vec!["the checks never finished".to_string()],
-        };
-        if let Err(e) = ran {
-            failures.push(format!("run_shards(1): {e}"));
-        }
-        assert!(
-            failures.is_empty(),
-            "fault checks failed ({}):\n  {}",
-            failures.len(),
-            failures.join("\n  ")
-        );
+        let failures =
+            run_on_one_shard::<FaultyBackend<B>, _, _>(dir, |backend, root| async move {
+                run_checks!(
+                    backend,
+                    root,
+                    [
+                        check_fail_after,
+                        check_torn_write,
+                        check_enospc_on_write,
+                        check_eio_on_sync,
+                        check_op_counter,
+                        check_seeded_replay,
+                    ]
+                )
+            });
+        assert_none_failed("fault checks", &failures);
     }
 }
 

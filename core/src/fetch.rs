@@ -55,19 +55,24 @@ pub enum FetchError {
         expected_at_least: Offset,
     },
     /// The window fed does not hold the header the planner asked for (a caller bug).
-    #[error(
-        "window of {window_bytes} bytes at {window_pos} does not hold {need_bytes} bytes at {pos}"
-    )]
-    WindowMismatch {
-        /// Where the fed window starts.
-        window_pos: FilePos,
-        /// Length of the fed window.
-        window_bytes: usize,
-        /// The position asked for.
-        pos: FilePos,
-        /// The bytes asked for.
-        need_bytes: usize,
-    },
+    #[error(transparent)]
+    WindowMismatch(WindowMismatch),
+}
+
+/// A window fed to a sans-IO reader ([`FetchPlanner`], or
+/// [`TimestampSearch`](crate::time_index::TimestampSearch)) that cannot serve what it asked
+/// for, so no progress is possible: a short read or a caller bug.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("window of {window_bytes} bytes at {window_pos} does not hold {need_bytes} bytes at {pos}")]
+pub struct WindowMismatch {
+    /// Where the fed window starts.
+    pub window_pos: FilePos,
+    /// Length of the fed window.
+    pub window_bytes: usize,
+    /// The position asked for.
+    pub pos: FilePos,
+    /// The bytes asked for.
+    pub need_bytes: usize,
 }
 
 /// What the planner needs next.
@@ -231,12 +236,12 @@ impl FetchPlanner {
         if consumed_any {
             return Ok(());
         }
-        Err(FetchError::WindowMismatch {
+        Err(FetchError::WindowMismatch(WindowMismatch {
             window_pos,
             window_bytes: window.len(),
             pos: self.pos,
             need_bytes: self.need_bytes(),
-        })
+        }))
     }
 
     /// Takes one parsed header at `self.pos` into the plan and advances.

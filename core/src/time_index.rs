@@ -45,6 +45,7 @@
 //! after the offset index's last entry: any batch at or before that placement point that raised
 //! the max made an entry there ([`TimePlacer::resume`] then [`TimePlacer::on_batch`]).
 
+use crate::fetch::WindowMismatch;
 use crate::index::IndexEntry;
 use crate::record::{
     validate_batch_with, BatchError, BatchHeader, BatchView, Compression, ValidateOptions,
@@ -485,19 +486,8 @@ pub enum SearchError {
     },
     /// The window fed does not start where asked or is too short to make progress (a short
     /// read, or a caller bug).
-    #[error(
-        "window of {window_bytes} bytes at {window_pos} does not hold {need_bytes} bytes at {pos}"
-    )]
-    WindowMismatch {
-        /// Where the fed window starts.
-        window_pos: FilePos,
-        /// Length of the fed window.
-        window_bytes: usize,
-        /// The position asked for.
-        pos: FilePos,
-        /// The bytes asked for.
-        need_bytes: usize,
-    },
+    #[error(transparent)]
+    WindowMismatch(WindowMismatch),
 }
 
 /// What a [`TimestampSearch`] needs next.
@@ -580,12 +570,12 @@ impl TimestampSearch {
             return Ok(());
         }
         let need_bytes = self.request_len();
-        let mismatch = SearchError::WindowMismatch {
+        let mismatch = SearchError::WindowMismatch(WindowMismatch {
             window_pos,
             window_bytes: window.len(),
             pos: FilePos(self.pos as u32),
             need_bytes,
-        };
+        });
         if window_pos.as_u64() != self.pos {
             return Err(mismatch);
         }

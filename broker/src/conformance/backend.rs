@@ -48,12 +48,12 @@ pub fn scratch_dir(label: &str) -> PathBuf {
 }
 
 /// Turns an I/O result into a check result whose error names the step.
-fn step<T>(what: &str, result: io::Result<T>) -> Result<T, String> {
+pub(crate) fn step<T>(what: &str, result: io::Result<T>) -> Result<T, String> {
     result.map_err(|e| format!("{what}: unexpected error: {e}"))
 }
 
 /// Fails with `message` unless `condition` holds.
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
     if condition {
         Ok(())
     } else {
@@ -595,60 +595,96 @@ where
     result.unwrap_or_else(|| Err("the check never finished".to_string()))
 }
 
+/// Runs one check inside an async block, as `check(&backend, &sub)` with `sub` the
+/// subdirectory of `root` named after it, and pushes its failure, as `"name: message"`, onto
+/// the `Vec<String>` `failed`.
+macro_rules! run_check_into {
+    ($failed:ident, $backend:expr, $root:expr, $check:ident) => {{
+        let sub = $root.join(stringify!($check));
+        if let Err(e) = $check(&$backend, &sub).await {
+            $failed.push(format!("{}: {e}", stringify!($check)));
+        }
+    }};
+}
+pub(crate) use run_check_into;
+
+/// Runs the listed checks in order inside an async block (each as [`run_check_into`] does)
+/// and evaluates to their failures. Pairs with [`run_on_one_shard`].
+macro_rules! run_checks {
+    ($backend:expr, $root:expr, [$($check:ident),* $(,)?]) => {{
+        let mut failed: Vec<String> = Vec::new();
+        $($crate::conformance::backend::run_check_into!(failed, $backend, $root, $check);)*
+        failed
+    }};
+}
+pub(crate) use run_checks;
+
+/// Runs `checks` once on a single shard of `B`, given the backend and `dir`, and returns the
+/// failures it reports, plus one if `run_shards` fails or returns before `checks` finished.
+pub fn run_on_one_shard<B, F, Fut>(dir: &Path, checks: F) -> Vec<String>
+where
+    B: Backend,
+    F: Fn(B, PathBuf) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Vec<String>> + 'static,
+{
+    let outcome: Arc<Mutex<Option<Vec<String>>>> = Arc::default();
+    let (sink, root) = (Arc::clone(&outcome), dir.to_path_buf());
+    let ran = B::run_shards(1, move |backend| {
+        let (sink, fut) = (Arc::clone(&sink), checks(backend, root.clone()));
+        async move {
+            let failed = fut.await;
+            *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
+        }
+    });
+    let mut failures = match outcome.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        Some(failed) => failed,
+        None => vec!["the checks never finished".to_string()],
+    };
+    if let Err(e) = ran {
+        failures.push(format!("run_shards(1): {e}"));
+    }
+    failures
+}
+
+/// Panics with `what` and the list of `failures`, if there are any.
+///
+/// # Panics
+/// When `failures` is not empty.
+pub fn assert_none_failed(what: &str, failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{what} failed ({}):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
+}
+
 /// Runs every check on one shard of `B` (each in its own subdirectory of `dir`), then
 /// [`check_two_shards`].
 ///
 /// # Panics
 /// With the list of every failed check, if any failed.
 pub fn run_all<B: Backend>(dir: &Path) {
-    let failures: Arc<Mutex<Vec<String>>> = Arc::default();
-    let finished = Arc::new(Mutex::new(false));
-    let (sink, done, root) = (
-        Arc::clone(&failures),
-        Arc::clone(&finished),
-        dir.to_path_buf(),
-    );
-    let ran = B::run_shards(1, move |backend| {
-        let (sink, done, root) = (Arc::clone(&sink), Arc::clone(&done), root.clone());
-        async move {
-            let mut failed = Vec::new();
-            macro_rules! run {
-                ($check:ident) => {
-                    let sub = root.join(stringify!($check));
-                    if let Err(e) = $check(&backend, &sub).await {
-                        failed.push(format!("{}: {e}", stringify!($check)));
-                    }
-                };
-            }
-            run!(check_read_write_round_trip);
-            run!(check_len_and_truncate);
-            run!(check_sync_data_and_reopen);
-            run!(check_directory_ops);
-            run!(check_unlinked_file_stays_readable);
-            run!(check_open_modes);
-            run!(check_read_only_cannot_write);
-            run!(check_tcp_echo);
-            run!(check_sleep_waits);
-            run!(check_spawn_local_runs);
-            sink.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(failed);
-            *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        }
+    let mut failures = run_on_one_shard::<B, _, _>(dir, |backend, root| async move {
+        run_checks!(
+            backend,
+            root,
+            [
+                check_read_write_round_trip,
+                check_len_and_truncate,
+                check_sync_data_and_reopen,
+                check_directory_ops,
+                check_unlinked_file_stays_readable,
+                check_open_modes,
+                check_read_only_cannot_write,
+                check_tcp_echo,
+                check_sleep_waits,
+                check_spawn_local_runs,
+            ]
+        )
     });
-    let mut failures = failures.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Err(e) = ran {
-        failures.push(format!("run_shards(1): {e}"));
-    } else if !*finished.lock().unwrap_or_else(|e| e.into_inner()) {
-        failures.push("run_shards(1) returned before main finished".to_string());
-    }
     if let Err(e) = check_two_shards::<B>() {
         failures.push(format!("check_two_shards: {e}"));
     }
-    assert!(
-        failures.is_empty(),
-        "backend conformance failed ({} checks):\n  {}",
-        failures.len(),
-        failures.join("\n  ")
-    );
+    assert_none_failed("backend conformance", &failures);
 }
