@@ -34,7 +34,9 @@ use crate::log::recover::TimeIndexProblem;
 use crate::log::segment::{
     index_file_name, log_file_name, snapshot_file_name, time_index_file_name,
 };
-use crate::log::{FlushPolicy, LogConfig, LogError, PartitionLog, TopicMeta, TopicStore};
+use crate::log::{
+    AppendInfo, FlushPolicy, LogConfig, LogError, PartitionLog, TopicMeta, TopicStore,
+};
 
 /// The fixed "now" of the checks (2023-11-14T22:13:20Z).
 pub const NOW_MS: i64 = 1_700_000_000_000;
@@ -1119,6 +1121,240 @@ pub async fn check_group_commit_shares_syncs<B: Backend>(backend: &B, dir: &Path
     log.close().await.step("close")
 }
 
+/// Appends `batches` concurrently while the append mutex is held until every one has queued,
+/// so they are written as coalesced groups in the order given (their arrival order).
+async fn append_coalesced<B: Backend>(
+    log: &PartitionLog<B>,
+    batches: &[Vec<u8>],
+) -> Vec<Result<AppendInfo, LogError>> {
+    let held = log.hold_appends().await;
+    let all = futures::future::join_all(batches.iter().map(|b| log.append(b.clone(), NOW_MS)));
+    futures::pin_mut!(all);
+    let early = futures::poll!(&mut all);
+    drop(held);
+    match early {
+        std::task::Poll::Ready(results) => results,
+        std::task::Poll::Pending => all.await,
+    }
+}
+
+/// Records in `batch` (1 when it does not parse).
+fn records_in(batch: &[u8]) -> i64 {
+    BatchIter::new(batch)
+        .next()
+        .and_then(Result::ok)
+        .map_or(1, |b| i64::from(b.header.records_count))
+}
+
+/// Write coalescing (I1, I2): 28 appends issued together — 12 plain batches, then two rounds
+/// of one batch from each of 8 idempotent producers — make far fewer than 28 filesystem calls
+/// (each coalesced group is one `write_at`), are all acknowledged at dense offsets in arrival
+/// order (so each producer's batches in sequence order), read back byte for byte, and survive
+/// a clean reopen; a retry of a producer's batch sent along with new batches is answered as a
+/// duplicate with its original offsets while the others append.
+pub async fn check_coalesced_appends_share_writes<B: Backend>(backend: &B, dir: &Path) -> Check {
+    const PLAIN: u64 = 12;
+    const PRODUCERS: i64 = 8;
+    let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+    let cfg = config(1 << 20, 1 << 20, FlushPolicy::None);
+    let log = open(&faulty, dir, &cfg, false).await?;
+    let mut batches: Vec<Vec<u8>> = (0..PLAIN)
+        .map(|i| test_batch(i, 1 + (i as usize % 3), 50 + i as usize, NOW_MS))
+        .collect();
+    let mut producer_of: Vec<Option<(i64, i32)>> = vec![None; batches.len()];
+    for round in 0..2i32 {
+        for pid in 0..PRODUCERS {
+            batches.push(producer_batch(
+                100 + pid,
+                0,
+                round * 2,
+                2,
+                (pid * 10) as u64 + round as u64,
+            ));
+            producer_of.push(Some((100 + pid, round * 2)));
+        }
+    }
+    let k = batches.len() as u64;
+    let before = faulty.plan().op_count();
+    let results = append_coalesced(&log, &batches).await;
+    let ops = faulty.plan().op_count() - before;
+    let mut model = BTreeMap::new();
+    let mut next = Offset(0);
+    // pid → (base sequence, offset) of its batches in offset order.
+    let mut per_producer: BTreeMap<i64, Vec<(i32, Offset)>> = BTreeMap::new();
+    for (i, r) in results.into_iter().enumerate() {
+        let info = r.step(&format!("append #{i}"))?;
+        ensure(info.base_offset == next && !info.duplicate, || {
+            format!(
+                "append #{i} at {} (duplicate {}), expected {next}: arrival order, dense (I1)",
+                info.base_offset, info.duplicate
+            )
+        })?;
+        let records = records_in(&batches[i]);
+        ensure(info.last_offset == next.plus(records - 1), || {
+            format!(
+                "append #{i}: last offset {} for {records} records",
+                info.last_offset
+            )
+        })?;
+        if let Some((pid, sequence)) = producer_of[i] {
+            per_producer
+                .entry(pid)
+                .or_default()
+                .push((sequence, info.base_offset));
+        }
+        model.insert(info.base_offset.0, stored(&batches[i], info.base_offset));
+        next = info.last_offset.plus(1);
+    }
+    ensure(log.high_watermark() == next, || {
+        format!("high watermark {} after {next}", log.high_watermark())
+    })?;
+    ensure(ops * 8 <= k, || {
+        format!("{k} concurrent appends made {ops} filesystem calls (no coalescing?)")
+    })?;
+    for (pid, appended) in &per_producer {
+        let mut by_offset = appended.clone();
+        by_offset.sort_by_key(|(_, offset)| *offset);
+        let sequences: Vec<i32> = by_offset.iter().map(|(s, _)| *s).collect();
+        ensure(sequences == [0, 2], || {
+            format!("producer {pid}: sequences in log order {sequences:?}")
+        })?;
+    }
+    expect_model(&log, &model).await?;
+
+    // A retry of producer 100's first batch, between two new batches.
+    let original = per_producer
+        .get(&100)
+        .and_then(|v| v.first())
+        .map(|(_, offset)| *offset)
+        .ok_or("producer 100 missing")?;
+    let retry_round = [
+        test_batch(500, 1, 30, NOW_MS),
+        batches[PLAIN as usize].clone(),
+        test_batch(501, 2, 30, NOW_MS),
+    ];
+    let answers = append_coalesced(&log, &retry_round).await;
+    let mut answers = answers.into_iter();
+    for (i, expected_dup) in [(0, false), (1, true), (2, false)] {
+        let info = answers
+            .next()
+            .ok_or("missing answer")?
+            .step(&format!("retry round #{i}"))?;
+        if expected_dup {
+            ensure(info.duplicate && info.base_offset == original, || {
+                format!(
+                    "retry answered base {} duplicate {}, expected {original}",
+                    info.base_offset, info.duplicate
+                )
+            })?;
+        } else {
+            ensure(!info.duplicate && info.base_offset == next, || {
+                format!("retry round #{i} at {}, expected {next}", info.base_offset)
+            })?;
+            model.insert(next.0, stored(&retry_round[i], next));
+            next = info.last_offset.plus(1);
+        }
+    }
+    expect_model(&log, &model).await?;
+    log.close().await.step("close")?;
+    let log = open(backend, dir, &cfg, true).await?;
+    expect_model(&log, &model).await?;
+    log.close().await.step("close after reopen")
+}
+
+/// Write coalescing: refused batches among concurrent appends — a corrupt one (I3), one with
+/// a sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER, 45) and one of an old epoch
+/// (INVALID_PRODUCER_EPOCH, 47) — get their own errors and are written nowhere; every other
+/// batch of the group is acknowledged at dense offsets in arrival order and reads back byte
+/// for byte; the refused producer's state is unchanged (its next batch in sequence appends).
+/// An append dropped while queued is written nowhere.
+pub async fn check_coalesced_refusal_stays_alone<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+    let cfg = config(1 << 20, 1 << 20, FlushPolicy::None);
+    let log = open(&faulty, dir, &cfg, false).await?;
+    let mut model = BTreeMap::new();
+    let setup = [
+        producer_batch(7, 1, 0, 1, 70),
+        producer_batch(8, 0, 0, 1, 80),
+    ];
+    append_all(&log, &setup, &mut model).await?;
+    let mut corrupt = test_batch(3, 2, 40, NOW_MS);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x40;
+    // (batch, expected Kafka error code or 0 for acknowledged)
+    let group: Vec<(Vec<u8>, i16)> = vec![
+        (test_batch(1, 1, 40, NOW_MS), 0),
+        (test_batch(2, 2, 40, NOW_MS), 0),
+        (producer_batch(7, 1, 5, 1, 71), 45),
+        (test_batch(4, 3, 40, NOW_MS), 0),
+        (corrupt, 2),
+        (producer_batch(8, 0, 1, 2, 81), 0),
+        (producer_batch(7, 0, 1, 1, 72), 47),
+        (test_batch(5, 1, 40, NOW_MS), 0),
+    ];
+    let before = faulty.plan().op_count();
+    let batches: Vec<Vec<u8>> = group.iter().map(|(b, _)| b.clone()).collect();
+    let results = append_coalesced(&log, &batches).await;
+    let ops = faulty.plan().op_count() - before;
+    let mut next = log_next(&model);
+    for (i, (result, (batch, code))) in results.into_iter().zip(&group).enumerate() {
+        match (result, *code) {
+            (Ok(info), 0) => {
+                ensure(info.base_offset == next && !info.duplicate, || {
+                    format!("append #{i} at {}, expected {next} (I1)", info.base_offset)
+                })?;
+                model.insert(next.0, stored(batch, next));
+                next = info.last_offset.plus(1);
+            }
+            (Err(e), code) if code != 0 => {
+                ensure(e.kafka_error_code() == code, || {
+                    format!(
+                        "append #{i}: code {}, expected {code}: {e}",
+                        e.kafka_error_code()
+                    )
+                })?;
+            }
+            (other, code) => {
+                return Err(format!("append #{i}: expected code {code}, got {other:?}"))
+            }
+        }
+    }
+    ensure(log.high_watermark() == next, || {
+        format!("high watermark {} after {next}", log.high_watermark())
+    })?;
+    ensure(ops <= 2, || {
+        format!(
+            "{} concurrent appends made {ops} filesystem calls",
+            group.len()
+        )
+    })?;
+    expect_model(&log, &model).await?;
+    append_all(&log, &[producer_batch(7, 1, 1, 1, 73)], &mut model).await?;
+    expect_model(&log, &model).await?;
+
+    // An append dropped while queued is written nowhere; the next one takes its offsets.
+    {
+        let held = log.hold_appends().await;
+        let dropped = log.append(test_batch(9, 1, 40, NOW_MS), NOW_MS);
+        futures::pin_mut!(dropped);
+        ensure(futures::poll!(&mut dropped).is_pending(), || {
+            "an append did not queue behind the held mutex".into()
+        })?;
+        drop(held);
+    }
+    append_all(&log, &[test_batch(10, 2, 40, NOW_MS)], &mut model).await?;
+    expect_model(&log, &model).await?;
+    log.close().await.step("close")
+}
+
+/// The offset after the model's last batch.
+fn log_next(model: &BTreeMap<i64, Vec<u8>>) -> Offset {
+    model
+        .iter()
+        .next_back()
+        .map_or(Offset(0), |(base, bytes)| Offset(*base + records_in(bytes)))
+}
+
 /// `flush.policy = interval`: appends do not sync; a tick syncs once the interval has passed
 /// and only when something is unsynced.
 pub async fn check_interval_flush_ticks<B: Backend>(backend: &B, dir: &Path) -> Check {
@@ -2107,6 +2343,37 @@ async fn expect_survivors<B: Backend>(
 /// batches are appended under `fsync` (with segment rolls); after the crash, a reopen on the
 /// plain backend finds every acknowledged batch, dense, and nothing torn.
 pub async fn check_fault_crash_after_every_op<B: Backend>(backend: &B, dir: &Path) -> Check {
+    crash_after_every_op(backend, dir, false).await
+}
+
+/// I8 crash fuzzing with write coalescing: as [`check_fault_crash_after_every_op`], but the
+/// batches are appended all at once, so they are written in coalesced groups (one `write_at`
+/// each, never across a roll); a failed group acknowledges none of its batches, and the
+/// survivors are still a dense prefix in arrival order.
+pub async fn check_fault_crash_after_every_op_coalesced<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    crash_after_every_op(backend, dir, true).await
+}
+
+/// Appends `batches` all at once (coalesced), returning the acknowledged ones.
+async fn append_acknowledged_together<B: Backend>(
+    log: &PartitionLog<B>,
+    batches: &[Vec<u8>],
+) -> BTreeMap<i64, Vec<u8>> {
+    let results = append_coalesced(log, batches).await;
+    let mut acked = BTreeMap::new();
+    for (batch, result) in batches.iter().zip(results) {
+        if let Ok(info) = result {
+            acked.insert(info.base_offset.0, stored(batch, info.base_offset));
+        }
+    }
+    acked
+}
+
+/// The body of the crash-after-every-op checks; `together` appends the batches concurrently.
+async fn crash_after_every_op<B: Backend>(backend: &B, dir: &Path, together: bool) -> Check {
     let cfg = config(900, 256, FlushPolicy::Fsync);
     let attempted: Vec<Vec<u8>> = (0..8)
         .map(|i| test_batch(i, 1 + (i as usize % 3), 60 + i as usize * 20, NOW_MS))
@@ -2116,7 +2383,11 @@ pub async fn check_fault_crash_after_every_op<B: Backend>(backend: &B, dir: &Pat
         let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
         let sub = dir.join("count");
         let log = open(&faulty, &sub, &cfg, false).await?;
-        let acked = append_acknowledged(&log, &attempted).await;
+        let acked = if together {
+            append_acknowledged_together(&log, &attempted).await
+        } else {
+            append_acknowledged(&log, &attempted).await
+        };
         ensure(acked.len() == attempted.len(), || {
             "fault-free run failed".into()
         })?;
@@ -2131,7 +2402,13 @@ pub async fn check_fault_crash_after_every_op<B: Backend>(backend: &B, dir: &Pat
         plan.fail_after(n);
         let faulty = FaultyBackend::new(backend.clone(), plan.clone());
         let acked = match PartitionLog::open(faulty, &sub, cfg.clone(), false, NOW_MS).await {
-            Ok(log) => append_acknowledged(&log, &attempted).await,
+            Ok(log) => {
+                if together {
+                    append_acknowledged_together(&log, &attempted).await
+                } else {
+                    append_acknowledged(&log, &attempted).await
+                }
+            }
             Err(_) => BTreeMap::new(),
         };
         if plan.is_crashed() {
@@ -2368,6 +2645,8 @@ macro_rules! for_each_check {
         $run!(check_retention_by_time);
         $run!(check_read_in_flight_survives_retention);
         $run!(check_group_commit_shares_syncs);
+        $run!(check_coalesced_appends_share_writes);
+        $run!(check_coalesced_refusal_stays_alone);
         $run!(check_interval_flush_ticks);
         $run!(check_clean_reopen_does_not_scan);
         $run!(check_topic_metadata_round_trip);
@@ -2382,6 +2661,7 @@ macro_rules! for_each_check {
 macro_rules! for_each_fault_check {
     ($run:ident) => {
         $run!(check_fault_crash_after_every_op);
+        $run!(check_fault_crash_after_every_op_coalesced);
         $run!(check_fault_torn_write);
         $run!(check_fault_enospc);
         $run!(check_fault_eio_on_sync_goes_offline);
@@ -2462,6 +2742,8 @@ macro_rules! log_suite_tests {
             check_retention_by_time,
             check_read_in_flight_survives_retention,
             check_group_commit_shares_syncs,
+            check_coalesced_appends_share_writes,
+            check_coalesced_refusal_stays_alone,
             check_interval_flush_ticks,
             check_clean_reopen_does_not_scan,
             check_topic_metadata_round_trip,
@@ -2471,6 +2753,7 @@ macro_rules! log_suite_tests {
             check_producer_dedup_survives_clean_restart,
             check_producer_dedup_survives_crash,
             check_fault_crash_after_every_op,
+            check_fault_crash_after_every_op_coalesced,
             check_fault_torn_write,
             check_fault_enospc,
             check_fault_eio_on_sync_goes_offline

@@ -12,7 +12,8 @@
 //! - Single writer: a [`PartitionLog`] lives on one shard and is shared by that shard's tasks
 //!   through `Rc`; its state sits in `Cell`/`RefCell` and no borrow is held across an `.await`.
 //!   Appends are serialized by an async mutex (one write in flight per partition, so offsets
-//!   and positions are assigned in file order, I1); reads never wait for it (I2).
+//!   and positions are assigned in file order, I1); appends queued behind it are written
+//!   together, one `write_at` per group (write coalescing); reads never wait for it (I2).
 //! - Never: parses bytes itself (every byte-level decision is asked of core), acknowledges an
 //!   append before its flush policy is satisfied, retries a failed sync (I8), or deletes the
 //!   active segment (I9).

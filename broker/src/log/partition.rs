@@ -5,11 +5,13 @@
 //! - One instance per partition, on the shard that owns it; shared by that shard's tasks
 //!   through `Rc`. Methods take `&self`; state lives in `Cell`/`RefCell`, never borrowed across
 //!   an `.await`.
-//! - Appends: validated first (I3), then serialized by an async mutex so offsets are assigned
-//!   densely in file order (I1); one `write_at` per batch; index entry after the data (I4); the
-//!   size and high watermark are published only after the writes completed (I2). A failed
-//!   write is not acknowledged and publishes nothing; the next append first cuts the torn
-//!   tail and writes at the same position.
+//! - Appends: validated first (I3), then queued in arrival order; the holder of an async
+//!   mutex writes every queued batch (write coalescing, up to [`COALESCE_MAX_BYTES`], never
+//!   across a roll) so offsets are assigned densely in file order (I1); one `write_at` per
+//!   group; index entries after the data (I4); the size and high watermark are published only
+//!   after the writes completed (I2). Each batch is checked and answered on its own; a failed
+//!   write is acknowledged to none of its group and publishes nothing; the next append first
+//!   cuts the torn tail and writes at the same position.
 //! - Acknowledgement per [`FlushPolicy`] (I8): `None` and `Interval` after the write,
 //!   `Fsync` after a sync covering the batch, with group commit. A failed sync takes the
 //!   partition offline for writes for good ([`LogError::Offline`]); it is never retried.
@@ -33,17 +35,21 @@
 //! - Never reads a clock: time comes in as `now_ms`.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
-use minikafka_core::producer::{Decision, ProducerBatch, ProducerLimits, ProducerStateTable};
+use minikafka_core::producer::{
+    BatchMetadata, Decision, ProducerBatch, ProducerLimits, ProducerStateTable,
+};
 use minikafka_core::record::{
     patch_base_offset, patch_leader_epoch, validate_batch_with, BatchCheck, BatchError,
-    ValidateOptions,
+    BatchHeader, ValidateOptions,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
@@ -56,6 +62,9 @@ use super::recover::{open_segment, SegmentRecovery};
 use super::segment::{classify, Segment, SegmentFile};
 use super::{LogError, Result, LEADER_EPOCH};
 
+/// Most bytes of batches one coalesced write takes (a group always takes its first batch,
+/// whatever its size).
+pub const COALESCE_MAX_BYTES: u64 = 1 << 20;
 /// Bytes read per window while planning a fetch (headers only are looked at).
 const PLAN_WINDOW_BYTES: usize = 16 * 1024;
 /// Bytes read per window while searching a segment for a timestamp.
@@ -112,8 +121,11 @@ pub struct PartitionLog<B: Backend> {
     log_start_offset: Cell<Offset>,
     /// The offset the next append gets; published after the write (I2).
     high_watermark: Cell<Offset>,
-    /// One append at a time (I1).
+    /// One writer at a time (I1).
     append_lock: Mutex<()>,
+    /// Validated appends waiting to be written, in arrival order; drained by the holder of
+    /// `append_lock`.
+    queue: RefCell<VecDeque<QueuedAppend>>,
     commit: GroupCommit,
     /// A write failed: bytes past the published size may be torn.
     torn_tail: Cell<bool>,
@@ -236,6 +248,7 @@ impl<B: Backend> PartitionLog<B> {
             log_start_offset: Cell::new(log_start_offset),
             high_watermark: Cell::new(next_offset),
             append_lock: Mutex::new(()),
+            queue: RefCell::new(VecDeque::new()),
             commit: GroupCommit::new(next_offset),
             torn_tail: Cell::new(false),
             closed: Cell::new(false),
@@ -352,15 +365,20 @@ impl<B: Backend> PartitionLog<B> {
     /// `segment_bytes`, its offsets past 32 bits (I6), or `segment_ms` has passed. On an error
     /// nothing is acknowledged or published; a later append retries at the same position.
     ///
+    /// Appends that queue while another holds the append mutex are written together (write
+    /// coalescing): the next holder takes the queued batches in arrival order and writes them
+    /// with one `write_at`; each keeps its own offsets, checks and answer, and a failed write
+    /// fails them all.
+    ///
     /// A batch with a producer id is checked by core's producer rules first (under the append
     /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
     /// answered with the original offsets and `duplicate: true` once they are durable.
-    pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
+    pub async fn append(&self, batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
         let opts = ValidateOptions {
             max_batch_bytes: self.config.max_batch_bytes,
             walk_records: true,
         };
-        let mut header = validate_batch_with(&batch, opts)?;
+        let header = validate_batch_with(&batch, opts)?;
         let total = header.total_bytes();
         if total != batch.len() {
             return Err(LogError::Corrupt(BatchError {
@@ -370,76 +388,232 @@ impl<B: Backend> PartitionLog<B> {
         }
         self.check_writable()?;
 
+        // Queue first (arrival order), then take the mutex: whoever holds it writes every
+        // queued batch, so ours may be done by the time we get it.
+        let (reply, mut outcome) = oneshot::channel();
+        self.queue.borrow_mut().push_back(QueuedAppend {
+            batch,
+            header,
+            now_ms,
+            reply,
+        });
         let guard = self.append_lock.lock().await;
-        self.check_writable()?;
-        let producer_batch = ProducerBatch::from_header(&header);
-        let decision = self
-            .producers
-            .borrow()
-            .check_append(&producer_batch, now_ms)?;
-        if let Decision::Duplicate(original) = decision {
-            drop(guard);
-            return self.answer_duplicate(original).await;
+        let outcome = loop {
+            match outcome.try_recv() {
+                Ok(Some(result)) => break result,
+                Ok(None) => self.write_group().await,
+                Err(oneshot::Canceled) => {
+                    // The task writing our group was dropped mid-write: nothing was
+                    // published, and the next append cuts whatever it wrote.
+                    return Err(LogError::Io(io::Error::other(
+                        "append abandoned: the task writing it was cancelled",
+                    )));
+                }
+            }
+        };
+        drop(guard);
+        match outcome? {
+            Outcome::Duplicate(original) => self.answer_duplicate(original).await,
+            Outcome::Appended(info) => {
+                if self.config.flush == FlushPolicy::Fsync {
+                    self.wait_durable(info.last_offset.plus(1)).await?;
+                }
+                Ok(info)
+            }
         }
-        self.repair_tail().await?;
-        let base_offset = self.high_watermark.get();
-        let last_offset = base_offset
-            .0
-            .checked_add(i64::from(header.last_offset_delta))
-            .filter(|last| *last < i64::MAX)
-            .map(Offset)
-            .ok_or(LogError::OffsetOverflow)?;
-        if self.should_roll(&self.active(), batch.len() as u64, last_offset, now_ms) {
-            self.roll(base_offset, now_ms).await?;
+    }
+
+    /// Takes the append mutex and holds it while the guard lives: appends made meanwhile queue
+    /// up and are written as one coalesced group once it is dropped (for the conformance
+    /// checks, which need a deterministic group).
+    pub(crate) async fn hold_appends(&self) -> futures::lock::MutexGuard<'_, ()> {
+        self.append_lock.lock().await
+    }
+
+    /// Takes queued appends from the front, in arrival order, and writes them as one group:
+    /// checks each (writable, producer rules, offset space) exactly as a lone append would,
+    /// answering a refused one at once; assigns dense offsets in queue order (I1); writes the
+    /// group with one `write_at` plus its index entries (I4); publishes the size and high
+    /// watermark (I2); answers each. A failed write fails the whole group (I8). Called with
+    /// the append lock held; takes at least one queued append when any is queued.
+    ///
+    /// The group ends before a batch that would pass [`COALESCE_MAX_BYTES`] or need a roll
+    /// (a roll happens only before a group's first batch), before a second batch of the same
+    /// idempotent producer, and before any idempotent batch once a member may evict a
+    /// producer: so every batch is checked against exactly the producer state it would see
+    /// appended alone.
+    async fn write_group(&self) {
+        if self.check_writable().is_err() {
+            // Closed or offline: every waiting append fails (and the segments may be gone).
+            while let Some(queued) = self.take_live_front() {
+                if let Err(e) = self.check_writable() {
+                    let _ = queued.reply.send(Err(e));
+                }
+            }
+            return;
         }
+        if let Err(e) = self.repair_tail().await {
+            if let Some(front) = self.take_live_front() {
+                let _ = front.reply.send(Err(e));
+            }
+            return;
+        }
+        let mut members: Vec<Member> = Vec::new();
+        let mut headers: Vec<BatchHeader> = Vec::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut next = self.high_watermark.get();
+        let mut group_pids: Vec<i64> = Vec::new();
+        let mut new_producers = 0usize;
+        let mut may_evict = false;
+        while let Some(mut queued) = self.take_live_front() {
+            if let Err(e) = self.check_writable() {
+                let _ = queued.reply.send(Err(e));
+                continue;
+            }
+            let producer_batch = ProducerBatch::from_header(&queued.header);
+            let idempotent = producer_batch.is_idempotent();
+            if idempotent
+                && !members.is_empty()
+                && (may_evict || group_pids.contains(&producer_batch.producer_id))
+            {
+                self.queue.borrow_mut().push_front(queued);
+                break;
+            }
+            let checked = self
+                .producers
+                .borrow()
+                .check_append(&producer_batch, queued.now_ms);
+            let decision = match checked {
+                Ok(Decision::Duplicate(original)) => {
+                    let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
+                    continue;
+                }
+                Ok(decision) => decision,
+                Err(e) => {
+                    let _ = queued.reply.send(Err(e.into()));
+                    continue;
+                }
+            };
+            let base_offset = next;
+            let Some(last_offset) = base_offset
+                .0
+                .checked_add(i64::from(queued.header.last_offset_delta))
+                .filter(|last| *last < i64::MAX)
+                .map(Offset)
+            else {
+                let _ = queued.reply.send(Err(LogError::OffsetOverflow));
+                continue;
+            };
+            let batch_bytes = queued.batch.len() as u64;
+            let pending_bytes = buf.len() as u64;
+            let active = self.active();
+            let roll = self.should_roll(
+                &active,
+                pending_bytes,
+                batch_bytes,
+                last_offset,
+                queued.now_ms,
+            );
+            if !members.is_empty() && (roll || pending_bytes + batch_bytes > COALESCE_MAX_BYTES) {
+                self.queue.borrow_mut().push_front(queued);
+                break;
+            }
+            if roll {
+                if let Err(e) = self.roll(base_offset, queued.now_ms).await {
+                    let _ = queued.reply.send(Err(e));
+                    continue;
+                }
+            }
+            if idempotent {
+                group_pids.push(producer_batch.producer_id);
+                let producers = self.producers.borrow();
+                if producers.get(producer_batch.producer_id).is_none() {
+                    new_producers += 1;
+                    may_evict |= producers.len() + new_producers > producers.limits().max_producers;
+                }
+            }
+
+            // I1: the single writer assigns dense offsets by patching in place (outside the CRC).
+            let mut batch = std::mem::take(&mut queued.batch);
+            patch_base_offset(&mut batch, base_offset);
+            patch_leader_epoch(&mut batch, LEADER_EPOCH);
+            let mut header = queued.header;
+            header.base_offset = base_offset;
+            header.partition_leader_epoch = LEADER_EPOCH;
+            if buf.is_empty() {
+                buf = batch;
+            } else {
+                buf.extend_from_slice(&batch);
+            }
+            headers.push(header);
+            members.push(Member {
+                producer_batch,
+                decision,
+                last_offset,
+                now_ms: queued.now_ms,
+                reply: queued.reply,
+            });
+            next = last_offset.plus(1);
+        }
+        if members.is_empty() {
+            return;
+        }
+
         let segment = self.active();
-
-        // I1: the single writer assigns dense offsets by patching in place (outside the CRC).
-        patch_base_offset(&mut batch, base_offset);
-        patch_leader_epoch(&mut batch, LEADER_EPOCH);
-        header.base_offset = base_offset;
-        header.partition_leader_epoch = LEADER_EPOCH;
-
         // Until the write is known complete, bytes past the published size may be torn (also
         // if this future is dropped mid-write).
         self.torn_tail.set(true);
-        let (written, _batch) = segment.append_batch(batch, &header).await;
-        let position = written?;
+        let (written, _buf) = segment.append_batches(buf, &headers).await;
+        let positions = match written {
+            Ok(positions) => positions,
+            Err(e) => {
+                // I8: nothing of the group is acknowledged.
+                for member in members {
+                    let _ = member.reply.send(Err(LogError::Io(copy_io_error(&e))));
+                }
+                return;
+            }
+        };
         self.torn_tail.set(false);
-        let next = last_offset.plus(1);
-        // I2: the batch is whole on disk (below the segment's published size); publish it.
+        // I2: the batches are whole on disk (below the segment's published size); publish.
         self.high_watermark.set(next);
         self.commit.note_written(next);
-        if decision == Decision::Append {
-            // Recorded before the mutex is released: the next batch is checked against it.
-            self.producers.borrow_mut().on_appended(
-                &producer_batch,
-                base_offset,
-                last_offset,
-                header.max_timestamp,
-                now_ms,
-            );
+        for ((member, header), position) in members.into_iter().zip(&headers).zip(positions) {
+            if member.decision == Decision::Append {
+                // Recorded before the mutex is released: the next batch is checked against it.
+                self.producers.borrow_mut().on_appended(
+                    &member.producer_batch,
+                    header.base_offset,
+                    member.last_offset,
+                    header.max_timestamp,
+                    member.now_ms,
+                );
+            }
+            let _ = member.reply.send(Ok(Outcome::Appended(AppendInfo {
+                base_offset: header.base_offset,
+                last_offset: member.last_offset,
+                log_append_time_ms: None,
+                segment_base_offset: segment.base_offset(),
+                position,
+                duplicate: false,
+            })));
         }
-        drop(guard);
+    }
 
-        if self.config.flush == FlushPolicy::Fsync {
-            self.wait_durable(next).await?;
+    /// Pops the first queued append whose caller still waits (a dropped append is skipped:
+    /// nothing of it is written).
+    fn take_live_front(&self) -> Option<QueuedAppend> {
+        let mut queue = self.queue.borrow_mut();
+        while let Some(queued) = queue.pop_front() {
+            if !queued.reply.is_canceled() {
+                return Some(queued);
+            }
         }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset,
-            log_append_time_ms: None,
-            segment_base_offset: segment.base_offset(),
-            position,
-            duplicate: false,
-        })
+        None
     }
 
     /// Answers a duplicate with its original offsets, once they are durable (I8).
-    async fn answer_duplicate(
-        &self,
-        original: minikafka_core::producer::BatchMetadata,
-    ) -> Result<AppendInfo> {
+    async fn answer_duplicate(&self, original: BatchMetadata) -> Result<AppendInfo> {
         if self.config.flush == FlushPolicy::Fsync {
             self.wait_durable(original.last_offset.plus(1)).await?;
         }
@@ -487,17 +661,20 @@ impl<B: Backend> PartitionLog<B> {
         }
     }
 
+    /// Whether a batch of `batch_bytes` ending at `last_offset` must go to a new segment, with
+    /// `pending_bytes` of its group already placed before it in the active segment.
     fn should_roll(
         &self,
         active: &Segment<B>,
+        pending_bytes: u64,
         batch_bytes: u64,
         last_offset: Offset,
         now_ms: i64,
     ) -> bool {
-        if active.is_empty() {
+        if active.is_empty() && pending_bytes == 0 {
             return false;
         }
-        let too_big = active.size_bytes() + batch_bytes > self.config.segment_bytes;
+        let too_big = active.size_bytes() + pending_bytes + batch_bytes > self.config.segment_bytes;
         // I6: relative offsets must fit the index's u32.
         let offsets_overflow = last_offset.relative_to(active.base_offset()).is_none();
         let too_old = self
@@ -911,6 +1088,39 @@ impl<B: Backend> PartitionLog<B> {
             }
         }
         result
+    }
+}
+
+/// A validated append waiting for the writer, with where to send its outcome.
+struct QueuedAppend {
+    batch: Vec<u8>,
+    header: BatchHeader,
+    now_ms: i64,
+    reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// What the writer did with one queued append (before any wait for durability).
+enum Outcome {
+    /// Written at these offsets.
+    Appended(AppendInfo),
+    /// A duplicate of this earlier batch of its producer: nothing written.
+    Duplicate(BatchMetadata),
+}
+
+/// An append placed in the group being written.
+struct Member {
+    producer_batch: ProducerBatch,
+    decision: Decision,
+    last_offset: Offset,
+    now_ms: i64,
+    reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// A copy of `e` for each append of a failed group, keeping the OS error number.
+fn copy_io_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
     }
 }
 

@@ -24,7 +24,7 @@ use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use minikafka_core::index::{IndexEntry, IndexPlacer, OffsetIndex, ENTRY_BYTES};
 use minikafka_core::record::BatchHeader;
 use minikafka_core::time_index::{TimeIndex, TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
-use minikafka_core::types::{FilePos, Offset};
+use minikafka_core::types::{FilePos, Offset, RelativeOffset};
 
 /// Extension of a segment's log file.
 pub const LOG_SUFFIX: &str = "log";
@@ -317,80 +317,123 @@ impl<B: Backend> Segment<B> {
         result.map(|()| buf)
     }
 
-    /// Writes `batch` (already validated and patched) at the published size, then its index
-    /// entry and its time index entry if the placers ask for them (I4), then publishes the new
-    /// size and max timestamp (I2). On error nothing is published and the in-memory indexes are
-    /// unchanged; bytes past the published
-    /// size may be torn and are overwritten by the next write (the caller truncates first).
-    /// Returns the batch's position and hands the buffer back.
-    pub(crate) async fn append_batch(
+    /// Writes `buf` — the batches of `headers`, already validated, patched and concatenated in
+    /// offset order — with one `write_at` at the published size, then the index and time index
+    /// entries the placers ask for, each file's new entries with one `write_at` (I4: after the
+    /// data), then publishes the new size and max timestamp (I2). On error nothing is
+    /// published and the in-memory indexes are unchanged; bytes past the published size may be
+    /// torn and are overwritten by the next write (the caller truncates first). Returns each
+    /// batch's position and hands the buffer back.
+    pub(crate) async fn append_batches(
         &self,
-        batch: Vec<u8>,
-        header: &BatchHeader,
-    ) -> (io::Result<FilePos>, Vec<u8>) {
-        let position_u64 = self.size_bytes.get();
-        let batch_bytes = batch.len() as u64;
-        // The partition rolls before a segment would pass u32::MAX bytes or offsets (I6).
-        let (Ok(position), Ok(batch_len32), Some(relative)) = (
-            u32::try_from(position_u64),
-            u32::try_from(batch_bytes),
-            header.base_offset.relative_to(self.base_offset),
-        ) else {
+        buf: Vec<u8>,
+        headers: &[BatchHeader],
+    ) -> (io::Result<Vec<FilePos>>, Vec<u8>) {
+        let start_u64 = self.size_bytes.get();
+        let total_bytes = buf.len() as u64;
+        let Some(placed) = self.place(start_u64, total_bytes, headers) else {
             return (
                 Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "batch does not fit the segment's 32-bit positions (I6)",
+                    "batches do not fit the segment's 32-bit positions (I6)",
                 )),
-                batch,
+                buf,
             );
         };
-        let position = FilePos(position);
-        let (written, batch) = self.log.write_at(batch, position_u64).await;
+        let (written, buf) = self.log.write_at(buf, start_u64).await;
         if let Err(e) = written {
-            return (Err(e), batch);
+            return (Err(e), buf);
         }
-        // I4: the entry goes to disk only after the data it points at.
+        // I4: the entries go to disk only after the data they point at.
         let mut placer = self.placer.borrow().clone();
-        let entry = placer.on_batch(position, relative, batch_len32);
-        if let Some(entry) = entry {
-            let slot = self.index.borrow().len() as u64;
-            self.index_file_entries
-                .set(self.index_file_entries.get().max(slot + 1));
-            let at = slot * ENTRY_BYTES as u64;
-            let (written, _) = self.index_file.write_at(entry.encode().to_vec(), at).await;
-            if let Err(e) = written {
-                return (Err(e), batch);
+        let mut time_placer = self.time_placer.borrow().clone();
+        let mut entries = Vec::new();
+        let mut time_entries = Vec::new();
+        for (header, &(position, relative, len)) in headers.iter().zip(&placed) {
+            let entry = placer.on_batch(position, relative, len);
+            if let Some(entry) = entry {
+                entries.push(entry);
+            }
+            // The time index: same placement points (I4).
+            if let Some(time_entry) =
+                time_placer.on_batch(relative, header.max_timestamp, entry.is_some())
+            {
+                time_entries.push(time_entry);
             }
         }
-        // The time index: same placement points, after the data too (I4).
-        let mut time_placer = self.time_placer.borrow().clone();
-        let time_entry = time_placer.on_batch(relative, header.max_timestamp, entry.is_some());
-        if let Some(time_entry) = time_entry {
-            let slot = self.time_index.borrow().len() as u64;
-            self.time_index_file_entries
-                .set(self.time_index_file_entries.get().max(slot + 1));
-            let at = slot * TIME_ENTRY_BYTES as u64;
+        if !entries.is_empty() {
+            let slot = self.index.borrow().len() as u64;
+            self.index_file_entries.set(
+                self.index_file_entries
+                    .get()
+                    .max(slot + entries.len() as u64),
+            );
+            let bytes = minikafka_core::index::encode_all(&entries);
             let (written, _) = self
-                .time_index_file
-                .write_at(time_entry.encode().to_vec(), at)
+                .index_file
+                .write_at(bytes, slot * ENTRY_BYTES as u64)
                 .await;
             if let Err(e) = written {
-                return (Err(e), batch);
+                return (Err(e), buf);
+            }
+        }
+        if !time_entries.is_empty() {
+            let slot = self.time_index.borrow().len() as u64;
+            self.time_index_file_entries.set(
+                self.time_index_file_entries
+                    .get()
+                    .max(slot + time_entries.len() as u64),
+            );
+            let bytes = minikafka_core::time_index::encode_all(&time_entries);
+            let (written, _) = self
+                .time_index_file
+                .write_at(bytes, slot * TIME_ENTRY_BYTES as u64)
+                .await;
+            if let Err(e) = written {
+                return (Err(e), buf);
             }
         }
         // No await from here on: the indexes, the max timestamp and the size move together.
-        if let Some(entry) = entry {
-            self.index.borrow_mut().push(entry);
-        }
-        if let Some(time_entry) = time_entry {
-            self.time_index.borrow_mut().push(time_entry);
+        {
+            let mut index = self.index.borrow_mut();
+            for entry in entries {
+                index.push(entry);
+            }
+            let mut time_index = self.time_index.borrow_mut();
+            for time_entry in time_entries {
+                time_index.push(time_entry);
+            }
         }
         *self.placer.borrow_mut() = placer;
         *self.time_placer.borrow_mut() = time_placer;
-        self.next_offset.set(header.next_offset());
+        if let Some(last) = headers.last() {
+            self.next_offset.set(last.next_offset());
+        }
         // I2: publish only now that every byte below the new size is written.
-        self.size_bytes.set(position_u64 + batch_bytes);
-        (Ok(position), batch)
+        self.size_bytes.set(start_u64 + total_bytes);
+        let positions = placed.iter().map(|&(position, _, _)| position).collect();
+        (Ok(positions), buf)
+    }
+
+    /// Position, relative offset and length of each batch of `headers` laid out from `start`;
+    /// `None` when one does not fit the 32-bit positions or relative offsets (the partition
+    /// rolls before that happens, I6) or the lengths do not add up to `total_bytes`.
+    fn place(
+        &self,
+        start: u64,
+        total_bytes: u64,
+        headers: &[BatchHeader],
+    ) -> Option<Vec<(FilePos, RelativeOffset, u32)>> {
+        u32::try_from(start.checked_add(total_bytes)?).ok()?;
+        let mut position = start;
+        let mut placed = Vec::with_capacity(headers.len());
+        for header in headers {
+            let len = u32::try_from(header.total_bytes()).ok()?;
+            let relative = header.base_offset.relative_to(self.base_offset)?;
+            placed.push((FilePos(u32::try_from(position).ok()?), relative, len));
+            position += u64::from(len);
+        }
+        (position == start + total_bytes).then_some(placed)
     }
 
     /// Cuts the log file back to the published size, discarding a torn tail left by a failed
