@@ -19,9 +19,11 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use minikafka_core::backend::Backend;
+use minikafka_core::shard_sync::{PhaseBarrier, PhaseState, ShutdownSignal};
+use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
@@ -82,14 +84,17 @@ pub struct Shared<B: Backend> {
     pub inbox_receivers: Vec<async_channel::Receiver<Job<B>>>,
     /// Open client connections, all shards together.
     pub connections: AtomicUsize,
-    /// Set by SIGINT/SIGTERM (signal-hook) or by a fatal startup error.
-    pub shutdown: Arc<AtomicBool>,
+    /// Set by the SIGINT/SIGTERM handler (signal-hook writes a `std` atomic; no shard does).
+    signal_flag: Arc<AtomicBool>,
+    /// Shutdown requested, by a signal (relayed by the first shard to notice) or by a shard's
+    /// fatal error; observed by every shard (I11).
+    shutdown: ShutdownSignal,
     /// The first fatal error a shard met (startup failures); the process exits non-zero.
     fatal: Mutex<Option<String>>,
     /// Set when a partition failed to close cleanly: no clean-shutdown marker is written.
     pub unclean: AtomicBool,
-    /// Arrival counters of the startup/shutdown barriers.
-    barriers: [AtomicUsize; BARRIER_COUNT],
+    /// The startup/shutdown phase barriers (I11).
+    barriers: [PhaseBarrier; BARRIER_COUNT],
     /// The address actually bound (known once shard 0 listens; port 0 picks a free port).
     pub bound_addr: OnceLock<SocketAddr>,
     /// Issues idempotent producer ids, unique across restarts (InitProducerId).
@@ -126,6 +131,7 @@ impl<B: Backend> Shared<B> {
         clean_shutdown: bool,
         shutdown: Arc<AtomicBool>,
     ) -> Self {
+        let shard_count = config.num_shards;
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -140,10 +146,11 @@ impl<B: Backend> Shared<B> {
             inboxes,
             inbox_receivers,
             connections: AtomicUsize::new(0),
-            shutdown,
+            signal_flag: shutdown,
+            shutdown: ShutdownSignal::new(),
             fatal: Mutex::new(None),
             unclean: AtomicBool::new(false),
-            barriers: Default::default(),
+            barriers: std::array::from_fn(|_| PhaseBarrier::new(shard_count)),
             bound_addr: OnceLock::new(),
             producer_ids: ProducerIdAllocator::new(),
         }
@@ -187,37 +194,42 @@ impl<B: Backend> Shared<B> {
         self.topics.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether shutdown was requested.
+    /// Whether shutdown was requested (relaying a signal into the shared [`ShutdownSignal`]).
     pub fn shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
+        if self.signal_flag.load(Ordering::SeqCst) {
+            self.shutdown.request();
+        }
+        self.shutdown.is_requested()
     }
 
     /// Records a fatal error (the first one wins) and starts shutdown.
     pub fn fail(&self, message: String) {
         tracing::error!("{message}");
-        let mut fatal = self.fatal.lock().unwrap_or_else(|e| e.into_inner());
-        fatal.get_or_insert(message);
-        self.shutdown.store(true, Ordering::SeqCst);
+        self.fatal.lock().get_or_insert(message);
+        for barrier in &self.barriers {
+            barrier.fail();
+        }
+        self.shutdown.request();
     }
 
     /// The first fatal error, if any.
     pub fn fatal_error(&self) -> Option<String> {
-        self.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.fatal.lock().clone()
     }
 
     /// Arrives at `barrier` and waits (polling every 2 ms) until every shard has arrived, or
     /// until a fatal error was recorded. Returns `false` in the second case.
     pub async fn barrier(&self, backend: &B, barrier: Barrier) -> bool {
-        let counter = &self.barriers[barrier as usize];
-        counter.fetch_add(1, Ordering::SeqCst);
+        let phase = &self.barriers[barrier as usize];
+        let mut state = phase.arrive();
         loop {
-            if self.fatal_error().is_some() {
-                return false;
-            }
-            if counter.load(Ordering::SeqCst) >= self.num_shards() {
-                return true;
+            match state {
+                PhaseState::Complete => return true,
+                PhaseState::Failed => return false,
+                PhaseState::Waiting => {}
             }
             backend.sleep(std::time::Duration::from_millis(2)).await;
+            state = phase.state();
         }
     }
 }
