@@ -57,12 +57,18 @@ struct Broker {
     addr: SocketAddr,
     data_dir: PathBuf,
     shards: usize,
+    /// Extra `key=value` overrides.
+    extra: Vec<String>,
     stderr_path: PathBuf,
     _root: tempfile::TempDir,
 }
 
 impl Broker {
     fn start(shards: usize) -> Broker {
+        Broker::start_with(shards, &[])
+    }
+
+    fn start_with(shards: usize, extra: &[&str]) -> Broker {
         let root = tempfile::tempdir().expect("temp dir");
         let data_dir = root.path().join("data");
         let stderr_path = root.path().join("stderr.log");
@@ -71,6 +77,7 @@ impl Broker {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir,
             shards,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             stderr_path,
             _root: root,
         };
@@ -92,6 +99,7 @@ impl Broker {
             .arg(format!("log.dirs={}", self.data_dir.display()))
             .arg("--override")
             .arg(format!("num.shards={}", self.shards))
+            .args(self.extra.iter().flat_map(|kv| ["--override", kv.as_str()]))
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -851,4 +859,52 @@ fn librdkafka_all_topics_metadata_v13_with_trailing_bytes_is_answered() {
     let versions: ApiVersionsResponse =
         client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
     assert_eq!(versions.error_code, 0);
+}
+
+/// True when the broker answers an ApiVersions on `client`; false when it closed the
+/// connection instead.
+fn answers_api_versions(client: &mut Client) -> bool {
+    client.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let mut size = [0u8; 4];
+    if client.stream.read_exact(&mut size).is_err() {
+        return false;
+    }
+    let mut body = vec![0u8; i32::from_be_bytes(size).clamp(0, 1 << 20) as usize];
+    client.stream.read_exact(&mut body).is_ok()
+}
+
+/// `max.connections` counts the connections of every shard together (a `Permits` of
+/// `core::shard_sync`, I11): beyond it a new connection is closed at once, and closing one
+/// frees its place for the next.
+#[test]
+fn connections_beyond_max_connections_are_refused_across_shards() {
+    let broker = Broker::start_with(2, &["max.connections=2"]);
+    let mut first = broker.client();
+    let mut second = broker.client();
+    assert!(answers_api_versions(&mut first));
+    assert!(answers_api_versions(&mut second));
+    for _ in 0..4 {
+        let mut refused = broker.client();
+        assert!(
+            !answers_api_versions(&mut refused),
+            "a third connection was served"
+        );
+    }
+    drop(first);
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let mut next = broker.client();
+        if answers_api_versions(&mut next) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the freed place was never reused"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        answers_api_versions(&mut second),
+        "the surviving connection still works"
+    );
 }

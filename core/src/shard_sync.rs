@@ -1,4 +1,5 @@
-//! Cross-shard coordination: a phase barrier for startup and shutdown, and a shutdown signal.
+//! Cross-shard coordination: a phase barrier for startup and shutdown, a shutdown signal, and
+//! a permit count (the broker's `max.connections`, shared by every shard's accept loop).
 //!
 //! Contract:
 //! - Inputs: calls from shard threads (`arrive`, `fail`, `request`), each a single atomic step.
@@ -94,6 +95,55 @@ impl ShutdownSignal {
     }
 }
 
+/// A limit shared by all shards: at most `limit` permits are held at once. Acquiring is a
+/// compare-and-swap loop, so the count never exceeds the limit even transiently (a
+/// `fetch_add`-then-undo would let a racing acquirer see a full count that is not real).
+#[derive(Debug)]
+pub struct Permits {
+    limit: usize,
+    in_use: AtomicUsize,
+}
+
+impl Permits {
+    /// Permits for at most `limit` holders.
+    pub fn new(limit: usize) -> Self {
+        Permits {
+            limit,
+            in_use: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes a permit if one is free.
+    pub fn try_acquire(&self) -> bool {
+        let mut current = self.in_use.load(Ordering::Relaxed);
+        loop {
+            if current >= self.limit {
+                return false;
+            }
+            match self.in_use.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Returns a permit taken by [`Permits::try_acquire`].
+    pub fn release(&self) {
+        let before = self.in_use.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "released a permit that was not held");
+    }
+
+    /// Permits held now.
+    pub fn in_use(&self) -> usize {
+        self.in_use.load(Ordering::Acquire)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -121,6 +171,18 @@ mod tests {
         let barrier = PhaseBarrier::new(1);
         barrier.arrive();
         barrier.arrive();
+    }
+
+    #[test]
+    fn permits_stop_at_the_limit_and_come_back() {
+        let permits = Permits::new(2);
+        assert!(permits.try_acquire());
+        assert!(permits.try_acquire());
+        assert!(!permits.try_acquire());
+        assert_eq!(permits.in_use(), 2);
+        permits.release();
+        assert!(permits.try_acquire());
+        assert!(!Permits::new(0).try_acquire());
     }
 
     #[test]

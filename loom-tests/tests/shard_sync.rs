@@ -11,7 +11,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use loom::cell::UnsafeCell;
 use loom::thread;
-use minikafka_core::shard_sync::{PhaseBarrier, PhaseState, ShutdownSignal};
+use minikafka_core::shard_sync::{Permits, PhaseBarrier, PhaseState, ShutdownSignal};
 use minikafka_core::sync::Arc;
 use minikafka_loom_tests::model_builder;
 
@@ -104,6 +104,30 @@ fn shutdown_request_publishes_prior_writes_i11() {
         }
         assert_eq!(flagged.reason.with(|v| unsafe { *v }), 7);
         handle.join().expect("writer");
+    });
+}
+
+/// Two shards race for the last permit: exactly one wins, the count never exceeds the limit,
+/// and a released permit can be taken again.
+#[test]
+fn permits_never_exceed_the_limit() {
+    model_builder().check(|| {
+        let permits = Arc::new(Permits::new(1));
+        let other = Arc::clone(&permits);
+        let handle = thread::spawn(move || {
+            let won = other.try_acquire();
+            assert!(other.in_use() <= 1);
+            won
+        });
+        let won_here = permits.try_acquire();
+        assert!(permits.in_use() <= 1);
+        let won_there = handle.join().expect("shard 1");
+        assert!(
+            won_here ^ won_there,
+            "exactly one shard gets the last permit"
+        );
+        permits.release();
+        assert!(permits.try_acquire(), "a released permit is free again");
     });
 }
 

@@ -16,7 +16,6 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -50,7 +49,7 @@ struct ConnectionSlot<B: Backend>(Rc<ShardState<B>>);
 
 impl<B: Backend> Drop for ConnectionSlot<B> {
     fn drop(&mut self) {
-        self.0.shared.connections.fetch_sub(1, Ordering::SeqCst);
+        self.0.shared.connections.release();
     }
 }
 

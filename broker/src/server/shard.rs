@@ -605,9 +605,7 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
         };
         match accepted {
             Ok((stream, peer)) => {
-                let count = shared.connections.fetch_add(1, Ordering::SeqCst);
-                if count >= shared.config.max_connections {
-                    shared.connections.fetch_sub(1, Ordering::SeqCst);
+                if !shared.connections.try_acquire() {
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     drop(stream);
                     continue;

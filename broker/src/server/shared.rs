@@ -18,11 +18,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use minikafka_core::backend::Backend;
-use minikafka_core::shard_sync::{PhaseBarrier, PhaseState, ShutdownSignal};
+use minikafka_core::shard_sync::{Permits, PhaseBarrier, PhaseState, ShutdownSignal};
 use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
@@ -83,7 +83,7 @@ pub struct Shared<B: Backend> {
     /// Inbox receivers, index = shard (each shard clones its own).
     pub inbox_receivers: Vec<async_channel::Receiver<Job<B>>>,
     /// Open client connections, all shards together.
-    pub connections: AtomicUsize,
+    pub connections: Permits,
     /// Set by the SIGINT/SIGTERM handler (signal-hook writes a `std` atomic; no shard does).
     signal_flag: Arc<AtomicBool>,
     /// Shutdown requested, by a signal (relayed by the first shard to notice) or by a shard's
@@ -132,6 +132,7 @@ impl<B: Backend> Shared<B> {
         shutdown: Arc<AtomicBool>,
     ) -> Self {
         let shard_count = config.num_shards;
+        let max_connections = config.max_connections;
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -145,7 +146,7 @@ impl<B: Backend> Shared<B> {
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
-            connections: AtomicUsize::new(0),
+            connections: Permits::new(max_connections),
             signal_flag: shutdown,
             shutdown: ShutdownSignal::new(),
             fatal: Mutex::new(None),
