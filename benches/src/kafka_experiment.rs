@@ -342,6 +342,104 @@ pub fn baselines(
     ))
 }
 
+/// A finished experiment's section.
+fn section(name: &str, rows: Vec<Row>) -> Result<Section, BenchError> {
+    Ok(Section {
+        name: name.into(),
+        rows,
+    })
+}
+
+/// The limits of one throughput point.
+fn point_limits(s: &KafkaSizes) -> Limits {
+    Limits {
+        duration: s.point_duration,
+        max_payload_bytes: s.point_max_payload_bytes,
+    }
+}
+
+/// Runs `measure` on every point `reps` times, repetitions the outer loop (so drift of the
+/// machine falls on every point alike); returns each point's runs, in point order.
+fn repeat_points<P, T>(
+    reps: usize,
+    points: &[P],
+    mut measure: impl FnMut(usize, &P) -> Result<T, BenchError>,
+) -> Result<Vec<Vec<T>>, BenchError> {
+    let mut runs: Vec<Vec<T>> = points.iter().map(|_| Vec::new()).collect();
+    for rep in 1..=reps {
+        for (point, point_runs) in points.iter().zip(runs.iter_mut()) {
+            point_runs.push(measure(rep, point)?);
+        }
+    }
+    Ok(runs)
+}
+
+/// The row of `runs` measured by `value`, and the run at its median.
+fn median_row<'a, T>(
+    workload: &str,
+    backend: &str,
+    params: String,
+    unit: &str,
+    runs: &'a [T],
+    value: impl Fn(&T) -> f64,
+) -> (Row, &'a T) {
+    let values: Vec<f64> = runs.iter().map(value).collect();
+    let median = &runs[median_index_of(&values)];
+    (row(workload, backend, params, unit, values), median)
+}
+
+/// Adds the ratio of `r`'s median to `value`.
+fn push_ratio(r: &mut Row, name: &str, value: f64, unit: &str) {
+    let ratio = ratio_to(r.summary.median, name, value, unit);
+    r.baselines.push(ratio);
+}
+
+/// Adds the ratio of `r`'s median to that of the row of `workload` matching `want`, if any.
+fn push_ratio_to_row(
+    r: &mut Row,
+    rows: &[Row],
+    workload: &str,
+    want: &[(&str, &str)],
+    name: &str,
+    unit: &str,
+) {
+    if let Some(other) = find(rows, workload, want) {
+        push_ratio(r, name, other.summary.median, unit);
+    }
+}
+
+/// The median of `runs` measured by `value` (NaN when there are none).
+fn median_of<T>(runs: &[T], value: impl Fn(&T) -> f64) -> f64 {
+    let values: Vec<f64> = runs.iter().map(value).collect();
+    Summary::of(&values).map_or(f64::NAN, |x| x.median)
+}
+
+/// Sets a row's operations, device flushes and operations per flush.
+fn set_syncs(r: &mut Row, ops: u64, syncs: Option<u64>) {
+    r.ops = Some(ops);
+    r.syncs = syncs;
+    r.ops_per_sync = syncs.filter(|&x| x > 0).map(|x| ops as f64 / x as f64);
+}
+
+fn flushes(opts: &KafkaOptions) -> Option<u64> {
+    opts.device.as_deref().and_then(machine::device_flushes)
+}
+
+/// Runs `f` and counts the data disk's flushes meanwhile (when the device is known).
+fn with_flushes<T>(
+    opts: &KafkaOptions,
+    f: impl FnOnce() -> Result<T, BenchError>,
+) -> Result<(T, Option<u64>), BenchError> {
+    let before = flushes(opts);
+    let out = f()?;
+    Ok((out, before.zip(flushes(opts)).map(|(a, b)| b - a)))
+}
+
+/// Nanosecond percentile `q` of `v` in µs, `missing` when `v` is empty.
+fn percentile_us(v: &[u64], q: f64, missing: f64) -> f64 {
+    percentile(v, q).map_or(missing, |x| x as f64 / 1e3)
+}
+
 /// Produce throughput: records per request × record size × pipeline depth, flush none,
 /// pre-encoded batches.
 pub fn produce(
@@ -351,10 +449,7 @@ pub fn produce(
 ) -> Result<Section, BenchError> {
     let s = &opts.sizes;
     let broker = opts.broker.start(FlushPolicy::None, "produce")?;
-    let limits = Limits {
-        duration: s.point_duration,
-        max_payload_bytes: s.point_max_payload_bytes,
-    };
+    let limits = point_limits(s);
     let points: Vec<(usize, usize, usize)> = s
         .record_bytes
         .iter()
@@ -364,45 +459,40 @@ pub fn produce(
                 .flat_map(move |&b| s.depths.iter().map(move |&d| (rb, b, d)))
         })
         .collect();
-    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
     let mut n = 0;
-    for rep in 1..=s.reps {
-        for (i, &(rb, batch, depth)) in points.iter().enumerate() {
-            let topic = topic_name("produce", &mut n);
-            let m = on_topic(&broker, &topic, 1, |t| {
-                produce_run(broker.addr, &pre_encode(t, 0, rb, batch), depth, limits)
-            })?;
-            progress(&format!(
-                "produce rep {rep} {rb} B × {batch} depth {depth}: {:.1} MB/s, {:.0} req/s",
-                m.mb_per_s(),
-                m.requests_per_s()
-            ));
-            runs[i].push(m);
-        }
-    }
+    let runs = repeat_points(s.reps, &points, |rep, &(rb, batch, depth)| {
+        let topic = topic_name("produce", &mut n);
+        let m = on_topic(&broker, &topic, 1, |t| {
+            produce_run(broker.addr, &pre_encode(t, 0, rb, batch), depth, limits)
+        })?;
+        progress(&format!(
+            "produce rep {rep} {rb} B × {batch} depth {depth}: {:.1} MB/s, {:.0} req/s",
+            m.mb_per_s(),
+            m.requests_per_s()
+        ));
+        Ok(m)
+    })?;
     let mut rows = Vec::new();
-    for (i, &(rb, batch, depth)) in points.iter().enumerate() {
-        let values: Vec<f64> = runs[i].iter().map(Measurement::mb_per_s).collect();
+    for (&(rb, batch, depth), runs) in points.iter().zip(&runs) {
         let params = format!(
             "record_bytes={rb} batch_records={batch} depth={depth} flush={} encoding=pre_encoded",
             broker.flush
         );
-        let mut r = row("produce", &broker.backend, params, "MB/s", values.clone());
-        let med = &runs[i][median_index_of(&values)];
-        r.ops = Some(med.requests);
-        r.baselines.push(ratio_to(
-            r.summary.median,
-            "tcp stream",
-            base.stream_mb_s,
+        let (mut r, med) = median_row(
+            "produce",
+            &broker.backend,
+            params,
             "MB/s",
-        ));
+            runs,
+            Measurement::mb_per_s,
+        );
+        r.ops = Some(med.requests);
+        push_ratio(&mut r, "tcp stream", base.stream_mb_s, "MB/s");
         if batch == 1 {
             let pre = pre_encode("p", 0, rb, 1);
             if let Some((bytes, rate, _)) = base.echo_for(request_frame_bytes(&pre, 9)) {
-                let req_rates: Vec<f64> = runs[i].iter().map(Measurement::requests_per_s).collect();
-                let med_rate = Summary::of(&req_rates).map_or(f64::NAN, |x| x.median);
                 r.baselines.push(ratio_to(
-                    med_rate,
+                    median_of(runs, Measurement::requests_per_s),
                     &format!("tcp echo round trips/s ({bytes} B)"),
                     rate,
                     "requests/s",
@@ -411,10 +501,7 @@ pub fn produce(
         }
         rows.push(r);
     }
-    Ok(Section {
-        name: "produce".into(),
-        rows,
-    })
+    section("produce", rows)
 }
 
 /// Consume throughput: fetch `max_bytes` × record size from a pre-filled partition, CRC
@@ -427,8 +514,8 @@ pub fn consume(
     let s = &opts.sizes;
     let broker = opts.broker.start(FlushPolicy::None, "consume")?;
     let limits = Limits {
-        duration: s.point_duration,
         max_payload_bytes: u64::MAX,
+        ..point_limits(s)
     };
     let mut filled = Vec::new();
     let mut n = 0;
@@ -444,43 +531,38 @@ pub fn consume(
         .enumerate()
         .flat_map(|(i, _)| s.fetch_sizes.iter().map(move |&f| (i, f)))
         .collect();
-    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
-    for rep in 1..=s.reps {
-        for (p, &(i, fetch)) in points.iter().enumerate() {
-            let (rb, topic, records) = &filled[i];
-            let m = consume_run(broker.addr, topic, *records, fetch, limits)?;
-            progress(&format!(
-                "consume rep {rep} {rb} B fetch {fetch}: {:.1} MB/s ({} fetches)",
-                m.mb_per_s(),
-                m.requests
-            ));
-            runs[p].push(m);
-        }
-    }
+    let runs = repeat_points(s.reps, &points, |rep, &(i, fetch)| {
+        let (rb, topic, records) = &filled[i];
+        let m = consume_run(broker.addr, topic, *records, fetch, limits)?;
+        progress(&format!(
+            "consume rep {rep} {rb} B fetch {fetch}: {:.1} MB/s ({} fetches)",
+            m.mb_per_s(),
+            m.requests
+        ));
+        Ok(m)
+    })?;
     let mut rows = Vec::new();
-    for (p, &(i, fetch)) in points.iter().enumerate() {
+    for (&(i, fetch), runs) in points.iter().zip(&runs) {
         let (rb, _, records) = &filled[i];
-        let values: Vec<f64> = runs[p].iter().map(Measurement::mb_per_s).collect();
         let params = format!(
             "record_bytes={rb} fetch_max_bytes={fetch} partition_records={records} crc=checked"
         );
-        let mut r = row("consume", &broker.backend, params, "MB/s", values.clone());
-        r.ops = Some(runs[p][median_index_of(&values)].requests);
-        r.baselines.push(ratio_to(
-            r.summary.median,
-            "tcp stream",
-            base.stream_mb_s,
+        let (mut r, med) = median_row(
+            "consume",
+            &broker.backend,
+            params,
             "MB/s",
-        ));
+            runs,
+            Measurement::mb_per_s,
+        );
+        r.ops = Some(med.requests);
+        push_ratio(&mut r, "tcp stream", base.stream_mb_s, "MB/s");
         rows.push(r);
     }
     for (_, topic, _) in &filled {
         delete_topic(broker.addr, topic)?;
     }
-    Ok(Section {
-        name: "consume".into(),
-        rows,
-    })
+    section("consume", rows)
 }
 
 /// End-to-end latency per flush policy × rate × batch.
@@ -499,32 +581,29 @@ pub fn latency(
             .iter()
             .flat_map(|&r| s.latency_batches.iter().map(move |&b| (r, b)))
             .collect();
-        let mut runs: Vec<Vec<kw::LatencyRun>> = vec![Vec::new(); configs.len()];
         let mut n = 0;
-        for rep in 1..=s.reps {
-            for (c, &(rate, batch)) in configs.iter().enumerate() {
-                let spec = LatencySpec {
-                    rate_per_s: rate,
-                    batch_records: batch,
-                    value_bytes: s.latency_value_bytes,
-                    duration: s.latency_duration,
-                    warmup: s.latency_warmup,
-                    max_in_flight: 64,
-                };
-                let topic = topic_name("latency", &mut n);
-                let run = on_topic(&broker, &topic, 1, |t| latency_run(broker.addr, t, spec))?;
-                progress(&format!(
-                    "latency rep {rep} flush {} {rate}/s × {batch}: p50 {:.0} µs p99 {:.0} µs, ack p50 {:.0} µs, achieved {:.0}/s",
-                    broker.flush,
-                    percentile(&run.e2e_ns, 0.5).unwrap_or(0) as f64 / 1e3,
-                    percentile(&run.e2e_ns, 0.99).unwrap_or(0) as f64 / 1e3,
-                    percentile(&run.ack_ns, 0.5).unwrap_or(0) as f64 / 1e3,
-                    run.achieved_rate_per_s
-                ));
-                runs[c].push(run);
-            }
-        }
-        for (c, &(rate, batch)) in configs.iter().enumerate() {
+        let runs = repeat_points(s.reps, &configs, |rep, &(rate, batch)| {
+            let spec = LatencySpec {
+                rate_per_s: rate,
+                batch_records: batch,
+                value_bytes: s.latency_value_bytes,
+                duration: s.latency_duration,
+                warmup: s.latency_warmup,
+                max_in_flight: 64,
+            };
+            let topic = topic_name("latency", &mut n);
+            let run = on_topic(&broker, &topic, 1, |t| latency_run(broker.addr, t, spec))?;
+            progress(&format!(
+                "latency rep {rep} flush {} {rate}/s × {batch}: p50 {:.0} µs p99 {:.0} µs, ack p50 {:.0} µs, achieved {:.0}/s",
+                broker.flush,
+                percentile_us(&run.e2e_ns, 0.5, 0.0),
+                percentile_us(&run.e2e_ns, 0.99, 0.0),
+                percentile_us(&run.ack_ns, 0.5, 0.0),
+                run.achieved_rate_per_s
+            ));
+            Ok(run)
+        })?;
+        for (&(rate, batch), runs) in configs.iter().zip(&runs) {
             let params = format!(
                 "rate={rate} batch_records={batch} flush={} value_bytes={} duration_s={} warmup_s={}",
                 broker.flush,
@@ -532,67 +611,38 @@ pub fn latency(
                 s.latency_duration.as_secs_f64(),
                 s.latency_warmup.as_secs_f64()
             );
-            let pick = |f: &dyn Fn(&kw::LatencyRun) -> f64| -> Vec<f64> {
-                runs[c].iter().map(f).collect()
-            };
-            let us = |v: &[u64], q: f64| percentile(v, q).map_or(f64::NAN, |x| x as f64 / 1e3);
-            for (name, q) in [("e2e_p50", 0.5), ("e2e_p99", 0.99), ("e2e_p99.9", 0.999)] {
-                let mut r = row(
+            let latency_row = |name: &str, unit: &str, f: &dyn Fn(&kw::LatencyRun) -> f64| {
+                row(
                     name,
                     &broker.backend,
                     params.clone(),
-                    "µs",
-                    pick(&|x| us(&x.e2e_ns, q)),
-                );
-                r.ops = runs[c].first().map(|x| x.e2e_ns.len() as u64);
+                    unit,
+                    runs.iter().map(f).collect(),
+                )
+            };
+            for (name, q) in [("e2e_p50", 0.5), ("e2e_p99", 0.99), ("e2e_p99.9", 0.999)] {
+                let mut r = latency_row(name, "µs", &|x| percentile_us(&x.e2e_ns, q, f64::NAN));
+                r.ops = runs.first().map(|x| x.e2e_ns.len() as u64);
                 if let Some((bytes, _, p50)) = echo {
-                    r.baselines.push(ratio_to(
-                        r.summary.median,
-                        &format!("tcp echo RTT p50 ({bytes} B)"),
-                        p50,
-                        "µs",
-                    ));
+                    push_ratio(&mut r, &format!("tcp echo RTT p50 ({bytes} B)"), p50, "µs");
                 }
                 rows.push(r);
             }
-            rows.push(row(
-                "ack_p50",
-                &broker.backend,
-                params.clone(),
-                "µs",
-                pick(&|x| us(&x.ack_ns, 0.5)),
-            ));
-            rows.push(row(
-                "ack_p99",
-                &broker.backend,
-                params.clone(),
-                "µs",
-                pick(&|x| us(&x.ack_ns, 0.99)),
-            ));
-            rows.push(row(
-                "schedule_lag_p99",
-                &broker.backend,
-                params.clone(),
-                "µs",
-                pick(&|x| us(&x.lag_ns, 0.99)),
-            ));
-            rows.push(row(
-                "achieved_rate",
-                &broker.backend,
-                params,
-                "records/s",
-                pick(&|x| x.achieved_rate_per_s),
-            ));
+            rows.push(latency_row("ack_p50", "µs", &|x| {
+                percentile_us(&x.ack_ns, 0.5, f64::NAN)
+            }));
+            rows.push(latency_row("ack_p99", "µs", &|x| {
+                percentile_us(&x.ack_ns, 0.99, f64::NAN)
+            }));
+            rows.push(latency_row("schedule_lag_p99", "µs", &|x| {
+                percentile_us(&x.lag_ns, 0.99, f64::NAN)
+            }));
+            rows.push(latency_row("achieved_rate", "records/s", &|x| {
+                x.achieved_rate_per_s
+            }));
         }
     }
-    Ok(Section {
-        name: "latency".into(),
-        rows,
-    })
-}
-
-fn flushes(opts: &KafkaOptions) -> Option<u64> {
-    opts.device.as_deref().and_then(machine::device_flushes)
+    section("latency", rows)
 }
 
 /// Cost of durability: flush policy × records per request, 1 KB records, one in flight.
@@ -602,72 +652,54 @@ pub fn durability(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Section, BenchError> {
     let s = &opts.sizes;
-    let limits = Limits {
-        duration: s.point_duration,
-        max_payload_bytes: s.point_max_payload_bytes,
-    };
+    let limits = point_limits(s);
     let mut rows: Vec<Row> = Vec::new();
     let sync_rate = 1e6 / base.fdatasync_p50_us;
     let all = [FlushPolicy::None, FlushPolicy::Fsync, FlushPolicy::Interval];
     for policy in policies(&opts.broker, &all) {
         let broker = opts.broker.start(policy, "durability")?;
-        let mut runs: Vec<Vec<(Measurement, Option<u64>)>> =
-            vec![Vec::new(); s.durability_batches.len()];
         let mut n = 0;
-        for rep in 1..=s.reps {
-            for (i, &batch) in s.durability_batches.iter().enumerate() {
-                let topic = topic_name("durability", &mut n);
-                let m = on_topic(&broker, &topic, 1, |t| {
-                    let before = flushes(opts);
-                    let m = produce_run(broker.addr, &pre_encode(t, 0, 1000, batch), 1, limits)?;
-                    Ok((m, before.zip(flushes(opts)).map(|(a, b)| b - a)))
-                })?;
-                progress(&format!(
-                    "durability rep {rep} flush {} × {batch}: {:.1} MB/s, {:.0} req/s, device flushes {:?}",
-                    broker.flush,
-                    m.0.mb_per_s(),
-                    m.0.requests_per_s(),
-                    m.1
-                ));
-                runs[i].push(m);
-            }
-        }
-        for (i, &batch) in s.durability_batches.iter().enumerate() {
-            let values: Vec<f64> = runs[i].iter().map(|(m, _)| m.mb_per_s()).collect();
+        let runs = repeat_points(s.reps, &s.durability_batches, |rep, &batch| {
+            let topic = topic_name("durability", &mut n);
+            let m = on_topic(&broker, &topic, 1, |t| {
+                with_flushes(opts, || {
+                    produce_run(broker.addr, &pre_encode(t, 0, 1000, batch), 1, limits)
+                })
+            })?;
+            progress(&format!(
+                "durability rep {rep} flush {} × {batch}: {:.1} MB/s, {:.0} req/s, device flushes {:?}",
+                broker.flush,
+                m.0.mb_per_s(),
+                m.0.requests_per_s(),
+                m.1
+            ));
+            Ok(m)
+        })?;
+        for (&batch, runs) in s.durability_batches.iter().zip(&runs) {
             let params = format!(
                 "flush={} batch_records={batch} record_bytes=1000 depth=1",
                 broker.flush
             );
-            let mut r = row(
+            let (mut r, &(m, syncs)) = median_row(
                 "durability",
                 &broker.backend,
                 params,
                 "MB/s",
-                values.clone(),
+                runs,
+                |(m, _)| m.mb_per_s(),
             );
-            let (m, syncs) = runs[i][median_index_of(&values)];
-            r.ops = Some(m.requests);
-            r.syncs = syncs;
-            r.ops_per_sync = syncs
-                .filter(|&x| x > 0)
-                .map(|x| m.requests as f64 / x as f64);
-            if let Some(none) = find(
+            set_syncs(&mut r, m.requests, syncs);
+            push_ratio_to_row(
+                &mut r,
                 &rows,
                 "durability",
                 &[("flush", "none"), ("batch_records", &batch.to_string())],
-            ) {
-                r.baselines.push(ratio_to(
-                    r.summary.median,
-                    "flush=none",
-                    none.summary.median,
-                    "MB/s",
-                ));
-            }
+                "flush=none",
+                "MB/s",
+            );
             if broker.flush == "fsync" {
-                let rates: Vec<f64> = runs[i].iter().map(|(m, _)| m.requests_per_s()).collect();
-                let med = Summary::of(&rates).map_or(f64::NAN, |x| x.median);
                 r.baselines.push(ratio_to(
-                    med,
+                    median_of(runs, |(m, _)| m.requests_per_s()),
                     "1/fio fdatasync p50",
                     sync_rate,
                     "requests/s",
@@ -676,10 +708,7 @@ pub fn durability(
             rows.push(r);
         }
     }
-    Ok(Section {
-        name: "durability".into(),
-        rows,
-    })
+    section("durability", rows)
 }
 
 /// Producer scaling: N producers, each on its own connection, to their own partitions or to
@@ -691,71 +720,63 @@ pub fn scaling(
 ) -> Result<Section, BenchError> {
     let s = &opts.sizes;
     let broker = opts.broker.start(FlushPolicy::None, "scaling")?;
-    let limits = Limits {
-        duration: s.point_duration,
-        max_payload_bytes: s.point_max_payload_bytes,
-    };
+    let limits = point_limits(s);
     let max_producers = s.producer_counts.iter().copied().max().unwrap_or(1) as i32;
     let modes = ["own_partition", "shared_partition"];
     let points: Vec<(&str, usize)> = modes
         .iter()
         .flat_map(|&m| s.producer_counts.iter().map(move |&c| (m, c)))
         .collect();
-    let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); points.len()];
     let mut n = 0;
-    for rep in 1..=s.reps {
-        for (p, &(mode, count)) in points.iter().enumerate() {
-            let topic = topic_name("scaling", &mut n);
-            let partitions = if mode == "own_partition" {
-                max_producers
-            } else {
-                1
-            };
-            let m = on_topic(&broker, &topic, partitions, |t| {
-                let pres = (0..count)
-                    .map(|i| {
-                        let partition = if mode == "own_partition" { i as i32 } else { 0 };
-                        pre_encode(t, partition, 1000, s.scaling_batch)
-                    })
-                    .collect();
-                concurrent_produce(broker.addr, pres, 1, limits)
-            })?;
-            progress(&format!(
-                "scaling rep {rep} {mode} × {count}: {:.1} MB/s",
-                m.mb_per_s()
-            ));
-            runs[p].push(m);
-        }
-    }
+    let runs = repeat_points(s.reps, &points, |rep, &(mode, count)| {
+        let topic = topic_name("scaling", &mut n);
+        let partitions = if mode == "own_partition" {
+            max_producers
+        } else {
+            1
+        };
+        let m = on_topic(&broker, &topic, partitions, |t| {
+            let pres = (0..count)
+                .map(|i| {
+                    let partition = if mode == "own_partition" { i as i32 } else { 0 };
+                    pre_encode(t, partition, 1000, s.scaling_batch)
+                })
+                .collect();
+            concurrent_produce(broker.addr, pres, 1, limits)
+        })?;
+        progress(&format!(
+            "scaling rep {rep} {mode} × {count}: {:.1} MB/s",
+            m.mb_per_s()
+        ));
+        Ok(m)
+    })?;
     let mut rows: Vec<Row> = Vec::new();
-    for (p, &(mode, count)) in points.iter().enumerate() {
-        let values: Vec<f64> = runs[p].iter().map(Measurement::mb_per_s).collect();
+    for (&(mode, count), runs) in points.iter().zip(&runs) {
         let params = format!(
             "mode={mode} producers={count} record_bytes=1000 batch_records={} depth=1 flush={}",
             s.scaling_batch, broker.flush
         );
-        let mut r = row("scaling", &broker.backend, params, "MB/s", values.clone());
-        r.ops = Some(runs[p][median_index_of(&values)].requests);
-        r.baselines.push(ratio_to(
-            r.summary.median,
-            "tcp stream",
-            base.stream_mb_s,
+        let (mut r, med) = median_row(
+            "scaling",
+            &broker.backend,
+            params,
             "MB/s",
-        ));
-        if let Some(one) = find(&rows, "scaling", &[("mode", mode), ("producers", "1")]) {
-            r.baselines.push(ratio_to(
-                r.summary.median,
-                "1 producer",
-                one.summary.median,
-                "MB/s",
-            ));
-        }
+            runs,
+            Measurement::mb_per_s,
+        );
+        r.ops = Some(med.requests);
+        push_ratio(&mut r, "tcp stream", base.stream_mb_s, "MB/s");
+        push_ratio_to_row(
+            &mut r,
+            &rows,
+            "scaling",
+            &[("mode", mode), ("producers", "1")],
+            "1 producer",
+            "MB/s",
+        );
         rows.push(r);
     }
-    Ok(Section {
-        name: "scaling".into(),
-        rows,
-    })
+    section("scaling", rows)
 }
 
 /// Whether librdkafka may ask for idempotence here: asked for and advertised.
@@ -790,27 +811,28 @@ pub fn rdkafka_throughput(
             max_in_flight: None,
             linger_ms: None,
         };
-        let mut values = Vec::new();
         let mut n = 0;
-        for rep in 1..=s.reps {
-            let topic = topic_name("rdkafka", &mut n);
-            let acked = on_topic(&broker, &topic, 1, |t| {
-                produce_acked(
-                    &broker.bootstrap(),
-                    t,
-                    s.rd_value_bytes,
-                    s.rd_duration,
-                    None,
-                    settings,
-                )
-            })?;
-            progress(&format!(
-                "rdkafka rep {rep} flush {}: {:.0} acked records/s",
-                broker.flush,
-                acked.per_s()
-            ));
-            values.push(acked.per_s());
-        }
+        let values = (1..=s.reps)
+            .map(|rep| {
+                let topic = topic_name("rdkafka", &mut n);
+                let acked = on_topic(&broker, &topic, 1, |t| {
+                    produce_acked(
+                        &broker.bootstrap(),
+                        t,
+                        s.rd_value_bytes,
+                        s.rd_duration,
+                        None,
+                        settings,
+                    )
+                })?;
+                progress(&format!(
+                    "rdkafka rep {rep} flush {}: {:.0} acked records/s",
+                    broker.flush,
+                    acked.per_s()
+                ));
+                Ok(acked.per_s())
+            })
+            .collect::<Result<Vec<f64>, BenchError>>()?;
         let params = format!(
             "flush={} acks=all idempotence={idem_label} value_bytes={} duration_s={} producer=ThreadedProducer",
             broker.flush,
@@ -833,10 +855,7 @@ pub fn rdkafka_throughput(
         ));
         rows.push(r);
     }
-    Ok(Section {
-        name: "rdkafka_throughput".into(),
-        rows,
-    })
+    section("rdkafka_throughput", rows)
 }
 
 /// Seed 003: sequential confirmed writes (acks=all, one in flight, linger 0, fsync) with
@@ -880,22 +899,12 @@ pub fn confirmed(
         ("sequential_p99.9", 0.999),
         ("sequential_p99.99", 0.9999),
     ] {
-        let v = percentile(&samples, q).map_or(f64::NAN, |x| x as f64 / 1e3);
+        let v = percentile_us(&samples, q, f64::NAN);
         let mut r = row(name, &broker.backend, params.clone(), "µs", vec![v]);
         r.ops = Some(samples.len() as u64);
-        r.baselines.push(ratio_to(
-            v,
-            "fio fdatasync p50",
-            base.fdatasync_p50_us,
-            "µs",
-        ));
+        push_ratio(&mut r, "fio fdatasync p50", base.fdatasync_p50_us, "µs");
         if let Some((bytes, _, p50)) = echo {
-            r.baselines.push(ratio_to(
-                v,
-                &format!("tcp echo RTT p50 ({bytes} B)"),
-                p50,
-                "µs",
-            ));
+            push_ratio(&mut r, &format!("tcp echo RTT p50 ({bytes} B)"), p50, "µs");
         }
         rows.push(r);
     }
@@ -912,39 +921,33 @@ pub fn confirmed(
     };
     for client in ["rdkafka", "minikafka-client"] {
         for &depth in &s.pipeline_depths {
-            let mut values = Vec::new();
-            let mut side = Vec::new();
-            for rep in 1..=s.reps {
+            // One point: this sweep repeats each depth before moving to the next.
+            let runs = repeat_points(s.reps, &[depth], |rep, &depth| {
                 let topic = topic_name("depth", &mut n);
-                let (records, per_s, syncs) = on_topic(&broker, &topic, 1, |t| {
-                    let before = flushes(opts);
-                    let (records, per_s) = if client == "rdkafka" {
-                        let a = produce_acked(
-                            &broker.bootstrap(),
-                            t,
-                            s.sequential_value_bytes,
-                            s.pipeline_duration,
-                            Some(depth as u64),
-                            settings,
-                        )?;
-                        (a.records, a.per_s())
-                    } else {
-                        let pre = pre_encode(t, 0, s.sequential_value_bytes, 1);
-                        let m = produce_run(broker.addr, &pre, depth, limits)?;
-                        (m.records, m.records_per_s())
-                    };
-                    Ok((
-                        records,
-                        per_s,
-                        before.zip(flushes(opts)).map(|(a, b)| b - a),
-                    ))
+                let ((records, per_s), syncs) = on_topic(&broker, &topic, 1, |t| {
+                    with_flushes(opts, || {
+                        if client == "rdkafka" {
+                            let a = produce_acked(
+                                &broker.bootstrap(),
+                                t,
+                                s.sequential_value_bytes,
+                                s.pipeline_duration,
+                                Some(depth as u64),
+                                settings,
+                            )?;
+                            Ok((a.records, a.per_s()))
+                        } else {
+                            let pre = pre_encode(t, 0, s.sequential_value_bytes, 1);
+                            let m = produce_run(broker.addr, &pre, depth, limits)?;
+                            Ok((m.records, m.records_per_s()))
+                        }
+                    })
                 })?;
                 progress(&format!(
                     "depth rep {rep} {client} × {depth}: {per_s:.0} confirmed writes/s, device flushes {syncs:?}"
                 ));
-                values.push(per_s);
-                side.push((records, syncs));
-            }
+                Ok((records, per_s, syncs))
+            })?;
             let params = if client == "rdkafka" {
                 format!(
                     "client=rdkafka depth={depth} flush={} acks=all idempotence={idem_label} max_in_flight=1 linger_ms=0 value_bytes={}",
@@ -956,36 +959,27 @@ pub fn confirmed(
                     broker.flush, s.sequential_value_bytes
                 )
             };
-            let mut r = row(
+            let (mut r, &(records, _, syncs)) = median_row(
                 "confirmed_depth",
                 &broker.backend,
                 params,
                 "records/s",
-                values.clone(),
+                &runs[0],
+                |&(_, per_s, _)| per_s,
             );
-            let (records, syncs) = side[median_index_of(&values)];
-            r.ops = Some(records);
-            r.syncs = syncs;
-            r.ops_per_sync = syncs.filter(|&x| x > 0).map(|x| records as f64 / x as f64);
-            if let Some(one) = find(
+            set_syncs(&mut r, records, syncs);
+            push_ratio_to_row(
+                &mut r,
                 &rows,
                 "confirmed_depth",
                 &[("client", client), ("depth", "1")],
-            ) {
-                r.baselines.push(ratio_to(
-                    r.summary.median,
-                    "depth 1",
-                    one.summary.median,
-                    "records/s",
-                ));
-            }
+                "depth 1",
+                "records/s",
+            );
             rows.push(r);
         }
     }
-    Ok(Section {
-        name: "confirmed".into(),
-        rows,
-    })
+    section("confirmed", rows)
 }
 
 /// One of the targets, measured.

@@ -17,7 +17,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 
 use futures::channel::oneshot;
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
@@ -29,6 +28,7 @@ use minikafka_core::recovery::{Action, Case};
 use minikafka_core::time_index::{TimeIndexCheck, TimeIndexEntry, TIME_ENTRY_BYTES};
 use minikafka_core::types::Offset;
 
+use crate::conformance::backend::{assert_none_failed, run_checks, run_on_one_shard};
 use crate::fault::{FaultPlan, FaultyBackend, EIO_RAW, ENOSPC_RAW};
 use crate::log::recover::TimeIndexProblem;
 use crate::log::segment::{
@@ -815,6 +815,33 @@ pub async fn check_recovery_bit_flips_in_tail<B: Backend>(backend: &B, dir: &Pat
     Ok(())
 }
 
+/// Damages four sealed-segment index files (offset or time index, entries of `entry_bytes`
+/// bytes) the four ways recovery must tell apart: `paths[0]` removed (missing), `paths[1]` cut
+/// by `cut_bytes` (a partial trailing entry), `paths[2]` with its first two entries swapped
+/// (disordered), and `paths[3]` with its last entry's final 4 bytes (the file position, or the
+/// relative offset) set to `u32::MAX` (pointing past the segment's end).
+async fn damage_four_ways<B: Backend>(
+    backend: &B,
+    paths: &[PathBuf; 4],
+    entry_bytes: usize,
+    cut_bytes: usize,
+) -> Check {
+    backend
+        .remove_file(&paths[0])
+        .await
+        .step(&format!("remove {}", paths[0].display()))?;
+    let bytes = read_file(backend, &paths[1]).await?;
+    write_file(backend, &paths[1], &bytes[..bytes.len() - cut_bytes]).await?;
+    let mut bytes = read_file(backend, &paths[2]).await?;
+    let (a, b) = bytes.split_at_mut(entry_bytes);
+    a.swap_with_slice(&mut b[..entry_bytes]);
+    write_file(backend, &paths[2], &bytes).await?;
+    let mut bytes = read_file(backend, &paths[3]).await?;
+    let n = bytes.len();
+    bytes[n - 4..].copy_from_slice(&u32::MAX.to_be_bytes());
+    write_file(backend, &paths[3], &bytes).await
+}
+
 /// Sealed segments whose index is missing, ends in a partial entry, is disordered, or points
 /// past the log end are rebuilt by a scan (the decision table's cases); the rebuilt index
 /// equals the original and lookups read the right batches.
@@ -839,24 +866,8 @@ pub async fn check_sealed_index_rebuilt<B: Backend>(backend: &B, dir: &Path) -> 
     })?;
     log.close().await.step("close")?;
     let index_path = |i: usize| dir.join(index_file_name(originals[i].0));
-    // 0: missing.
-    backend
-        .remove_file(&index_path(0))
-        .await
-        .step("remove index 0")?;
-    // 1: partial trailing entry.
-    let bytes = read_file(backend, &index_path(1)).await?;
-    write_file(backend, &index_path(1), &bytes[..bytes.len() - 3]).await?;
-    // 2: disordered (first two entries swapped).
-    let mut bytes = read_file(backend, &index_path(2)).await?;
-    let (a, b) = bytes.split_at_mut(ENTRY_BYTES);
-    a.swap_with_slice(&mut b[..ENTRY_BYTES]);
-    write_file(backend, &index_path(2), &bytes).await?;
-    // 3: last entry points past the log end.
-    let mut bytes = read_file(backend, &index_path(3)).await?;
-    let n = bytes.len();
-    bytes[n - 4..].copy_from_slice(&u32::MAX.to_be_bytes());
-    write_file(backend, &index_path(3), &bytes).await?;
+    let paths = [index_path(0), index_path(1), index_path(2), index_path(3)];
+    damage_four_ways(backend, &paths, ENTRY_BYTES, 3).await?;
 
     let log = open(backend, dir, &cfg, true).await?;
     let report = log.recovery_report().to_vec();
@@ -2135,17 +2146,8 @@ pub async fn check_time_index_rebuilt_after_crash<B: Backend>(backend: &B, dir: 
     })?;
     log.close().await.step("close")?;
     let path = |i: usize| dir.join(time_index_file_name(originals[i].0));
-    backend.remove_file(&path(0)).await.step("remove 0")?;
-    let bytes = read_file(backend, &path(1)).await?;
-    write_file(backend, &path(1), &bytes[..bytes.len() - 5]).await?;
-    let mut bytes = read_file(backend, &path(2)).await?;
-    let (a, b) = bytes.split_at_mut(TIME_ENTRY_BYTES);
-    a.swap_with_slice(&mut b[..TIME_ENTRY_BYTES]);
-    write_file(backend, &path(2), &bytes).await?;
-    let mut bytes = read_file(backend, &path(3)).await?;
-    let n = bytes.len();
-    bytes[n - 4..].copy_from_slice(&u32::MAX.to_be_bytes());
-    write_file(backend, &path(3), &bytes).await?;
+    let paths = [path(0), path(1), path(2), path(3)];
+    damage_four_ways(backend, &paths, TIME_ENTRY_BYTES, 5).await?;
 
     let log = open(backend, dir, &cfg, true).await?;
     let report = log.recovery_report().to_vec();
@@ -2630,80 +2632,62 @@ where
     crate::conformance::backend::run_check::<B, F, Fut>(dir, check)
 }
 
-macro_rules! for_each_check {
-    ($run:ident) => {
-        $run!(check_append_read_round_trip);
-        $run!(check_invalid_batch_touches_nothing);
-        $run!(check_segment_roll_at_segment_bytes);
-        $run!(check_index_placement_small_batches);
-        $run!(check_index_placement_huge_batches);
-        $run!(check_reads_racing_appends);
-        $run!(check_recovery_every_truncation_point);
-        $run!(check_recovery_bit_flips_in_tail);
-        $run!(check_sealed_index_rebuilt);
-        $run!(check_retention_by_size);
-        $run!(check_retention_by_time);
-        $run!(check_read_in_flight_survives_retention);
-        $run!(check_group_commit_shares_syncs);
-        $run!(check_coalesced_appends_share_writes);
-        $run!(check_coalesced_refusal_stays_alone);
-        $run!(check_interval_flush_ticks);
-        $run!(check_clean_reopen_does_not_scan);
-        $run!(check_topic_metadata_round_trip);
-        $run!(check_offset_for_timestamp_matches_reference);
-        $run!(check_time_index_rebuilt_after_crash);
-        $run!(check_offset_for_timestamp_after_retention);
-        $run!(check_producer_dedup_survives_clean_restart);
-        $run!(check_producer_dedup_survives_crash);
+/// The one list of log check names, handed to a callback macro: `checks` gives the
+/// conformance checks, `fault_checks` the fault checks, each as `$callback! { args [names] }`.
+/// Both [`run_all`]/[`run_fault_suite`] and [`log_suite_tests!`](crate::log_suite_tests)
+/// take their lists from here, so a check cannot be run by one and missed by the other.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! log_check_names {
+    (checks, {$($callback:tt)*}, {$($args:tt)*}) => {
+        $($callback)*! { $($args)* [
+            check_append_read_round_trip,
+            check_invalid_batch_touches_nothing,
+            check_segment_roll_at_segment_bytes,
+            check_index_placement_small_batches,
+            check_index_placement_huge_batches,
+            check_reads_racing_appends,
+            check_recovery_every_truncation_point,
+            check_recovery_bit_flips_in_tail,
+            check_sealed_index_rebuilt,
+            check_retention_by_size,
+            check_retention_by_time,
+            check_read_in_flight_survives_retention,
+            check_group_commit_shares_syncs,
+            check_coalesced_appends_share_writes,
+            check_coalesced_refusal_stays_alone,
+            check_interval_flush_ticks,
+            check_clean_reopen_does_not_scan,
+            check_topic_metadata_round_trip,
+            check_offset_for_timestamp_matches_reference,
+            check_time_index_rebuilt_after_crash,
+            check_offset_for_timestamp_after_retention,
+            check_producer_dedup_survives_clean_restart,
+            check_producer_dedup_survives_crash,
+        ] }
     };
-}
-
-macro_rules! for_each_fault_check {
-    ($run:ident) => {
-        $run!(check_fault_crash_after_every_op);
-        $run!(check_fault_crash_after_every_op_coalesced);
-        $run!(check_fault_torn_write);
-        $run!(check_fault_enospc);
-        $run!(check_fault_eio_on_sync_goes_offline);
+    (fault_checks, {$($callback:tt)*}, {$($args:tt)*}) => {
+        $($callback)*! { $($args)* [
+            check_fault_crash_after_every_op,
+            check_fault_crash_after_every_op_coalesced,
+            check_fault_torn_write,
+            check_fault_enospc,
+            check_fault_eio_on_sync_goes_offline,
+        ] }
     };
 }
 
 fn run_list<B: Backend>(dir: &Path, fault: bool) {
-    let failures: Arc<Mutex<Option<Vec<String>>>> = Arc::default();
-    let (sink, root) = (Arc::clone(&failures), dir.to_path_buf());
-    let ran = B::run_shards(1, move |backend| {
-        let (sink, root) = (Arc::clone(&sink), root.clone());
-        async move {
-            let mut failed = Vec::new();
-            macro_rules! run {
-                ($check:ident) => {
-                    let sub = root.join(stringify!($check));
-                    if let Err(e) = $check(&backend, &sub).await {
-                        failed.push(format!("{}: {e}", stringify!($check)));
-                    }
-                };
-            }
-            if fault {
-                for_each_fault_check!(run);
-            } else {
-                for_each_check!(run);
-            }
-            *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(failed);
-        }
-    });
-    let mut failures = match failures.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        Some(failed) => failed,
-        None => vec!["the checks never finished".to_string()],
+    let failures = if fault {
+        run_on_one_shard::<B, _, _>(dir, |backend, root| async move {
+            crate::log_check_names!(fault_checks, {run_checks}, {backend, root,})
+        })
+    } else {
+        run_on_one_shard::<B, _, _>(dir, |backend, root| async move {
+            crate::log_check_names!(checks, {run_checks}, {backend, root,})
+        })
     };
-    if let Err(e) = ran {
-        failures.push(format!("run_shards(1): {e}"));
-    }
-    assert!(
-        failures.is_empty(),
-        "log checks failed ({}):\n  {}",
-        failures.len(),
-        failures.join("\n  ")
-    );
+    assert_none_failed("log checks", &failures);
 }
 
 /// Runs every conformance check on one shard of `B`, each in its own subdirectory of `dir`.
@@ -2728,38 +2712,10 @@ pub fn run_fault_suite<B: Backend>(dir: &Path) {
 #[macro_export]
 macro_rules! log_suite_tests {
     ($backend:ty) => {
-        $crate::log_suite_tests!(@tests $backend;
-            check_append_read_round_trip,
-            check_invalid_batch_touches_nothing,
-            check_segment_roll_at_segment_bytes,
-            check_index_placement_small_batches,
-            check_index_placement_huge_batches,
-            check_reads_racing_appends,
-            check_recovery_every_truncation_point,
-            check_recovery_bit_flips_in_tail,
-            check_sealed_index_rebuilt,
-            check_retention_by_size,
-            check_retention_by_time,
-            check_read_in_flight_survives_retention,
-            check_group_commit_shares_syncs,
-            check_coalesced_appends_share_writes,
-            check_coalesced_refusal_stays_alone,
-            check_interval_flush_ticks,
-            check_clean_reopen_does_not_scan,
-            check_topic_metadata_round_trip,
-            check_offset_for_timestamp_matches_reference,
-            check_time_index_rebuilt_after_crash,
-            check_offset_for_timestamp_after_retention,
-            check_producer_dedup_survives_clean_restart,
-            check_producer_dedup_survives_crash,
-            check_fault_crash_after_every_op,
-            check_fault_crash_after_every_op_coalesced,
-            check_fault_torn_write,
-            check_fault_enospc,
-            check_fault_eio_on_sync_goes_offline
-        );
+        $crate::log_check_names!(checks, {$crate::log_suite_tests}, {@tests $backend;});
+        $crate::log_check_names!(fault_checks, {$crate::log_suite_tests}, {@tests $backend;});
     };
-    (@tests $backend:ty; $($check:ident),*) => {
+    (@tests $backend:ty; [$($check:ident),* $(,)?]) => {
         $(
             #[test]
             fn $check() {
