@@ -34,9 +34,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest,
-    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use minikafka_core::record::{BatchBuilder, NewRecord};
@@ -403,7 +403,7 @@ fn api_versions_advertises_served_ranges_only() {
             None,
             "group APIs are not served yet"
         );
-        assert_eq!(range(ApiKey::FindCoordinator), None);
+        assert_eq!(range(ApiKey::FindCoordinator), Some((0, 6)));
         // Accepted (answered with an error) but not advertised: clients would otherwise turn
         // idempotence on by default.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
@@ -766,7 +766,7 @@ fn admin_apis_create_describe_grow_delete() {
     assert_eq!(response.producer_epoch, 0);
 
     // An API we do not serve closes the connection (after answering what came before).
-    client.send(ApiKey::FindCoordinator, 1, &ApiVersionsRequest::default());
+    client.send(ApiKey::ElectLeaders, 0, &ApiVersionsRequest::default());
     let mut byte = [0u8; 1];
     assert_eq!(client.stream.read(&mut byte).expect("read"), 0, "closed");
 }
@@ -907,4 +907,130 @@ fn connections_beyond_max_connections_are_refused_across_shards() {
         answers_api_versions(&mut second),
         "the surviving connection still works"
     );
+}
+
+/// `__consumer_offsets` exists from the first start with `offsets.topic.num.partitions`
+/// partitions (Kafka's 50 by default), is listed as internal, refuses user produce
+/// (INVALID_TOPIC_EXCEPTION, as Kafka), deletion and new partitions
+/// (TOPIC_AUTHORIZATION_FAILED), has retention off, and keeps its partition count across a
+/// restart with another setting (groups are placed by it).
+#[test]
+fn the_offsets_topic_is_created_internal_and_protected() {
+    let mut broker = Broker::start(2);
+    let mut client = broker.client();
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &all);
+    let offsets = response
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some("__consumer_offsets"))
+        .expect("listed with all topics");
+    assert!(offsets.is_internal);
+    assert_eq!(offsets.partitions.len(), 50);
+    assert_eq!(
+        metadata_partitions(&mut client, "__consumer_offsets"),
+        (0, 50)
+    );
+
+    let response = client.produce("__consumer_offsets", 0, 1, &batch(&["forged"], 1));
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code, 17,
+        "INVALID_TOPIC_EXCEPTION"
+    );
+    let mut state = DeleteTopicState::default();
+    state.name = Some(topic_name("__consumer_offsets"));
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![state];
+    let response: DeleteTopicsResponse = client.call(ApiKey::DeleteTopics, 6, &request);
+    assert_eq!(
+        response.responses[0].error_code, 29,
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+    let mut grow = CreatePartitionsTopic::default();
+    grow.name = topic_name("__consumer_offsets");
+    grow.count = 60;
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = vec![grow];
+    let response: CreatePartitionsResponse = client.call(ApiKey::CreatePartitions, 3, &request);
+    assert_eq!(
+        response.results[0].error_code, 29,
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+
+    let mut resource = DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_static_str("__consumer_offsets");
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+    let value = |name: &str| {
+        response.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+    };
+    assert_eq!(value("retention.ms").as_deref(), Some("-1"));
+    assert_eq!(value("retention.bytes").as_deref(), Some("-1"));
+
+    assert_eq!(broker.terminate(), Some(0));
+    broker.extra.push("offsets.topic.num.partitions=3".into());
+    broker.restart();
+    let mut client = broker.client();
+    assert_eq!(
+        metadata_partitions(&mut client, "__consumer_offsets"),
+        (0, 50)
+    );
+}
+
+/// FindCoordinator v0-6: a group's coordinator is this broker at its advertised address, one
+/// answer per key from v4 on; transactions have no coordinator here.
+#[test]
+fn find_coordinator_answers_this_broker_for_groups() {
+    let broker = Broker::start_with(2, &["offsets.topic.num.partitions=4"]);
+    let mut client = broker.client();
+    let port = i32::from(broker.addr.port());
+    for version in 0..=3i16 {
+        let mut request = FindCoordinatorRequest::default();
+        request.key = StrBytes::from_static_str("my-group");
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert_eq!(response.node_id.0, 0);
+        assert_eq!(response.host.as_str(), "127.0.0.1");
+        assert_eq!(response.port, port);
+        if version >= 1 {
+            request.key_type = 1;
+            let response: FindCoordinatorResponse =
+                client.call(ApiKey::FindCoordinator, version, &request);
+            assert_eq!(
+                response.error_code, 15,
+                "v{version}: COORDINATOR_NOT_AVAILABLE"
+            );
+        }
+    }
+    for version in 4..=6i16 {
+        let mut request = FindCoordinatorRequest::default();
+        request.coordinator_keys = ["a", "b", "c"]
+            .iter()
+            .map(|k| StrBytes::from_string(k.to_string()))
+            .collect();
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        let keys: Vec<&str> = response
+            .coordinators
+            .iter()
+            .map(|c| c.key.as_str())
+            .collect();
+        assert_eq!(keys, vec!["a", "b", "c"], "v{version}");
+        for c in &response.coordinators {
+            assert_eq!((c.error_code, c.node_id.0, c.port), (0, 0, port));
+        }
+        request.key_type = 2;
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        assert!(response.coordinators.iter().all(|c| c.error_code == 42));
+    }
 }

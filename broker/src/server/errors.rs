@@ -35,5 +35,9 @@ pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const INVALID_RECORD: i16 = 87;
 /// No topic has this id.
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+/// The coordinator is not available (FindCoordinator for a coordinator we do not run).
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// The client may not act on this topic (here: changes to internal topics).
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 /// The DescribeCluster endpoint type is not served.
 pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = 119;

@@ -19,10 +19,12 @@
 //! - [`handlers`]: one module per Kafka API.
 //! - [`errors`]: Kafka error codes.
 //! - [`gate`]: the first-come, first-served order of a partition's appends.
+//! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 
 pub mod connection;
 pub mod errors;
 pub mod gate;
+pub mod groups;
 pub mod handlers;
 pub mod routing;
 pub mod shard;

@@ -33,7 +33,7 @@ use minikafka_core::wakeup::PartitionSignal;
 use super::errors;
 use super::gate::FifoGate;
 use super::shared::{Barrier, Job, Shared};
-use super::{connection, now_ms, routing, topics, CLEAN_SHUTDOWN_MARKER};
+use super::{connection, groups, now_ms, routing, topics, CLEAN_SHUTDOWN_MARKER};
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 
@@ -477,7 +477,9 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared<B>>) {
     spawn_inbox_loop(&state);
 
     if shard == 0 {
-        if let Err(e) = topics::load_registry(&state).await {
+        if let Err(e) = groups::offsets_topic::ensure_stored(&state).await {
+            shared.fail(format!("creating the offsets topic: {e}"));
+        } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
         }
     }
@@ -643,6 +645,9 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     state.backend.spawn_local(async move {
         while sleep_or_stop(&st, retention_every).await {
             for (topic, p, log) in st.owned_logs() {
+                if groups::offsets_topic::is_internal(&topic) {
+                    continue;
+                }
                 match log.apply_retention(now_ms()).await {
                     Ok(outcome) if !outcome.deleted_base_offsets.is_empty() => tracing::info!(
                         topic,

@@ -17,6 +17,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -46,9 +47,8 @@ pub enum Outcome {
 }
 
 /// The APIs and version ranges the broker accepts: each is the intersection of what the
-/// protocol layer pre-checks and what the handler implements. Group APIs (FindCoordinator,
-/// JoinGroup, …) and OffsetCommit/OffsetFetch are left out until they are implemented: a
-/// request for them closes the connection.
+/// protocol layer pre-checks and what the handler implements. An API left out (the group
+/// membership and offset APIs until they are served) closes the connection.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
@@ -61,6 +61,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::FindCoordinator, 0, 6),
 ];
 
 /// APIs accepted but not advertised in ApiVersions. Empty today; the hook exists because
@@ -176,6 +177,11 @@ pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedReque
             version,
             correlation_id,
             &describe_cluster::handle(state, req, version),
+        ),
+        RequestBody::FindCoordinator(req) => respond(
+            version,
+            correlation_id,
+            &find_coordinator::handle(state, req, version),
         ),
         RequestBody::InitProducerId(req) => respond(
             version,
