@@ -28,6 +28,7 @@
 
 pub mod backend;
 pub mod fetch;
+pub mod group;
 pub mod index;
 pub mod producer;
 pub mod record;
