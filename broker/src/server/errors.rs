@@ -35,6 +35,8 @@ pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const INVALID_RECORD: i16 = 87;
 /// No topic has this id.
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+/// This broker is not (or no longer) the group's coordinator (shutting down).
+pub const NOT_COORDINATOR: i16 = 16;
 /// The coordinator is not available (FindCoordinator for a coordinator we do not run).
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 /// The client may not act on this topic (here: changes to internal topics).

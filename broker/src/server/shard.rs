@@ -99,6 +99,8 @@ pub struct ShardState<B: Backend> {
     /// Completes (with an error) once shutdown began: every long wait selects on it.
     pub stop: async_channel::Receiver<()>,
     stop_tx: async_channel::Sender<()>,
+    /// The group coordinators this shard hosts.
+    pub groups: groups::host::GroupHosts,
 }
 
 /// Counts one request in flight on a shard until dropped.
@@ -149,7 +151,8 @@ impl<B: Backend> ShardState<B> {
         rx.await.ok()
     }
 
-    fn owned(&self, topic: &str, partition: i32) -> Option<OwnedPartition<B>> {
+    /// The partition, if this shard owns it (and it is open).
+    pub(crate) fn owned(&self, topic: &str, partition: i32) -> Option<OwnedPartition<B>> {
         self.partitions
             .borrow()
             .get(&(topic.to_string(), partition))
@@ -175,7 +178,8 @@ impl<B: Backend> ShardState<B> {
         .unwrap_or(Err(UNKNOWN_SERVER_ERROR))
     }
 
-    async fn append_local(
+    /// Appends `batch` to a partition this shard owns (see [`ShardState::append`]).
+    pub(crate) async fn append_local(
         &self,
         topic: &str,
         partition: i32,
@@ -473,6 +477,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared<B>>) {
         in_flight: Cell::new(0),
         stop,
         stop_tx,
+        groups: groups::host::GroupHosts::new(),
     });
     spawn_inbox_loop(&state);
 
@@ -485,7 +490,13 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared<B>>) {
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {
         match state.open_owned_partitions().await {
-            Ok(n) => tracing::info!(shard, partitions = n, "partitions open"),
+            Ok(n) => {
+                tracing::info!(shard, partitions = n, "partitions open");
+                // Coordinators replay before any shard accepts a connection.
+                if let Err(e) = groups::host::GroupHosts::load(&state).await {
+                    shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
+                }
+            }
             Err(e) => shared.fail(format!("shard {shard}: {e}")),
         }
     }

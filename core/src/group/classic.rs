@@ -173,7 +173,11 @@ impl ClassicGroup {
     /// Kafka's rule for a join's protocols: an empty group takes any non-empty set; otherwise
     /// the protocol type must match and one of the protocols must be supported by every
     /// current member.
-    pub(crate) fn supports_protocols(&self, protocol_type: &str, protocols: &[JoinProtocol]) -> bool {
+    pub(crate) fn supports_protocols(
+        &self,
+        protocol_type: &str,
+        protocols: &[JoinProtocol],
+    ) -> bool {
         if protocol_type.is_empty() || protocols.is_empty() {
             return false;
         }

@@ -118,9 +118,9 @@ pub fn group_partition(group_id: &str, partition_count: i32) -> i32 {
     if partition_count <= 0 {
         return 0;
     }
-    let hash = group_id
-        .encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    let hash = group_id.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
     (hash & 0x7fff_ffff) % partition_count
 }
 

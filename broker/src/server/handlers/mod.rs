@@ -18,11 +18,15 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod group_membership;
+pub mod group_offsets;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -47,8 +51,8 @@ pub enum Outcome {
 }
 
 /// The APIs and version ranges the broker accepts: each is the intersection of what the
-/// protocol layer pre-checks and what the handler implements. An API left out (the group
-/// membership and offset APIs until they are served) closes the connection.
+/// protocol layer pre-checks and what the handler implements. An API left out (the consumer
+/// group protocol's until it is served) closes the connection.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
@@ -62,6 +66,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
 ];
 
 /// APIs accepted but not advertised in ApiVersions. Empty today; the hook exists because
@@ -113,8 +127,12 @@ pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-/// Handles one request.
-pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedRequest) -> Outcome {
+/// Handles one request from `peer`.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: DecodedRequest,
+    peer: SocketAddr,
+) -> Outcome {
     let version = request.api_version;
     let correlation_id = request.header.correlation_id;
     match request.body {
@@ -183,6 +201,62 @@ pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedReque
             correlation_id,
             &find_coordinator::handle(state, req, version),
         ),
+        RequestBody::JoinGroup(req) => {
+            let client = groups::ClientInfo::new(
+                request.header.client_id.as_ref().map(|c| c.as_str()),
+                peer,
+            );
+            respond(
+                version,
+                correlation_id,
+                &group_membership::join_group(state, req, version, &client).await,
+            )
+        }
+        RequestBody::SyncGroup(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::sync_group(state, req, version).await,
+        ),
+        RequestBody::Heartbeat(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::heartbeat(state, req, version).await,
+        ),
+        RequestBody::LeaveGroup(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::leave_group(state, req, version).await,
+        ),
+        RequestBody::OffsetCommit(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_commit(state, req, version).await,
+        ),
+        RequestBody::OffsetFetch(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_fetch(state, req, version).await,
+        ),
+        RequestBody::OffsetDelete(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_delete(state, req).await,
+        ),
+        RequestBody::DeleteGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::delete_groups(state, req).await,
+        ),
+        RequestBody::ListGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::list_groups(state, req, version).await,
+        ),
+        RequestBody::DescribeGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::describe_groups(state, req, version).await,
+        ),
         RequestBody::InitProducerId(req) => respond(
             version,
             correlation_id,
@@ -209,10 +283,10 @@ mod tests {
             .collect();
         let table = SupportedVersions::new(ranges).expect("served ranges are covered");
         assert_eq!(table.ranges().len(), SERVED.len());
-        assert!(schema::schema_for(ApiKey::JoinGroup).is_some());
+        assert!(schema::schema_for(ApiKey::ConsumerGroupHeartbeat).is_some());
         assert!(
-            table.get(ApiKey::JoinGroup).is_none(),
-            "group APIs are not advertised"
+            table.get(ApiKey::ConsumerGroupHeartbeat).is_none(),
+            "the consumer group protocol is not served yet"
         );
     }
 }
