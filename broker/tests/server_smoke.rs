@@ -34,9 +34,12 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest,
-    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest,
+    HeartbeatResponse, InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest,
+    JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use minikafka_core::record::{BatchBuilder, NewRecord};
@@ -1033,4 +1036,120 @@ fn find_coordinator_answers_this_broker_for_groups() {
             client.call(ApiKey::FindCoordinator, version, &request);
         assert!(response.coordinators.iter().all(|c| c.error_code == 42));
     }
+}
+
+fn join(client: &mut Client, group: &str, member: &str, rebalance_ms: i32) -> JoinGroupResponse {
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from_static(b"subscription");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.session_timeout_ms = 6000;
+    request.rebalance_timeout_ms = rebalance_ms;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    client.call(ApiKey::JoinGroup, 7, &request)
+}
+
+fn commit(client: &mut Client, group: &str, generation: i32, member: &str, offset: i64) -> i16 {
+    let mut partition =
+        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = offset;
+    let mut topic =
+        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = topic_name("fenced");
+    topic.partitions = vec![partition];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.generation_id_or_member_epoch = generation;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.topics = vec![topic];
+    let response: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 8, &request);
+    response.topics[0].partitions[0].error_code
+}
+
+fn fetch_committed(client: &mut Client, group: &str) -> i64 {
+    let mut topic =
+        kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default();
+    topic.name = topic_name("fenced");
+    topic.partition_indexes = vec![0];
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.topics = Some(vec![topic]);
+    let response: OffsetFetchResponse = client.call(ApiKey::OffsetFetch, 7, &request);
+    assert_eq!(response.error_code, 0);
+    response.topics[0].partitions[0].committed_offset
+}
+
+/// Generation fencing over the wire (I22): a commit with a stale or future generation, or by
+/// an unknown member, is refused (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID) and never moves the
+/// offset; a member rebalanced away (it did not rejoin in time) cannot commit either.
+#[test]
+fn stale_generations_and_rebalanced_members_cannot_commit_i22() {
+    let broker = Broker::start_with(
+        2,
+        &[
+            "group.initial.rebalance.delay.ms=0",
+            "offsets.topic.num.partitions=4",
+        ],
+    );
+    let mut first = broker.client();
+    first.create_topic("fenced", 1);
+    let required = join(&mut first, "fence", "", 1000);
+    assert_eq!(required.error_code, 79, "MEMBER_ID_REQUIRED");
+    let m1 = required.member_id.to_string();
+    let joined = join(&mut first, "fence", &m1, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(joined.leader.as_str(), m1);
+    let generation = joined.generation_id;
+    let mut assignment =
+        kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = StrBytes::from_string(m1.clone());
+    assignment.assignment = Bytes::from_static(b"all of it");
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_static_str("fence"));
+    sync.generation_id = generation;
+    sync.member_id = StrBytes::from_string(m1.clone());
+    sync.assignments = vec![assignment];
+    let synced: SyncGroupResponse = first.call(ApiKey::SyncGroup, 3, &sync);
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(&synced.assignment[..], b"all of it");
+
+    assert_eq!(commit(&mut first, "fence", generation, &m1, 5), 0);
+    assert_eq!(commit(&mut first, "fence", generation - 1, &m1, 9), 22);
+    assert_eq!(commit(&mut first, "fence", generation + 1, &m1, 9), 22);
+    assert_eq!(commit(&mut first, "fence", generation, "intruder", 9), 25);
+    assert_eq!(fetch_committed(&mut first, "fence"), 5);
+
+    // A second member joins; the first never rejoins and is dropped after its 1 s rebalance
+    // timeout. The second then leads generation + 1 alone.
+    let mut second = broker.client();
+    let required = join(&mut second, "fence", "", 1000);
+    let m2 = required.member_id.to_string();
+    let mut heartbeat = HeartbeatRequest::default();
+    heartbeat.group_id = GroupId(StrBytes::from_static_str("fence"));
+    heartbeat.generation_id = generation;
+    heartbeat.member_id = StrBytes::from_string(m1.clone());
+    let joined = join(&mut second, "fence", &m2, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(joined.generation_id, generation + 1);
+    assert_eq!(joined.leader.as_str(), m2);
+    let beat: HeartbeatResponse = first.call(ApiKey::Heartbeat, 3, &heartbeat);
+    assert_ne!(
+        beat.error_code, 0,
+        "the dropped member's heartbeat is refused"
+    );
+    let code = commit(&mut first, "fence", generation, &m1, 7);
+    assert!(
+        code == 25 || code == 22,
+        "rebalanced-away member committed: {code}"
+    );
+    assert_eq!(
+        fetch_committed(&mut first, "fence"),
+        5,
+        "the offset never moved"
+    );
 }
