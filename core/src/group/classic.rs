@@ -173,14 +173,22 @@ impl ClassicGroup {
     /// Kafka's rule for a join's protocols: an empty group takes any non-empty set; otherwise
     /// the protocol type must match and one of the protocols must be supported by every
     /// current member.
-    pub(crate) fn supports_protocols(&self, protocol_type: &str, protocols: &[JoinProtocol]) -> bool {
+    pub(crate) fn supports_protocols(
+        &self,
+        protocol_type: &str,
+        protocols: &[JoinProtocol],
+    ) -> bool {
         if protocol_type.is_empty() || protocols.is_empty() {
             return false;
         }
         if self.members.is_empty() {
             return true;
         }
-        if self.protocol_type.as_deref() != Some(protocol_type) {
+        if self
+            .members
+            .values()
+            .any(|m| m.protocol_type != protocol_type)
+        {
             return false;
         }
         protocols.iter().any(|p| {

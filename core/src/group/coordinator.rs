@@ -288,7 +288,10 @@ impl Coordinator {
             GroupRequest::SyncGroup(r) => self.sync_group(token, r, now),
             GroupRequest::Heartbeat(r) => {
                 let error_code = self.heartbeat(&r, now);
-                self.respond(token, GroupResponse::Heartbeat(HeartbeatResponse { error_code }));
+                self.respond(
+                    token,
+                    GroupResponse::Heartbeat(HeartbeatResponse { error_code }),
+                );
             }
             GroupRequest::LeaveGroup(r) => self.leave_group(token, r, now),
             GroupRequest::OffsetCommit(r) => self.offset_commit(token, r, now),
@@ -297,7 +300,7 @@ impl Coordinator {
                 self.respond(token, GroupResponse::OffsetFetch(resp));
             }
             GroupRequest::OffsetDelete(r) => self.offset_delete(token, r),
-            GroupRequest::DeleteGroups(r) => self.delete_groups(token, r),
+            GroupRequest::DeleteGroups(r) => self.delete_groups(token, r, now),
             GroupRequest::ListGroups(r) => {
                 let resp = self.list_groups(&r);
                 self.respond(token, GroupResponse::ListGroups(resp));
@@ -380,7 +383,9 @@ impl Coordinator {
             }
             self.timers.remove(&(at, reason.clone()));
             match reason {
-                TimeoutReason::Session { group, member } => self.session_expired(&group, &member, now),
+                TimeoutReason::Session { group, member } => {
+                    self.session_expired(&group, &member, now)
+                }
                 TimeoutReason::PendingMember { group, member } => {
                     if let Some(Group::Classic(g)) = self.groups.get_mut(&group) {
                         g.pending_members.remove(&member);
@@ -393,7 +398,9 @@ impl Coordinator {
                 TimeoutReason::OffsetsRetention => {
                     self.retention_deadline = None;
                     self.expire_offsets(now);
-                    self.set_retention_timer(now + self.config.offsets_retention_check_interval_ms.max(1));
+                    self.set_retention_timer(
+                        now + self.config.offsets_retention_check_interval_ms.max(1),
+                    );
                 }
             }
         }
@@ -515,7 +522,12 @@ impl Coordinator {
         self.responses.push_back((token, response));
     }
 
-    fn append(&mut self, records: Vec<GroupRecord>, groups: Vec<String>, completions: Vec<Completion>) -> AppendId {
+    fn append(
+        &mut self,
+        records: Vec<GroupRecord>,
+        groups: Vec<String>,
+        completions: Vec<Completion>,
+    ) -> AppendId {
         let id = AppendId(self.next_append);
         self.next_append += 1;
         for g in &groups {
@@ -606,18 +618,35 @@ impl Coordinator {
         self.touch_session(group, member, Some(now + i64::from(timeout)));
     }
 
-    fn set_group_deadline(&mut self, group: &str, join: Option<Option<Millis>>, sync: Option<Option<Millis>>) {
+    fn set_group_deadline(
+        &mut self,
+        group: &str,
+        join: Option<Option<Millis>>,
+        sync: Option<Option<Millis>>,
+    ) {
         let Some(Group::Classic(g)) = self.groups.get_mut(group) else {
             return;
         };
         let mut changes = Vec::new();
         if let Some(new) = join {
             let old = std::mem::replace(&mut g.join_deadline, new);
-            changes.push((old, new, TimeoutReason::JoinPhase { group: group.to_owned() }));
+            changes.push((
+                old,
+                new,
+                TimeoutReason::JoinPhase {
+                    group: group.to_owned(),
+                },
+            ));
         }
         if let Some(new) = sync {
             let old = std::mem::replace(&mut g.sync_deadline, new);
-            changes.push((old, new, TimeoutReason::SyncPhase { group: group.to_owned() }));
+            changes.push((
+                old,
+                new,
+                TimeoutReason::SyncPhase {
+                    group: group.to_owned(),
+                },
+            ));
         }
         for (old, new, reason) in changes {
             self.set_timer(old, new, reason);
@@ -636,7 +665,9 @@ impl Coordinator {
         // counter itself is appended, which is unique within this run.
         for _ in 0..4 {
             self.member_id_counter += 1;
-            let a = splitmix64(self.member_id_seed ^ self.member_id_counter.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let a = splitmix64(
+                self.member_id_seed ^ self.member_id_counter.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
             let b = splitmix64(a);
             let id = format!(
                 "{client_id}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
@@ -655,7 +686,11 @@ impl Coordinator {
 
     // ------------------------------------------------------------ JoinGroup
 
-    fn join_error(token: RequestToken, member_id: &str, code: ErrorCode) -> (RequestToken, GroupResponse) {
+    fn join_error(
+        token: RequestToken,
+        member_id: &str,
+        code: ErrorCode,
+    ) -> (RequestToken, GroupResponse) {
         (
             token,
             GroupResponse::JoinGroup(JoinGroupResponse {
@@ -683,7 +718,11 @@ impl Coordinator {
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
             return reject(self, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
         }
-        let metadata_bytes: usize = req.protocols.iter().map(|p| p.metadata.len() + p.name.len()).sum();
+        let metadata_bytes: usize = req
+            .protocols
+            .iter()
+            .map(|p| p.metadata.len() + p.name.len())
+            .sum();
         if req.protocols.len() > self.config.member_protocols_max
             || metadata_bytes > self.config.member_metadata_max_bytes
         {
@@ -711,7 +750,11 @@ impl Coordinator {
             reject(self, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             return self.drop_if_unused(&gid);
         }
-        let instance = if req.version >= 5 { req.group_instance_id.clone() } else { None };
+        let instance = if req.version >= 5 {
+            req.group_instance_id.clone()
+        } else {
+            None
+        };
         let full = g.members.len() + g.pending_members.len() >= max_size;
 
         if req.member_id.is_empty() {
@@ -818,7 +861,8 @@ impl Coordinator {
         };
         if let Some((old_token, _)) = old_join {
             // A duplicate join replaces the earlier one, which is told to rejoin.
-            let (t, r) = Self::join_error(old_token, &req.member_id, ErrorCode::REBALANCE_IN_PROGRESS);
+            let (t, r) =
+                Self::join_error(old_token, &req.member_id, ErrorCode::REBALANCE_IN_PROGRESS);
             self.respond(t, r);
         }
         self.touch_session(&gid, &req.member_id, None);
@@ -826,15 +870,28 @@ impl Coordinator {
         self.try_complete_join(&gid, now);
     }
 
-    fn add_member_and_rebalance(&mut self, token: RequestToken, req: &JoinGroupRequest, member_id: String, now: Millis) {
+    fn add_member_and_rebalance(
+        &mut self,
+        token: RequestToken,
+        req: &JoinGroupRequest,
+        member_id: String,
+        now: Millis,
+    ) {
         self.join_seq += 1;
         let seq = self.join_seq;
         let gid = req.group_id.clone();
         let delay_active = {
             let Some(g) = self.classic(&gid) else { return };
-            let instance = if req.version >= 5 { req.group_instance_id.clone() } else { None };
+            let instance = if req.version >= 5 {
+                req.group_instance_id.clone()
+            } else {
+                None
+            };
             if let Some(i) = &instance {
                 g.static_members.insert(i.clone(), member_id.clone());
+            }
+            if g.members.is_empty() {
+                g.protocol_type = Some(req.protocol_type.clone());
             }
             g.members.insert(
                 member_id.clone(),
@@ -871,7 +928,13 @@ impl Coordinator {
     /// is fenced (FENCED_INSTANCE_ID from now on, I22). A stable group with unchanged
     /// protocols keeps its assignment and skips the rebalance (the replacement is stored);
     /// otherwise the group rebalances.
-    fn replace_static_member(&mut self, token: RequestToken, req: &JoinGroupRequest, old_id: &str, now: Millis) {
+    fn replace_static_member(
+        &mut self,
+        token: RequestToken,
+        req: &JoinGroupRequest,
+        old_id: &str,
+        now: Millis,
+    ) {
         let gid = req.group_id.clone();
         let snapshot = match self.groups.get(&gid) {
             Some(Group::Classic(g)) => g.clone(),
@@ -879,8 +942,11 @@ impl Coordinator {
         };
         let new_id = self.new_member_id(&req.client_id, &snapshot);
         let Some(g) = self.classic(&gid) else { return };
-        let Some(mut member) = g.members.remove(old_id) else { return };
-        let unchanged = member.protocols == req.protocols && member.protocol_type == req.protocol_type;
+        let Some(mut member) = g.members.remove(old_id) else {
+            return;
+        };
+        let unchanged =
+            member.protocols == req.protocols && member.protocol_type == req.protocol_type;
         let fenced_join = member.awaiting_join.take();
         let fenced_sync = member.awaiting_sync.take();
         let old_deadline = member.session_deadline.take();
@@ -996,7 +1062,9 @@ impl Coordinator {
     fn try_complete_join(&mut self, gid: &str, now: Millis) {
         let ready = match self.groups.get(gid) {
             Some(Group::Classic(g)) => {
-                g.state == State::PreparingRebalance && g.initial_delay.is_none() && g.all_members_joined()
+                g.state == State::PreparingRebalance
+                    && g.initial_delay.is_none()
+                    && g.all_members_joined()
             }
             _ => false,
         };
@@ -1006,17 +1074,18 @@ impl Coordinator {
     }
 
     fn join_phase_expired(&mut self, gid: &str, now: Millis) {
+        let initial_delay_ms = self.config.initial_rebalance_delay_ms;
         let Some(g) = self.classic(gid) else { return };
         g.join_deadline = None;
         if g.state != State::PreparingRebalance {
             return;
         }
         if let Some((remaining, added)) = g.initial_delay {
+            // Kafka's InitialDelayedJoin: while members keep arriving, wait another delay,
+            // until the rebalance timeout is used up.
             if added && remaining > 0 {
-                let step = g_delay_step(remaining);
+                let step = remaining.min(initial_delay_ms.max(1));
                 g.initial_delay = Some((remaining - step, false));
-                let _ = g;
-                let step = step.min(self.config.initial_rebalance_delay_ms.max(1));
                 self.set_group_deadline(gid, Some(Some(now + step)), None);
                 return;
             }
@@ -1066,7 +1135,11 @@ impl Coordinator {
             g.protocol_type = g.members.values().next().map(|m| m.protocol_type.clone());
             let leader_ok = g.leader.as_ref().is_some_and(|l| g.members.contains_key(l));
             if !leader_ok {
-                g.leader = g.members.values().min_by_key(|m| m.join_seq).map(|m| m.member_id.clone());
+                g.leader = g
+                    .members
+                    .values()
+                    .min_by_key(|m| m.join_seq)
+                    .map(|m| m.member_id.clone());
             }
             let mut answers = Vec::new();
             let ids: Vec<String> = g.members.keys().cloned().collect();
@@ -1122,8 +1195,14 @@ impl Coordinator {
         if req.generation_id != g.generation {
             return self.respond(token, err(ErrorCode::ILLEGAL_GENERATION));
         }
-        let type_mismatch = req.protocol_type.as_ref().is_some_and(|t| g.protocol_type.as_ref() != Some(t));
-        let name_mismatch = req.protocol_name.as_ref().is_some_and(|n| g.protocol.as_ref() != Some(n));
+        let type_mismatch = req
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| g.protocol_type.as_ref() != Some(t));
+        let name_mismatch = req
+            .protocol_name
+            .as_ref()
+            .is_some_and(|n| g.protocol.as_ref() != Some(n));
         if type_mismatch || name_mismatch {
             return self.respond(token, err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL));
         }
@@ -1231,7 +1310,9 @@ impl Coordinator {
     /// Removes a member (its parked answers get UNKNOWN_MEMBER_ID). Does not rebalance.
     fn remove_member(&mut self, gid: &str, member_id: &str) {
         let Some(g) = self.classic(gid) else { return };
-        let Some(m) = g.members.remove(member_id) else { return };
+        let Some(m) = g.members.remove(member_id) else {
+            return;
+        };
         if let Some(i) = &m.group_instance_id {
             if g.static_members.get(i).map(String::as_str) == Some(member_id) {
                 g.static_members.remove(i);
@@ -1261,17 +1342,22 @@ impl Coordinator {
     }
 
     fn session_expired(&mut self, gid: &str, member_id: &str, now: Millis) {
-        let expired = match self.groups.get_mut(gid) {
+        let (expired, keep_alive) = match self.groups.get_mut(gid) {
             Some(Group::Classic(g)) => match g.members.get_mut(member_id) {
                 Some(m) => {
                     m.session_deadline = None;
-                    true
+                    // As in Kafka, a member waiting for its join or sync answer is alive; the
+                    // join and sync phases' own deadlines bound that wait.
+                    let waiting = m.awaiting_join.is_some() || m.awaiting_sync.is_some();
+                    (true, waiting.then_some(m.session_timeout_ms))
                 }
-                None => false,
+                None => (false, None),
             },
-            _ => false,
+            _ => (false, None),
         };
-        if expired {
+        if let Some(timeout) = keep_alive {
+            self.touch_session(gid, member_id, Some(now + i64::from(timeout)));
+        } else if expired {
             self.remove_member(gid, member_id);
             self.prepare_rebalance(gid, Event::MemberRemoved, now);
             self.try_complete_join(gid, now);
@@ -1343,7 +1429,8 @@ impl Coordinator {
     /// may commit except while the new assignment is not out yet; a simple commit (generation
     /// < 0, no member) only to a group without members.
     fn validate_commit(&mut self, req: &OffsetCommitRequest, now: Millis) -> ErrorCode {
-        let simple = req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
+        let simple =
+            req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
         match self.groups.get_mut(&req.group_id) {
             None if simple => {
                 self.groups.insert(
@@ -1365,7 +1452,9 @@ impl Coordinator {
                         ErrorCode::UNKNOWN_MEMBER_ID
                     };
                 }
-                if let Err(code) = g.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
+                if let Err(code) =
+                    g.validate_member(&req.member_id, req.group_instance_id.as_deref())
+                {
                     return code;
                 }
                 if req.generation_id != g.generation {
@@ -1429,7 +1518,11 @@ impl Coordinator {
             self.drop_if_unused(&req.group_id);
         } else {
             // I20: acknowledged only once durable.
-            self.append(records, vec![req.group_id.clone()], vec![Completion::Respond(token, response)]);
+            self.append(
+                records,
+                vec![req.group_id.clone()],
+                vec![Completion::Respond(token, response)],
+            );
         }
     }
 
@@ -1502,16 +1595,19 @@ impl Coordinator {
             })
         };
         // Which topics may not be deleted: those the group subscribes to (all, when unknown).
-        let subscribed: Result<Option<Vec<String>>, ErrorCode> = match self.groups.get(&req.group_id) {
-            None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
-            Some(Group::Consumer(c)) => Ok(if c.is_empty() { Some(Vec::new()) } else { None }),
-            Some(Group::Classic(g)) => match g.state {
-                State::Dead => Err(ErrorCode::GROUP_ID_NOT_FOUND),
-                State::Empty => Ok(Some(Vec::new())),
-                _ if g.protocol_type.as_deref() != Some("consumer") => Err(ErrorCode::NON_EMPTY_GROUP),
-                _ => Ok(g.subscribed_topics()),
-            },
-        };
+        let subscribed: Result<Option<Vec<String>>, ErrorCode> =
+            match self.groups.get(&req.group_id) {
+                None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
+                Some(Group::Consumer(c)) => Ok(if c.is_empty() { Some(Vec::new()) } else { None }),
+                Some(Group::Classic(g)) => match g.state {
+                    State::Dead => Err(ErrorCode::GROUP_ID_NOT_FOUND),
+                    State::Empty => Ok(Some(Vec::new())),
+                    _ if g.protocol_type.as_deref() != Some("consumer") => {
+                        Err(ErrorCode::NON_EMPTY_GROUP)
+                    }
+                    _ => Ok(g.subscribed_topics()),
+                },
+            };
         let subscribed = match subscribed {
             Ok(s) => s,
             Err(code) => return self.respond(token, group_error(code)),
@@ -1559,7 +1655,11 @@ impl Coordinator {
         if records.is_empty() {
             self.respond(token, response);
         } else {
-            self.append(records, vec![req.group_id.clone()], vec![Completion::Respond(token, response)]);
+            self.append(
+                records,
+                vec![req.group_id.clone()],
+                vec![Completion::Respond(token, response)],
+            );
         }
     }
 
@@ -1577,10 +1677,15 @@ impl Coordinator {
             .collect();
         match self.groups.get(gid) {
             Some(Group::Consumer(c)) => {
-                records.extend(c.durable_records().keys().filter(|k| k.get(..2) != Some(&[0, 3])).map(|k| GroupRecord {
-                    key: k.clone(),
-                    value: None,
-                }));
+                records.extend(
+                    c.durable_records()
+                        .keys()
+                        .filter(|k| k.get(..2) != Some(&[0, 3]))
+                        .map(|k| GroupRecord {
+                            key: k.clone(),
+                            value: None,
+                        }),
+                );
                 records.push(GroupRecord {
                     key: RecordKey::Consumer {
                         version: 3,
@@ -1598,7 +1703,7 @@ impl Coordinator {
         records
     }
 
-    fn delete_groups(&mut self, token: RequestToken, req: DeleteGroupsRequest) {
+    fn delete_groups(&mut self, token: RequestToken, req: DeleteGroupsRequest, now: Millis) {
         let mut records = Vec::new();
         let mut completions = Vec::new();
         let mut groups = Vec::new();
@@ -1617,8 +1722,7 @@ impl Coordinator {
                     if g.state == State::Empty && !g.pending_members.is_empty() {
                         g.pending_members.clear();
                     }
-                    // `now` only stamps the state change; the group is gone once durable.
-                    match g.transition(Event::Delete, g.state_since) {
+                    match g.transition(Event::Delete, now) {
                         Ok(_) => ErrorCode::NONE,
                         Err(code) => code,
                     }
@@ -1650,7 +1754,9 @@ impl Coordinator {
             if self.inflight.contains_key(&gid) {
                 continue;
             }
-            let Some(Group::Classic(g)) = self.groups.get(&gid) else { continue };
+            let Some(Group::Classic(g)) = self.groups.get(&gid) else {
+                continue;
+            };
             if g.state != State::Empty || !g.pending_members.is_empty() {
                 continue;
             }
@@ -1662,7 +1768,13 @@ impl Coordinator {
             for ((topic, partition), o) in offsets.into_iter().flatten() {
                 let expired = match o.expire_timestamp {
                     Some(at) => now >= at,
-                    None => now.saturating_sub(empty_since.unwrap_or(o.commit_timestamp).max(o.commit_timestamp)) >= retention,
+                    None => {
+                        now.saturating_sub(
+                            empty_since
+                                .unwrap_or(o.commit_timestamp)
+                                .max(o.commit_timestamp),
+                        ) >= retention
+                    }
                 };
                 if expired {
                     records.push(GroupRecord {
@@ -1673,27 +1785,34 @@ impl Coordinator {
                     remaining += 1;
                 }
             }
-            let mut completions = Vec::new();
-            if remaining == 0 {
-                if g.stored.is_some() {
-                    records.push(GroupRecord {
-                        key: group_metadata_key(&gid),
-                        value: None,
-                    });
+            if remaining > 0 {
+                if !records.is_empty() {
+                    self.append(records, vec![gid.clone()], Vec::new());
                 }
-                if let Some(Group::Classic(g)) = self.groups.get_mut(&gid) {
-                    if g.transition(Event::Expire, now).is_err() {
-                        continue;
-                    }
-                }
-                completions.push(Completion::Deletion { group: gid.clone() });
+                continue;
+            }
+            // Nothing left: the group goes too (Dead until its tombstones are durable).
+            if g.stored.is_some() {
+                records.push(GroupRecord {
+                    key: group_metadata_key(&gid),
+                    value: None,
+                });
             }
             if records.is_empty() {
                 // Nothing durable to remove: a live-only empty group.
                 self.groups.remove(&gid);
-            } else {
-                self.append(records, vec![gid.clone()], completions);
+                continue;
             }
+            if let Some(Group::Classic(g)) = self.groups.get_mut(&gid) {
+                if g.transition(Event::Expire, now).is_err() {
+                    continue;
+                }
+            }
+            self.append(
+                records,
+                vec![gid.clone()],
+                vec![Completion::Deletion { group: gid.clone() }],
+            );
         }
     }
 
@@ -1706,13 +1825,21 @@ impl Coordinator {
             .filter_map(|(id, g)| {
                 let (protocol_type, state) = match g {
                     Group::Classic(c) if c.state == State::Dead => return None,
-                    Group::Classic(c) => (c.protocol_type.clone().unwrap_or_default(), c.state.name()),
+                    Group::Classic(c) => {
+                        (c.protocol_type.clone().unwrap_or_default(), c.state.name())
+                    }
                     Group::Consumer(c) => ("consumer".to_owned(), c.state_name()),
                 };
-                let keep_state =
-                    req.states_filter.is_empty() || req.states_filter.iter().any(|s| s.eq_ignore_ascii_case(state));
+                let keep_state = req.states_filter.is_empty()
+                    || req
+                        .states_filter
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(state));
                 let keep_type = req.types_filter.is_empty()
-                    || req.types_filter.iter().any(|t| t.eq_ignore_ascii_case(g.type_name()));
+                    || req
+                        .types_filter
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(g.type_name()));
                 (keep_state && keep_type).then(|| ListedGroup {
                     group_id: id.clone(),
                     protocol_type,
@@ -1740,7 +1867,11 @@ impl Coordinator {
                         group_id: id.clone(),
                         group_state: g.state.name().to_owned(),
                         protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                        protocol_data: if show_meta { g.protocol.clone().unwrap_or_default() } else { String::new() },
+                        protocol_data: if show_meta {
+                            g.protocol.clone().unwrap_or_default()
+                        } else {
+                            String::new()
+                        },
                         members: g
                             .members
                             .values()
@@ -1749,8 +1880,16 @@ impl Coordinator {
                                 group_instance_id: m.group_instance_id.clone(),
                                 client_id: m.client_id.clone(),
                                 client_host: m.client_host.clone(),
-                                member_metadata: if show_meta { m.metadata_for(g.protocol.as_deref()) } else { Vec::new() },
-                                member_assignment: if g.state == State::Stable { m.assignment.clone() } else { Vec::new() },
+                                member_metadata: if show_meta {
+                                    m.metadata_for(g.protocol.as_deref())
+                                } else {
+                                    Vec::new()
+                                },
+                                member_assignment: if g.state == State::Stable {
+                                    m.assignment.clone()
+                                } else {
+                                    Vec::new()
+                                },
                             })
                             .collect(),
                     }
@@ -1770,8 +1909,17 @@ impl Coordinator {
 
     // ------------------------------------------------------------ consumer protocol
 
-    fn consumer_heartbeat(&mut self, token: RequestToken, req: super::consumer::HeartbeatRequest, now: Millis) {
-        let err = |code| GroupResponse::ConsumerGroupHeartbeat(super::consumer::HeartbeatResponse { error_code: code });
+    fn consumer_heartbeat(
+        &mut self,
+        token: RequestToken,
+        req: super::consumer::HeartbeatRequest,
+        now: Millis,
+    ) {
+        let err = |code| {
+            GroupResponse::ConsumerGroupHeartbeat(super::consumer::HeartbeatResponse {
+                error_code: code,
+            })
+        };
         let gid = req.group_id.clone();
         let created = match self.groups.get(&gid) {
             Some(Group::Classic(g)) if !g.members.is_empty() || g.state == State::Dead => {
@@ -1781,11 +1929,14 @@ impl Coordinator {
             Some(Group::Classic(_)) | None => true,
         };
         let previous = if created {
-            self.groups.insert(gid.clone(), Group::Consumer(ConsumerGroup::new(&gid)))
+            self.groups
+                .insert(gid.clone(), Group::Consumer(ConsumerGroup::new(&gid)))
         } else {
             None
         };
-        let Some(Group::Consumer(c)) = self.groups.get_mut(&gid) else { return };
+        let Some(Group::Consumer(c)) = self.groups.get_mut(&gid) else {
+            return;
+        };
         match c.heartbeat(&req, now, &self.topics) {
             Err(code) => {
                 if created {
@@ -1801,12 +1952,29 @@ impl Coordinator {
                 }
                 self.respond(token, err(code));
             }
-            Ok((records, resp)) => {
+            Ok((mut records, resp)) => {
+                // An empty classic group became a consumer group: its stored metadata is
+                // removed by a tombstone, so durable state still follows the records (I21).
+                if let Some(Group::Classic(old)) = &previous {
+                    if old.stored.is_some() && !records.is_empty() {
+                        records.insert(
+                            0,
+                            GroupRecord {
+                                key: group_metadata_key(&gid),
+                                value: None,
+                            },
+                        );
+                    }
+                }
                 let response = GroupResponse::ConsumerGroupHeartbeat(resp);
                 if records.is_empty() {
                     self.respond(token, response);
                 } else {
-                    self.append(records, vec![gid], vec![Completion::Respond(token, response)]);
+                    self.append(
+                        records,
+                        vec![gid],
+                        vec![Completion::Respond(token, response)],
+                    );
                 }
             }
         }
@@ -1826,7 +1994,9 @@ impl Coordinator {
                 };
                 self.respond(token, response);
             }
-            Completion::Assignment { group, generation } => self.assignment_done(&group, generation, failure, now),
+            Completion::Assignment { group, generation } => {
+                self.assignment_done(&group, generation, failure, now)
+            }
             Completion::Deletion { group } => {
                 if failure.is_some() {
                     if let Some(Group::Classic(g)) = self.groups.get_mut(&group) {
@@ -1855,7 +2025,13 @@ impl Coordinator {
 
     /// The leader's assignment is durable (hand it to every parked SyncGroup: the barrier
     /// opens) or failed (every parked SyncGroup gets the error; the group rebalances).
-    fn assignment_done(&mut self, gid: &str, generation: i32, failure: Option<AppendError>, now: Millis) {
+    fn assignment_done(
+        &mut self,
+        gid: &str,
+        generation: i32,
+        failure: Option<AppendError>,
+        now: Millis,
+    ) {
         let Some(g) = self.classic(gid) else { return };
         if g.generation != generation {
             return; // A stale generation's result: ignored (I22).
@@ -1890,26 +2066,33 @@ impl Coordinator {
                         error_code: code,
                         protocol_type: g.protocol_type.clone(),
                         protocol_name: g.protocol.clone(),
-                        assignment: if code.is_ok() { m.assignment.clone() } else { Vec::new() },
+                        assignment: if code.is_ok() {
+                            m.assignment.clone()
+                        } else {
+                            Vec::new()
+                        },
                     },
                 ));
             }
         }
+        let members: Vec<String> = g.members.keys().cloned().collect();
         for (t, r) in answers {
             self.respond(t, GroupResponse::SyncGroup(r));
+        }
+        for id in members {
+            self.heartbeat_member(gid, &id, now);
         }
         if code.is_ok() {
             self.set_group_deadline(gid, None, Some(None));
         } else {
             // Table: CompletingRebalance × AssignmentFailed → PreparingRebalance.
-            let rebalance_ms = self.classic(gid).map(|g| g.rebalance_timeout_ms()).unwrap_or(0);
+            let rebalance_ms = self
+                .classic(gid)
+                .map(|g| g.rebalance_timeout_ms())
+                .unwrap_or(0);
             self.set_group_deadline(gid, Some(Some(now + rebalance_ms)), Some(None));
         }
     }
-}
-
-fn g_delay_step(remaining: i64) -> i64 {
-    remaining
 }
 
 fn splitmix64(mut x: u64) -> u64 {
@@ -1990,7 +2173,11 @@ fn load_from_stored(g: &mut ClassicGroup, v: &GroupMetadataValue, join_seq: &mut
     fresh.protocol_type = (!v.protocol_type.is_empty()).then(|| v.protocol_type.clone());
     fresh.protocol = v.protocol.clone();
     fresh.leader = v.leader.clone();
-    fresh.state = if v.members.is_empty() { State::Empty } else { State::Stable };
+    fresh.state = if v.members.is_empty() {
+        State::Empty
+    } else {
+        State::Stable
+    };
     for m in &v.members {
         *join_seq += 1;
         if let Some(i) = &m.group_instance_id {

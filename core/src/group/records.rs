@@ -350,7 +350,11 @@ impl GroupMetadataValue {
         let leader = r.nullable_string()?;
         let current_state_timestamp = if version >= 2 { r.i64()? } else { -1 };
         // Smallest member: four empty strings, two int32s (one before v1), two empty bytes.
-        let min_member = if r.flexible { 4 + 8 + 2 + 1 } else { 4 * 2 + 8 + 8 };
+        let min_member = if r.flexible {
+            4 + 8 + 2 + 1
+        } else {
+            4 * 2 + 8 + 8
+        };
         let count = r.array_len(min_member)?;
         let mut members = Vec::with_capacity(count);
         for _ in 0..count {

@@ -259,7 +259,10 @@ mod tests {
             Event::OffsetCommit,
             Event::Delete,
         ] {
-            assert!(matches!(transition(State::Dead, e), Outcome::Reject(_)), "{e:?}");
+            assert!(
+                matches!(transition(State::Dead, e), Outcome::Reject(_)),
+                "{e:?}"
+            );
         }
     }
 
