@@ -85,7 +85,8 @@ pub struct GroupSettings {
     pub min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`: longest session timeout a member may ask for.
     pub max_session_timeout_ms: i32,
-    /// `group.max.size`: most members of one group.
+    /// `group.max.size`: most members of one group (Kafka: unbounded; 1000 here, so a flood
+    /// of joins has a bounded cost).
     pub max_size: i32,
     /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
     /// waits for more members.
@@ -109,7 +110,7 @@ impl Default for GroupSettings {
         GroupSettings {
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,
-            max_size: i32::MAX,
+            max_size: 1_000,
             initial_rebalance_delay_ms: 3_000,
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,

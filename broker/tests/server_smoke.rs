@@ -401,12 +401,15 @@ fn api_versions_advertises_served_ranges_only() {
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::Metadata), Some((0, 13)));
         assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
-        assert_eq!(
-            range(ApiKey::JoinGroup),
-            None,
-            "group APIs are not served yet"
-        );
         assert_eq!(range(ApiKey::FindCoordinator), Some((0, 6)));
+        assert_eq!(range(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(range(ApiKey::OffsetCommit), Some((2, 9)));
+        assert_eq!(range(ApiKey::OffsetFetch), Some((1, 9)));
+        assert_eq!(
+            range(ApiKey::ConsumerGroupHeartbeat),
+            None,
+            "the consumer group protocol is not served yet"
+        );
         // Accepted (answered with an error) but not advertised: clients would otherwise turn
         // idempotence on by default.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
@@ -1152,4 +1155,55 @@ fn stale_generations_and_rebalanced_members_cannot_commit_i22() {
         5,
         "the offset never moved"
     );
+}
+
+/// Hostile joins against the live broker: 4 MiB of protocol metadata, no protocols, and more
+/// members than `group.max.size` get Kafka error codes (INVALID_REQUEST, INCONSISTENT_GROUP_PROTOCOL,
+/// GROUP_MAX_SIZE_REACHED); the connection and the broker keep serving.
+#[test]
+fn hostile_joins_get_error_codes_and_the_broker_survives() {
+    let broker = Broker::start_with(
+        2,
+        &["group.initial.rebalance.delay.ms=0", "group.max.size=50"],
+    );
+    let mut client = broker.client();
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from(vec![0xab; 4 << 20]);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("hostile"));
+    request.session_timeout_ms = 6000;
+    request.rebalance_timeout_ms = 6000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let response: JoinGroupResponse = client.call(ApiKey::JoinGroup, 7, &request);
+    assert_eq!(
+        response.error_code, 42,
+        "INVALID_REQUEST for 4 MiB of metadata"
+    );
+    request.protocols.clear();
+    let response: JoinGroupResponse = client.call(ApiKey::JoinGroup, 7, &request);
+    assert_eq!(
+        response.error_code, 23,
+        "INCONSISTENT_GROUP_PROTOCOL without protocols"
+    );
+
+    let mut codes = std::collections::BTreeMap::new();
+    for _ in 0..60 {
+        let response = join(&mut client, "crowded", "", 6000);
+        *codes.entry(response.error_code).or_insert(0) += 1;
+    }
+    assert_eq!(
+        codes,
+        [(79, 50), (81, 10)].into_iter().collect(),
+        "MEMBER_ID_REQUIRED up to group.max.size, then GROUP_MAX_SIZE_REACHED"
+    );
+    let versions: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(versions.error_code, 0);
+    let mut other = broker.client();
+    let versions: ApiVersionsResponse =
+        other.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(versions.error_code, 0);
 }
