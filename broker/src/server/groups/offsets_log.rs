@@ -174,7 +174,8 @@ mod tests {
         let view = batches.next().expect("one batch").expect("valid");
         assert!(batches.next().is_none());
         assert_eq!(view.header.records_count, 3);
-        let records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = view
+        type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+        let records: Vec<KeyValue> = view
             .records()
             .map(|r| {
                 let r = r.expect("record");

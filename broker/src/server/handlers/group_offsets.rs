@@ -38,6 +38,10 @@ use crate::server::errors;
 use crate::server::groups::route;
 use crate::server::shard::{ShardState, UNKNOWN_SERVER_ERROR};
 
+/// One partition of an OffsetCommit answer: its index and, when known before the coordinator
+/// is asked, its error code.
+type PartitionSlot = (i32, Option<i16>);
+
 fn known_partition<B: Backend>(state: &ShardState<B>, topic: &str, partition: i32) -> bool {
     state
         .shared
@@ -53,7 +57,7 @@ pub async fn offset_commit<B: Backend>(
 ) -> OffsetCommitResponse {
     let group_id = text(&request.group_id.0);
     // The answer's shape (request order) with the codes known here; `None` = ask core.
-    let mut codes: Vec<(String, Vec<(i32, Option<i16>)>)> = Vec::new();
+    let mut codes: Vec<(String, Vec<PartitionSlot>)> = Vec::new();
     let mut topics = Vec::new();
     for topic in &request.topics {
         let name = text(&topic.name.0);

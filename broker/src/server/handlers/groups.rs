@@ -60,12 +60,16 @@ pub fn text(s: &kafka_protocol::protocol::StrBytes) -> String {
     s.as_str().to_string()
 }
 
-/// Groups of a request split by coordinator partition: partition → (request positions, ids).
+/// The groups of a request that one coordinator owns: their positions in the request, and
+/// their ids.
+pub type CoordinatorPart = (Vec<usize>, Vec<String>);
+
+/// Groups of a request split by coordinator partition; `None` without an offsets topic.
 pub fn split_by_coordinator<B: Backend>(
     state: &ShardState<B>,
     group_ids: &[String],
-) -> Option<BTreeMap<i32, (Vec<usize>, Vec<String>)>> {
-    let mut parts: BTreeMap<i32, (Vec<usize>, Vec<String>)> = BTreeMap::new();
+) -> Option<BTreeMap<i32, CoordinatorPart>> {
+    let mut parts: BTreeMap<i32, CoordinatorPart> = BTreeMap::new();
     for (i, id) in group_ids.iter().enumerate() {
         let partition = coordinator_partition(state, id)?;
         let part = parts.entry(partition).or_default();
