@@ -41,6 +41,8 @@ use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// Longest wait for in-flight requests at shutdown.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Partitions a shard opens at once at startup.
+const PARALLEL_OPENS: usize = 16;
 /// Error code for a request that could not reach its partition's shard (shutting down).
 pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
@@ -413,26 +415,28 @@ impl<B: Backend> ShardState<B> {
     }
 
     async fn open_owned_partitions(&self) -> Result<usize, String> {
-        let mut opened = 0;
+        use futures::stream::{StreamExt, TryStreamExt};
+        let mut owned = Vec::new();
         for topic in self.shared.all_topics() {
             let config = topics::log_config(&self.shared.config, &topic.config)
                 .map_err(|e| format!("topic {}: {e}", topic.name))?;
             for (p, signal) in topic.signals.iter().enumerate() {
                 let p = p as i32;
-                if self.owner(&topic.name, p) != self.shard {
-                    continue;
+                if self.owner(&topic.name, p) == self.shard {
+                    owned.push((topic.name.clone(), p, config.clone(), Arc::clone(signal)));
                 }
-                self.open_local(
-                    topic.name.clone(),
-                    p,
-                    config.clone(),
-                    Arc::clone(signal),
-                    self.shared.clean_shutdown,
-                )
-                .await?;
-                opened += 1;
             }
         }
+        let opened = owned.len();
+        // A few at a time: many small partitions (the 50 of `__consumer_offsets`) open in the
+        // time of a few, while recovery of big ones stays bounded in memory.
+        futures::stream::iter(owned)
+            .map(|(topic, p, config, signal)| {
+                self.open_local(topic, p, config, signal, self.shared.clean_shutdown)
+            })
+            .buffer_unordered(PARALLEL_OPENS)
+            .try_collect::<Vec<()>>()
+            .await?;
         Ok(opened)
     }
 
