@@ -252,14 +252,15 @@ fn settled_assignments(
 }
 
 /// Two members of one group split the partitions: disjoint assignments covering the topic
-/// (I22), and each record reaches exactly one of them.
-#[test]
-fn two_consumers_in_one_group_split_the_partitions_i22() {
-    bounded(TEST_LIMIT, || {
+/// (I22), and each record reaches exactly one of them; with librdkafka's eager `range`
+/// assignor and with `cooperative-sticky` (incremental rebalancing).
+fn two_consumers_split_the_partitions(strategy: &'static str) {
+    bounded(TEST_LIMIT, move || {
         let broker = start_broker(&[]);
         create_topic(&broker, "split", 4);
-        let a = group_consumer(&broker, "splitters", &[]);
-        let b = group_consumer(&broker, "splitters", &[]);
+        let settings = [("partition.assignment.strategy", strategy)];
+        let a = group_consumer(&broker, "splitters", &settings);
+        let b = group_consumer(&broker, "splitters", &settings);
         a.subscribe(&["split"]).expect("subscribe a");
         b.subscribe(&["split"]).expect("subscribe b");
         let (pa, pb) = settled_assignments(&a, &b, "split", 4);
@@ -286,6 +287,16 @@ fn two_consumers_in_one_group_split_the_partitions_i22() {
             assert_eq!(*who, owner, "partition {partition} read by a non-owner");
         }
     });
+}
+
+#[test]
+fn two_consumers_in_one_group_split_the_partitions_i22() {
+    two_consumers_split_the_partitions("range");
+}
+
+#[test]
+fn two_cooperative_sticky_consumers_split_the_partitions_i22() {
+    two_consumers_split_the_partitions("cooperative-sticky");
 }
 
 /// With `flush.policy=fsync` a commit is acknowledged only once durable (I20): it survives

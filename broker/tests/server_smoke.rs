@@ -1207,3 +1207,52 @@ fn hostile_joins_get_error_codes_and_the_broker_survives() {
         other.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
     assert_eq!(versions.error_code, 0);
 }
+
+/// Shutdown answers a JoinGroup held at the rebalance barrier with NOT_COORDINATOR (the
+/// client finds the coordinator again after the restart) instead of waiting for the barrier,
+/// and the broker still exits cleanly.
+#[test]
+fn sigterm_answers_a_held_join_with_not_coordinator() {
+    let mut broker = Broker::start_with(
+        1,
+        &[
+            "group.initial.rebalance.delay.ms=600000",
+            "group.max.session.timeout.ms=600000",
+        ],
+    );
+    let mut member = broker.client();
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("held"));
+    request.session_timeout_ms = 600_000;
+    request.rebalance_timeout_ms = 600_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let required: JoinGroupResponse = member.call(ApiKey::JoinGroup, 4, &request);
+    assert_eq!(required.error_code, 79);
+    request.member_id = required.member_id.clone();
+    member.send(ApiKey::JoinGroup, 4, &request);
+    // The join is held once DescribeGroups shows the group rebalancing with its member.
+    let mut observer = broker.client();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let mut describe = kafka_protocol::messages::DescribeGroupsRequest::default();
+        describe.groups = vec![GroupId(StrBytes::from_static_str("held"))];
+        let response: kafka_protocol::messages::DescribeGroupsResponse =
+            observer.call(ApiKey::DescribeGroups, 5, &describe);
+        let group = &response.groups[0];
+        if group.group_state.as_str() == "PreparingRebalance" && !group.members.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the join never arrived: {group:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(broker.terminate(), Some(0), "clean exit");
+    let (_, held): (i32, JoinGroupResponse) = member.recv(4);
+    assert_eq!(held.error_code, 16, "NOT_COORDINATOR");
+}
