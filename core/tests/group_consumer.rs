@@ -91,11 +91,11 @@ fn ok(
     now: i64,
     t: &TopicMetadata,
 ) -> ConsumerGroupHeartbeatResponse {
-    g.heartbeat(req, now, t).expect("heartbeat accepted").1
+    g.heartbeat(&req, now, t).expect("heartbeat accepted").1
 }
 
 fn group() -> ConsumerGroup {
-    ConsumerGroup::new("g", ConsumerGroupConfig::default())
+    ConsumerGroup::new("g")
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn v0_join_with_empty_member_id_gets_one_and_every_partition() {
     let mut g = group();
     let mut req = join("", &["orders"]);
     req.version = 0;
-    let (records, resp) = g.heartbeat(req, 0, &t).expect("join");
+    let (records, resp) = g.heartbeat(&req, 0, &t).expect("join");
     assert!(!resp.member_id.is_empty());
     assert_eq!(resp.member_epoch, 1);
     assert_eq!(resp.heartbeat_interval_ms, 5_000);
@@ -114,7 +114,7 @@ fn v0_join_with_empty_member_id_gets_one_and_every_partition() {
     assert_eq!(types, vec![5, 4, 3, 7, 6, 8]);
     // v1 requires the client's own member id.
     assert_eq!(
-        g.heartbeat(join("", &["orders"]), 0, &t).err(),
+        g.heartbeat(&join("", &["orders"]), 0, &t).err(),
         Some(INVALID_REQUEST)
     );
 }
@@ -174,11 +174,11 @@ fn epoch_rules() {
     let mut g = group();
     ok(&mut g, join("a", &["orders"]), 0, &t);
     assert_eq!(
-        g.heartbeat(beat("zz", 1, None), 1, &t).err(),
+        g.heartbeat(&beat("zz", 1, None), 1, &t).err(),
         Some(UNKNOWN_MEMBER_ID)
     );
     assert_eq!(
-        g.heartbeat(beat("a", 7, None), 1, &t).err(),
+        g.heartbeat(&beat("a", 7, None), 1, &t).err(),
         Some(FENCED_MEMBER_EPOCH)
     );
     // Epoch 1 → 2 when the topic grows; the member may retry with the previous epoch.
@@ -198,10 +198,13 @@ fn epoch_rules() {
     let r = ok(&mut g, join("a", &["orders"]), 4, &t2);
     assert_eq!((r.member_epoch, parts(&r)), (2, vec![0, 1, 2]));
     // Offset commits: current epoch ok, older stale, newer fenced, unknown member.
-    assert_eq!(g.validate_offset_commit("a", 2), Ok(()));
-    assert_eq!(g.validate_offset_commit("a", 1), Err(STALE_MEMBER_EPOCH));
-    assert_eq!(g.validate_offset_commit("a", 3), Err(FENCED_MEMBER_EPOCH));
-    assert_eq!(g.validate_offset_commit("x", 2), Err(UNKNOWN_MEMBER_ID));
+    assert_eq!(g.validate_offset_commit("a", 2), ErrorCode(0));
+    assert_eq!(g.validate_offset_commit("a", 1), STALE_MEMBER_EPOCH);
+    assert_eq!(g.validate_offset_commit("a", 3), FENCED_MEMBER_EPOCH);
+    assert_eq!(g.validate_offset_commit("x", 2), UNKNOWN_MEMBER_ID);
+    // An admin commit (no member, epoch -1) only while the group has no members.
+    assert_eq!(g.validate_offset_commit("", -1), UNKNOWN_MEMBER_ID);
+    assert_eq!(group().validate_offset_commit("", -1), ErrorCode(0));
 }
 
 #[test]
@@ -231,18 +234,18 @@ fn invalid_requests_are_refused_without_records() {
         other_group,
         empty_instance,
     ] {
-        assert_eq!(g.heartbeat(req, 0, &t).err(), Some(INVALID_REQUEST));
+        assert_eq!(g.heartbeat(&req, 0, &t).err(), Some(INVALID_REQUEST));
     }
     let mut assignor = join("a", &["orders"]);
     assignor.server_assignor = Some("sticky".to_string());
     assert_eq!(
-        g.heartbeat(assignor, 0, &t).err(),
+        g.heartbeat(&assignor, 0, &t).err(),
         Some(UNSUPPORTED_ASSIGNOR)
     );
     let mut regex = join("a", &[]);
     regex.subscribed_topic_regex = Some("orders(".to_string());
     assert_eq!(
-        g.heartbeat(regex, 0, &t).err(),
+        g.heartbeat(&regex, 0, &t).err(),
         Some(INVALID_REGULAR_EXPRESSION)
     );
     assert!(g.is_empty());
@@ -252,7 +255,7 @@ fn invalid_requests_are_refused_without_records() {
 #[test]
 fn group_max_size_is_enforced() {
     let t = topics(&[("orders", 1, 2)]);
-    let mut g = ConsumerGroup::new(
+    let mut g = ConsumerGroup::with_config(
         "g",
         ConsumerGroupConfig {
             max_size: 1,
@@ -261,7 +264,7 @@ fn group_max_size_is_enforced() {
     );
     ok(&mut g, join("a", &["orders"]), 0, &t);
     assert_eq!(
-        g.heartbeat(join("b", &["orders"]), 0, &t).err(),
+        g.heartbeat(&join("b", &["orders"]), 0, &t).err(),
         Some(GROUP_MAX_SIZE_REACHED)
     );
 }
@@ -291,7 +294,7 @@ fn a_silent_member_is_fenced_and_its_partitions_move() {
     assert_eq!(a.member_epoch, 3);
     assert_eq!(parts(&a), vec![0, 1]);
     assert_eq!(
-        g.heartbeat(beat("b", 2, None), 45_002, &t).err(),
+        g.heartbeat(&beat("b", 2, None), 45_002, &t).err(),
         Some(UNKNOWN_MEMBER_ID)
     );
 }
@@ -325,7 +328,7 @@ fn leaving_frees_partitions() {
     let t = topics(&[("orders", 1, 2)]);
     let mut g = group();
     ok(&mut g, join("a", &["orders"]), 0, &t);
-    let (records, resp) = g.heartbeat(beat("a", -1, None), 1, &t).expect("leave");
+    let (records, resp) = g.heartbeat(&beat("a", -1, None), 1, &t).expect("leave");
     assert_eq!(resp.member_epoch, -1);
     assert!(resp.assignment.is_none());
     assert_eq!(records.iter().filter(|r| r.is_tombstone()).count(), 3);
@@ -334,7 +337,7 @@ fn leaving_frees_partitions() {
     let b = ok(&mut g, join("b", &["orders"]), 2, &t);
     assert_eq!(parts(&b), vec![0, 1]);
     assert_eq!(
-        g.heartbeat(beat("a", -1, None), 3, &t).err(),
+        g.heartbeat(&beat("a", -1, None), 3, &t).err(),
         Some(UNKNOWN_MEMBER_ID)
     );
 }
@@ -351,17 +354,17 @@ fn static_member_keeps_its_partitions_across_a_restart() {
     let mut j2 = join("a2", &["orders"]);
     j2.instance_id = Some("inst".to_string());
     assert_eq!(
-        g.heartbeat(j2.clone(), 1, &t).err(),
+        g.heartbeat(&j2.clone(), 1, &t).err(),
         Some(UNRELEASED_INSTANCE_ID)
     );
     // Another member's instance id is fenced.
     let mut wrong = beat("a1", 1, None);
     wrong.instance_id = Some("other".to_string());
-    assert_eq!(g.heartbeat(wrong, 1, &t).err(), Some(FENCED_INSTANCE_ID));
+    assert_eq!(g.heartbeat(&wrong, 1, &t).err(), Some(FENCED_INSTANCE_ID));
     // Static leave: epoch -2, partitions kept, no rebalance.
     let mut leave = beat("a1", -2, None);
     leave.instance_id = Some("inst".to_string());
-    let (_, resp) = g.heartbeat(leave, 2, &t).expect("static leave");
+    let (_, resp) = g.heartbeat(&leave, 2, &t).expect("static leave");
     assert_eq!(resp.member_epoch, -2);
     assert_eq!(g.durable_state().group_epoch, 1);
     // A new incarnation takes over the same partitions at the same epoch.
@@ -452,7 +455,7 @@ fn regex_selects_whole_topic_names_and_empty_regex_means_none() {
 #[test]
 fn an_oversized_regex_is_refused() {
     let t = topics(&[("orders", 1, 1)]);
-    let mut g = ConsumerGroup::new(
+    let mut g = ConsumerGroup::with_config(
         "g",
         ConsumerGroupConfig {
             regex_size_limit_bytes: 10_000,
@@ -462,7 +465,7 @@ fn an_oversized_regex_is_refused() {
     let mut r = join("a", &[]);
     r.subscribed_topic_regex = Some("(a|b|c|d){1000}".to_string());
     assert_eq!(
-        g.heartbeat(r, 0, &t).err(),
+        g.heartbeat(&r, 0, &t).err(),
         Some(INVALID_REGULAR_EXPRESSION)
     );
 }
@@ -505,7 +508,7 @@ fn assignor_configuration_is_parsed() {
 fn a_loaded_group_arms_sessions_on_activate() {
     let t = topics(&[("orders", 1, 2)]);
     let mut g = group();
-    let (records, _) = g.heartbeat(join("a", &["orders"]), 0, &t).expect("join");
+    let (records, _) = g.heartbeat(&join("a", &["orders"]), 0, &t).expect("join");
     let mut loaded = group();
     for r in &records {
         loaded.replay(r).expect("replay");
@@ -514,7 +517,7 @@ fn a_loaded_group_arms_sessions_on_activate() {
     loaded.activate(100);
     assert_eq!(loaded.next_deadline().map(|d| d.at_ms), Some(45_100));
     assert_eq!(loaded.durable_state(), g.durable_state());
-    let mut other = ConsumerGroup::new("h", ConsumerGroupConfig::default());
+    let mut other = ConsumerGroup::new("h");
     assert!(other.replay(&records[0]).is_err());
 }
 
@@ -741,4 +744,54 @@ proptest! {
             let _ = ConsumerGroupRecord::decode(&r.encode_key(), Some(&v));
         }
     }
+}
+
+#[test]
+fn a_failed_append_reverts_to_what_the_log_holds() {
+    let t = topics(&[("orders", 1, 2)]);
+    let mut g = group();
+    let (first, _) = g.heartbeat(&join("a", &["orders"]), 0, &t).expect("join");
+    for r in &first {
+        g.replay_stored(&r.to_group_record()).expect("confirmed");
+    }
+    let durable = g.durable_state().clone();
+    // b's join is applied at once (a's next heartbeat must see it) ...
+    let (second, _) = g.heartbeat(&join("b", &["orders"]), 1, &t).expect("join");
+    assert!(!second.is_empty());
+    assert_eq!(g.describe().members.len(), 2);
+    // ... and undone when its append fails.
+    g.handle_append_failed();
+    assert_eq!(g.durable_state(), &durable);
+    assert_eq!(g.describe().members.len(), 1);
+    // b retries and gets the same partitions as before the failure would have given it.
+    let (_, resp) = g
+        .heartbeat(&join("b", &["orders"]), 2, &t)
+        .expect("join again");
+    assert_eq!(resp.member_epoch, 2);
+}
+
+#[test]
+fn the_group_metadata_tombstone_deletes_the_group() {
+    let t = topics(&[("orders", 1, 2)]);
+    let mut g = group();
+    let (records, _) = g.heartbeat(&join("a", &["orders"]), 0, &t).expect("join");
+    for r in &records {
+        g.replay_stored(&r.to_group_record()).expect("confirmed");
+    }
+    assert!(!g.is_deleted());
+    assert_eq!(g.state_name(), "Stable");
+    let keys: Vec<Vec<u8>> = g.durable_records().keys().cloned().collect();
+    assert_eq!(
+        keys.len(),
+        6,
+        "one record per key: metadata, topics, member, target x2, current"
+    );
+    let tombstone = ConsumerGroupRecord {
+        group_id: "g".to_string(),
+        kind: RecordKind::GroupMetadata(None),
+    };
+    g.replay_stored(&tombstone.to_group_record())
+        .expect("applied");
+    assert!(g.is_deleted());
+    assert!(g.durable_records().is_empty());
 }

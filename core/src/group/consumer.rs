@@ -56,7 +56,7 @@
 //! one beside topic names). Topics are what the caller passes in [`TopicMetadata`]; it leaves
 //! internal topics out.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use regex::{Regex, RegexBuilder};
 use thiserror::Error;
@@ -64,19 +64,17 @@ use thiserror::Error;
 use super::assignor::{Assignment, Assignor};
 use super::consumer_records::{
     ConsumerGroupRecord, CurrentMemberAssignmentValue, GroupMetadataValue, MemberMetadataValue,
-    MemberState, PartitionMetadataValue, RecordKind, TargetAssignmentMemberValue,
+    MemberState, PartitionMetadataValue, RecordError, RecordKind, TargetAssignmentMemberValue,
     TargetAssignmentMetadataValue, TopicId, TopicMetadataEntry, TopicPartitions,
 };
+use super::records::GroupRecord;
+pub use super::ErrorCode;
 
-/// A Kafka error code answered for a heartbeat.
-///
-/// A stand-in until `core::error_code::ErrorCode` exists; the numbers are Kafka's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ErrorCode(pub i16);
-
-/// Kafka's numbers for the codes this module answers.
+/// Kafka's numbers for the codes this module answers (`ErrorCode` names only some of them
+/// until the crate-wide error code type lands).
 mod kafka_error {
     use super::ErrorCode;
+    pub(super) const NONE: ErrorCode = ErrorCode(0);
     pub(super) const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
     pub(super) const INVALID_REQUEST: ErrorCode = ErrorCode(42);
     pub(super) const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
@@ -164,6 +162,36 @@ pub struct TopicMetadata {
     pub topics: BTreeMap<String, TopicInfo>,
 }
 
+impl TopicMetadata {
+    /// No topics.
+    pub fn new() -> Self {
+        TopicMetadata::default()
+    }
+}
+
+/// The coordinator's name for the topics it passes to every heartbeat.
+pub type TopicPartitionCounts = TopicMetadata;
+/// The coordinator's name for a ConsumerGroupHeartbeat request.
+pub type HeartbeatRequest = ConsumerGroupHeartbeatRequest;
+/// The coordinator's name for a ConsumerGroupHeartbeat answer.
+pub type HeartbeatResponse = ConsumerGroupHeartbeatResponse;
+/// The coordinator's name for one group of a ConsumerGroupDescribe answer.
+pub type DescribedConsumerGroup = ConsumerGroupDescription;
+
+/// A ConsumerGroupDescribe request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DescribeRequest {
+    /// The groups to describe.
+    pub group_ids: Vec<String>,
+}
+
+/// A ConsumerGroupDescribe answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DescribeResponse {
+    /// Per group, in request order.
+    pub groups: Vec<ConsumerGroupDescription>,
+}
+
 /// A ConsumerGroupHeartbeat request (v0/v1), already decoded and pre-checked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConsumerGroupHeartbeatRequest {
@@ -195,9 +223,12 @@ pub struct ConsumerGroupHeartbeatRequest {
     pub client_host: String,
 }
 
-/// A successful ConsumerGroupHeartbeat response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A ConsumerGroupHeartbeat response.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConsumerGroupHeartbeatResponse {
+    /// The error code (`NONE` in what [`ConsumerGroup::heartbeat`] returns; set by the
+    /// coordinator when it answers an error, or when the records failed to append).
+    pub error_code: ErrorCode,
     /// The member id (made up by the broker on a v0 join with an empty id).
     pub member_id: String,
     /// The member epoch to send next.
@@ -206,6 +237,17 @@ pub struct ConsumerGroupHeartbeatResponse {
     pub heartbeat_interval_ms: i32,
     /// The member's assignment, only when it changed (or on a join or full request).
     pub assignment: Option<Vec<TopicPartitions>>,
+}
+
+impl ConsumerGroupHeartbeatResponse {
+    /// An answer carrying only an error.
+    pub fn error(error_code: ErrorCode) -> Self {
+        ConsumerGroupHeartbeatResponse {
+            error_code,
+            member_epoch: -1,
+            ..Default::default()
+        }
+    }
 }
 
 /// The group's state as ConsumerGroupDescribe reports it.
@@ -219,6 +261,8 @@ pub enum ConsumerGroupState {
     Reconciling,
     /// Every member owns its target at the assignment epoch.
     Stable,
+    /// The group does not exist (describe of an unknown group id).
+    Dead,
 }
 
 impl ConsumerGroupState {
@@ -229,6 +273,7 @@ impl ConsumerGroupState {
             ConsumerGroupState::Assigning => "Assigning",
             ConsumerGroupState::Reconciling => "Reconciling",
             ConsumerGroupState::Stable => "Stable",
+            ConsumerGroupState::Dead => "Dead",
         }
     }
 }
@@ -276,6 +321,8 @@ pub struct MemberDescription {
 /// ConsumerGroupDescribe output for one group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerGroupDescription {
+    /// `NONE`, or GROUP_ID_NOT_FOUND for [`ConsumerGroupDescription::not_found`].
+    pub error_code: ErrorCode,
     /// The group.
     pub group_id: String,
     /// Its state.
@@ -288,6 +335,21 @@ pub struct ConsumerGroupDescription {
     pub assignor_name: &'static str,
     /// Members, by member id.
     pub members: Vec<MemberDescription>,
+}
+
+impl ConsumerGroupDescription {
+    /// The answer for a group id that names no consumer-protocol group.
+    pub fn not_found(group_id: &str) -> Self {
+        ConsumerGroupDescription {
+            error_code: ErrorCode::GROUP_ID_NOT_FOUND,
+            group_id: group_id.to_string(),
+            state: ConsumerGroupState::Dead,
+            group_epoch: -1,
+            assignment_epoch: -1,
+            assignor_name: "",
+            members: Vec::new(),
+        }
+    }
 }
 
 /// Why a timer is set.
@@ -368,11 +430,18 @@ pub struct DurableState {
 }
 
 /// One consumer-protocol group (see the module docs).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ConsumerGroup {
     group_id: String,
     config: ConsumerGroupConfig,
     durable: DurableState,
+    /// The durable state as of the last record the log confirmed (what a failed append
+    /// reverts to).
+    confirmed: DurableState,
+    /// Records applied when emitted, not yet confirmed durable, oldest first.
+    unconfirmed: VecDeque<ConsumerGroupRecord>,
+    /// Set by the group metadata tombstone: the group was deleted.
+    deleted: bool,
     /// Partition → the member whose current assignment holds it (derived from `current`, I22).
     owners: BTreeMap<(TopicId, i32), String>,
     session_deadlines: BTreeMap<String, i64>,
@@ -382,12 +451,20 @@ pub struct ConsumerGroup {
 }
 
 impl ConsumerGroup {
+    /// An empty group with the default configuration.
+    pub fn new(group_id: &str) -> Self {
+        Self::with_config(group_id, ConsumerGroupConfig::default())
+    }
+
     /// An empty group.
-    pub fn new(group_id: impl Into<String>, config: ConsumerGroupConfig) -> Self {
+    pub fn with_config(group_id: &str, config: ConsumerGroupConfig) -> Self {
         ConsumerGroup {
-            group_id: group_id.into(),
+            group_id: group_id.to_string(),
             config,
             durable: DurableState::default(),
+            confirmed: DurableState::default(),
+            unconfirmed: VecDeque::new(),
+            deleted: false,
             owners: BTreeMap::new(),
             session_deadlines: BTreeMap::new(),
             revocation_deadlines: BTreeMap::new(),
@@ -441,24 +518,80 @@ impl ConsumerGroup {
         }
     }
 
-    /// Checks an offset commit's (or fetch's) member and epoch against the group: unknown
-    /// member → UNKNOWN_MEMBER_ID, an epoch ahead of the member's → FENCED_MEMBER_EPOCH,
-    /// behind it → STALE_MEMBER_EPOCH.
-    pub fn validate_offset_commit(
-        &self,
-        member_id: &str,
-        member_epoch: i32,
-    ) -> Result<(), ErrorCode> {
-        let cur = self
-            .durable
-            .current
-            .get(member_id)
-            .ok_or(kafka_error::UNKNOWN_MEMBER_ID)?;
-        match member_epoch.cmp(&cur.member_epoch) {
-            std::cmp::Ordering::Greater => Err(kafka_error::FENCED_MEMBER_EPOCH),
-            std::cmp::Ordering::Less => Err(kafka_error::STALE_MEMBER_EPOCH),
-            std::cmp::Ordering::Equal => Ok(()),
+    /// Checks an OffsetCommit's member and epoch against the group, as Kafka does: a
+    /// negative epoch (an admin client, or a consumer outside the group) may commit only while
+    /// the group has no members; otherwise an unknown member → UNKNOWN_MEMBER_ID, an epoch
+    /// ahead of the member's → FENCED_MEMBER_EPOCH, behind it → STALE_MEMBER_EPOCH.
+    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32) -> ErrorCode {
+        if member_epoch < 0 && self.is_empty() {
+            return kafka_error::NONE;
         }
+        let Some(cur) = self.durable.current.get(member_id) else {
+            return kafka_error::UNKNOWN_MEMBER_ID;
+        };
+        match member_epoch.cmp(&cur.member_epoch) {
+            std::cmp::Ordering::Greater => kafka_error::FENCED_MEMBER_EPOCH,
+            std::cmp::Ordering::Less => kafka_error::STALE_MEMBER_EPOCH,
+            std::cmp::Ordering::Equal => kafka_error::NONE,
+        }
+    }
+
+    /// Whether the group metadata tombstone was applied (the group was deleted; the
+    /// coordinator drops it).
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    /// The state's name for ListGroups and DescribeGroups.
+    pub fn state_name(&self) -> &'static str {
+        self.state().name()
+    }
+
+    /// The latest record value per key (key bytes → value bytes), exactly what replaying
+    /// the group's records leaves: used to compare durable state and to write the
+    /// tombstones that delete the group.
+    pub fn durable_records(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        for kind in durable_kinds(&self.durable) {
+            let r = ConsumerGroupRecord {
+                group_id: self.group_id.clone(),
+                kind,
+            };
+            if let Some(v) = r.encode_value() {
+                out.insert(r.encode_key(), v);
+            }
+        }
+        out
+    }
+
+    /// Applies one record read from the log (`__consumer_offsets`): at startup, or when an
+    /// append the coordinator made is durable. A record this group emitted itself was applied
+    /// when emitted (later heartbeats had to see it, I22); it is only confirmed here.
+    pub fn replay_stored(&mut self, record: &GroupRecord) -> Result<(), RecordError> {
+        let decoded = ConsumerGroupRecord::decode(&record.key, record.value.as_deref())?;
+        if self.unconfirmed.front() == Some(&decoded) {
+            self.unconfirmed.pop_front();
+            apply_durable(&mut self.confirmed, &decoded.kind);
+            return Ok(());
+        }
+        // Routed here by its group id, so it is ours; a mismatch would be a routing bug.
+        let applied = self.replay(&decoded);
+        debug_assert!(applied.is_ok(), "record of another group routed here");
+        Ok(())
+    }
+
+    /// Records this group applied did not become durable: return to the state the log
+    /// holds (everything applied since is dropped, as Kafka reverts to its last committed
+    /// offset). Members whose heartbeats were not answered retry.
+    pub fn handle_append_failed(&mut self) {
+        self.unconfirmed.clear();
+        self.durable = self.confirmed.clone();
+        self.owners = owners_of(&self.durable);
+        let members = &self.durable.members;
+        self.session_deadlines
+            .retain(|m, _| members.contains_key(m));
+        self.revocation_deadlines
+            .retain(|m, _| members.contains_key(m));
     }
 
     /// Handles one ConsumerGroupHeartbeat. Returns the records to append (already applied
@@ -466,28 +599,28 @@ impl ConsumerGroup {
     /// (nothing changed then).
     pub fn heartbeat(
         &mut self,
-        req: ConsumerGroupHeartbeatRequest,
+        req: &ConsumerGroupHeartbeatRequest,
         now: i64,
         topics: &TopicMetadata,
     ) -> Result<(Vec<ConsumerGroupRecord>, ConsumerGroupHeartbeatResponse), ErrorCode> {
-        self.validate_request(&req)?;
+        self.validate_request(req)?;
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
-            return self.leave(&req, now);
+            return self.leave(req, now);
         }
         let mut records = Vec::new();
 
         // 1. Who is it?
         let member_id = if req.member_epoch == JOIN_EPOCH {
-            self.resolve_joining_member(&req, now, &mut records)?
+            self.resolve_joining_member(req, now, &mut records)?
         } else {
-            self.validate_existing_member(&req)?;
+            self.validate_existing_member(req)?;
             req.member_id.clone()
         };
         let before = self.durable.current.get(&member_id).cloned();
 
         // 2. Its metadata, and the group epoch if what it subscribes to changed.
         let old_meta = self.durable.members.get(&member_id).cloned();
-        let new_meta = merged_metadata(old_meta.as_ref(), &req);
+        let new_meta = merged_metadata(old_meta.as_ref(), req);
         let mut bump = false;
         if old_meta.as_ref() != Some(&new_meta) {
             bump |= old_meta.as_ref().is_none_or(|o| {
@@ -579,6 +712,7 @@ impl ConsumerGroup {
         Ok((
             records,
             ConsumerGroupHeartbeatResponse {
+                error_code: kafka_error::NONE,
                 member_id,
                 member_epoch: next.member_epoch,
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,
@@ -604,7 +738,8 @@ impl ConsumerGroup {
         records
     }
 
-    /// Applies one record of this group: the only way its durable state changes.
+    /// Applies one record of this group: the only way its durable state changes. (The
+    /// coordinator feeds log records through [`ConsumerGroup::replay_stored`].)
     pub fn replay(&mut self, record: &ConsumerGroupRecord) -> Result<(), ReplayError> {
         if record.group_id != self.group_id {
             return Err(ReplayError::WrongGroup {
@@ -612,48 +747,31 @@ impl ConsumerGroup {
                 record: record.group_id.clone(),
             });
         }
-        let d = &mut self.durable;
-        match &record.kind {
-            RecordKind::GroupMetadata(Some(v)) => d.group_epoch = v.epoch,
+        self.apply(&record.kind);
+        apply_durable(&mut self.confirmed, &record.kind);
+        Ok(())
+    }
+
+    /// Applies a record to the live state and its derived indexes (not to `confirmed`).
+    fn apply(&mut self, kind: &RecordKind) {
+        match kind {
             RecordKind::GroupMetadata(None) => {
-                // The group was deleted.
-                self.durable = DurableState::default();
+                self.deleted = true;
                 self.owners.clear();
                 self.session_deadlines.clear();
                 self.revocation_deadlines.clear();
                 self.regex_cache.clear();
             }
-            RecordKind::PartitionMetadata(v) => d.subscribed_topics = v.clone(),
-            RecordKind::MemberMetadata { member_id, value } => match value {
-                Some(v) => {
-                    d.members.insert(member_id.clone(), v.clone());
-                }
-                None => {
-                    d.members.remove(member_id);
-                    self.session_deadlines.remove(member_id);
-                    self.revocation_deadlines.remove(member_id);
-                    let live: BTreeSet<&String> = d
-                        .members
-                        .values()
-                        .filter_map(|m| m.subscribed_topic_regex.as_ref())
-                        .collect();
-                    self.regex_cache.retain(|r, _| live.contains(r));
-                }
-            },
-            RecordKind::TargetAssignmentMetadata(v) => {
-                d.assignment_epoch = v.as_ref().map_or(0, |v| v.assignment_epoch)
+            RecordKind::GroupMetadata(Some(_)) => self.deleted = false,
+            RecordKind::MemberMetadata {
+                member_id,
+                value: None,
+            } => {
+                self.session_deadlines.remove(member_id);
+                self.revocation_deadlines.remove(member_id);
             }
-            RecordKind::TargetAssignmentMember { member_id, value } => match value {
-                Some(v) => {
-                    d.target
-                        .insert(member_id.clone(), to_assignment(&v.topic_partitions));
-                }
-                None => {
-                    d.target.remove(member_id);
-                }
-            },
             RecordKind::CurrentMemberAssignment { member_id, value } => {
-                if let Some(old) = d.current.remove(member_id) {
+                if let Some(old) = self.durable.current.get(member_id) {
                     for tp in pairs(&old.assigned).chain(pairs(&old.pending_revocation)) {
                         if self.owners.get(&tp) == Some(member_id) {
                             self.owners.remove(&tp);
@@ -661,21 +779,29 @@ impl ConsumerGroup {
                     }
                 }
                 if let Some(v) = value {
-                    let cur = CurrentAssignment {
-                        member_epoch: v.member_epoch,
-                        previous_member_epoch: v.previous_member_epoch,
-                        state: v.state,
-                        assigned: to_assignment(&v.assigned_partitions),
-                        pending_revocation: to_assignment(&v.partitions_pending_revocation),
-                    };
-                    for tp in pairs(&cur.assigned).chain(pairs(&cur.pending_revocation)) {
-                        self.owners.insert(tp, member_id.clone());
+                    for tp in v
+                        .assigned_partitions
+                        .iter()
+                        .chain(&v.partitions_pending_revocation)
+                    {
+                        for p in &tp.partitions {
+                            self.owners.insert((tp.topic_id, *p), member_id.clone());
+                        }
                     }
-                    d.current.insert(member_id.clone(), cur);
                 }
             }
+            _ => {}
         }
-        Ok(())
+        apply_durable(&mut self.durable, kind);
+        if let RecordKind::MemberMetadata { value: None, .. } = kind {
+            let live: BTreeSet<&String> = self
+                .durable
+                .members
+                .values()
+                .filter_map(|m| m.subscribed_topic_regex.as_ref())
+                .collect();
+            self.regex_cache.retain(|r, _| live.contains(r));
+        }
     }
 
     /// ConsumerGroupDescribe output.
@@ -719,25 +845,30 @@ impl ConsumerGroup {
                 }
             })
             .collect();
-        let state = if members.is_empty() {
+        ConsumerGroupDescription {
+            error_code: kafka_error::NONE,
+            group_id: self.group_id.clone(),
+            state: self.state(),
+            group_epoch: d.group_epoch,
+            assignment_epoch: d.assignment_epoch,
+            assignor_name: self.current_assignor().name(),
+            members,
+        }
+    }
+
+    fn state(&self) -> ConsumerGroupState {
+        let d = &self.durable;
+        if d.members.is_empty() {
             ConsumerGroupState::Empty
         } else if d.group_epoch > d.assignment_epoch {
             ConsumerGroupState::Assigning
         } else if d.current.values().any(|c| {
-            c.member_epoch != d.assignment_epoch && c.member_epoch != STATIC_LEAVE_EPOCH
+            (c.member_epoch != d.assignment_epoch && c.member_epoch != STATIC_LEAVE_EPOCH)
                 || c.state != MemberState::Stable
         }) {
             ConsumerGroupState::Reconciling
         } else {
             ConsumerGroupState::Stable
-        };
-        ConsumerGroupDescription {
-            group_id: self.group_id.clone(),
-            state,
-            group_epoch: d.group_epoch,
-            assignment_epoch: d.assignment_epoch,
-            assignor_name: self.current_assignor().name(),
-            members,
         }
     }
 
@@ -748,9 +879,9 @@ impl ConsumerGroup {
             group_id: self.group_id.clone(),
             kind,
         };
-        // Our own records always carry our group id, so replay cannot refuse them.
-        let applied = self.replay(&record);
-        debug_assert!(applied.is_ok());
+        // Applied now, so the next heartbeat sees it (I22); confirmed by `replay_stored`.
+        self.apply(&record.kind);
+        self.unconfirmed.push_back(record.clone());
         records.push(record);
     }
 
@@ -989,6 +1120,7 @@ impl ConsumerGroup {
         Ok((
             records,
             ConsumerGroupHeartbeatResponse {
+                error_code: kafka_error::NONE,
                 member_id: req.member_id.clone(),
                 member_epoch: req.member_epoch,
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,
@@ -1217,6 +1349,105 @@ impl ConsumerGroup {
             pending_revocation: Assignment::new(),
         }
     }
+}
+
+/// Applies a record to durable state: every record sets an absolute value (or removes one).
+fn apply_durable(d: &mut DurableState, kind: &RecordKind) {
+    match kind {
+        RecordKind::GroupMetadata(Some(v)) => d.group_epoch = v.epoch,
+        // The group was deleted.
+        RecordKind::GroupMetadata(None) => *d = DurableState::default(),
+        RecordKind::PartitionMetadata(v) => d.subscribed_topics = v.clone(),
+        RecordKind::MemberMetadata { member_id, value } => match value {
+            Some(v) => {
+                d.members.insert(member_id.clone(), v.clone());
+            }
+            None => {
+                d.members.remove(member_id);
+            }
+        },
+        RecordKind::TargetAssignmentMetadata(v) => {
+            d.assignment_epoch = v.as_ref().map_or(0, |v| v.assignment_epoch)
+        }
+        RecordKind::TargetAssignmentMember { member_id, value } => match value {
+            Some(v) => {
+                d.target
+                    .insert(member_id.clone(), to_assignment(&v.topic_partitions));
+            }
+            None => {
+                d.target.remove(member_id);
+            }
+        },
+        RecordKind::CurrentMemberAssignment { member_id, value } => match value {
+            Some(v) => {
+                d.current.insert(
+                    member_id.clone(),
+                    CurrentAssignment {
+                        member_epoch: v.member_epoch,
+                        previous_member_epoch: v.previous_member_epoch,
+                        state: v.state,
+                        assigned: to_assignment(&v.assigned_partitions),
+                        pending_revocation: to_assignment(&v.partitions_pending_revocation),
+                    },
+                );
+            }
+            None => {
+                d.current.remove(member_id);
+            }
+        },
+    }
+}
+
+/// The records whose replay rebuilds `d` (one per key).
+fn durable_kinds(d: &DurableState) -> Vec<RecordKind> {
+    let mut out = Vec::new();
+    if d.group_epoch != 0 || !d.members.is_empty() {
+        out.push(RecordKind::GroupMetadata(Some(GroupMetadataValue {
+            epoch: d.group_epoch,
+        })));
+    }
+    if let Some(s) = &d.subscribed_topics {
+        out.push(RecordKind::PartitionMetadata(Some(s.clone())));
+    }
+    for (m, v) in &d.members {
+        out.push(RecordKind::MemberMetadata {
+            member_id: m.clone(),
+            value: Some(v.clone()),
+        });
+    }
+    if d.assignment_epoch != 0 {
+        out.push(RecordKind::TargetAssignmentMetadata(Some(
+            TargetAssignmentMetadataValue {
+                assignment_epoch: d.assignment_epoch,
+            },
+        )));
+    }
+    for (m, a) in &d.target {
+        out.push(RecordKind::TargetAssignmentMember {
+            member_id: m.clone(),
+            value: Some(TargetAssignmentMemberValue {
+                topic_partitions: from_assignment(a),
+            }),
+        });
+    }
+    for (m, c) in &d.current {
+        out.push(RecordKind::CurrentMemberAssignment {
+            member_id: m.clone(),
+            value: Some(to_current_value(c)),
+        });
+    }
+    out
+}
+
+/// Partition → holder, from the members' current assignments (I22).
+fn owners_of(d: &DurableState) -> BTreeMap<(TopicId, i32), String> {
+    let mut out = BTreeMap::new();
+    for (m, c) in &d.current {
+        for tp in pairs(&c.assigned).chain(pairs(&c.pending_revocation)) {
+            out.insert(tp, m.clone());
+        }
+    }
+    out
 }
 
 fn merged_metadata(

@@ -25,6 +25,8 @@
 
 use thiserror::Error;
 
+use super::records::GroupRecord;
+
 /// A topic id: Kafka's 16-byte UUID.
 pub type TopicId = [u8; 16];
 
@@ -85,6 +87,22 @@ pub enum RecordError {
     /// The member state byte is not one Kafka defines.
     #[error("unknown member state {0}")]
     UnknownMemberState(i8),
+}
+
+impl From<RecordError> for super::records::RecordError {
+    fn from(e: RecordError) -> Self {
+        use super::records::RecordError as Stored;
+        match e {
+            RecordError::Truncated { at } => Stored::Truncated { at, needed: 1 },
+            RecordError::UnknownKeyType(v) => Stored::UnknownKeyVersion(v),
+            RecordError::UnsupportedValueVersion(v) => Stored::UnknownValueVersion(v),
+            RecordError::InvalidUtf8 { .. } => Stored::InvalidUtf8,
+            RecordError::InvalidLength { .. }
+            | RecordError::VarintTooLong { .. }
+            | RecordError::UnknownMemberState(_) => Stored::InvalidLength(-1),
+            RecordError::TrailingBytes(n) => Stored::TrailingKeyBytes(n),
+        }
+    }
 }
 
 /// A member's reconciliation state, Kafka's `MemberState` with its byte values.
@@ -293,6 +311,14 @@ impl ConsumerGroupRecord {
             RecordKind::TargetAssignmentMetadata(v) => v.is_none(),
             RecordKind::TargetAssignmentMember { value, .. } => value.is_none(),
             RecordKind::CurrentMemberAssignment { value, .. } => value.is_none(),
+        }
+    }
+
+    /// The record as the coordinator appends it (key and value bytes).
+    pub fn to_group_record(&self) -> GroupRecord {
+        GroupRecord {
+            key: self.encode_key(),
+            value: self.encode_value(),
         }
     }
 
