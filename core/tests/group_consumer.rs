@@ -795,3 +795,38 @@ fn the_group_metadata_tombstone_deletes_the_group() {
     assert!(g.is_deleted());
     assert!(g.durable_records().is_empty());
 }
+
+#[test]
+fn hostile_heartbeats_are_bounded() {
+    let t = topics(&[("orders", 1, 4)]);
+    let mut g = group();
+    // Thousands of unknown subscribed topics and a regex that would backtrack
+    // catastrophically elsewhere (the regex crate matches in linear time).
+    let names: Vec<String> = (0..5_000).map(|i| format!("missing-{i}")).collect();
+    let mut req = join("a", &[]);
+    req.subscribed_topic_names = Some(names);
+    req.subscribed_topic_regex = Some("(a*)*b".to_string());
+    let a = ok(&mut g, req, 0, &t);
+    assert!(parts(&a).is_empty());
+    // Claims to own 100,000 partitions of topics that do not exist: not an acknowledgement
+    // of anything, changes nothing, answers at once.
+    let junk = (0..100u8)
+        .map(|i| TopicPartitions {
+            topic_id: [i; 16],
+            partitions: (0..1_000).collect(),
+        })
+        .collect();
+    let before = g.durable_state().clone();
+    let r = ok(&mut g, beat("a", 1, Some(junk)), 1, &t);
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(g.durable_state(), &before);
+    // The default member bound holds against a flood of joins.
+    for i in 1..2_000 {
+        if let Err(code) = g.heartbeat(&join(&format!("m{i}"), &["orders"]), 2, &t) {
+            assert_eq!(code, GROUP_MAX_SIZE_REACHED);
+            assert_eq!(i, 1_000, "the 1001st member is refused");
+            break;
+        }
+    }
+    assert_eq!(g.describe().members.len(), 1_000);
+}

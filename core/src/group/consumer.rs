@@ -102,7 +102,8 @@ pub struct ConsumerGroupConfig {
     pub session_timeout_ms: i32,
     /// `group.consumer.assignors`: the assignors members may ask for; the first is the default.
     pub assignors: Vec<Assignor>,
-    /// `group.consumer.max.size`: members per group.
+    /// `group.consumer.max.size`: members per group. Kafka's default is unbounded; ours is
+    /// 1000 (as the classic `group.max.size` here) so a flood of joins has a bounded cost.
     pub max_size: usize,
     /// Compiled size limit of a subscription regex (`RegexBuilder::size_limit`).
     pub regex_size_limit_bytes: usize,
@@ -114,7 +115,7 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_ms: 5_000,
             session_timeout_ms: 45_000,
             assignors: vec![Assignor::Uniform, Assignor::Range],
-            max_size: i32::MAX as usize,
+            max_size: 1_000,
             regex_size_limit_bytes: 1 << 20,
         }
     }
