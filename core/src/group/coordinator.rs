@@ -1612,7 +1612,7 @@ impl Coordinator {
             Ok(s) => s,
             Err(code) => return self.respond(token, group_error(code)),
         };
-        let offsets = self.offsets.get(&req.group_id);
+        let offsets = self.offset_keys(&req.group_id);
         let mut records = Vec::new();
         let topics = req
             .topics
@@ -1631,7 +1631,7 @@ impl Coordinator {
                             let error_code = if blocked {
                                 ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
                             } else {
-                                if offsets.is_some_and(|o| o.contains_key(&(t.name.clone(), *p))) {
+                                if offsets.contains(&(t.name.clone(), *p)) {
                                     records.push(GroupRecord {
                                         key: offset_commit_key(&req.group_id, &t.name, *p),
                                         value: None,
@@ -1663,13 +1663,37 @@ impl Coordinator {
         }
     }
 
-    /// Tombstones for a group's offsets and metadata.
-    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
-        let mut records: Vec<GroupRecord> = self
+    /// The partitions with a committed offset for `gid`: durable ones and those in appends
+    /// still in flight (which will land in the log before anything appended now).
+    fn offset_keys(&self, gid: &str) -> std::collections::BTreeSet<(String, i32)> {
+        let mut keys: std::collections::BTreeSet<(String, i32)> = self
             .offsets
             .get(gid)
             .into_iter()
-            .flat_map(|o| o.keys())
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        for p in self.pending.values() {
+            for r in &p.records {
+                if let Ok(RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                }) = RecordKey::decode(&r.key)
+                {
+                    if group == gid && r.value.is_some() {
+                        keys.insert((topic, partition));
+                    }
+                }
+            }
+        }
+        keys
+    }
+
+    /// Tombstones for a group's offsets (durable or in flight) and metadata.
+    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
+        let mut records: Vec<GroupRecord> = self
+            .offset_keys(gid)
+            .iter()
             .map(|(topic, partition)| GroupRecord {
                 key: offset_commit_key(gid, topic, *partition),
                 value: None,
