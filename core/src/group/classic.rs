@@ -184,7 +184,11 @@ impl ClassicGroup {
         if self.members.is_empty() {
             return true;
         }
-        if self.protocol_type.as_deref() != Some(protocol_type) {
+        if self
+            .members
+            .values()
+            .any(|m| m.protocol_type != protocol_type)
+        {
             return false;
         }
         protocols.iter().any(|p| {

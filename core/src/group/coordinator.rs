@@ -301,7 +301,7 @@ impl Coordinator {
                 self.respond(token, GroupResponse::OffsetFetch(resp));
             }
             GroupRequest::OffsetDelete(r) => self.offset_delete(token, r),
-            GroupRequest::DeleteGroups(r) => self.delete_groups(token, r),
+            GroupRequest::DeleteGroups(r) => self.delete_groups(token, r, now),
             GroupRequest::ListGroups(r) => {
                 let resp = self.list_groups(&r);
                 self.respond(token, GroupResponse::ListGroups(resp));
@@ -894,6 +894,9 @@ impl Coordinator {
             if let Some(i) = &instance {
                 g.static_members.insert(i.clone(), member_id.clone());
             }
+            if g.members.is_empty() {
+                g.protocol_type = Some(req.protocol_type.clone());
+            }
             g.members.insert(
                 member_id.clone(),
                 Member {
@@ -1075,17 +1078,18 @@ impl Coordinator {
     }
 
     fn join_phase_expired(&mut self, gid: &str, now: Millis) {
+        let initial_delay_ms = self.config.initial_rebalance_delay_ms;
         let Some(g) = self.classic(gid) else { return };
         g.join_deadline = None;
         if g.state != State::PreparingRebalance {
             return;
         }
         if let Some((remaining, added)) = g.initial_delay {
+            // Kafka's InitialDelayedJoin: while members keep arriving, wait another delay,
+            // until the rebalance timeout is used up.
             if added && remaining > 0 {
-                let step = g_delay_step(remaining);
+                let step = remaining.min(initial_delay_ms.max(1));
                 g.initial_delay = Some((remaining - step, false));
-                let _ = g;
-                let step = step.min(self.config.initial_rebalance_delay_ms.max(1));
                 self.set_group_deadline(gid, Some(Some(now + step)), None);
                 return;
             }
@@ -1342,17 +1346,22 @@ impl Coordinator {
     }
 
     fn session_expired(&mut self, gid: &str, member_id: &str, now: Millis) {
-        let expired = match self.groups.get_mut(gid) {
+        let (expired, keep_alive) = match self.groups.get_mut(gid) {
             Some(Group::Classic(g)) => match g.members.get_mut(member_id) {
                 Some(m) => {
                     m.session_deadline = None;
-                    true
+                    // As in Kafka, a member waiting for its join or sync answer is alive; the
+                    // join and sync phases' own deadlines bound that wait.
+                    let waiting = m.awaiting_join.is_some() || m.awaiting_sync.is_some();
+                    (true, waiting.then_some(m.session_timeout_ms))
                 }
-                None => false,
+                None => (false, None),
             },
-            _ => false,
+            _ => (false, None),
         };
-        if expired {
+        if let Some(timeout) = keep_alive {
+            self.touch_session(gid, member_id, Some(now + i64::from(timeout)));
+        } else if expired {
             self.remove_member(gid, member_id);
             self.prepare_rebalance(gid, Event::MemberRemoved, now);
             self.try_complete_join(gid, now);
@@ -1607,7 +1616,7 @@ impl Coordinator {
             Ok(s) => s,
             Err(code) => return self.respond(token, group_error(code)),
         };
-        let offsets = self.offsets.get(&req.group_id);
+        let offsets = self.offset_keys(&req.group_id);
         let mut records = Vec::new();
         let topics = req
             .topics
@@ -1626,7 +1635,7 @@ impl Coordinator {
                             let error_code = if blocked {
                                 ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
                             } else {
-                                if offsets.is_some_and(|o| o.contains_key(&(t.name.clone(), *p))) {
+                                if offsets.contains(&(t.name.clone(), *p)) {
                                     records.push(GroupRecord {
                                         key: offset_commit_key(&req.group_id, &t.name, *p),
                                         value: None,
@@ -1658,13 +1667,37 @@ impl Coordinator {
         }
     }
 
-    /// Tombstones for a group's offsets and metadata.
-    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
-        let mut records: Vec<GroupRecord> = self
+    /// The partitions with a committed offset for `gid`: durable ones and those in appends
+    /// still in flight (which will land in the log before anything appended now).
+    fn offset_keys(&self, gid: &str) -> std::collections::BTreeSet<(String, i32)> {
+        let mut keys: std::collections::BTreeSet<(String, i32)> = self
             .offsets
             .get(gid)
             .into_iter()
-            .flat_map(|o| o.keys())
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        for p in self.pending.values() {
+            for r in &p.records {
+                if let Ok(RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                }) = RecordKey::decode(&r.key)
+                {
+                    if group == gid && r.value.is_some() {
+                        keys.insert((topic, partition));
+                    }
+                }
+            }
+        }
+        keys
+    }
+
+    /// Tombstones for a group's offsets (durable or in flight) and metadata.
+    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
+        let mut records: Vec<GroupRecord> = self
+            .offset_keys(gid)
+            .iter()
             .map(|(topic, partition)| GroupRecord {
                 key: offset_commit_key(gid, topic, *partition),
                 value: None,
@@ -1698,7 +1731,7 @@ impl Coordinator {
         records
     }
 
-    fn delete_groups(&mut self, token: RequestToken, req: DeleteGroupsRequest) {
+    fn delete_groups(&mut self, token: RequestToken, req: DeleteGroupsRequest, now: Millis) {
         let mut records = Vec::new();
         let mut completions = Vec::new();
         let mut groups = Vec::new();
@@ -1717,8 +1750,7 @@ impl Coordinator {
                     if g.state == State::Empty && !g.pending_members.is_empty() {
                         g.pending_members.clear();
                     }
-                    // `now` only stamps the state change; the group is gone once durable.
-                    match g.transition(Event::Delete, g.state_since) {
+                    match g.transition(Event::Delete, now) {
                         Ok(_) => ErrorCode::NONE,
                         Err(code) => code,
                     }
@@ -1781,27 +1813,34 @@ impl Coordinator {
                     remaining += 1;
                 }
             }
-            let mut completions = Vec::new();
-            if remaining == 0 {
-                if g.stored.is_some() {
-                    records.push(GroupRecord {
-                        key: group_metadata_key(&gid),
-                        value: None,
-                    });
+            if remaining > 0 {
+                if !records.is_empty() {
+                    self.append(records, vec![gid.clone()], Vec::new());
                 }
-                if let Some(Group::Classic(g)) = self.groups.get_mut(&gid) {
-                    if g.transition(Event::Expire, now).is_err() {
-                        continue;
-                    }
-                }
-                completions.push(Completion::Deletion { group: gid.clone() });
+                continue;
+            }
+            // Nothing left: the group goes too (Dead until its tombstones are durable).
+            if g.stored.is_some() {
+                records.push(GroupRecord {
+                    key: group_metadata_key(&gid),
+                    value: None,
+                });
             }
             if records.is_empty() {
                 // Nothing durable to remove: a live-only empty group.
                 self.groups.remove(&gid);
-            } else {
-                self.append(records, vec![gid.clone()], completions);
+                continue;
             }
+            if let Some(Group::Classic(g)) = self.groups.get_mut(&gid) {
+                if g.transition(Event::Expire, now).is_err() {
+                    continue;
+                }
+            }
+            self.append(
+                records,
+                vec![gid.clone()],
+                vec![Completion::Deletion { group: gid.clone() }],
+            );
         }
     }
 
@@ -1939,15 +1978,28 @@ impl Coordinator {
                 }
                 self.respond(token, err(code));
             }
-            Ok((records, resp)) => {
+            Ok((typed, resp)) => {
+                let mut records: Vec<GroupRecord> = typed
+                    .iter()
+                    .map(ConsumerGroupRecord::to_group_record)
+                    .collect();
+                // An empty classic group became a consumer group: its stored metadata is
+                // removed by a tombstone, so durable state still follows the records (I21).
+                if let Some(Group::Classic(old)) = &previous {
+                    if old.stored.is_some() && !records.is_empty() {
+                        records.insert(
+                            0,
+                            GroupRecord {
+                                key: group_metadata_key(&gid),
+                                value: None,
+                            },
+                        );
+                    }
+                }
                 let response = GroupResponse::ConsumerGroupHeartbeat(resp);
                 if records.is_empty() {
                     self.respond(token, response);
                 } else {
-                    let records = records
-                        .iter()
-                        .map(ConsumerGroupRecord::to_group_record)
-                        .collect();
                     self.append(
                         records,
                         vec![gid],
@@ -2053,8 +2105,12 @@ impl Coordinator {
                 ));
             }
         }
+        let members: Vec<String> = g.members.keys().cloned().collect();
         for (t, r) in answers {
             self.respond(t, GroupResponse::SyncGroup(r));
+        }
+        for id in members {
+            self.heartbeat_member(gid, &id, now);
         }
         if code.is_ok() {
             self.set_group_deadline(gid, None, Some(None));
@@ -2067,10 +2123,6 @@ impl Coordinator {
             self.set_group_deadline(gid, Some(Some(now + rebalance_ms)), Some(None));
         }
     }
-}
-
-fn g_delay_step(remaining: i64) -> i64 {
-    remaining
 }
 
 fn splitmix64(mut x: u64) -> u64 {
