@@ -248,6 +248,12 @@ fn invalid_requests_are_refused_without_records() {
         g.heartbeat(&regex, 0, &t).err(),
         Some(INVALID_REGULAR_EXPRESSION)
     );
+    // Balanced only once wrapped for a whole-name match: still refused.
+    regex.subscribed_topic_regex = Some("a)|(b".to_string());
+    assert_eq!(
+        g.heartbeat(&regex, 0, &t).err(),
+        Some(INVALID_REGULAR_EXPRESSION)
+    );
     assert!(g.is_empty());
     assert_eq!(g.durable_state().group_epoch, 0);
 }

@@ -584,6 +584,10 @@ impl ConsumerGroup {
     /// Records this group applied did not become durable: return to the state the log
     /// holds (everything applied since is dropped, as Kafka reverts to its last committed
     /// offset). Members whose heartbeats were not answered retry.
+    ///
+    /// Relies on the coordinator's order: appends are reported in the order they were made,
+    /// and after a failed one every later one fails too (the offsets partition goes offline
+    /// for writes, I8), so nothing dropped here becomes durable afterwards.
     pub fn handle_append_failed(&mut self) {
         self.unconfirmed.clear();
         self.durable = self.confirmed.clone();
@@ -937,12 +941,18 @@ impl ConsumerGroup {
         self.regex_cache
             .entry(regex.to_string())
             .or_insert_with(|| {
+                let build = |pattern: &str| {
+                    RegexBuilder::new(pattern)
+                        .size_limit(limit)
+                        .dfa_size_limit(limit)
+                        .build()
+                        .ok()
+                };
+                // The regex must stand on its own first, so that wrapping it cannot change
+                // its meaning (`a)|(b` would otherwise become `^(?:a)|(b)$`).
+                build(regex)?;
                 // RE2/J `matches()`: the whole topic name must match.
-                RegexBuilder::new(&format!("^(?:{regex})$"))
-                    .size_limit(limit)
-                    .dfa_size_limit(limit)
-                    .build()
-                    .ok()
+                build(&format!("^(?:{regex})$"))
             })
             .as_ref()
     }
