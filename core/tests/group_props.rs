@@ -188,7 +188,7 @@ fn collect(d: &mut Driver, clients: &mut [Client], m: &mut Model) {
         let Some(resp) = d.take(t) else { continue };
         match resp {
             GroupResponse::OffsetCommit(_) => {
-                let (partition, offset) = m.commits.remove(&t).unwrap();
+                let (partition, offset) = m.commits.remove(&t).expect("expected in this test");
                 if commit_code(resp) == ErrorCode::NONE {
                     // I20: the acknowledged commit is in the log.
                     let key =

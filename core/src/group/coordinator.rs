@@ -729,7 +729,9 @@ impl Coordinator {
             return reject(self, ErrorCode::INVALID_REQUEST);
         }
         match self.groups.get(&req.group_id) {
-            Some(Group::Consumer(c)) if !c.is_empty() => {
+            // A consumer-protocol group stays one while it has members or records: turning
+            // it into a classic group would drop durable records without tombstones (I21).
+            Some(Group::Consumer(c)) if !c.is_empty() || !c.durable_records().is_empty() => {
                 return reject(self, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             }
             Some(Group::Consumer(_)) | None => {
