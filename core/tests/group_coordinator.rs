@@ -1085,3 +1085,43 @@ fn consumer_protocol_requests_and_records_route_to_the_consumer_group() {
     assert!(c.group("cg").is_none());
     assert!(c.durable_state().is_empty());
 }
+
+#[test]
+fn strings_too_long_for_a_record_are_refused() {
+    let mut d = Driver::new(config());
+    let long = "g".repeat(40_000);
+    let t = d.join_to(&long, "", None, &[RANGE], 10_000);
+    assert_eq!(
+        d.join_answer(t).expect("answered").error_code,
+        ErrorCode::INVALID_GROUP_ID
+    );
+    let mut req = join_request(GROUP, "", None, &[RANGE], 10_000);
+    req.client_id = long.clone();
+    let t = d.send(GroupRequest::JoinGroup(req));
+    assert_eq!(
+        d.join_answer(t).expect("answered").error_code,
+        ErrorCode::INVALID_REQUEST
+    );
+    let t = d.send(GroupRequest::OffsetCommit(commit_request(
+        GROUP, "", -1, &long, 0, 1, None,
+    )));
+    assert_eq!(
+        commit_code(d.take(t).expect("answered")),
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let t = d.send(GroupRequest::OffsetCommit(commit_request(
+        &long, "", -1, "t", 0, 1, None,
+    )));
+    assert_eq!(
+        commit_code(d.take(t).expect("answered")),
+        ErrorCode::INVALID_GROUP_ID
+    );
+    assert!(d.c.durable_state().is_empty());
+    // A long (but valid) client id makes a member id that still fits a record.
+    let mut req = join_request(GROUP, "", None, &[RANGE], 10_000);
+    req.client_id = "c".repeat(30_000);
+    let t = d.send(GroupRequest::JoinGroup(req));
+    let r = d.join_answer(t).expect("answered");
+    assert_eq!(r.error_code, ErrorCode::MEMBER_ID_REQUIRED);
+    assert!(r.member_id.len() < 300);
+}
