@@ -377,7 +377,7 @@ fn apply(d: &mut Driver, clients: &mut [Client], m: &mut Model, op: Op) {
                 return;
             };
             let generation = clients[client].generation - i32::from(stale);
-            let allowed = commit_allowed(&d, &id, generation);
+            let allowed = commit_allowed(d, &id, generation);
             let t = d.commit_async(&id, generation, "t", partition, offset);
             m.commits.insert(t, (partition, offset));
             if !allowed {
@@ -388,7 +388,7 @@ fn apply(d: &mut Driver, clients: &mut [Client], m: &mut Model, op: Op) {
             }
         }
         Op::SimpleCommit { partition, offset } => {
-            let allowed = commit_allowed(&d, "", -1);
+            let allowed = commit_allowed(d, "", -1);
             let t = d.commit_async("", -1, "t", partition, offset);
             m.commits.insert(t, (partition, offset));
             if !allowed {
