@@ -664,7 +664,14 @@ impl Coordinator {
         }
     }
 
+    /// A new member id: `<client id>-<uuid-like hex>` as Kafka forms them (the client id
+    /// shortened to 255 bytes so the id stays a valid record string).
     fn new_member_id(&mut self, client_id: &str, group: &ClassicGroup) -> String {
+        let mut cut = client_id.len().min(255);
+        while !client_id.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let client_id = &client_id[..cut];
         // Bounded: a collision of 64-bit mixes is practically impossible; after four tries the
         // counter itself is appended, which is unique within this run.
         for _ in 0..4 {
@@ -711,8 +718,18 @@ impl Coordinator {
             let (t, r) = Self::join_error(token, &req.member_id, code);
             this.respond(t, r);
         };
-        if req.group_id.is_empty() {
+        if req.group_id.is_empty() || too_long(&req.group_id) {
             return reject(self, ErrorCode::INVALID_GROUP_ID);
+        }
+        // Every string the group record will carry must fit its int16 length.
+        let strings_fit = !too_long(&req.member_id)
+            && !too_long(&req.client_id)
+            && !too_long(&req.client_host)
+            && !too_long(&req.protocol_type)
+            && !req.group_instance_id.as_deref().is_some_and(too_long)
+            && !req.protocols.iter().any(|p| too_long(&p.name));
+        if !strings_fit {
+            return reject(self, ErrorCode::INVALID_REQUEST);
         }
         if req.session_timeout_ms < self.config.min_session_timeout_ms
             || req.session_timeout_ms > self.config.max_session_timeout_ms
@@ -733,7 +750,9 @@ impl Coordinator {
             return reject(self, ErrorCode::INVALID_REQUEST);
         }
         match self.groups.get(&req.group_id) {
-            Some(Group::Consumer(c)) if !c.is_empty() => {
+            // A consumer-protocol group stays one while it has members or records: turning
+            // it into a classic group would drop durable records without tombstones (I21).
+            Some(Group::Consumer(c)) if !c.is_empty() || !c.durable_records().is_empty() => {
                 return reject(self, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             }
             Some(Group::Consumer(_)) | None => {
@@ -1360,7 +1379,7 @@ impl Coordinator {
             _ => (false, None),
         };
         if let Some(timeout) = keep_alive {
-            self.touch_session(gid, member_id, Some(now + i64::from(timeout)));
+            self.touch_session(gid, member_id, Some(now + i64::from(timeout).max(1)));
         } else if expired {
             self.remove_member(gid, member_id);
             self.prepare_rebalance(gid, Event::MemberRemoved, now);
@@ -1473,8 +1492,11 @@ impl Coordinator {
     }
 
     fn offset_commit(&mut self, token: RequestToken, req: OffsetCommitRequest, now: Millis) {
-        let group_code = if req.group_id.is_empty() {
+        let group_code = if req.group_id.is_empty() || too_long(&req.group_id) {
             ErrorCode::INVALID_GROUP_ID
+        } else if too_long(&req.member_id) || req.group_instance_id.as_deref().is_some_and(too_long)
+        {
+            ErrorCode::UNKNOWN_MEMBER_ID
         } else {
             self.validate_commit(&req, now)
         };
@@ -1491,7 +1513,12 @@ impl Coordinator {
                         let metadata = p.metadata.clone().unwrap_or_default();
                         let error_code = if !group_code.is_ok() {
                             group_code
-                        } else if metadata.len() > self.config.offset_metadata_max_bytes {
+                        } else if too_long(&t.name) {
+                            // No topic has such a name (Kafka: at most 249 characters).
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                        } else if metadata.len() > self.config.offset_metadata_max_bytes
+                            || too_long(&metadata)
+                        {
                             ErrorCode::OFFSET_METADATA_TOO_LARGE
                         } else {
                             let value = OffsetCommitValue {
@@ -2123,6 +2150,11 @@ impl Coordinator {
             self.set_group_deadline(gid, Some(Some(now + rebalance_ms)), Some(None));
         }
     }
+}
+
+/// Longer than a record's int16 string length allows.
+fn too_long(s: &str) -> bool {
+    s.len() > i16::MAX as usize
 }
 
 fn splitmix64(mut x: u64) -> u64 {
