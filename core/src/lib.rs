@@ -15,6 +15,8 @@
 //! - [`time_index`]: the time index — placement, floor lookup by timestamp, validation, and
 //!   the search for the first record at or after a timestamp.
 //! - [`fetch`]: plan a read from an index floor.
+//! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
+//!   consumer protocol (KIP-848) group state machine, its assignors and its records.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`retention`]: which segments to delete.
 //! - [`producer`]: idempotent producer state per partition (sequence checks, duplicates,

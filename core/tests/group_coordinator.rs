@@ -22,7 +22,10 @@ fn two_member_group(d: &mut Driver) -> (String, String, i32) {
     assert_eq!(ja.error_code, ErrorCode::NONE);
     assert_eq!(ja.leader, a);
     let ts = d.sync(&a, ja.generation_id, &[(&a, b"A1")]);
-    assert_eq!(d.sync_answer(ts).unwrap().assignment, b"A1");
+    assert_eq!(
+        d.sync_answer(ts).expect("expected in this test").assignment,
+        b"A1"
+    );
 
     let (b, tb) = d.new_member(&[RANGE]);
     assert!(d.take(tb).is_none(), "b waits for a to rejoin");
@@ -31,8 +34,8 @@ fn two_member_group(d: &mut Driver) -> (String, String, i32) {
         ErrorCode::REBALANCE_IN_PROGRESS
     );
     let ta = d.join(&a, None, &[RANGE]);
-    let ja = d.join_answer(ta).unwrap();
-    let jb = d.join_answer(tb).unwrap();
+    let ja = d.join_answer(ta).expect("expected in this test");
+    let jb = d.join_answer(tb).expect("expected in this test");
     assert_eq!(ja.generation_id, jb.generation_id);
     assert_eq!(ja.leader, a, "the leader stays the leader");
     assert_eq!(ja.members.len(), 2, "the leader gets every member");
@@ -74,13 +77,19 @@ fn join_sync_barrier_and_assignment_from_the_leader() {
     assert!(d.take(ta).is_none() && d.take(tb).is_none());
     assert_eq!(d.state(), Some(State::CompletingRebalance));
     d.release_held();
-    assert_eq!(d.sync_answer(ta).unwrap().assignment, b"A");
-    assert_eq!(d.sync_answer(tb).unwrap().assignment, b"B");
+    assert_eq!(
+        d.sync_answer(ta).expect("expected in this test").assignment,
+        b"A"
+    );
+    assert_eq!(
+        d.sync_answer(tb).expect("expected in this test").assignment,
+        b"B"
+    );
     assert_eq!(d.state(), Some(State::Stable));
     assert_eq!(d.heartbeat(&b, generation), ErrorCode::NONE);
     // The stored group says what the coordinator handed out (I21).
     let stored = match d.c.group(GROUP) {
-        Some(Group::Classic(g)) => g.stored().cloned().unwrap(),
+        Some(Group::Classic(g)) => g.stored().cloned().expect("expected in this test"),
         _ => panic!("classic group"),
     };
     assert_eq!(stored.generation, generation);
@@ -91,7 +100,7 @@ fn join_sync_barrier_and_assignment_from_the_leader() {
 fn member_id_required_for_v4_and_direct_for_v3() {
     let mut d = Driver::new(config());
     let t = d.join("", None, &[RANGE]);
-    let r = d.join_answer(t).unwrap();
+    let r = d.join_answer(t).expect("expected in this test");
     assert_eq!(r.error_code, ErrorCode::MEMBER_ID_REQUIRED);
     assert!(r.member_id.starts_with("client-"));
     let mut req = join_request(GROUP, "", None, &[RANGE], 10_000);
@@ -100,7 +109,7 @@ fn member_id_required_for_v4_and_direct_for_v3() {
     // The pending id from the v9 join is outstanding: the join phase waits for it (Kafka).
     assert!(d.take(t).is_none());
     d.advance(10_001); // the handed-out id expires, the join completes
-    let r = d.join_answer(t).unwrap();
+    let r = d.join_answer(t).expect("expected in this test");
     assert_eq!(r.error_code, ErrorCode::NONE);
     assert_eq!(r.leader, r.member_id);
 }
@@ -118,18 +127,24 @@ fn protocol_selection_is_the_most_voted_common_protocol() {
     let (_, t2) = d.new_member(p2);
     let (_, t3) = d.new_member(p3);
     d.advance(30_000);
-    let r1 = d.join_answer(t1).unwrap();
+    let r1 = d.join_answer(t1).expect("expected in this test");
     assert_eq!(
         r1.protocol_name.as_deref(),
         Some("range"),
         "two votes beat one"
     );
     assert_eq!(
-        d.join_answer(t2).unwrap().protocol_name.as_deref(),
+        d.join_answer(t2)
+            .expect("expected in this test")
+            .protocol_name
+            .as_deref(),
         Some("range")
     );
     assert_eq!(
-        d.join_answer(t3).unwrap().protocol_name.as_deref(),
+        d.join_answer(t3)
+            .expect("expected in this test")
+            .protocol_name
+            .as_deref(),
         Some("range")
     );
 }
@@ -138,11 +153,14 @@ fn protocol_selection_is_the_most_voted_common_protocol() {
 fn inconsistent_protocols_and_bad_session_timeouts_are_refused() {
     let mut d = Driver::new(config());
     let (_a, ta) = d.new_member(&[RANGE]);
-    assert_eq!(d.join_answer(ta).unwrap().error_code, ErrorCode::NONE);
+    assert_eq!(
+        d.join_answer(ta).expect("expected in this test").error_code,
+        ErrorCode::NONE
+    );
     // No protocol in common.
     let t = d.join("", None, &[("roundrobin", b"")]);
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INCONSISTENT_GROUP_PROTOCOL
     );
     // Another protocol type.
@@ -150,14 +168,14 @@ fn inconsistent_protocols_and_bad_session_timeouts_are_refused() {
     req.protocol_type = "connect".to_owned();
     let t = d.send(GroupRequest::JoinGroup(req));
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INCONSISTENT_GROUP_PROTOCOL
     );
     // Empty protocol type or list, even for a new group.
     let mut req = join_request("other", "", None, &[], 10_000);
     let t = d.send(GroupRequest::JoinGroup(req.clone()));
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INCONSISTENT_GROUP_PROTOCOL
     );
     req.protocols = vec![JoinProtocol {
@@ -167,20 +185,20 @@ fn inconsistent_protocols_and_bad_session_timeouts_are_refused() {
     req.protocol_type.clear();
     let t = d.send(GroupRequest::JoinGroup(req));
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INCONSISTENT_GROUP_PROTOCOL
     );
     // Session timeouts outside group.min/max.session.timeout.ms.
     for timeout in [5_999, 1_800_001] {
         let t = d.join_to("other", "", None, &[RANGE], timeout);
         assert_eq!(
-            d.join_answer(t).unwrap().error_code,
+            d.join_answer(t).expect("expected in this test").error_code,
             ErrorCode::INVALID_SESSION_TIMEOUT
         );
     }
     let t = d.join_to("", "", None, &[RANGE], 10_000);
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INVALID_GROUP_ID
     );
     assert!(
@@ -214,7 +232,7 @@ fn session_expiry_removes_the_member_and_rebalances() {
         "I22"
     );
     let t = d.join(&a, None, &[RANGE]);
-    let r = d.join_answer(t).unwrap();
+    let r = d.join_answer(t).expect("expected in this test");
     assert_eq!(r.generation_id, generation + 1);
     assert_eq!(r.members.len(), 1);
 }
@@ -258,11 +276,11 @@ fn members_that_do_not_sync_in_time_are_removed() {
         assert_eq!(d.heartbeat(&b, generation), ErrorCode::NONE);
     }
     d.advance(1_100);
-    let rb = d.sync_answer(tb).unwrap();
+    let rb = d.sync_answer(tb).expect("expected in this test");
     assert_eq!(rb.error_code, ErrorCode::REBALANCE_IN_PROGRESS);
     assert_eq!(d.heartbeat(&a, generation), ErrorCode::UNKNOWN_MEMBER_ID);
     let tb = d.join(&b, None, &[RANGE]);
-    let r = d.join_answer(tb).unwrap();
+    let r = d.join_answer(tb).expect("expected in this test");
     assert_eq!(r.leader, b);
 }
 
@@ -278,8 +296,8 @@ fn initial_rebalance_delay_waits_for_more_members() {
     d.advance(1_500); // the first delay ended with a new member: another delay
     assert!(d.take(ta).is_none());
     d.advance(3_000);
-    let ra = d.join_answer(ta).unwrap();
-    let rb = d.join_answer(tb).unwrap();
+    let ra = d.join_answer(ta).expect("expected in this test");
+    let rb = d.join_answer(tb).expect("expected in this test");
     assert_eq!(ra.generation_id, 1);
     assert_eq!(rb.generation_id, 1);
     assert_eq!(ra.members.len() + rb.members.len(), 2);
@@ -296,7 +314,7 @@ fn group_max_size_is_enforced() {
     let (_, _t2) = d.new_member(&[RANGE]);
     let t = d.join("", None, &[RANGE]);
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::GROUP_MAX_SIZE_REACHED
     );
 }
@@ -305,7 +323,7 @@ fn group_max_size_is_enforced() {
 fn static_member_rejoin_replaces_the_old_member_id_without_rebalance() {
     let mut d = Driver::new(config());
     let t = d.join("", Some("instance-1"), &[RANGE]);
-    let r = d.join_answer(t).unwrap();
+    let r = d.join_answer(t).expect("expected in this test");
     assert_eq!(
         r.error_code,
         ErrorCode::NONE,
@@ -314,10 +332,13 @@ fn static_member_rejoin_replaces_the_old_member_id_without_rebalance() {
     let old = r.member_id.clone();
     let generation = r.generation_id;
     let ts = d.sync(&old, generation, &[(&old, b"P0")]);
-    assert_eq!(d.sync_answer(ts).unwrap().assignment, b"P0");
+    assert_eq!(
+        d.sync_answer(ts).expect("expected in this test").assignment,
+        b"P0"
+    );
     // The instance restarts and rejoins without its member id.
     let t = d.join("", Some("instance-1"), &[RANGE]);
-    let r = d.join_answer(t).unwrap();
+    let r = d.join_answer(t).expect("expected in this test");
     assert_eq!(r.error_code, ErrorCode::NONE);
     assert_ne!(r.member_id, old);
     assert_eq!(
@@ -331,7 +352,10 @@ fn static_member_rejoin_replaces_the_old_member_id_without_rebalance() {
     assert_eq!(d.state(), Some(State::Stable));
     let new = r.member_id;
     let ts = d.sync(&new, generation, &[]);
-    assert_eq!(d.sync_answer(ts).unwrap().assignment, b"P0");
+    assert_eq!(
+        d.sync_answer(ts).expect("expected in this test").assignment,
+        b"P0"
+    );
     // The old id is fenced everywhere (I22).
     let t = d.send(GroupRequest::Heartbeat(HeartbeatRequest {
         group_id: GROUP.into(),
@@ -349,7 +373,7 @@ fn static_member_rejoin_replaces_the_old_member_id_without_rebalance() {
     req.group_instance_id = Some("instance-1".into());
     let t = d.send(GroupRequest::OffsetCommit(req));
     assert_eq!(
-        commit_code(d.take(t).unwrap()),
+        commit_code(d.take(t).expect("expected in this test")),
         ErrorCode::FENCED_INSTANCE_ID
     );
     assert_eq!(d.fetch(GROUP, "t", 0), -1);
@@ -371,17 +395,23 @@ fn leave_group_batch_and_rebalance() {
     assert_eq!(r.members[1].error_code, ErrorCode::UNKNOWN_MEMBER_ID);
     assert_eq!(d.state(), Some(State::PreparingRebalance));
     let t = d.join(&a, None, &[RANGE]);
-    assert_eq!(d.join_answer(t).unwrap().generation_id, generation + 1);
+    assert_eq!(
+        d.join_answer(t)
+            .expect("expected in this test")
+            .generation_id,
+        generation + 1
+    );
     let r = d.leave(&[(&a, None)]);
     assert_eq!(r.members[0].error_code, ErrorCode::NONE);
     assert_eq!(d.state(), Some(State::Empty));
     // Becoming empty is stored: generation + 1 with no members.
-    let last = d.log.last().unwrap();
+    let last = d.log.last().expect("expected in this test");
     assert!(matches!(
-        RecordKey::decode(&last.key).unwrap(),
+        RecordKey::decode(&last.key).expect("expected in this test"),
         RecordKey::GroupMetadata { .. }
     ));
-    let v = GroupMetadataValue::decode(last.value.as_ref().unwrap()).unwrap();
+    let v = GroupMetadataValue::decode(last.value.as_ref().expect("expected in this test"))
+        .expect("expected in this test");
     assert!(v.members.is_empty());
     assert_eq!(v.generation, generation + 2);
 }
@@ -405,7 +435,10 @@ fn stale_generation_commit_is_rejected_and_never_moves_an_offset() {
     assert_eq!(d.state(), Some(State::PreparingRebalance));
     assert_eq!(d.commit(&a, generation, "t", 0, 11), ErrorCode::NONE);
     let ta = d.join(&a, None, &[RANGE]);
-    let new_generation = d.join_answer(ta).unwrap().generation_id;
+    let new_generation = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
     assert!(d.join_answer(tb).is_some());
     // The old generation is fenced (I22), and the offset does not move.
     assert_eq!(
@@ -449,7 +482,7 @@ fn simple_commits_metadata_limit_and_fetch() {
         Some(big),
     )));
     assert_eq!(
-        commit_code(d.take(t).unwrap()),
+        commit_code(d.take(t).expect("expected in this test")),
         ErrorCode::OFFSET_METADATA_TOO_LARGE
     );
     assert_eq!(d.fetch(GROUP, "t", 0), 5);
@@ -460,7 +493,7 @@ fn simple_commits_metadata_limit_and_fetch() {
         "nope", "m", 1, "t", 0, 1, None,
     )));
     assert_eq!(
-        commit_code(d.take(t).unwrap()),
+        commit_code(d.take(t).expect("expected in this test")),
         ErrorCode::ILLEGAL_GENERATION
     );
     // All partitions of several groups.
@@ -501,7 +534,10 @@ fn a_commit_is_acknowledged_only_once_durable_and_a_failed_one_changes_nothing()
     );
     assert_eq!(d.fetch(GROUP, "t", 0), -1, "not visible before durable");
     d.release_held();
-    assert_eq!(commit_code(d.take(t).unwrap()), ErrorCode::NONE);
+    assert_eq!(
+        commit_code(d.take(t).expect("expected in this test")),
+        ErrorCode::NONE
+    );
     assert_eq!(d.fetch(GROUP, "t", 0), 5);
     d.auto_durable = true;
     d.fail_next = 1;
@@ -532,10 +568,10 @@ fn a_failed_assignment_store_fails_every_sync_and_rebalances() {
     let before = d.c.durable_state();
     let ta = d.sync(&a, generation, &[(&a, b"A"), (&b, b"B")]);
     assert_eq!(
-        d.sync_answer(ta).unwrap().error_code,
+        d.sync_answer(ta).expect("expected in this test").error_code,
         ErrorCode::COORDINATOR_NOT_AVAILABLE
     );
-    let rb = d.sync_answer(tb).unwrap();
+    let rb = d.sync_answer(tb).expect("expected in this test");
     assert_eq!(rb.error_code, ErrorCode::COORDINATOR_NOT_AVAILABLE);
     assert!(
         rb.assignment.is_empty(),
@@ -557,7 +593,10 @@ fn delete_groups_list_describe_and_offset_delete() {
     let t = d.send(GroupRequest::OffsetCommit(commit_request(
         "simple", "", -1, "x", 0, 3, None,
     )));
-    assert_eq!(commit_code(d.take(t).unwrap()), ErrorCode::NONE);
+    assert_eq!(
+        commit_code(d.take(t).expect("expected in this test")),
+        ErrorCode::NONE
+    );
 
     let t = d.send(GroupRequest::ListGroups(ListGroupsRequest::default()));
     let Some(GroupResponse::ListGroups(r)) = d.take(t) else {
@@ -623,7 +662,10 @@ fn delete_groups_list_describe_and_offset_delete() {
     let mut d = Driver::new(config());
     let sub = subscription(&["t"]);
     let (a, ta) = d.new_member(&[("range", &sub)]);
-    let generation = d.join_answer(ta).unwrap().generation_id;
+    let generation = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
     let ts = d.sync(&a, generation, &[(&a, b"")]);
     assert!(d.sync_answer(ts).is_some());
     assert_eq!(d.commit(&a, generation, "t", 0, 4), ErrorCode::NONE);
@@ -671,7 +713,10 @@ fn offsets_of_empty_groups_expire_never_while_members_remain() {
     let mut d = Driver::new(cfg);
     // A live member keeps the group's offsets forever.
     let (a, ta) = d.new_member(&[RANGE]);
-    let generation = d.join_answer(ta).unwrap().generation_id;
+    let generation = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
     let ts = d.sync(&a, generation, &[(&a, b"")]);
     assert!(d.sync_answer(ts).is_some());
     assert_eq!(d.commit(&a, generation, "t", 0, 1), ErrorCode::NONE);
@@ -679,7 +724,10 @@ fn offsets_of_empty_groups_expire_never_while_members_remain() {
     let t = d.send(GroupRequest::OffsetCommit(commit_request(
         "simple", "", -1, "t", 0, 2, None,
     )));
-    assert_eq!(commit_code(d.take(t).unwrap()), ErrorCode::NONE);
+    assert_eq!(
+        commit_code(d.take(t).expect("expected in this test")),
+        ErrorCode::NONE
+    );
     for _ in 0..30 {
         d.advance(5_000);
         assert_eq!(d.heartbeat(&a, generation), ErrorCode::NONE);
@@ -751,7 +799,10 @@ fn cooperative_clients_rebalance_twice() {
     let mut d = Driver::new(config());
     let coop = |owned: &'static [u8]| [("cooperative-sticky", owned)];
     let (a, ta) = d.new_member(&coop(b"owned:p0,p1"));
-    let g1 = d.join_answer(ta).unwrap().generation_id;
+    let g1 = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
     let ts = d.sync(&a, g1, &[(&a, b"p0,p1")]);
     assert!(d.sync_answer(ts).is_some());
     let (b, tb) = d.new_member(&coop(b"owned:"));
@@ -759,24 +810,47 @@ fn cooperative_clients_rebalance_twice() {
     // a may commit while revoking.
     assert_eq!(d.commit(&a, g1, "t", 0, 7), ErrorCode::NONE);
     let ta = d.join(&a, None, &coop(b"owned:p0,p1"));
-    let g2 = d.join_answer(ta).unwrap().generation_id;
+    let g2 = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
     assert!(d.join_answer(tb).is_some());
     // Leader keeps p0 for a, gives nothing to b yet (p1 must be revoked first).
     let ta = d.sync(&a, g2, &[(&a, b"p0"), (&b, b"")]);
     let tb = d.sync(&b, g2, &[]);
-    assert_eq!(d.sync_answer(ta).unwrap().assignment, b"p0");
-    assert_eq!(d.sync_answer(tb).unwrap().assignment, b"");
+    assert_eq!(
+        d.sync_answer(ta).expect("expected in this test").assignment,
+        b"p0"
+    );
+    assert_eq!(
+        d.sync_answer(tb).expect("expected in this test").assignment,
+        b""
+    );
     // a revoked p1 and rejoins immediately: second rebalance.
     let ta = d.join(&a, None, &coop(b"owned:p0"));
     assert_eq!(d.state(), Some(State::PreparingRebalance));
     assert_eq!(d.heartbeat(&b, g2), ErrorCode::REBALANCE_IN_PROGRESS);
     let tb = d.join(&b, None, &coop(b"owned:"));
-    let g3 = d.join_answer(ta).unwrap().generation_id;
-    assert_eq!(d.join_answer(tb).unwrap().generation_id, g3);
+    let g3 = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
+    assert_eq!(
+        d.join_answer(tb)
+            .expect("expected in this test")
+            .generation_id,
+        g3
+    );
     let ta = d.sync(&a, g3, &[(&a, b"p0"), (&b, b"p1")]);
     let tb = d.sync(&b, g3, &[]);
-    assert_eq!(d.sync_answer(ta).unwrap().assignment, b"p0");
-    assert_eq!(d.sync_answer(tb).unwrap().assignment, b"p1");
+    assert_eq!(
+        d.sync_answer(ta).expect("expected in this test").assignment,
+        b"p0"
+    );
+    assert_eq!(
+        d.sync_answer(tb).expect("expected in this test").assignment,
+        b"p1"
+    );
     assert_eq!(d.state(), Some(State::Stable));
     assert_eq!(g3, g1 + 2);
 }
@@ -792,7 +866,9 @@ fn hostile_joins_are_bounded() {
     let mut refused = 0;
     for _ in 0..3_000 {
         let t = d.join("", None, &[RANGE]);
-        if d.join_answer(t).unwrap().error_code == ErrorCode::GROUP_MAX_SIZE_REACHED {
+        if d.join_answer(t).expect("expected in this test").error_code
+            == ErrorCode::GROUP_MAX_SIZE_REACHED
+        {
             refused += 1;
         }
     }
@@ -801,14 +877,14 @@ fn hostile_joins_are_bounded() {
     let huge = vec![0u8; (1 << 20) + 1];
     let t = d.join_to("h", "", None, &[("range", &huge)], 10_000);
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INVALID_REQUEST
     );
     let names: Vec<String> = (0..65).map(|i| format!("p{i}")).collect();
     let many: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b""[..])).collect();
     let t = d.join_to("h", "", None, &many, 10_000);
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::INVALID_REQUEST
     );
     assert!(d.c.group("h").is_none());
@@ -818,7 +894,7 @@ fn hostile_joins_are_bounded() {
     req.protocol_type = "\u{0}weird".into();
     let t = d.send(GroupRequest::JoinGroup(req));
     assert_eq!(
-        d.join_answer(t).unwrap().error_code,
+        d.join_answer(t).expect("expected in this test").error_code,
         ErrorCode::MEMBER_ID_REQUIRED
     );
 }
@@ -846,4 +922,206 @@ fn the_table_outcome_is_what_requests_get() {
         d.heartbeat(&b, generation),
         expect(State::PreparingRebalance)
     );
+}
+
+#[test]
+fn sync_v5_checks_protocol_type_and_name() {
+    let mut d = Driver::new(config());
+    let (a, ta) = d.new_member(&[RANGE]);
+    let generation = d
+        .join_answer(ta)
+        .expect("expected in this test")
+        .generation_id;
+    let mut req = SyncGroupRequest {
+        version: 5,
+        group_id: GROUP.into(),
+        generation_id: generation,
+        member_id: a.clone(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("roundrobin".into()),
+        assignments: vec![],
+    };
+    let t = d.send(GroupRequest::SyncGroup(req.clone()));
+    assert_eq!(
+        d.sync_answer(t).expect("expected in this test").error_code,
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
+    req.protocol_name = Some("range".into());
+    req.protocol_type = Some("connect".into());
+    let t = d.send(GroupRequest::SyncGroup(req.clone()));
+    assert_eq!(
+        d.sync_answer(t).expect("expected in this test").error_code,
+        ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+    );
+    req.protocol_type = Some("consumer".into());
+    req.generation_id = generation + 1;
+    let t = d.send(GroupRequest::SyncGroup(req.clone()));
+    assert_eq!(
+        d.sync_answer(t).expect("expected in this test").error_code,
+        ErrorCode::ILLEGAL_GENERATION
+    );
+    req.generation_id = generation;
+    req.assignments = vec![(a.clone(), b"mine".to_vec())];
+    let t = d.send(GroupRequest::SyncGroup(req));
+    let r = d.sync_answer(t).expect("expected in this test");
+    assert_eq!(
+        (r.error_code, r.assignment.as_slice()),
+        (ErrorCode::NONE, &b"mine"[..])
+    );
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+}
+
+#[test]
+fn commit_retention_time_is_an_explicit_expiry() {
+    let mut d = Driver::new(GroupConfig {
+        offsets_retention_check_interval_ms: 1_000,
+        ..config()
+    });
+    let mut req = commit_request(GROUP, "", -1, "t", 0, 5, Some("meta".into()));
+    req.version = 2;
+    req.retention_time_ms = 5_000;
+    let t = d.send(GroupRequest::OffsetCommit(req));
+    assert_eq!(
+        commit_code(d.take(t).expect("expected in this test")),
+        ErrorCode::NONE
+    );
+    let rec = d.log.last().expect("expected in this test");
+    let v = records::OffsetCommitValue::decode(rec.value.as_ref().expect("expected in this test"))
+        .expect("expected in this test");
+    assert_eq!(v.expire_timestamp, Some(d.now + 5_000));
+    assert_eq!(
+        rec.value.as_ref().expect("expected in this test")[..2],
+        [0, 1],
+        "value version 1 carries the expiry"
+    );
+    d.advance(4_000);
+    assert_eq!(d.fetch(GROUP, "t", 0), 5);
+    d.advance(2_000);
+    assert_eq!(d.fetch(GROUP, "t", 0), -1);
+}
+
+#[test]
+fn consumer_protocol_requests_and_records_route_to_the_consumer_group() {
+    let mut d = Driver::new(config());
+    // Until the consumer protocol lands its heartbeat is refused, and nothing is created.
+    let t = d.send(GroupRequest::ConsumerGroupHeartbeat(
+        consumer::HeartbeatRequest {
+            group_id: "cg".into(),
+        },
+    ));
+    assert_eq!(
+        d.take(t),
+        Some(GroupResponse::ConsumerGroupHeartbeat(
+            consumer::HeartbeatResponse {
+                error_code: ErrorCode::UNSUPPORTED_VERSION
+            }
+        ))
+    );
+    assert!(d.c.group("cg").is_none());
+    // Its records (key versions 3–8) replay into a consumer group and stay durable (I21)...
+    let mut c = Coordinator::new(config(), 1);
+    let key3 = records::RecordKey::Consumer {
+        version: 3,
+        group: "cg".into(),
+    }
+    .encode();
+    let mut key5 = records::RecordKey::Consumer {
+        version: 5,
+        group: "cg".into(),
+    }
+    .encode();
+    key5.extend_from_slice(&[0, 1, b'm']);
+    c.replay(&key3, Some(&[0, 0, 1]))
+        .expect("expected in this test");
+    c.replay(&key5, Some(&[0, 0, 2]))
+        .expect("expected in this test");
+    assert!(matches!(c.group("cg"), Some(Group::Consumer(_))));
+    assert_eq!(c.durable_state()["cg"].consumer_records.len(), 2);
+    // ...show up in ListGroups as type consumer, are refused by DescribeGroups (not classic)...
+    c.handle_request(
+        RequestToken(1),
+        GroupRequest::ListGroups(ListGroupsRequest {
+            states_filter: vec![],
+            types_filter: vec!["consumer".into()],
+        }),
+        0,
+    );
+    let Some((_, GroupResponse::ListGroups(r))) = c.poll_response() else {
+        panic!()
+    };
+    assert_eq!(r.groups.len(), 1);
+    assert_eq!(r.groups[0].group_type, "consumer");
+    c.handle_request(
+        RequestToken(2),
+        GroupRequest::JoinGroup(join_request("cg", "", None, &[RANGE], 10_000)),
+        0,
+    );
+    let Some((_, GroupResponse::JoinGroup(r))) = c.poll_response() else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+    assert!(matches!(c.group("cg"), Some(Group::Consumer(_))));
+    // ...and DeleteGroups tombstones all of them; the group's metadata tombstone removes it.
+    let mut c = Coordinator::new(config(), 1);
+    c.replay(&key3, Some(&[0, 0, 1]))
+        .expect("expected in this test");
+    c.replay(&key5, Some(&[0, 0, 2]))
+        .expect("expected in this test");
+    c.handle_request(
+        RequestToken(3),
+        GroupRequest::DeleteGroups(DeleteGroupsRequest {
+            group_ids: vec!["cg".into()],
+        }),
+        0,
+    );
+    let append = c.poll_append().expect("expected in this test");
+    assert!(append.records.iter().all(|r| r.value.is_none()));
+    assert_eq!(
+        append.records.last().expect("expected in this test").key,
+        key3
+    );
+    c.handle_appended(append.id, Ok(()), 0);
+    assert!(c.group("cg").is_none());
+    assert!(c.durable_state().is_empty());
+}
+
+#[test]
+fn strings_too_long_for_a_record_are_refused() {
+    let mut d = Driver::new(config());
+    let long = "g".repeat(40_000);
+    let t = d.join_to(&long, "", None, &[RANGE], 10_000);
+    assert_eq!(
+        d.join_answer(t).expect("answered").error_code,
+        ErrorCode::INVALID_GROUP_ID
+    );
+    let mut req = join_request(GROUP, "", None, &[RANGE], 10_000);
+    req.client_id = long.clone();
+    let t = d.send(GroupRequest::JoinGroup(req));
+    assert_eq!(
+        d.join_answer(t).expect("answered").error_code,
+        ErrorCode::INVALID_REQUEST
+    );
+    let t = d.send(GroupRequest::OffsetCommit(commit_request(
+        GROUP, "", -1, &long, 0, 1, None,
+    )));
+    assert_eq!(
+        commit_code(d.take(t).expect("answered")),
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let t = d.send(GroupRequest::OffsetCommit(commit_request(
+        &long, "", -1, "t", 0, 1, None,
+    )));
+    assert_eq!(
+        commit_code(d.take(t).expect("answered")),
+        ErrorCode::INVALID_GROUP_ID
+    );
+    assert!(d.c.durable_state().is_empty());
+    // A long (but valid) client id makes a member id that still fits a record.
+    let mut req = join_request(GROUP, "", None, &[RANGE], 10_000);
+    req.client_id = "c".repeat(30_000);
+    let t = d.send(GroupRequest::JoinGroup(req));
+    let r = d.join_answer(t).expect("answered");
+    assert_eq!(r.error_code, ErrorCode::MEMBER_ID_REQUIRED);
+    assert!(r.member_id.len() < 300);
 }

@@ -33,7 +33,8 @@ fn keys_are_byte_exact() {
     );
     assert_eq!(group_metadata_key("grp"), [0, 2, 0, 3, b'g', b'r', b'p']);
     assert_eq!(
-        RecordKey::decode(&[0, 0, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 7]).unwrap(),
+        RecordKey::decode(&[0, 0, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 7])
+            .expect("expected in this test"),
         RecordKey::OffsetCommit {
             group: "g".into(),
             topic: "t".into(),
@@ -42,7 +43,7 @@ fn keys_are_byte_exact() {
         "key version 0 has the same layout"
     );
     assert_eq!(
-        RecordKey::decode(&[0, 5, 0, 1, b'g', 0, 2, b'm', b'1']).unwrap(),
+        RecordKey::decode(&[0, 5, 0, 1, b'g', 0, 2, b'm', b'1']).expect("expected in this test"),
         RecordKey::Consumer {
             version: 5,
             group: "g".into()
@@ -66,7 +67,10 @@ fn offset_commit_values_are_byte_exact() {
     want.extend_from_slice(&[0, 1, b'm']);
     want.extend_from_slice(&1_000i64.to_be_bytes());
     assert_eq!(v3.encode(), want);
-    assert_eq!(OffsetCommitValue::decode(&want).unwrap(), v3);
+    assert_eq!(
+        OffsetCommitValue::decode(&want).expect("expected in this test"),
+        v3
+    );
 
     let v1 = OffsetCommitValue {
         offset: 5,
@@ -81,7 +85,10 @@ fn offset_commit_values_are_byte_exact() {
     want.extend_from_slice(&1_000i64.to_be_bytes());
     want.extend_from_slice(&2_000i64.to_be_bytes());
     assert_eq!(v1.encode(), want);
-    assert_eq!(OffsetCommitValue::decode(&want).unwrap(), v1);
+    assert_eq!(
+        OffsetCommitValue::decode(&want).expect("expected in this test"),
+        v1
+    );
 
     // Version 4 (flexible): compact string and an (unknown) tagged field, skipped.
     let mut v4 = vec![0, 4];
@@ -90,7 +97,7 @@ fn offset_commit_values_are_byte_exact() {
     v4.extend_from_slice(&[3, b'a', b'b']);
     v4.extend_from_slice(&7i64.to_be_bytes());
     v4.extend_from_slice(&[1, 0, 2, 0xaa, 0xbb]);
-    let d = OffsetCommitValue::decode(&v4).unwrap();
+    let d = OffsetCommitValue::decode(&v4).expect("expected in this test");
     assert_eq!(
         (d.offset, d.metadata.as_str(), d.commit_timestamp),
         (9, "ab", 7)
@@ -121,7 +128,10 @@ fn group_metadata_value_v3_is_byte_exact() {
     want.extend_from_slice(&[0, 0, 0, 2, 1, 2]);
     want.extend_from_slice(&[0, 0, 0, 1, 3]);
     assert_eq!(sample_group().encode(), want);
-    assert_eq!(GroupMetadataValue::decode(&want).unwrap(), sample_group());
+    assert_eq!(
+        GroupMetadataValue::decode(&want).expect("expected in this test"),
+        sample_group()
+    );
 }
 
 #[test]
@@ -129,7 +139,7 @@ fn group_metadata_value_every_version_reads_back() {
     let g = sample_group();
     for version in 0..=4 {
         let bytes = g.encode_version(version);
-        let back = GroupMetadataValue::decode(&bytes).unwrap();
+        let back = GroupMetadataValue::decode(&bytes).expect("expected in this test");
         let mut expect = g.clone();
         if version < 3 {
             expect.members[0].group_instance_id = None;
@@ -154,7 +164,10 @@ fn group_metadata_value_every_version_reads_back() {
         &bytes[bytes.len() - 16..bytes.len() - 12],
         &[0xff, 0xff, 0xff, 0xff]
     );
-    assert_eq!(GroupMetadataValue::decode(&bytes).unwrap(), empty);
+    assert_eq!(
+        GroupMetadataValue::decode(&bytes).expect("expected in this test"),
+        empty
+    );
 }
 
 #[test]
@@ -269,7 +282,7 @@ proptest! {
         ts in any::<i64>(), expire in proptest::option::of(any::<i64>()),
     ) {
         let v = OffsetCommitValue { offset, leader_epoch: epoch, metadata, commit_timestamp: ts, expire_timestamp: expire };
-        let back = OffsetCommitValue::decode(&v.encode()).unwrap();
+        let back = OffsetCommitValue::decode(&v.encode()).expect("expected in this test");
         // Version 1 (explicit expiry) has no leader epoch, as in Kafka.
         let expect = OffsetCommitValue { leader_epoch: if expire.is_some() { -1 } else { epoch }, ..v };
         prop_assert_eq!(back, expect);
@@ -278,7 +291,7 @@ proptest! {
     #[test]
     fn group_metadata_values_round_trip_and_every_prefix_fails(g in arb_group(), flexible in any::<bool>()) {
         let bytes = if flexible { g.encode_version(4) } else { g.encode() };
-        prop_assert_eq!(GroupMetadataValue::decode(&bytes).unwrap(), g);
+        prop_assert_eq!(GroupMetadataValue::decode(&bytes).expect("expected in this test"), g);
         for cut in 0..bytes.len() {
             prop_assert!(GroupMetadataValue::decode(&bytes[..cut]).is_err(), "prefix {} of {}", cut, bytes.len());
         }
@@ -287,9 +300,9 @@ proptest! {
     #[test]
     fn keys_round_trip(group in arb_string(), topic in arb_string(), partition in any::<i32>()) {
         let k = RecordKey::OffsetCommit { group: group.clone(), topic, partition };
-        prop_assert_eq!(RecordKey::decode(&k.encode()).unwrap(), k);
+        prop_assert_eq!(RecordKey::decode(&k.encode()).expect("expected in this test"), k);
         let k = RecordKey::GroupMetadata { group };
-        prop_assert_eq!(RecordKey::decode(&k.encode()).unwrap(), k);
+        prop_assert_eq!(RecordKey::decode(&k.encode()).expect("expected in this test"), k);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use super::classic::{ClassicGroup, Member};
 use super::codes::ErrorCode;
 use super::consumer::{ConsumerGroup, TopicPartitionCounts};
+use super::consumer_records::ConsumerGroupRecord;
 use super::messages::*;
 use super::records::{
     group_metadata_key, offset_commit_key, GroupMetadataValue, GroupRecord, MemberMetadata,
@@ -316,11 +317,7 @@ impl Coordinator {
                     .iter()
                     .map(|id| match self.groups.get(id) {
                         Some(Group::Consumer(c)) => c.describe(),
-                        _ => super::consumer::DescribedConsumerGroup {
-                            error_code: ErrorCode::GROUP_ID_NOT_FOUND,
-                            group_id: id.clone(),
-                            group_state: State::Dead.name().to_owned(),
-                        },
+                        _ => super::consumer::DescribedConsumerGroup::not_found(id),
                     })
                     .collect();
                 self.respond(
@@ -366,6 +363,13 @@ impl Coordinator {
                 }
             }
             Err(e) => {
+                // A consumer-protocol group applied its records when it produced them
+                // (later heartbeats had to see them); return it to what the log holds.
+                for g in &pending.groups {
+                    if let Some(Group::Consumer(c)) = self.groups.get_mut(g) {
+                        c.handle_append_failed();
+                    }
+                }
                 for c in pending.completions {
                     self.complete(c, Some(e), now);
                 }
@@ -489,7 +493,7 @@ impl Coordinator {
                     *entry = Group::Consumer(ConsumerGroup::new(group));
                 }
                 if let Group::Consumer(c) = entry {
-                    c.replay(key, record);
+                    c.replay_stored(record)?;
                     if c.is_deleted() {
                         self.groups.remove(group);
                     }
@@ -660,7 +664,14 @@ impl Coordinator {
         }
     }
 
+    /// A new member id: `<client id>-<uuid-like hex>` as Kafka forms them (the client id
+    /// shortened to 255 bytes so the id stays a valid record string).
     fn new_member_id(&mut self, client_id: &str, group: &ClassicGroup) -> String {
+        let mut cut = client_id.len().min(255);
+        while !client_id.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let client_id = &client_id[..cut];
         // Bounded: a collision of 64-bit mixes is practically impossible; after four tries the
         // counter itself is appended, which is unique within this run.
         for _ in 0..4 {
@@ -707,8 +718,18 @@ impl Coordinator {
             let (t, r) = Self::join_error(token, &req.member_id, code);
             this.respond(t, r);
         };
-        if req.group_id.is_empty() {
+        if req.group_id.is_empty() || too_long(&req.group_id) {
             return reject(self, ErrorCode::INVALID_GROUP_ID);
+        }
+        // Every string the group record will carry must fit its int16 length.
+        let strings_fit = !too_long(&req.member_id)
+            && !too_long(&req.client_id)
+            && !too_long(&req.client_host)
+            && !too_long(&req.protocol_type)
+            && !req.group_instance_id.as_deref().is_some_and(too_long)
+            && !req.protocols.iter().any(|p| too_long(&p.name));
+        if !strings_fit {
+            return reject(self, ErrorCode::INVALID_REQUEST);
         }
         if req.session_timeout_ms < self.config.min_session_timeout_ms
             || req.session_timeout_ms > self.config.max_session_timeout_ms
@@ -729,7 +750,9 @@ impl Coordinator {
             return reject(self, ErrorCode::INVALID_REQUEST);
         }
         match self.groups.get(&req.group_id) {
-            Some(Group::Consumer(c)) if !c.is_empty() => {
+            // A consumer-protocol group stays one while it has members or records: turning
+            // it into a classic group would drop durable records without tombstones (I21).
+            Some(Group::Consumer(c)) if !c.is_empty() || !c.durable_records().is_empty() => {
                 return reject(self, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             }
             Some(Group::Consumer(_)) | None => {
@@ -1356,7 +1379,7 @@ impl Coordinator {
             _ => (false, None),
         };
         if let Some(timeout) = keep_alive {
-            self.touch_session(gid, member_id, Some(now + i64::from(timeout)));
+            self.touch_session(gid, member_id, Some(now + i64::from(timeout).max(1)));
         } else if expired {
             self.remove_member(gid, member_id);
             self.prepare_rebalance(gid, Event::MemberRemoved, now);
@@ -1469,8 +1492,11 @@ impl Coordinator {
     }
 
     fn offset_commit(&mut self, token: RequestToken, req: OffsetCommitRequest, now: Millis) {
-        let group_code = if req.group_id.is_empty() {
+        let group_code = if req.group_id.is_empty() || too_long(&req.group_id) {
             ErrorCode::INVALID_GROUP_ID
+        } else if too_long(&req.member_id) || req.group_instance_id.as_deref().is_some_and(too_long)
+        {
+            ErrorCode::UNKNOWN_MEMBER_ID
         } else {
             self.validate_commit(&req, now)
         };
@@ -1487,7 +1513,12 @@ impl Coordinator {
                         let metadata = p.metadata.clone().unwrap_or_default();
                         let error_code = if !group_code.is_ok() {
                             group_code
-                        } else if metadata.len() > self.config.offset_metadata_max_bytes {
+                        } else if too_long(&t.name) {
+                            // No topic has such a name (Kafka: at most 249 characters).
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                        } else if metadata.len() > self.config.offset_metadata_max_bytes
+                            || too_long(&metadata)
+                        {
                             ErrorCode::OFFSET_METADATA_TOO_LARGE
                         } else {
                             let value = OffsetCommitValue {
@@ -1612,7 +1643,7 @@ impl Coordinator {
             Ok(s) => s,
             Err(code) => return self.respond(token, group_error(code)),
         };
-        let offsets = self.offsets.get(&req.group_id);
+        let offsets = self.offset_keys(&req.group_id);
         let mut records = Vec::new();
         let topics = req
             .topics
@@ -1631,7 +1662,7 @@ impl Coordinator {
                             let error_code = if blocked {
                                 ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC
                             } else {
-                                if offsets.is_some_and(|o| o.contains_key(&(t.name.clone(), *p))) {
+                                if offsets.contains(&(t.name.clone(), *p)) {
                                     records.push(GroupRecord {
                                         key: offset_commit_key(&req.group_id, &t.name, *p),
                                         value: None,
@@ -1663,13 +1694,37 @@ impl Coordinator {
         }
     }
 
-    /// Tombstones for a group's offsets and metadata.
-    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
-        let mut records: Vec<GroupRecord> = self
+    /// The partitions with a committed offset for `gid`: durable ones and those in appends
+    /// still in flight (which will land in the log before anything appended now).
+    fn offset_keys(&self, gid: &str) -> std::collections::BTreeSet<(String, i32)> {
+        let mut keys: std::collections::BTreeSet<(String, i32)> = self
             .offsets
             .get(gid)
             .into_iter()
-            .flat_map(|o| o.keys())
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        for p in self.pending.values() {
+            for r in &p.records {
+                if let Ok(RecordKey::OffsetCommit {
+                    group,
+                    topic,
+                    partition,
+                }) = RecordKey::decode(&r.key)
+                {
+                    if group == gid && r.value.is_some() {
+                        keys.insert((topic, partition));
+                    }
+                }
+            }
+        }
+        keys
+    }
+
+    /// Tombstones for a group's offsets (durable or in flight) and metadata.
+    fn group_tombstones(&self, gid: &str) -> Vec<GroupRecord> {
+        let mut records: Vec<GroupRecord> = self
+            .offset_keys(gid)
+            .iter()
             .map(|(topic, partition)| GroupRecord {
                 key: offset_commit_key(gid, topic, *partition),
                 value: None,
@@ -1916,9 +1971,7 @@ impl Coordinator {
         now: Millis,
     ) {
         let err = |code| {
-            GroupResponse::ConsumerGroupHeartbeat(super::consumer::HeartbeatResponse {
-                error_code: code,
-            })
+            GroupResponse::ConsumerGroupHeartbeat(super::consumer::HeartbeatResponse::error(code))
         };
         let gid = req.group_id.clone();
         let created = match self.groups.get(&gid) {
@@ -1952,7 +2005,11 @@ impl Coordinator {
                 }
                 self.respond(token, err(code));
             }
-            Ok((mut records, resp)) => {
+            Ok((typed, resp)) => {
+                let mut records: Vec<GroupRecord> = typed
+                    .iter()
+                    .map(ConsumerGroupRecord::to_group_record)
+                    .collect();
                 // An empty classic group became a consumer group: its stored metadata is
                 // removed by a tombstone, so durable state still follows the records (I21).
                 if let Some(Group::Classic(old)) = &previous {
@@ -2093,6 +2150,11 @@ impl Coordinator {
             self.set_group_deadline(gid, Some(Some(now + rebalance_ms)), Some(None));
         }
     }
+}
+
+/// Longer than a record's int16 string length allows.
+fn too_long(s: &str) -> bool {
+    s.len() > i16::MAX as usize
 }
 
 fn splitmix64(mut x: u64) -> u64 {

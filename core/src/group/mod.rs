@@ -35,7 +35,9 @@
 //!   SyncGroup (generation, protocol, leader, members with subscriptions and assignments),
 //!   when a static member is replaced, and when the group becomes empty; a tombstone when
 //!   the group is deleted or expires (it stays deleted on replay).
-//! - Consumer-protocol (KIP-848) groups: their own record types (key versions 3–8).
+//! - Consumer-protocol (KIP-848) groups: their own record types (key versions 3–8), see
+//!   [`consumer`] (the group state machine), [`assignor`] (its server assignors) and
+//!   [`consumer_records`] (the records' schemas).
 //!
 //! Transient, rebuilt by the protocol and never written: pending JoinGroup/SyncGroup
 //! answers, members that joined since the last completed rebalance, session, join and sync
@@ -50,8 +52,11 @@
 //!   current generation get an assignment (from that generation's leader) or may commit;
 //!   stale generations and replaced members are fenced.
 
+pub mod assignor;
 mod classic;
 mod codes;
+pub mod consumer;
+pub mod consumer_records;
 mod coordinator;
 mod messages;
 pub mod records;
@@ -142,155 +147,6 @@ impl Group {
         match self {
             Group::Classic(_) => "classic",
             Group::Consumer(_) => "consumer",
-        }
-    }
-}
-
-/// The consumer-protocol (KIP-848) group, routed to by the coordinator.
-///
-/// This is the interface `consumer.rs` implements; until it merges, this placeholder answers
-/// ConsumerGroupHeartbeat with UNSUPPORTED_VERSION and keeps replayed consumer records
-/// verbatim (last value per key), so a log that contains them still replays faithfully
-/// (I21). The coordinator relies on exactly these items:
-/// - `ConsumerGroup::new(group_id)`;
-/// - `heartbeat(&mut self, req, now, topics) -> Result<(Vec<GroupRecord>, HeartbeatResponse),
-///   ErrorCode>`: the records are appended and, once durable, replayed into the group through
-///   `replay`; the response is released then (or failed with the append's error code);
-/// - `describe(&self) -> DescribedConsumerGroup` for ConsumerGroupDescribe;
-/// - `replay(&mut self, key: &RecordKey, record: &GroupRecord)` for key versions 3–8;
-/// - `is_deleted()` after a replay: true once the group's metadata tombstone was applied
-///   (the coordinator then drops the group);
-/// - `state_name()` for ListGroups/DescribeGroups, `is_empty()` for DeleteGroups, and
-///   `validate_offset_commit(member_id, member_epoch)` for OffsetCommit by its members.
-pub mod consumer {
-    use std::collections::BTreeMap;
-
-    use super::codes::ErrorCode;
-    use super::records::{GroupRecord, RecordKey};
-    use super::Millis;
-
-    /// Topic metadata the consumer protocol assigns from: name → partition count.
-    pub type TopicPartitionCounts = BTreeMap<String, i32>;
-
-    /// ConsumerGroupHeartbeat request (placeholder: the group id only).
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct HeartbeatRequest {
-        /// Group id.
-        pub group_id: String,
-    }
-
-    /// ConsumerGroupHeartbeat answer (placeholder).
-    #[derive(Clone, Debug, PartialEq, Eq, Default)]
-    pub struct HeartbeatResponse {
-        /// Error code.
-        pub error_code: ErrorCode,
-    }
-
-    /// ConsumerGroupDescribe request.
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct DescribeRequest {
-        /// Groups to describe.
-        pub group_ids: Vec<String>,
-    }
-
-    /// One described consumer group (placeholder).
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct DescribedConsumerGroup {
-        /// Error code.
-        pub error_code: ErrorCode,
-        /// Group id.
-        pub group_id: String,
-        /// State name.
-        pub group_state: String,
-    }
-
-    /// ConsumerGroupDescribe answer.
-    #[derive(Clone, Debug, PartialEq, Eq, Default)]
-    pub struct DescribeResponse {
-        /// Per group, in request order.
-        pub groups: Vec<DescribedConsumerGroup>,
-    }
-
-    /// A consumer-protocol group (placeholder: replays its records verbatim).
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct ConsumerGroup {
-        group_id: String,
-        records: BTreeMap<Vec<u8>, Vec<u8>>,
-        deleted: bool,
-    }
-
-    impl ConsumerGroup {
-        /// A new, empty group.
-        pub fn new(group_id: &str) -> ConsumerGroup {
-            ConsumerGroup {
-                group_id: group_id.to_owned(),
-                records: BTreeMap::new(),
-                deleted: false,
-            }
-        }
-
-        /// Handles one heartbeat: records to append and the answer to release once durable.
-        pub fn heartbeat(
-            &mut self,
-            _req: &HeartbeatRequest,
-            _now: Millis,
-            _topics: &TopicPartitionCounts,
-        ) -> Result<(Vec<GroupRecord>, HeartbeatResponse), ErrorCode> {
-            Err(ErrorCode::UNSUPPORTED_VERSION)
-        }
-
-        /// ConsumerGroupDescribe of this group.
-        pub fn describe(&self) -> DescribedConsumerGroup {
-            DescribedConsumerGroup {
-                error_code: ErrorCode::NONE,
-                group_id: self.group_id.clone(),
-                group_state: self.state_name().to_owned(),
-            }
-        }
-
-        /// Applies one record of key version 3–8.
-        pub fn replay(&mut self, key: &RecordKey, record: &GroupRecord) {
-            match &record.value {
-                Some(v) => {
-                    self.records.insert(record.key.clone(), v.clone());
-                }
-                None => {
-                    self.records.remove(&record.key);
-                }
-            }
-            // ConsumerGroupMetadataKey (version 3) tombstone: the group is deleted.
-            if matches!(key, RecordKey::Consumer { version: 3, .. }) && record.value.is_none() {
-                self.deleted = true;
-            }
-        }
-
-        /// True once the group's metadata tombstone was replayed.
-        pub fn is_deleted(&self) -> bool {
-            self.deleted
-        }
-
-        /// True when the group has no members.
-        pub fn is_empty(&self) -> bool {
-            true
-        }
-
-        /// State name for ListGroups/DescribeGroups.
-        pub fn state_name(&self) -> &'static str {
-            "Empty"
-        }
-
-        /// Checks an OffsetCommit by a member of this group.
-        pub fn validate_offset_commit(&self, member_id: &str, _member_epoch: i32) -> ErrorCode {
-            if member_id.is_empty() {
-                ErrorCode::NONE
-            } else {
-                ErrorCode::UNKNOWN_MEMBER_ID
-            }
-        }
-
-        /// The stored records, for comparing durable state (I21).
-        pub fn durable_records(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
-            &self.records
         }
     }
 }

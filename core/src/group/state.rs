@@ -248,6 +248,63 @@ mod tests {
         assert!(defined >= 40, "only {defined} defined pairs");
     }
 
+    /// The whole table, written out independently: a change to either side fails here.
+    /// Columns follow [`Event::ALL`]; `P C S E D` = go to PreparingRebalance,
+    /// CompletingRebalance, Stable, Empty, Dead; a number = rejected with that error code;
+    /// `!` = impossible.
+    #[test]
+    fn the_table_is_exactly_this() {
+        const EXPECTED: [(State, [&str; 14]); 5] = [
+            (
+                State::Empty,
+                [
+                    "P", "25", "!", "!", "25", "E", "E", "!", "25", "25", "E", "D", "D", "!",
+                ],
+            ),
+            (
+                State::PreparingRebalance,
+                [
+                    "P", "P", "C", "E", "27", "P", "P", "!", "27", "P", "P", "68", "!", "!",
+                ],
+            ),
+            (
+                State::CompletingRebalance,
+                [
+                    "P", "C", "!", "!", "C", "S", "P", "P", "C", "P", "27", "68", "!", "!",
+                ],
+            ),
+            (
+                State::Stable,
+                [
+                    "P", "S", "!", "!", "S", "!", "!", "!", "S", "P", "S", "68", "!", "!",
+                ],
+            ),
+            (
+                State::Dead,
+                [
+                    "15", "15", "!", "!", "15", "D", "D", "!", "15", "15", "15", "69", "!", "E",
+                ],
+            ),
+        ];
+        let letter = |s: State| match s {
+            State::Empty => "E",
+            State::PreparingRebalance => "P",
+            State::CompletingRebalance => "C",
+            State::Stable => "S",
+            State::Dead => "D",
+        };
+        for (state, row) in EXPECTED {
+            for (event, want) in Event::ALL.iter().zip(row) {
+                let got = match transition(state, *event) {
+                    Outcome::Goto(s) => letter(s).to_owned(),
+                    Outcome::Reject(code) => code.0.to_string(),
+                    Outcome::Impossible => "!".to_owned(),
+                };
+                assert_eq!(got, want, "{state:?} × {event:?}");
+            }
+        }
+    }
+
     #[test]
     fn dead_rejects_every_request() {
         for e in [
