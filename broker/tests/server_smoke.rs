@@ -405,11 +405,7 @@ fn api_versions_advertises_served_ranges_only() {
         assert_eq!(range(ApiKey::JoinGroup), Some((0, 9)));
         assert_eq!(range(ApiKey::OffsetCommit), Some((2, 9)));
         assert_eq!(range(ApiKey::OffsetFetch), Some((1, 9)));
-        assert_eq!(
-            range(ApiKey::ConsumerGroupHeartbeat),
-            None,
-            "the consumer group protocol is not served yet"
-        );
+        assert_eq!(range(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         // Accepted (answered with an error) but not advertised: clients would otherwise turn
         // idempotence on by default.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));

@@ -22,6 +22,8 @@
 //! - Shutdown: requests still waiting get `None` (answered NOT_COORDINATOR, so clients find
 //!   the coordinator again after the restart); the writer finishes the batch it is writing
 //!   (counted in flight, so the partition is not closed under it) and stops; the timer stops.
+//! - Before a ConsumerGroupHeartbeat the coordinator gets the current topic registry (user
+//!   topics only), from which the consumer protocol assigns.
 //! - Time: the wall clock in milliseconds ([`now_ms`]), read here, given to core as a value.
 
 use std::cell::{Cell, RefCell};
@@ -31,12 +33,13 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use minikafka_core::backend::Backend;
+use minikafka_core::group::consumer::{TopicInfo, TopicMetadata};
 use minikafka_core::group::{
     Append, AppendError, Coordinator, GroupConfig, GroupRequest, GroupResponse, RequestToken,
 };
 
 use super::offsets_log::{append_bytes, encode_appends, replay_log};
-use super::offsets_topic::OFFSETS_TOPIC;
+use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::server::shard::ShardState;
 use crate::server::{errors, now_ms, routing};
@@ -57,6 +60,25 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
         offsets_retention_check_interval_ms: g.offsets_retention_check_interval_ms,
         ..GroupConfig::default()
     }
+}
+
+/// The broker's user topics (internal ones are never assigned), as the consumer protocol
+/// sees them.
+fn topic_metadata<B: Backend>(state: &ShardState<B>) -> TopicMetadata {
+    let mut out = TopicMetadata::new();
+    for topic in state.shared.all_topics() {
+        if is_internal(&topic.name) {
+            continue;
+        }
+        out.topics.insert(
+            topic.name.clone(),
+            TopicInfo {
+                topic_id: *topic.id.as_bytes(),
+                partition_count: topic.partition_count(),
+            },
+        );
+    }
+    out
 }
 
 /// Maps an append failure of the partition log (a Kafka code) to the coordinator's kinds.
@@ -99,6 +121,11 @@ impl CoordinatorHost {
         let (tx, rx) = futures::channel::oneshot::channel();
         self.waiters.borrow_mut().insert(token, tx);
         let now = now_ms();
+        if matches!(request, GroupRequest::ConsumerGroupHeartbeat(_)) {
+            // The consumer protocol assigns from the topics that exist now.
+            let topics = topic_metadata(state);
+            self.coordinator.borrow_mut().handle_topic_metadata(topics);
+        }
         self.coordinator
             .borrow_mut()
             .handle_request(token, request, now);

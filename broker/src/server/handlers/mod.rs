@@ -4,8 +4,8 @@
 //! - Input: a [`DecodedRequest`] (already judged against [`served_versions`]) on the shard
 //!   that owns the connection.
 //! - Output: an [`Outcome`]: the encoded response, nothing (`acks=0` produce), or a reason
-//!   to close the connection (an API we accept for decoding but do not serve, an encoding
-//!   failure).
+//!   to close the connection (an encoding failure, an `acks=0` produce that failed). Every
+//!   API the pre-check covers has a handler: the dispatch `match` is exhaustive.
 //! - Never: touches a partition log directly (they are reached through
 //!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
 //!   [`served_versions`] does not list.
@@ -18,6 +18,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod group_consumer;
 pub mod group_membership;
 pub mod group_offsets;
 pub mod groups;
@@ -51,8 +52,8 @@ pub enum Outcome {
 }
 
 /// The APIs and version ranges the broker accepts: each is the intersection of what the
-/// protocol layer pre-checks and what the handler implements. An API left out (the consumer
-/// group protocol's until it is served) closes the connection.
+/// protocol layer pre-checks and what the handler implements. An API left out closes the
+/// connection.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
@@ -76,6 +77,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// APIs accepted but not advertised in ApiVersions. Empty today; the hook exists because
@@ -257,12 +260,27 @@ pub async fn handle<B: Backend>(
             correlation_id,
             &groups::describe_groups(state, req, version).await,
         ),
+        RequestBody::ConsumerGroupHeartbeat(req) => {
+            let client = groups::ClientInfo::new(
+                request.header.client_id.as_ref().map(|c| c.as_str()),
+                peer,
+            );
+            respond(
+                version,
+                correlation_id,
+                &group_consumer::heartbeat(state, req, version, &client).await,
+            )
+        }
+        RequestBody::ConsumerGroupDescribe(req) => respond(
+            version,
+            correlation_id,
+            &group_consumer::describe(state, req, version).await,
+        ),
         RequestBody::InitProducerId(req) => respond(
             version,
             correlation_id,
             &init_producer_id::handle_request(state, req, version).await,
         ),
-        other => Outcome::Close(format!("{:?} is not served", other.api_key())),
     }
 }
 
@@ -283,10 +301,7 @@ mod tests {
             .collect();
         let table = SupportedVersions::new(ranges).expect("served ranges are covered");
         assert_eq!(table.ranges().len(), SERVED.len());
-        assert!(schema::schema_for(ApiKey::ConsumerGroupHeartbeat).is_some());
-        assert!(
-            table.get(ApiKey::ConsumerGroupHeartbeat).is_none(),
-            "the consumer group protocol is not served yet"
-        );
+        assert!(schema::schema_for(ApiKey::ElectLeaders).is_none());
+        assert!(table.get(ApiKey::ElectLeaders).is_none());
     }
 }
