@@ -101,14 +101,27 @@ fn produce(broker: &Broker, topic: &str, partitions: i32, values: &[String]) {
 
 /// A subscribe-mode consumer in `group` (classic protocol), auto commit off.
 fn group_consumer(broker: &Broker, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+    let mut settings = vec![
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "500"),
+    ];
+    settings.extend_from_slice(extra);
+    consumer_with(broker, group, &settings)
+}
+
+/// A subscribe-mode consumer of the consumer group protocol (KIP-848: the broker assigns;
+/// session and heartbeat settings are the broker's).
+fn protocol_consumer(broker: &Broker, group: &str) -> BaseConsumer {
+    consumer_with(broker, group, &[("group.protocol", "consumer")])
+}
+
+fn consumer_with(broker: &Broker, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", broker.bootstrap())
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "500")
         .set("socket.timeout.ms", "10000")
         .set("reconnect.backoff.ms", "50")
         .set("reconnect.backoff.max.ms", "500");
@@ -354,5 +367,50 @@ fn commits_and_group_deletions_survive_kill_9_with_fsync_i20() {
         keeper.subscribe(&["durable"]).expect("subscribe");
         produce(&broker, "durable", 2, &["late".to_string()]);
         assert_eq!(consume(&keeper, 1), vec!["late".to_string()]);
+    });
+}
+
+/// librdkafka with `group.protocol=consumer` (KIP-848): the broker's assignor splits the
+/// partitions between two members without overlap (I22), commits go through the same
+/// offsets log, and a restarted member resumes from them.
+#[test]
+fn consumer_protocol_members_split_partitions_and_resume_i22() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = start_broker(&[]);
+        create_topic(&broker, "kip848", 4);
+        let a = protocol_consumer(&broker, "next-gen");
+        let b = protocol_consumer(&broker, "next-gen");
+        a.subscribe(&["kip848"]).expect("subscribe a");
+        b.subscribe(&["kip848"]).expect("subscribe b");
+        let (pa, pb) = settled_assignments(&a, &b, "kip848", 4);
+        assert!(pa.is_disjoint(&pb), "{pa:?} and {pb:?} overlap");
+        produce(&broker, "kip848", 4, &values("n", 40));
+        let deadline = Instant::now() + DATA_LIMIT;
+        let mut seen = BTreeSet::new();
+        while seen.len() < 40 {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of 40 arrived",
+                seen.len()
+            );
+            for c in [&a, &b] {
+                if let Some(Ok(msg)) = c.poll(Duration::from_millis(50)) {
+                    let value = String::from_utf8_lossy(msg.payload().unwrap_or_default());
+                    assert!(seen.insert(value.into_owned()), "a record arrived twice");
+                }
+            }
+        }
+        for c in [&a, &b] {
+            c.commit_consumer_state(CommitMode::Sync).expect("commit");
+        }
+        drop(a);
+        drop(b);
+        assert!(broker.stop().success(), "clean shutdown");
+        broker.restart();
+        produce(&broker, "kip848", 4, &["after-restart".to_string()]);
+        let c = protocol_consumer(&broker, "next-gen");
+        c.subscribe(&["kip848"]).expect("subscribe");
+        assert_eq!(consume(&c, 1), vec!["after-restart".to_string()]);
+        assert_nothing_more(&c, Duration::from_secs(2));
     });
 }
