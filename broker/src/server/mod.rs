@@ -187,7 +187,6 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     let shared = Arc::new(Shared::<B>::new(
         config,
         handlers::served_versions(),
-        handlers::advertised_versions(),
         cluster_id,
         clean_shutdown,
         shutdown,

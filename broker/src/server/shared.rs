@@ -66,10 +66,8 @@ pub type Job<B> = Box<dyn FnOnce(Rc<ShardState<B>>) -> Pin<Box<dyn Future<Output
 pub struct Shared<B: Backend> {
     /// The broker configuration.
     pub config: BrokerConfig,
-    /// The API versions we accept (requests are decoded against it).
+    /// The API versions we accept (requests are decoded against it) and ApiVersions lists.
     pub supported: SupportedVersions,
-    /// The API versions ApiVersions lists.
-    pub advertised: SupportedVersions,
     /// The cluster id answered in Metadata and DescribeCluster.
     pub cluster_id: String,
     /// Whether the previous run shut down cleanly (passed to every `PartitionLog::open`).
@@ -102,7 +100,7 @@ pub struct Shared<B: Backend> {
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
-const BARRIER_COUNT: usize = 6;
+const BARRIER_COUNT: usize = 5;
 
 /// The points at which every shard waits for all others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,8 +115,6 @@ pub enum Barrier {
     Drained = 3,
     /// Every shard closed its partitions.
     Closed = 4,
-    /// Shard 0 wrote (or declined to write) the clean-shutdown marker.
-    MarkerWritten = 5,
 }
 
 impl<B: Backend> Shared<B> {
@@ -126,7 +122,6 @@ impl<B: Backend> Shared<B> {
     pub fn new(
         config: BrokerConfig,
         supported: SupportedVersions,
-        advertised: SupportedVersions,
         cluster_id: String,
         clean_shutdown: bool,
         shutdown: Arc<AtomicBool>,
@@ -139,7 +134,6 @@ impl<B: Backend> Shared<B> {
         Shared {
             config,
             supported,
-            advertised,
             cluster_id,
             clean_shutdown,
             topics: RwLock::new(BTreeMap::new()),
