@@ -89,14 +89,6 @@ pub enum ServerError {
     Fatal(String),
 }
 
-/// Milliseconds since the Unix epoch (the broker's one clock read; the log takes it as a
-/// value).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn data_dir_error(dir: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
     move |source| ServerError::DataDir {
         dir: dir.display().to_string(),

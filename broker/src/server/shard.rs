@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode};
 use minikafka_core::types::Offset;
@@ -33,7 +33,7 @@ use minikafka_core::wakeup::PartitionSignal;
 use super::errors;
 use super::gate::FifoGate;
 use super::shared::{Barrier, Job, Shared};
-use super::{connection, now_ms, routing, topics, CLEAN_SHUTDOWN_MARKER};
+use super::{connection, routing, topics, CLEAN_SHUTDOWN_MARKER};
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
 
@@ -190,7 +190,7 @@ impl<B: Backend> ShardState<B> {
         let pass = owned.gate.enter().await;
         let before = owned.log.high_watermark();
         let mut pass = Some(pass);
-        let mut append = std::pin::pin!(owned.log.append(batch, now_ms()));
+        let mut append = std::pin::pin!(owned.log.append(batch, self.backend.wall_clock_ms()));
         let result = std::future::poll_fn(|cx| {
             let polled = append.as_mut().poll(cx);
             if polled.is_pending() && owned.log.high_watermark() != before {
@@ -343,9 +343,15 @@ impl<B: Backend> ShardState<B> {
         clean_shutdown: bool,
     ) -> Result<(), String> {
         let dir = partition_dir(&self.shared.config.log_dir, &topic, partition);
-        let log = PartitionLog::open(self.backend.clone(), &dir, config, clean_shutdown, now_ms())
-            .await
-            .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+        let log = PartitionLog::open(
+            self.backend.clone(),
+            &dir,
+            config,
+            clean_shutdown,
+            self.backend.wall_clock_ms(),
+        )
+        .await
+        .map_err(|e| format!("opening {}: {e}", dir.display()))?;
         tracing::debug!(shard = self.shard, topic, partition, "partition open");
         let old = self.partitions.borrow_mut().insert(
             (topic, partition),
@@ -508,8 +514,8 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared<B>>) {
     }
     tracing::info!(shard, "shutting down");
     state.stop_tx.close();
-    let started = Instant::now();
-    while state.in_flight.get() > 0 && started.elapsed() < DRAIN_TIMEOUT {
+    let drain_deadline = backend.now() + DRAIN_TIMEOUT;
+    while state.in_flight.get() > 0 && backend.now() < drain_deadline {
         backend.sleep(Duration::from_millis(5)).await;
     }
     if state.in_flight.get() > 0 {
@@ -643,7 +649,7 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     state.backend.spawn_local(async move {
         while sleep_or_stop(&st, retention_every).await {
             for (topic, p, log) in st.owned_logs() {
-                match log.apply_retention(now_ms()).await {
+                match log.apply_retention(st.backend.wall_clock_ms()).await {
                     Ok(outcome) if !outcome.deleted_base_offsets.is_empty() => tracing::info!(
                         topic,
                         partition = p,
@@ -667,7 +673,7 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     state.backend.spawn_local(async move {
         while sleep_or_stop(&st, tick_every).await {
             for (topic, p, log) in st.owned_logs() {
-                if let Err(e) = log.tick(now_ms()).await {
+                if let Err(e) = log.tick(st.backend.wall_clock_ms()).await {
                     tracing::error!(topic, partition = p, "interval flush failed: {e}");
                 }
             }

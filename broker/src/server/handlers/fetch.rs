@@ -19,7 +19,7 @@
 //!   ignored.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -120,8 +120,8 @@ pub async fn handle<B: Backend>(
 
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let started = Instant::now();
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = state.backend.now() + max_wait;
     let reads = loop {
         let reads = read_all(state, &targets).await;
         let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
@@ -130,15 +130,12 @@ pub async fn handle<B: Backend>(
             break reads;
         }
         // Wait for an append to any of the partitions, the deadline, or shutdown.
-        let Some(left) = max_wait
-            .checked_sub(started.elapsed())
-            .filter(|d| !d.is_zero())
-        else {
+        if state.backend.now() >= deadline {
             break reads;
-        };
+        }
         let notified = {
             let wait = std::pin::pin!(waiter.wait());
-            let sleep = std::pin::pin!(state.backend.sleep(left));
+            let sleep = std::pin::pin!(state.backend.sleep_until(deadline));
             let stop = std::pin::pin!(state.stop.recv());
             matches!(select(wait, select(sleep, stop)).await, Either::Left(_))
         };
