@@ -17,11 +17,9 @@
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`handlers`]: one module per Kafka API.
-//! - [`errors`]: Kafka error codes.
 //! - [`gate`]: the first-come, first-served order of a partition's appends.
 
 pub mod connection;
-pub mod errors;
 pub mod gate;
 pub mod handlers;
 pub mod routing;

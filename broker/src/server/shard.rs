@@ -30,19 +30,17 @@ use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
-use super::errors;
 use super::gate::FifoGate;
 use super::shared::{Barrier, Job, Shared};
 use super::{connection, routing, topics, CLEAN_SHUTDOWN_MARKER};
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use minikafka_core::error_code::ErrorCode;
 
 /// How often every shard looks at the signal flag.
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// Longest wait for in-flight requests at shutdown.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Error code for a request that could not reach its partition's shard (shutting down).
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// A partition this shard owns.
 pub struct OwnedPartition<B: Backend> {
@@ -67,8 +65,8 @@ impl<B: Backend> Clone for OwnedPartition<B> {
 /// The answer of a partition read.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionRead {
-    /// Kafka error code (0 = none).
-    pub error_code: i16,
+    /// Kafka error code ([`ErrorCode::NONE`] = none).
+    pub error_code: ErrorCode,
     /// The high watermark (-1 when unknown).
     pub high_watermark: i64,
     /// The log start offset (-1 when unknown).
@@ -166,13 +164,13 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
         batch: Vec<u8>,
-    ) -> Result<Appended, i16> {
+    ) -> Result<Appended, ErrorCode> {
         let target = self.owner(&topic, partition);
         self.call_on(target, move |state| {
             Box::pin(async move { state.append_local(&topic, partition, batch).await })
         })
         .await
-        .unwrap_or(Err(UNKNOWN_SERVER_ERROR))
+        .unwrap_or(Err(ErrorCode::UNKNOWN_SERVER_ERROR))
     }
 
     async fn append_local(
@@ -180,10 +178,10 @@ impl<B: Backend> ShardState<B> {
         topic: &str,
         partition: i32,
         batch: Vec<u8>,
-    ) -> Result<Appended, i16> {
+    ) -> Result<Appended, ErrorCode> {
         let owned = self
             .owned(topic, partition)
-            .ok_or(errors::UNKNOWN_TOPIC_OR_PARTITION)?;
+            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
         // Arrival order on this shard decides the order of offsets: the gate is held until
         // this append's write is published (the high watermark moved) or it ended, so
         // appends still share syncs afterwards (group commit).
@@ -231,7 +229,7 @@ impl<B: Backend> ShardState<B> {
         })
         .await
         .unwrap_or(PartitionRead {
-            error_code: UNKNOWN_SERVER_ERROR,
+            error_code: ErrorCode::UNKNOWN_SERVER_ERROR,
             high_watermark: -1,
             log_start_offset: -1,
             bytes: Vec::new(),
@@ -246,13 +244,13 @@ impl<B: Backend> ShardState<B> {
         max_bytes: usize,
     ) -> PartitionRead {
         let mut out = PartitionRead {
-            error_code: errors::NONE,
+            error_code: ErrorCode::NONE,
             high_watermark: -1,
             log_start_offset: -1,
             bytes: Vec::new(),
         };
         let Some(owned) = self.owned(topic, partition) else {
-            out.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
+            out.error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
             return out;
         };
         out.high_watermark = owned.log.high_watermark().0;
@@ -278,13 +276,13 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
         timestamp: i64,
-    ) -> (i16, i64, i64) {
+    ) -> (ErrorCode, i64, i64) {
         let target = self.owner(&topic, partition);
         self.call_on(target, move |state| {
             Box::pin(async move { state.list_offset_local(&topic, partition, timestamp).await })
         })
         .await
-        .unwrap_or((UNKNOWN_SERVER_ERROR, -1, -1))
+        .unwrap_or((ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1))
     }
 
     async fn list_offset_local(
@@ -292,23 +290,23 @@ impl<B: Backend> ShardState<B> {
         topic: &str,
         partition: i32,
         timestamp: i64,
-    ) -> (i16, i64, i64) {
+    ) -> (ErrorCode, i64, i64) {
         let Some(owned) = self.owned(topic, partition) else {
-            return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+            return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
         };
         let log = owned.log;
         // Timestamp lookups go through the partition log's time index.
         let found = match timestamp {
-            -2 | -4 => return (errors::NONE, log.log_start_offset().0, -1),
-            -1 => return (errors::NONE, log.high_watermark().0, -1),
+            -2 | -4 => return (ErrorCode::NONE, log.log_start_offset().0, -1),
+            -1 => return (ErrorCode::NONE, log.high_watermark().0, -1),
             -3 => log.max_timestamp_offset().await,
-            ts if ts < 0 => return (errors::INVALID_REQUEST, -1, -1),
+            ts if ts < 0 => return (ErrorCode::INVALID_REQUEST, -1, -1),
             ts => log.offset_for_timestamp(ts).await,
         };
         match found {
-            Ok(Some((offset, found_ms))) => (errors::NONE, offset.0, found_ms),
+            Ok(Some((offset, found_ms))) => (ErrorCode::NONE, offset.0, found_ms),
             // No record has a timestamp at or after the target (Kafka: -1, -1, no error).
-            Ok(None) => (errors::NONE, -1, -1),
+            Ok(None) => (ErrorCode::NONE, -1, -1),
             Err(e) => (log_error_code(topic, partition, "list offsets", &e), -1, -1),
         }
     }
@@ -457,9 +455,9 @@ impl<B: Backend> ShardState<B> {
 }
 
 /// Maps a log error to its Kafka code, logging storage failures.
-fn log_error_code(topic: &str, partition: i32, what: &str, e: &LogError) -> i16 {
+fn log_error_code(topic: &str, partition: i32, what: &str, e: &LogError) -> ErrorCode {
     let code = e.kafka_error_code();
-    if code == errors::KAFKA_STORAGE_ERROR {
+    if code == ErrorCode::KAFKA_STORAGE_ERROR {
         tracing::error!(topic, partition, "{what} failed: {e}");
     } else {
         tracing::debug!(topic, partition, "{what} refused: {e}");

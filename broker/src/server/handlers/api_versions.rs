@@ -10,8 +10,9 @@ use minikafka_core::backend::Backend;
 
 use crate::protocol::api_versions_response;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// Builds the response.
 pub fn handle<B: Backend>(state: &ShardState<B>, _version: i16) -> ApiVersionsResponse {
-    api_versions_response(&state.shared.supported, 0)
+    api_versions_response(&state.shared.supported, ErrorCode::NONE)
 }

@@ -22,9 +22,9 @@ use minikafka_core::backend::Backend;
 use super::str_bytes;
 use crate::config::{BrokerConfig, FlushPolicySetting};
 use crate::log::{FlushPolicy, LogConfig};
-use crate::server::errors;
 use crate::server::shard::ShardState;
 use crate::server::topics::log_config;
+use minikafka_core::error_code::ErrorCode;
 
 /// Resource type TOPIC.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -272,7 +272,7 @@ pub fn handle<B: Backend>(
             RESOURCE_TOPIC => match shared.topic(name) {
                 Some(info) => Ok(topic_entries(&shared.config, &info.config)),
                 None => Err((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("topic {name} does not exist"),
                 )),
             },
@@ -280,11 +280,11 @@ pub fn handle<B: Backend>(
                 Ok(broker_entries(&shared.config))
             }
             RESOURCE_BROKER => Err((
-                errors::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 format!("this broker is node {node}, not {name}"),
             )),
             other => Err((
-                errors::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 format!("resource type {other} is not supported"),
             )),
         };
@@ -298,7 +298,7 @@ pub fn handle<B: Backend>(
                     .collect();
             }
             Err((code, message)) => {
-                result.error_code = code;
+                result.error_code = code.code();
                 result.error_message = Some(str_bytes(&message));
             }
         }

@@ -32,15 +32,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 
-use crate::server::errors;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// Producer ids reserved per write of the high-water mark.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 /// File in the data directory holding the first producer id not yet reserved.
 pub const PRODUCER_ID_BLOCK_FILE: &str = "producer_id_block";
-/// Kafka error TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
-pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 /// The last epoch that may still be bumped (Kafka reserves `i16::MAX`).
 const LAST_BUMPABLE_EPOCH: i16 = i16::MAX - 2;
 
@@ -151,9 +149,13 @@ async fn write_high_water<B: Backend>(
     backend.sync_dir(data_dir).await
 }
 
-fn response(error_code: i16, producer_id: i64, producer_epoch: i16) -> InitProducerIdResponse {
+fn response(
+    error_code: ErrorCode,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse::default();
-    response.error_code = error_code;
+    response.error_code = error_code.code();
     response.producer_id = producer_id.into();
     response.producer_epoch = producer_epoch;
     response
@@ -171,7 +173,7 @@ pub async fn handle_request<B: Backend>(
         .as_ref()
         .is_some_and(|id| !id.0.is_empty())
     {
-        return response(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1);
+        return response(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1);
     }
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
@@ -184,11 +186,11 @@ pub async fn handle_request<B: Backend>(
     {
         Ok((id, epoch)) => {
             tracing::debug!(producer_id = id, epoch, "producer id issued");
-            response(errors::NONE, id, epoch)
+            response(ErrorCode::NONE, id, epoch)
         }
         Err(e) => {
             tracing::error!("allocating a producer id: {e}");
-            response(errors::KAFKA_STORAGE_ERROR, -1, -1)
+            response(ErrorCode::KAFKA_STORAGE_ERROR, -1, -1)
         }
     }
 }
