@@ -664,7 +664,7 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     // `tick` syncs only partitions under the interval policy, when their period has passed;
     // a topic may override the policy, so every shard ticks.
     let tick_every = match config.flush_policy {
-        crate::config::FlushPolicySetting::Interval { ms } => Duration::from_millis(ms.min(1000)),
+        crate::log::FlushPolicy::Interval { ms } => Duration::from_millis(ms.min(1000)),
         _ => Duration::from_millis(1000),
     };
     let st = Rc::clone(state);

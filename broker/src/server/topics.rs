@@ -24,9 +24,9 @@ use uuid::Uuid;
 
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
-use crate::config::{BrokerConfig, FlushPolicySetting};
+use crate::config::BrokerConfig;
 use crate::log::topics::validate_topic_name;
-use crate::log::{FlushPolicy, LogConfig, LogError, TopicMeta, TopicStore};
+use crate::log::{LogConfig, LogError, TopicMeta, TopicStore};
 use minikafka_core::error_code::ErrorCode;
 
 /// A refused topic change: Kafka error code and message.
@@ -44,11 +44,7 @@ pub fn log_config(
         retention_bytes: config.retention_bytes,
         retention_ms: config.retention_ms,
         max_batch_bytes: config.message_max_bytes,
-        flush: match config.flush_policy {
-            FlushPolicySetting::None => FlushPolicy::None,
-            FlushPolicySetting::Fsync => FlushPolicy::Fsync,
-            FlushPolicySetting::Interval { ms } => FlushPolicy::Interval { ms },
-        },
+        flush: config.flush_policy,
     };
     base.with_overrides(overrides)
 }

@@ -20,7 +20,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::config::{BrokerConfig, FlushPolicySetting};
+use crate::config::BrokerConfig;
 use crate::log::{FlushPolicy, LogConfig};
 use crate::server::shard::ShardState;
 use crate::server::topics::log_config;
@@ -61,14 +61,6 @@ fn opt_i64(v: Option<i64>) -> String {
     v.map_or_else(|| "-1".to_string(), |v| v.to_string())
 }
 
-fn flush_name(flush: FlushPolicy) -> &'static str {
-    match flush {
-        FlushPolicy::None => "none",
-        FlushPolicy::Fsync => "fsync",
-        FlushPolicy::Interval { .. } => "interval",
-    }
-}
-
 fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
     vec![
         ("cleanup.policy", "delete".to_string(), TYPE_LIST),
@@ -90,7 +82,7 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
             c.index_interval_bytes.to_string(),
             TYPE_INT,
         ),
-        ("flush.policy", flush_name(c.flush).to_string(), TYPE_STRING),
+        ("flush.policy", c.flush.name().to_string(), TYPE_STRING),
     ]
 }
 
@@ -144,11 +136,11 @@ pub fn topic_entries(
     out
 }
 
-fn flush_setting(f: FlushPolicySetting) -> (&'static str, String) {
+fn flush_setting(f: FlushPolicy) -> (&'static str, String) {
     match f {
-        FlushPolicySetting::None => ("none", "1000".into()),
-        FlushPolicySetting::Fsync => ("fsync", "1000".into()),
-        FlushPolicySetting::Interval { ms } => ("interval", ms.to_string()),
+        FlushPolicy::None => ("none", "1000".into()),
+        FlushPolicy::Fsync => ("fsync", "1000".into()),
+        FlushPolicy::Interval { ms } => ("interval", ms.to_string()),
     }
 }
 
