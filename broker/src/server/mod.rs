@@ -16,9 +16,11 @@
 //! - [`shard`]: one shard's partitions, inbox, timers, listener, startup and shutdown.
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`topics`]: topic creation, deletion, partition addition.
+//! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`gate`]: the first-come, first-served order of a partition's appends.
 
+pub mod config_entries;
 pub mod connection;
 pub mod gate;
 pub mod handlers;

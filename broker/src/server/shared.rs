@@ -27,9 +27,9 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
-use super::handlers::init_producer_id::ProducerIdAllocator;
 use super::shard::ShardState;
 use crate::config::BrokerConfig;
+use crate::log::ProducerIdAllocator;
 use crate::protocol::SupportedVersions;
 
 /// Key under which a topic's id is stored in its [`crate::log::TopicMeta`] configuration map.

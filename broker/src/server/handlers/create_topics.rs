@@ -20,9 +20,9 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use minikafka_core::backend::Backend;
 
-use super::describe_configs::topic_entries;
 use super::str_bytes;
 use crate::log::topics::validate_topic_name;
+use crate::server::config_entries::topic_entries;
 use crate::server::shard::ShardState;
 use crate::server::topics::{self, AdminError};
 use minikafka_core::error_code::ErrorCode;
