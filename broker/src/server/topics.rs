@@ -106,7 +106,7 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 id
             }
         };
-        let config = super::shard::topic_overrides(&meta.config);
+        let config = topic_overrides(&meta.config);
         tracing::info!(topic = meta.name, partitions = meta.partition_count, %id, "topic loaded");
         state.shared.publish_topic(Arc::new(TopicInfo {
             name: meta.name,
@@ -291,4 +291,13 @@ pub async fn add_partitions<B: Backend>(
     shared.publish_topic(grown);
     tracing::info!(topic = name, from = current, to = count, "partitions added");
     Ok(())
+}
+
+/// The overrides of a topic as a map without the reserved keys.
+pub fn topic_overrides(config: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    config
+        .iter()
+        .filter(|(k, _)| !k.starts_with(RESERVED_CONFIG_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }

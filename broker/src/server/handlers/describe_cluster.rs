@@ -18,7 +18,7 @@ pub fn handle<B: Backend>(
     version: i16,
 ) -> DescribeClusterResponse {
     let shared = &state.shared;
-    let (host, port) = super::metadata::advertised(shared);
+    let (host, port) = shared.advertised_address();
     let node_id = shared.config.node_id;
     let mut response = DescribeClusterResponse::default();
     if version >= 1 && request.endpoint_type != 1 {

@@ -22,23 +22,9 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::server::shard::ShardState;
-use crate::server::shared::{Shared, TopicInfo};
+use crate::server::shared::TopicInfo;
 use crate::server::topics;
 use minikafka_core::error_code::ErrorCode;
-
-/// The advertised host and port (the bound port when the configured one was 0).
-pub fn advertised<B: Backend>(shared: &Shared<B>) -> (String, u16) {
-    let config = &shared.config;
-    let port = if config.advertised_port == 0 {
-        shared
-            .bound_addr
-            .get()
-            .map_or(config.advertised_port, |a| a.port())
-    } else {
-        config.advertised_port
-    };
-    (config.advertised_host.clone(), port)
-}
 
 /// One topic's entry.
 pub fn topic_entry(info: &TopicInfo, node_id: i32, version: i16) -> MetadataResponseTopic {
@@ -90,7 +76,7 @@ pub async fn handle<B: Backend>(
     let shared = &state.shared;
     let config = &shared.config;
     let node_id = config.node_id;
-    let (host, port) = advertised(shared);
+    let (host, port) = shared.advertised_address();
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();
