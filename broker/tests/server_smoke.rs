@@ -406,8 +406,7 @@ fn api_versions_advertises_served_ranges_only() {
         assert_eq!(range(ApiKey::OffsetCommit), Some((2, 9)));
         assert_eq!(range(ApiKey::OffsetFetch), Some((1, 9)));
         assert_eq!(range(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
-        // Accepted (answered with an error) but not advertised: clients would otherwise turn
-        // idempotence on by default.
+        // Served and advertised: idempotent producers get their ids here.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
     }
 }

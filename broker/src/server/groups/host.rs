@@ -24,7 +24,7 @@
 //!   (counted in flight, so the partition is not closed under it) and stops; the timer stops.
 //! - Before a ConsumerGroupHeartbeat the coordinator gets the current topic registry (user
 //!   topics only), from which the consumer protocol assigns.
-//! - Time: the wall clock in milliseconds ([`now_ms`]), read here, given to core as a value.
+//! - Time: the backend's wall clock in milliseconds, read here, given to core as a value.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -41,8 +41,10 @@ use minikafka_core::group::{
 use super::offsets_log::{append_bytes, encode_appends, replay_log};
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
+use crate::server::partition_ops::PartitionKey;
+use crate::server::routing;
 use crate::server::shard::ShardState;
-use crate::server::{errors, now_ms, routing};
+use minikafka_core::error_code::ErrorCode;
 
 /// Longest the timer sleeps without looking at the coordinator's deadline again.
 const TIMER_MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -81,11 +83,18 @@ fn topic_metadata<B: Backend>(state: &ShardState<B>) -> TopicMetadata {
     out
 }
 
+fn offsets_key(partition: i32) -> PartitionKey {
+    PartitionKey {
+        topic: OFFSETS_TOPIC.to_string(),
+        partition,
+    }
+}
+
 /// Maps an append failure of the partition log (a Kafka code) to the coordinator's kinds.
-fn append_error(code: i16) -> AppendError {
+fn append_error(code: ErrorCode) -> AppendError {
     match code {
-        errors::MESSAGE_TOO_LARGE => AppendError::TooLarge,
-        errors::KAFKA_STORAGE_ERROR => AppendError::Storage,
+        ErrorCode::MESSAGE_TOO_LARGE => AppendError::TooLarge,
+        ErrorCode::KAFKA_STORAGE_ERROR => AppendError::Storage,
         _ => AppendError::Unavailable,
     }
 }
@@ -120,7 +129,7 @@ impl CoordinatorHost {
         self.next_token.set(token.0 + 1);
         let (tx, rx) = futures::channel::oneshot::channel();
         self.waiters.borrow_mut().insert(token, tx);
-        let now = now_ms();
+        let now = state.backend.wall_clock_ms();
         if matches!(request, GroupRequest::ConsumerGroupHeartbeat(_)) {
             // The consumer protocol assigns from the topics that exist now.
             let topics = topic_metadata(state);
@@ -204,22 +213,22 @@ async fn writer<B: Backend>(
             break;
         }
         let appends = host.take_batch();
-        let batch = encode_appends(&appends, now_ms());
+        let batch = encode_appends(&appends, state.backend.wall_clock_ms());
         let result = {
             let _in_flight = state.begin_request();
             state
-                .append_local(OFFSETS_TOPIC, host.partition, batch)
+                .append_owned(&offsets_key(host.partition), batch)
                 .await
         };
         let result = result.map(|_| ()).map_err(|code| {
             tracing::warn!(
                 partition = host.partition,
-                code,
+                %code,
                 "offsets append failed; its answers get an error"
             );
             append_error(code)
         });
-        let now = now_ms();
+        let now = state.backend.wall_clock_ms();
         {
             let mut coordinator = host.coordinator.borrow_mut();
             for append in &appends {
@@ -239,7 +248,7 @@ async fn timer<B: Backend>(
 ) {
     loop {
         let deadline = host.coordinator.borrow().poll_timeout().map(|(at, _)| at);
-        let now = now_ms();
+        let now = state.backend.wall_clock_ms();
         if deadline.is_some_and(|at| at <= now) {
             host.coordinator.borrow_mut().handle_timeout(now);
             host.drain();
@@ -293,7 +302,7 @@ impl GroupHosts {
             if routing::owner_shard(OFFSETS_TOPIC, partition, shards) != state.shard {
                 continue;
             }
-            let Some(owned) = state.owned(OFFSETS_TOPIC, partition) else {
+            let Some(owned) = state.owned(&offsets_key(partition)) else {
                 return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
             };
             let seed = uuid::Uuid::new_v4().as_u64_pair().0;
@@ -311,7 +320,7 @@ impl GroupHosts {
                     "group coordinator loaded"
                 );
             }
-            coordinator.handle_timeout(now_ms());
+            coordinator.handle_timeout(state.backend.wall_clock_ms());
             let (wake_writer, writer_wake) = async_channel::bounded(1);
             let (wake_timer, timer_wake) = async_channel::bounded(1);
             let host = Rc::new(CoordinatorHost {

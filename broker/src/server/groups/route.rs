@@ -4,8 +4,9 @@
 //! Contract:
 //! - [`coordinator_partition`] uses the topic's actual partition count (not the setting: an
 //!   existing topic keeps its count).
-//! - [`submit`] runs the request on the owning shard's [`CoordinatorHost`] (directly when it
-//!   is this shard, else through that shard's inbox, like partition requests) and returns its
+//! - [`submit`] runs the request on the owning shard's [`CoordinatorHost`] (a
+//!   `PartitionOp::Group` call addressed to the offsets partition: in place when this shard
+//!   owns it, else through the owner's inbox, like every partition operation) and returns its
 //!   answer. `Err(code)`: the coordinator could not take it: NOT_COORDINATOR (16) while
 //!   shutting down, COORDINATOR_NOT_AVAILABLE (15) if the offsets topic or the host is
 //!   missing. The caller turns the code into the API's error response.
@@ -19,9 +20,10 @@ use std::rc::Rc;
 use minikafka_core::backend::Backend;
 use minikafka_core::group::{group_partition, GroupRequest, GroupResponse};
 
+use minikafka_core::error_code::ErrorCode;
+
 use super::offsets_topic::OFFSETS_TOPIC;
 use crate::server::shard::ShardState;
-use crate::server::{errors, routing};
 
 /// Partition count of `__consumer_offsets`, if it exists.
 pub fn offsets_partition_count<B: Backend>(state: &ShardState<B>) -> Option<i32> {
@@ -42,21 +44,8 @@ pub async fn submit<B: Backend>(
     state: &Rc<ShardState<B>>,
     partition: i32,
     request: GroupRequest,
-) -> Result<GroupResponse, i16> {
-    let target = routing::owner_shard(OFFSETS_TOPIC, partition, state.shared.num_shards());
-    state
-        .call_on(target, move |owner| {
-            Box::pin(async move {
-                let Some(host) = owner.groups.get(partition) else {
-                    return Err(errors::COORDINATOR_NOT_AVAILABLE);
-                };
-                host.submit(&owner, request)
-                    .await
-                    .ok_or(errors::NOT_COORDINATOR)
-            })
-        })
-        .await
-        .unwrap_or(Err(errors::NOT_COORDINATOR))
+) -> Result<GroupResponse, ErrorCode> {
+    state.group_request(partition, request).await
 }
 
 /// Runs `request` on the coordinator of `group_id`.
@@ -64,9 +53,9 @@ pub async fn submit_for_group<B: Backend>(
     state: &Rc<ShardState<B>>,
     group_id: &str,
     request: GroupRequest,
-) -> Result<GroupResponse, i16> {
+) -> Result<GroupResponse, ErrorCode> {
     match coordinator_partition(state, group_id) {
         Some(partition) => submit(state, partition, request).await,
-        None => Err(errors::COORDINATOR_NOT_AVAILABLE),
+        None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
     }
 }

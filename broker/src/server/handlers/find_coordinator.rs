@@ -15,10 +15,9 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
+use minikafka_core::error_code::ErrorCode;
 
-use super::metadata::advertised;
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::shard::ShardState;
 
 /// Key type of a consumer group.
@@ -27,15 +26,15 @@ pub const KEY_TYPE_GROUP: i8 = 0;
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// One key's answer: error code, message, and whether this node is the coordinator.
-fn answer(key_type: i8) -> (i16, Option<&'static str>) {
+fn answer(key_type: i8) -> (ErrorCode, Option<&'static str>) {
     match key_type {
-        KEY_TYPE_GROUP => (errors::NONE, None),
+        KEY_TYPE_GROUP => (ErrorCode::NONE, None),
         KEY_TYPE_TRANSACTION => (
-            errors::COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
             Some("transactions are not supported by this broker"),
         ),
         _ => (
-            errors::INVALID_REQUEST,
+            ErrorCode::INVALID_REQUEST,
             Some("unknown coordinator key type"),
         ),
     }
@@ -49,7 +48,7 @@ pub fn handle<B: Backend>(
 ) -> FindCoordinatorResponse {
     let shared = &state.shared;
     let node_id = shared.config.node_id;
-    let (host, port) = advertised(shared);
+    let (host, port) = shared.advertised_address();
     let mut response = FindCoordinatorResponse::default();
     let key_type = if version >= 1 {
         request.key_type
@@ -57,7 +56,7 @@ pub fn handle<B: Backend>(
         KEY_TYPE_GROUP
     };
     let (code, message) = answer(key_type);
-    let found = code == errors::NONE;
+    let found = code == ErrorCode::NONE;
     if version >= 4 {
         response.coordinators = request
             .coordinator_keys
@@ -65,7 +64,7 @@ pub fn handle<B: Backend>(
             .map(|key| {
                 let mut c = Coordinator::default();
                 c.key = key;
-                c.error_code = code;
+                c.error_code = code.code();
                 c.error_message = message.map(str_bytes);
                 if found {
                     c.node_id = node_id.into();
@@ -81,7 +80,7 @@ pub fn handle<B: Backend>(
             .collect();
         return response;
     }
-    response.error_code = code;
+    response.error_code = code.code();
     if version >= 1 {
         response.error_message = message.map(str_bytes);
     }
@@ -102,12 +101,12 @@ mod tests {
 
     #[test]
     fn key_types_get_their_codes() {
-        assert_eq!(answer(KEY_TYPE_GROUP).0, errors::NONE);
+        assert_eq!(answer(KEY_TYPE_GROUP).0, ErrorCode::NONE);
         assert_eq!(
             answer(KEY_TYPE_TRANSACTION).0,
-            errors::COORDINATOR_NOT_AVAILABLE
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
         );
-        assert_eq!(answer(2).0, errors::INVALID_REQUEST);
-        assert_eq!(answer(-1).0, errors::INVALID_REQUEST);
+        assert_eq!(answer(2).0, ErrorCode::INVALID_REQUEST);
+        assert_eq!(answer(-1).0, ErrorCode::INVALID_REQUEST);
     }
 }

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse, GroupId, TopicName,
 };
 use minikafka_core::backend::Backend;
+use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::consumer::{
     ConsumerGroupHeartbeatRequest as CoreHeartbeat, DescribeRequest, NamedTopicPartitions,
 };
@@ -34,9 +35,8 @@ use uuid::Uuid;
 
 use super::groups::{split_by_coordinator, text, ClientInfo};
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::groups::route;
-use crate::server::shard::{ShardState, UNKNOWN_SERVER_ERROR};
+use crate::server::shard::ShardState;
 
 /// Kafka's "authorized operations not requested" value.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -108,7 +108,10 @@ pub async fn heartbeat<B: Backend>(
             });
         }
         other => {
-            response.error_code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR);
+            response.error_code = other
+                .err()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                .code();
             response.member_epoch = -1;
         }
     }
@@ -130,10 +133,10 @@ fn described_assignment(topics: Vec<NamedTopicPartitions>) -> DescribedAssignmen
     assignment
 }
 
-fn describe_error(group_id: &str, code: i16) -> DescribedGroup {
+fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
     let mut out = DescribedGroup::default();
     out.group_id = GroupId(str_bytes(group_id));
-    out.error_code = code;
+    out.error_code = code.code();
     out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
     out
 }
@@ -201,7 +204,7 @@ pub async fn describe<B: Backend>(
                     }
                 }
                 other => {
-                    let code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR);
+                    let code = other.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
                     for pos in positions {
                         slots[pos] = Some(describe_error(&ids[pos], code));
                     }
@@ -214,7 +217,7 @@ pub async fn describe<B: Backend>(
         .into_iter()
         .zip(&ids)
         .map(|(slot, id)| {
-            slot.unwrap_or_else(|| describe_error(id, errors::COORDINATOR_NOT_AVAILABLE))
+            slot.unwrap_or_else(|| describe_error(id, ErrorCode::COORDINATOR_NOT_AVAILABLE))
         })
         .collect();
     response

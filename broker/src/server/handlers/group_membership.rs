@@ -21,12 +21,13 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use minikafka_core::backend::Backend;
+use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::groups::{text, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
-use crate::server::shard::{ShardState, UNKNOWN_SERVER_ERROR};
+use crate::server::shard::ShardState;
 
 /// JoinGroup.
 pub async fn join_group<B: Backend>(
@@ -93,7 +94,10 @@ pub async fn join_group<B: Backend>(
                 .collect();
         }
         other => {
-            response.error_code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR);
+            response.error_code = other
+                .err()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                .code();
             response.generation_id = -1;
             response.member_id = request.member_id.clone();
             if version < 7 {
@@ -148,7 +152,12 @@ pub async fn sync_group<B: Backend>(
             }
             response.assignment = r.assignment.into();
         }
-        other => response.error_code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR),
+        other => {
+            response.error_code = other
+                .err()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                .code()
+        }
     }
     response
 }
@@ -174,7 +183,10 @@ pub async fn heartbeat<B: Backend>(
     let mut response = HeartbeatResponse::default();
     response.error_code = match answer.await {
         Ok(GroupResponse::Heartbeat(r)) => r.error_code.0,
-        other => other.err().unwrap_or(UNKNOWN_SERVER_ERROR),
+        other => other
+            .err()
+            .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+            .code(),
     };
     response
 }
@@ -232,7 +244,12 @@ pub async fn leave_group<B: Backend>(
                 };
             }
         }
-        other => response.error_code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR),
+        other => {
+            response.error_code = other
+                .err()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                .code()
+        }
     }
     response
 }

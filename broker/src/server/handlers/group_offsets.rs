@@ -30,17 +30,17 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use minikafka_core::backend::Backend;
+use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::groups::{split_by_coordinator, text};
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::groups::route;
-use crate::server::shard::{ShardState, UNKNOWN_SERVER_ERROR};
+use crate::server::shard::ShardState;
 
 /// One partition of an OffsetCommit answer: its index and, when known before the coordinator
 /// is asked, its error code.
-type PartitionSlot = (i32, Option<i16>);
+type PartitionSlot = (i32, Option<ErrorCode>);
 
 fn known_partition<B: Backend>(state: &ShardState<B>, topic: &str, partition: i32) -> bool {
     state
@@ -77,7 +77,10 @@ pub async fn offset_commit<B: Backend>(
                 });
                 slots.push((p.partition_index, None));
             } else {
-                slots.push((p.partition_index, Some(errors::UNKNOWN_TOPIC_OR_PARTITION)));
+                slots.push((
+                    p.partition_index,
+                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                ));
             }
         }
         if !partitions.is_empty() {
@@ -88,9 +91,9 @@ pub async fn offset_commit<B: Backend>(
         }
         codes.push((name, slots));
     }
-    let mut decided: std::collections::HashMap<(String, i32), i16> =
+    let mut decided: std::collections::HashMap<(String, i32), ErrorCode> =
         std::collections::HashMap::new();
-    let mut fallback = errors::NONE;
+    let mut fallback = ErrorCode::NONE;
     if !topics.is_empty() {
         let core_request = core_group::OffsetCommitRequest {
             version,
@@ -115,12 +118,12 @@ pub async fn offset_commit<B: Backend>(
             Ok(GroupResponse::OffsetCommit(r)) => {
                 for t in r.topics {
                     for p in t.partitions {
-                        decided.insert((t.name.clone(), p.partition), p.error_code.0);
+                        decided.insert((t.name.clone(), p.partition), p.error_code);
                     }
                 }
-                fallback = UNKNOWN_SERVER_ERROR;
+                fallback = ErrorCode::UNKNOWN_SERVER_ERROR;
             }
-            Ok(_) => fallback = UNKNOWN_SERVER_ERROR,
+            Ok(_) => fallback = ErrorCode::UNKNOWN_SERVER_ERROR,
             Err(code) => fallback = code,
         }
     }
@@ -134,12 +137,14 @@ pub async fn offset_commit<B: Backend>(
                 .map(|(index, code)| {
                     let mut p = OffsetCommitResponsePartition::default();
                     p.partition_index = index;
-                    p.error_code = code.unwrap_or_else(|| {
-                        decided
-                            .get(&(name.clone(), index))
-                            .copied()
-                            .unwrap_or(fallback)
-                    });
+                    p.error_code = code
+                        .unwrap_or_else(|| {
+                            decided
+                                .get(&(name.clone(), index))
+                                .copied()
+                                .unwrap_or(fallback)
+                        })
+                        .code();
                     p
                 })
                 .collect();
@@ -181,10 +186,10 @@ fn fetch_groups(request: &OffsetFetchRequest, version: i16) -> Vec<core_group::O
 }
 
 /// A group whose coordinator did not answer: `code` on the group and every asked partition.
-fn failed_group(group: &core_group::OffsetFetchGroup, code: i16) -> core_group::FetchedGroup {
+fn failed_group(group: &core_group::OffsetFetchGroup, code: ErrorCode) -> core_group::FetchedGroup {
     core_group::FetchedGroup {
         group_id: group.group_id.clone(),
-        error_code: core_group::ErrorCode(code),
+        error_code: code,
         topics: group
             .topics
             .iter()
@@ -199,7 +204,7 @@ fn failed_group(group: &core_group::OffsetFetchGroup, code: i16) -> core_group::
                         offset: -1,
                         leader_epoch: -1,
                         metadata: None,
-                        error_code: core_group::ErrorCode(code),
+                        error_code: code,
                     })
                     .collect(),
             })
@@ -238,7 +243,7 @@ pub async fn offset_fetch<B: Backend>(
                     }
                 }
                 other => {
-                    let code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR);
+                    let code = other.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
                     for pos in positions {
                         slots[pos] = Some(failed_group(&groups[pos], code));
                     }
@@ -249,7 +254,9 @@ pub async fn offset_fetch<B: Backend>(
     let fetched: Vec<core_group::FetchedGroup> = slots
         .into_iter()
         .zip(&groups)
-        .map(|(slot, g)| slot.unwrap_or_else(|| failed_group(g, errors::COORDINATOR_NOT_AVAILABLE)))
+        .map(|(slot, g)| {
+            slot.unwrap_or_else(|| failed_group(g, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        })
         .collect();
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
@@ -366,7 +373,12 @@ pub async fn offset_delete<B: Backend>(
                 })
                 .collect();
         }
-        other => response.error_code = other.err().unwrap_or(UNKNOWN_SERVER_ERROR),
+        other => {
+            response.error_code = other
+                .err()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+                .code()
+        }
     }
     response
 }

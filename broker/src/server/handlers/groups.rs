@@ -26,10 +26,10 @@ use kafka_protocol::messages::{
     GroupId, ListGroupsRequest, ListGroupsResponse,
 };
 use minikafka_core::backend::Backend;
-use minikafka_core::group::{self as core_group, ErrorCode, GroupRequest, GroupResponse};
+use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::groups::route::{self, coordinator_partition, offsets_partition_count};
 use crate::server::shard::ShardState;
 
@@ -87,7 +87,7 @@ pub async fn list_groups<B: Backend>(
 ) -> ListGroupsResponse {
     let mut response = ListGroupsResponse::default();
     let Some(count) = offsets_partition_count(state) else {
-        response.error_code = errors::COORDINATOR_NOT_AVAILABLE;
+        response.error_code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
         return response;
     };
     let core_request = core_group::ListGroupsRequest {
@@ -118,8 +118,8 @@ pub async fn list_groups<B: Backend>(
                 }
                 listed.extend(r.groups);
             }
-            Ok(_) => response.error_code = crate::server::shard::UNKNOWN_SERVER_ERROR,
-            Err(code) => response.error_code = code,
+            Ok(_) => response.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            Err(code) => response.error_code = code.code(),
         }
     }
     listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -178,10 +178,10 @@ fn described(group: core_group::DescribedGroup, version: i16, with_ops: bool) ->
     out
 }
 
-fn describe_error(group_id: &str, code: i16) -> DescribedGroup {
+fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
     let mut out = DescribedGroup::default();
     out.group_id = GroupId(str_bytes(group_id));
-    out.error_code = code;
+    out.error_code = code.code();
     out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
     out
 }
@@ -228,7 +228,7 @@ pub async fn describe_groups<B: Backend>(
         .into_iter()
         .zip(&ids)
         .map(|(slot, id)| {
-            slot.unwrap_or_else(|| describe_error(id, errors::COORDINATOR_NOT_AVAILABLE))
+            slot.unwrap_or_else(|| describe_error(id, ErrorCode::COORDINATOR_NOT_AVAILABLE))
         })
         .collect();
     response
@@ -240,7 +240,7 @@ pub async fn delete_groups<B: Backend>(
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let ids: Vec<String> = request.groups_names.iter().map(|g| text(&g.0)).collect();
-    let mut codes: Vec<i16> = vec![errors::COORDINATOR_NOT_AVAILABLE; ids.len()];
+    let mut codes: Vec<ErrorCode> = vec![ErrorCode::COORDINATOR_NOT_AVAILABLE; ids.len()];
     if let Some(parts) = split_by_coordinator(state, &ids) {
         let asks = parts
             .into_iter()
@@ -257,7 +257,7 @@ pub async fn delete_groups<B: Backend>(
             match answer {
                 Ok(GroupResponse::DeleteGroups(r)) => {
                     for (pos, (_, code)) in positions.into_iter().zip(r.results) {
-                        codes[pos] = code.0;
+                        codes[pos] = code;
                     }
                 }
                 Ok(_) => {}
@@ -276,7 +276,7 @@ pub async fn delete_groups<B: Backend>(
         .map(|(id, code)| {
             let mut r = DeletableGroupResult::default();
             r.group_id = GroupId(str_bytes(id));
-            r.error_code = code;
+            r.error_code = code.code();
             r
         })
         .collect();
