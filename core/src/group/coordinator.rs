@@ -860,7 +860,7 @@ impl Coordinator {
             if let Err(code) = g.transition(Event::JoinUnchanged, now) {
                 return reject(self, code);
             }
-            let resp = join_response(g, &req.member_id, false);
+            let resp = join_response(g, &req.member_id);
             self.respond(token, GroupResponse::JoinGroup(resp));
             return self.heartbeat_member(&gid, &req.member_id, now);
         }
@@ -1008,7 +1008,7 @@ impl Coordinator {
         }
         if state == State::Stable && unchanged {
             let Some(g) = self.classic(&gid) else { return };
-            let mut resp = join_response(g, &new_id, false);
+            let mut resp = join_response(g, &new_id);
             resp.skip_assignment = was_leader && req.version >= 9;
             let record = group_metadata_record(g);
             let generation = g.generation;
@@ -1163,7 +1163,7 @@ impl Coordinator {
             let mut answers = Vec::new();
             let ids: Vec<String> = g.members.keys().cloned().collect();
             for id in &ids {
-                let resp = join_response(g, id, true);
+                let resp = join_response(g, id);
                 if let Some(m) = g.members.get_mut(id) {
                     m.assignment.clear();
                     if let Some((t, _)) = m.awaiting_join.take() {
@@ -1244,7 +1244,7 @@ impl Coordinator {
         let previous = g
             .members
             .get_mut(&req.member_id)
-            .and_then(|m| m.awaiting_sync.replace((token, 0)));
+            .and_then(|m| m.awaiting_sync.replace((token, req.version)));
         let is_leader = g.leader.as_deref() == Some(req.member_id.as_str());
         let mut to_store = None;
         if is_leader && g.pending_assignment.is_none() {
@@ -2159,8 +2159,8 @@ fn splitmix64(mut x: u64) -> u64 {
 }
 
 /// The JoinGroup answer for `member_id` in the group's current generation; the leader gets
-/// every member's metadata when `with_members`.
-fn join_response(g: &ClassicGroup, member_id: &str, with_members: bool) -> JoinGroupResponse {
+/// every member's metadata for the selected protocol.
+fn join_response(g: &ClassicGroup, member_id: &str) -> JoinGroupResponse {
     let is_leader = g.leader.as_deref() == Some(member_id);
     let members = if is_leader {
         let mut ms: Vec<&Member> = g.members.values().collect();
@@ -2175,7 +2175,6 @@ fn join_response(g: &ClassicGroup, member_id: &str, with_members: bool) -> JoinG
     } else {
         Vec::new()
     };
-    let _ = with_members;
     JoinGroupResponse {
         error_code: ErrorCode::NONE,
         generation_id: g.generation,
