@@ -67,9 +67,11 @@
 //!   stale generations and replaced members are fenced.
 
 mod classic;
+mod classic_protocol;
 mod codes;
 mod coordinator;
 mod messages;
+mod offsets;
 pub mod records;
 pub mod state;
 
