@@ -936,7 +936,7 @@ impl Coordinator {
         }
         let mut answers = Vec::new();
         for m in g.members.values_mut() {
-            if code.is_ok() {
+            if !code.is_error() {
                 m.assignment = assignment.get(&m.member_id).cloned().unwrap_or_default();
             }
             if let Some((t, _)) = m.awaiting_sync.take() {
@@ -946,7 +946,7 @@ impl Coordinator {
                         error_code: code,
                         protocol_type: g.protocol_type.clone(),
                         protocol_name: g.protocol.clone(),
-                        assignment: if code.is_ok() {
+                        assignment: if !code.is_error() {
                             m.assignment.clone()
                         } else {
                             Vec::new()
@@ -962,7 +962,7 @@ impl Coordinator {
         for id in members {
             self.heartbeat_member(gid, &id, now);
         }
-        if code.is_ok() {
+        if !code.is_error() {
             self.set_group_deadline(gid, None, Some(None));
         } else {
             // Table: CompletingRebalance × AssignmentFailed → PreparingRebalance.

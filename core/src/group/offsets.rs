@@ -83,7 +83,7 @@ impl Coordinator {
                     .iter()
                     .map(|p| {
                         let metadata = p.metadata.clone().unwrap_or_default();
-                        let error_code = if !group_code.is_ok() {
+                        let error_code = if group_code.is_error() {
                             group_code
                         } else if too_long(&t.name) {
                             // No topic has such a name (Kafka: at most 249 characters).
@@ -360,7 +360,7 @@ impl Coordinator {
                     }
                 }
             };
-            if code.is_ok() && !groups.contains(gid) {
+            if !code.is_error() && !groups.contains(gid) {
                 records.extend(self.group_tombstones(gid));
                 completions.push(Completion::Deletion { group: gid.clone() });
                 groups.push(gid.clone());
