@@ -655,7 +655,13 @@ pub fn durability(
     let limits = point_limits(s);
     let mut rows: Vec<Row> = Vec::new();
     let sync_rate = 1e6 / base.fdatasync_p50_us;
-    let all = [FlushPolicy::None, FlushPolicy::Fsync, FlushPolicy::Interval];
+    let all = [
+        FlushPolicy::None,
+        FlushPolicy::Fsync,
+        FlushPolicy::Interval {
+            ms: crate::broker_proc::DEFAULT_FLUSH_INTERVAL_MS,
+        },
+    ];
     for policy in policies(&opts.broker, &all) {
         let broker = opts.broker.start(policy, "durability")?;
         let mut n = 0;

@@ -430,6 +430,18 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.sleep(duration).await;
     }
 
+    fn now(&self) -> minikafka_core::clock::MonoTime {
+        self.inner.now()
+    }
+
+    fn wall_clock_ms(&self) -> i64 {
+        self.inner.wall_clock_ms()
+    }
+
+    async fn sleep_until(&self, deadline: minikafka_core::clock::MonoTime) {
+        self.inner.sleep_until(deadline).await;
+    }
+
     fn spawn_local<F: std::future::Future<Output = ()> + 'static>(&self, task: F) {
         self.inner.spawn_local(task);
     }

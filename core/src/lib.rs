@@ -24,11 +24,15 @@
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
 //! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
+//! - [`error_code`]: the one table of Kafka error codes ([`error_code::ErrorCode`]).
+//! - [`clock`]: the backend's monotonic time ([`clock::MonoTime`]), as a value.
 //!
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod clock;
+pub mod error_code;
 pub mod fetch;
 pub mod group;
 pub mod index;

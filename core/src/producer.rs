@@ -56,6 +56,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use crate::error_code::ErrorCode;
 use crate::record::BatchHeader;
 use crate::types::Offset;
 
@@ -68,15 +69,6 @@ pub const RETAINED_BATCHES: usize = 5;
 pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
 /// Default `producer.id.expiration.ms`: 1 day.
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 24 * 60 * 60 * 1000;
-
-/// Kafka error OUT_OF_ORDER_SEQUENCE_NUMBER.
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-/// Kafka error INVALID_PRODUCER_EPOCH.
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-/// Kafka error INVALID_TXN_STATE.
-pub const INVALID_TXN_STATE: i16 = 48;
-/// Kafka error INVALID_RECORD.
-pub const INVALID_RECORD: i16 = 87;
 
 /// Snapshot magic bytes.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"MKPS";
@@ -249,12 +241,12 @@ pub enum ProducerError {
 
 impl ProducerError {
     /// The Kafka error code to answer with.
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
-            ProducerError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
-            ProducerError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
-            ProducerError::TransactionsUnsupported { .. } => INVALID_TXN_STATE,
-            ProducerError::ControlBatch { .. } => INVALID_RECORD,
+            ProducerError::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH,
+            ProducerError::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            ProducerError::TransactionsUnsupported { .. } => ErrorCode::INVALID_TXN_STATE,
+            ProducerError::ControlBatch { .. } => ErrorCode::INVALID_RECORD,
         }
     }
 }
@@ -741,7 +733,7 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 0, 42, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         // Gap.
         assert_eq!(
@@ -756,7 +748,7 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 1, 45, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         assert_eq!(
             produce(&mut t, &mut next, batch(7, 1, 0, 1), 0),
@@ -766,29 +758,29 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 0, 45, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(INVALID_PRODUCER_EPOCH)
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
         // Transactions and control batches are refused.
         let mut tx = batch(8, 0, 0, 1);
         tx.is_transactional = true;
         assert_eq!(
             t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),
-            Err(INVALID_TXN_STATE)
+            Err(ErrorCode::INVALID_TXN_STATE)
         );
         tx.is_control = true;
         assert_eq!(
             t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),
-            Err(INVALID_RECORD)
+            Err(ErrorCode::INVALID_RECORD)
         );
         assert_eq!(
             t.check_append(&batch(8, 0, -1, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         assert_eq!(
             t.check_append(&batch(8, -1, 0, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(INVALID_PRODUCER_EPOCH)
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
     }
 
@@ -809,7 +801,7 @@ mod tests {
             assert_eq!(
                 t.check_append(&batch(1, 0, seq, 1), 0)
                     .map_err(|e| e.kafka_error_code()),
-                Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+                Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
             );
         }
     }

@@ -1,8 +1,11 @@
 //! # minikafka-loom-tests
 //!
-//! Loom models of every minikafka primitive shared between threads; today the long-poll wakeup
-//! of `minikafka_core::wakeup` (invariant I7, no lost wakeup). The models live in `tests/`;
-//! this library holds only what they share.
+//! Loom models of the minikafka primitives that build a protocol of their own on atomics and
+//! are shared between shard threads: the long-poll wakeup of `minikafka_core::wakeup` (I7, no
+//! lost wakeup; `tests/wakeup.rs`) and the phase barrier, shutdown signal and connection
+//! permits of `minikafka_core::shard_sync` (I11; `tests/shard_sync.rs`). What else shards
+//! share, and why it needs no model, is listed under I11 in `docs/DESIGN.md`. The models live
+//! in `tests/`; this library holds only what they share.
 //!
 //! The models exist only under `--cfg loom`, which also switches `minikafka_core::sync` to
 //! loom's primitives. Without it the crate builds empty and its tests do nothing:

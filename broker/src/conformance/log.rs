@@ -333,7 +333,7 @@ pub async fn check_invalid_batch_touches_nothing<B: Backend>(backend: &B, dir: &
     for (what, batch) in bad {
         match log.append(batch, NOW_MS).await {
             Err(e @ LogError::Corrupt(_)) => {
-                let code = e.kafka_error_code();
+                let code = e.kafka_error_code().code();
                 ensure(code == 2 || code == 10, || {
                     format!("{what}: kafka code {code}")
                 })?;
@@ -1318,7 +1318,7 @@ pub async fn check_coalesced_refusal_stays_alone<B: Backend>(backend: &B, dir: &
                 next = info.last_offset.plus(1);
             }
             (Err(e), code) if code != 0 => {
-                ensure(e.kafka_error_code() == code, || {
+                ensure(e.kafka_error_code().code() == code, || {
                     format!(
                         "append #{i}: code {}, expected {code}: {e}",
                         e.kafka_error_code()
@@ -1530,7 +1530,7 @@ async fn refused_code<B: Backend>(
             ensure(log.high_watermark() == hw, || {
                 format!("{what}: refused but the log moved")
             })?;
-            Ok(e.kafka_error_code())
+            Ok(e.kafka_error_code().code())
         }
     }
 }
@@ -2587,7 +2587,7 @@ pub async fn check_fault_eio_on_sync_goes_offline<B: Backend>(backend: &B, dir: 
     let syncs = log.sync_count();
     match log.append(test_batch(4, 1, 50, NOW_MS), NOW_MS).await {
         Err(e @ LogError::Offline { .. }) => {
-            ensure(e.kafka_error_code() == 56, || {
+            ensure(e.kafka_error_code().code() == 56, || {
                 "offline is not KAFKA_STORAGE_ERROR".into()
             })?;
         }

@@ -19,7 +19,7 @@
 //!   ignored.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -28,8 +28,8 @@ use minikafka_core::backend::Backend;
 use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
 use minikafka_core::wakeup::Waiter;
 
-use crate::server::errors;
 use crate::server::shard::{PartitionRead, ShardState};
+use minikafka_core::error_code::ErrorCode;
 
 /// One partition to read, resolved against the registry.
 struct Target {
@@ -38,7 +38,7 @@ struct Target {
     /// The topic's name when it exists and the partition is in range.
     name: Option<String>,
     /// Error code when it does not.
-    error_code: i16,
+    error_code: ErrorCode,
     fetch_offset: i64,
     max_bytes: usize,
 }
@@ -93,17 +93,17 @@ pub async fn handle<B: Backend>(
         for partition in &fetch_topic.partitions {
             let p = partition.partition;
             let (name, error_code) = match &info {
-                None if version >= 13 => (None, errors::UNKNOWN_TOPIC_ID),
-                None => (None, errors::UNKNOWN_TOPIC_OR_PARTITION),
+                None if version >= 13 => (None, ErrorCode::UNKNOWN_TOPIC_ID),
+                None => (None, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
                 Some(info) if p < 0 || p >= info.partition_count() => {
-                    (None, errors::UNKNOWN_TOPIC_OR_PARTITION)
+                    (None, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                 }
                 Some(info) => {
                     if long_poll {
                         // Before the first read of the partition (I7).
                         waiter.register(&info.signals[p as usize]);
                     }
-                    (Some(info.name.clone()), errors::NONE)
+                    (Some(info.name.clone()), ErrorCode::NONE)
                 }
             };
             targets.push(Target {
@@ -120,25 +120,22 @@ pub async fn handle<B: Backend>(
 
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let started = Instant::now();
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = state.backend.now() + max_wait;
     let reads = loop {
         let reads = read_all(state, &targets).await;
         let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
-        let any_error = reads.iter().any(|r| r.error_code != errors::NONE);
+        let any_error = reads.iter().any(|r| r.error_code != ErrorCode::NONE);
         if !long_poll || total >= min_bytes || any_error || state.stopping() {
             break reads;
         }
         // Wait for an append to any of the partitions, the deadline, or shutdown.
-        let Some(left) = max_wait
-            .checked_sub(started.elapsed())
-            .filter(|d| !d.is_zero())
-        else {
+        if state.backend.now() >= deadline {
             break reads;
-        };
+        }
         let notified = {
             let wait = std::pin::pin!(waiter.wait());
-            let sleep = std::pin::pin!(state.backend.sleep(left));
+            let sleep = std::pin::pin!(state.backend.sleep_until(deadline));
             let stop = std::pin::pin!(state.stop.recv());
             matches!(select(wait, select(sleep, stop)).await, Either::Left(_))
         };
@@ -156,7 +153,7 @@ pub async fn handle<B: Backend>(
     for (target, read) in targets.iter().zip(reads) {
         let mut data = PartitionData::default();
         data.partition_index = target.partition;
-        data.error_code = read.error_code;
+        data.error_code = read.error_code.code();
         data.high_watermark = read.high_watermark;
         data.last_stable_offset = read.high_watermark;
         data.log_start_offset = read.log_start_offset;
