@@ -652,7 +652,11 @@ mod tests {
         assert_eq!(fit(&both, a + 1, false), a);
         assert_eq!(fit(&both, 10, false), a, "first batch whole");
         assert_eq!(fit(&both, 10, true), 0, "only the first batch is exempt");
-        assert_eq!(fit(&both[..a + 5], usize::MAX, false), a, "cut batch ends the prefix");
+        assert_eq!(
+            fit(&both[..a + 5], usize::MAX, false),
+            a,
+            "cut batch ends the prefix"
+        );
         assert_eq!(fit(&[], 100, false), 0);
     }
 
@@ -661,10 +665,18 @@ mod tests {
         let (p, spans) = segment(0, &[(1, 100)]);
         let one = spans[0].1 as usize;
         let mut budget = FetchBudget::new(one + 10);
-        assert_eq!(fit_batches(&[], &mut budget), 0, "an empty partition takes nothing");
+        assert_eq!(
+            fit_batches(&[], &mut budget),
+            0,
+            "an empty partition takes nothing"
+        );
         assert_eq!(fit_batches(&p, &mut budget), one);
         assert_eq!(budget.left(), 10);
-        assert_eq!(fit_batches(&p, &mut budget), 0, "the second partition must fit");
+        assert_eq!(
+            fit_batches(&p, &mut budget),
+            0,
+            "the second partition must fit"
+        );
         let mut small = FetchBudget::new(1);
         assert_eq!(fit_batches(&p, &mut small), one, "first batch whole");
         assert!(small.is_spent());

@@ -1014,7 +1014,10 @@ mod tests {
             check(&one[..5]),
             Err(BatchCheck::TruncatedHeader { need: 12, have: 5 })
         ));
-        assert!(matches!(check(&[]), Err(BatchCheck::TruncatedHeader { .. })));
+        assert!(matches!(
+            check(&[]),
+            Err(BatchCheck::TruncatedHeader { .. })
+        ));
         let mut negative = one.clone();
         negative[8..12].copy_from_slice(&(-1i32).to_be_bytes());
         assert_eq!(check(&negative), Err(BatchCheck::BatchLengthTooSmall(-1)));

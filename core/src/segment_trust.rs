@@ -232,9 +232,7 @@ pub fn judge_tail(
             .and_then(|t| time_index::check_against_offset_index(&t, entries).map(|()| t))
         {
             Ok(t) => t,
-            Err(check) => {
-                return TailVerdict::TimeIndexUntrusted(TimeIndexProblem::Invalid(check))
-            }
+            Err(check) => return TailVerdict::TimeIndexUntrusted(TimeIndexProblem::Invalid(check)),
         },
     };
     let mut time_placer = TimePlacer::resume(time_entries.last());
@@ -407,7 +405,10 @@ mod tests {
         assert!(matches!(verdict, TailVerdict::Trusted(_)));
         assert_eq!(action_when_untrusted(true, &verdict), Action::Trust);
         let untrusted = TailVerdict::TimeIndexUntrusted(TimeIndexProblem::Missing);
-        assert_eq!(action_when_untrusted(true, &untrusted), Action::RebuildIndex);
+        assert_eq!(
+            action_when_untrusted(true, &untrusted),
+            Action::RebuildIndex
+        );
         assert_eq!(
             action_when_untrusted(true, &TailVerdict::Unparseable),
             Action::ScanAndTruncate
@@ -432,7 +433,10 @@ mod tests {
             relative_offset: RelativeOffset(1),
             position: FilePos(w.log.len() as u32 + 1),
         };
-        assert_eq!(plan_tail(Offset(0), &[past], w.log.len() as u64, LIMITS), None);
+        assert_eq!(
+            plan_tail(Offset(0), &[past], w.log.len() as u64, LIMITS),
+            None
+        );
     }
 
     #[test]
