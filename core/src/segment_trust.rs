@@ -267,8 +267,11 @@ mod tests {
     /// offset entries, time entries, max timestamp).
     struct Written {
         log: Vec<u8>,
-        boundaries: Vec<(usize, Offset, Vec<IndexEntry>, Vec<TimeIndexEntry>, i64)>,
+        boundaries: Vec<Boundary>,
     }
+
+    /// (end position, next offset, offset entries, time entries, max timestamp).
+    type Boundary = (usize, Offset, Vec<IndexEntry>, Vec<TimeIndexEntry>, i64);
 
     fn write(base: i64, batches: &[(usize, i64)]) -> Written {
         let mut log = Vec::new();

@@ -489,7 +489,7 @@ impl<B: Backend> PartitionLog<B> {
             admission: GroupAdmission::new(),
         };
         while let Some(queued) = self.take_live_front() {
-            if let Placed::EndsGroup(queued) = self.place(&mut group, queued).await {
+            if let Placement::EndsGroup(queued) = self.place(&mut group, queued).await {
                 self.queue.borrow_mut().push_front(queued);
                 break;
             }
@@ -504,10 +504,10 @@ impl<B: Backend> PartitionLog<B> {
     /// would see appended alone), and before a batch that would pass [`COALESCE_MAX_BYTES`]
     /// or need a roll (core's [`roll::roll_reason`]; a roll happens only before a group's
     /// first batch).
-    async fn place(&self, group: &mut Group, mut queued: QueuedAppend) -> Placed {
+    async fn place(&self, group: &mut Group, mut queued: QueuedAppend) -> Placement {
         if let Err(e) = self.check_writable() {
             let _ = queued.reply.send(Err(e));
-            return Placed::Answered;
+            return Placement::Answered;
         }
         let producer_batch = ProducerBatch::from_header(&queued.header);
         let decision = {
@@ -516,14 +516,14 @@ impl<B: Backend> PartitionLog<B> {
                 .admission
                 .admit(&producers, &producer_batch, queued.now_ms)
             {
-                Admission::WaitForNextGroup => return Placed::EndsGroup(queued),
+                Admission::WaitForNextGroup => return Placement::EndsGroup(queued),
                 Admission::Duplicate(original) => {
                     let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
-                    return Placed::Answered;
+                    return Placement::Answered;
                 }
                 Admission::Refuse(e) => {
                     let _ = queued.reply.send(Err(e.into()));
-                    return Placed::Answered;
+                    return Placement::Answered;
                 }
                 Admission::Admit(decision) => decision,
             }
@@ -531,7 +531,7 @@ impl<B: Backend> PartitionLog<B> {
         let base_offset = group.next_offset;
         let Some(last_offset) = last_offset_of(base_offset, &queued.header) else {
             let _ = queued.reply.send(Err(LogError::OffsetOverflow));
-            return Placed::Answered;
+            return Placement::Answered;
         };
         let batch_bytes = queued.batch.len() as u64;
         let pending_bytes = group.bytes.len() as u64;
@@ -546,13 +546,13 @@ impl<B: Backend> PartitionLog<B> {
         if !group.members.is_empty()
             && (roll.is_some() || pending_bytes + batch_bytes > COALESCE_MAX_BYTES)
         {
-            return Placed::EndsGroup(queued);
+            return Placement::EndsGroup(queued);
         }
         if let Some(reason) = roll {
             tracing::debug!(dir = ?self.dir, ?reason, "rolling before the next batch");
             if let Err(e) = self.roll(base_offset, queued.now_ms).await {
                 let _ = queued.reply.send(Err(e));
-                return Placed::Answered;
+                return Placement::Answered;
             }
         }
         group
@@ -569,7 +569,7 @@ impl<B: Backend> PartitionLog<B> {
                 reply: queued.reply,
             },
         );
-        Placed::Placed
+        Placement::Joined
     }
 
     /// Step 4: writes the group's bytes and index entries to `segment`. On an error answers
@@ -1168,9 +1168,9 @@ impl Group {
 }
 
 /// What [`PartitionLog::place`] did with one queued append.
-enum Placed {
+enum Placement {
     /// It joined the group.
-    Placed,
+    Joined,
     /// It was answered (refused, a duplicate, or a failed roll); nothing of it is written.
     Answered,
     /// It must start the next group: back to the queue's front.
