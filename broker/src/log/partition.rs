@@ -32,6 +32,10 @@
 //!   flush policy (I8), and nothing is written; a refused batch is
 //!   [`LogError::Producer`]. The state is snapshotted at each roll and at close and rebuilt
 //!   at open ([`super::producers`]).
+//! - Decisions are core's (table in `docs/DESIGN.md`, "Where decisions live"): the batch
+//!   checks (`record`), when to roll (`roll`), the producer rules and which batches share a
+//!   write (`producer::GroupAdmission`), the fetch plan and budget (`fetch`), retention, the
+//!   timestamp search. This file carries them out: queueing, locking, I/O, publishing.
 //! - Never reads a clock: time comes in as `now_ms`.
 
 use std::cell::{Cell, RefCell};
@@ -363,8 +367,9 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// The batch is validated first (I3: an invalid batch touches nothing), then gets the next
     /// offsets by patching its base offset (I1) and the leader epoch ([`LEADER_EPOCH`]). The
-    /// log rolls first when the batch would push a non-empty active segment past
-    /// `segment_bytes`, its offsets past 32 bits (I6), or `segment_ms` has passed. On an error
+    /// log rolls first when core's [`roll::roll_reason`] says so: the batch would push a
+    /// non-empty active segment past `segment_bytes`, its offsets past 32 bits (I6), or
+    /// `segment_ms` has passed. On an error
     /// nothing is acknowledged or published; a later append retries at the same position.
     ///
     /// Appends that queue while another holds the append mutex are written together (write
