@@ -1004,38 +1004,66 @@ fn commit_retention_time_is_an_explicit_expiry() {
 #[test]
 fn consumer_protocol_requests_and_records_route_to_the_consumer_group() {
     let mut d = Driver::new(config());
-    // Until the consumer protocol lands its heartbeat is refused, and nothing is created.
+    // A heartbeat creates a consumer group and is answered once its records are durable.
+    let mut topics = consumer::TopicMetadata::new();
+    topics.topics.insert(
+        "t".into(),
+        consumer::TopicInfo {
+            topic_id: [1; 16],
+            partition_count: 2,
+        },
+    );
+    d.c.handle_topic_metadata(topics);
     let t = d.send(GroupRequest::ConsumerGroupHeartbeat(
         consumer::HeartbeatRequest {
+            version: 1,
             group_id: "cg".into(),
+            member_id: "m".into(),
+            rebalance_timeout_ms: 10_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            topic_partitions: Some(Vec::new()),
+            ..Default::default()
         },
     ));
-    assert_eq!(
-        d.take(t),
-        Some(GroupResponse::ConsumerGroupHeartbeat(
-            consumer::HeartbeatResponse {
-                error_code: ErrorCode::UNSUPPORTED_VERSION
-            }
-        ))
-    );
-    assert!(d.c.group("cg").is_none());
+    let Some(GroupResponse::ConsumerGroupHeartbeat(r)) = d.take(t) else {
+        panic!("heartbeat answered")
+    };
+    assert_eq!((r.error_code, r.member_epoch), (ErrorCode::NONE, 1));
+    assert!(matches!(d.c.group("cg"), Some(Group::Consumer(_))));
+    assert!(!d.log.is_empty());
     // Its records (key versions 3–8) replay into a consumer group and stay durable (I21)...
     let mut c = Coordinator::new(config(), 1);
-    let key3 = records::RecordKey::Consumer {
-        version: 3,
-        group: "cg".into(),
+    let record = |kind| consumer_records::ConsumerGroupRecord {
+        group_id: "cg".into(),
+        kind,
+    };
+    let metadata = record(consumer_records::RecordKind::GroupMetadata(Some(
+        consumer_records::GroupMetadataValue { epoch: 1 },
+    )));
+    let member = record(consumer_records::RecordKind::MemberMetadata {
+        member_id: "m".into(),
+        value: Some(consumer_records::MemberMetadataValue {
+            instance_id: None,
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "h".into(),
+            subscribed_topic_names: vec!["t".into()],
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: 10_000,
+            server_assignor: None,
+        }),
+    });
+    let topics_seen = record(consumer_records::RecordKind::PartitionMetadata(Some(
+        consumer_records::PartitionMetadataValue {
+            epoch: 1,
+            topics: Vec::new(),
+        },
+    )));
+    let key3 = metadata.encode_key();
+    for r in [&metadata, &member] {
+        c.replay(&r.encode_key(), r.encode_value().as_deref())
+            .expect("expected in this test");
     }
-    .encode();
-    let mut key5 = records::RecordKey::Consumer {
-        version: 5,
-        group: "cg".into(),
-    }
-    .encode();
-    key5.extend_from_slice(&[0, 1, b'm']);
-    c.replay(&key3, Some(&[0, 0, 1]))
-        .expect("expected in this test");
-    c.replay(&key5, Some(&[0, 0, 2]))
-        .expect("expected in this test");
     assert!(matches!(c.group("cg"), Some(Group::Consumer(_))));
     assert_eq!(c.durable_state()["cg"].consumer_records.len(), 2);
     // ...show up in ListGroups as type consumer, are refused by DescribeGroups (not classic)...
@@ -1062,12 +1090,13 @@ fn consumer_protocol_requests_and_records_route_to_the_consumer_group() {
     };
     assert_eq!(r.error_code, ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     assert!(matches!(c.group("cg"), Some(Group::Consumer(_))));
-    // ...and DeleteGroups tombstones all of them; the group's metadata tombstone removes it.
+    // ...and DeleteGroups (of a group without members) tombstones all of them; the group's
+    // metadata tombstone, last, removes it.
     let mut c = Coordinator::new(config(), 1);
-    c.replay(&key3, Some(&[0, 0, 1]))
-        .expect("expected in this test");
-    c.replay(&key5, Some(&[0, 0, 2]))
-        .expect("expected in this test");
+    for r in [&metadata, &topics_seen] {
+        c.replay(&r.encode_key(), r.encode_value().as_deref())
+            .expect("expected in this test");
+    }
     c.handle_request(
         RequestToken(3),
         GroupRequest::DeleteGroups(DeleteGroupsRequest {

@@ -1,5 +1,3 @@
-//! Kafka error codes used by the group coordinator: the crate-wide table
-//! ([`crate::error_code::ErrorCode`]), so the broker passes the coordinator's codes to the
-//! wire unchanged.
+//! Kafka error codes used by the group coordinator: the crate-wide table.
 
 pub use crate::error_code::ErrorCode;

@@ -33,16 +33,22 @@
 //! # The four kinds of methods
 //!
 //! - Getters: [`ConsumerGroup::describe`], [`ConsumerGroup::durable_state`],
-//!   [`ConsumerGroup::next_deadline`], [`ConsumerGroup::is_empty`].
+//!   [`ConsumerGroup::durable_records`], [`ConsumerGroup::next_deadline`],
+//!   [`ConsumerGroup::is_empty`], [`ConsumerGroup::is_deleted`], [`ConsumerGroup::state_name`],
+//!   [`ConsumerGroup::validate_offset_commit`].
 //! - Inputs, with the time passed in: [`ConsumerGroup::heartbeat`] and
-//!   [`ConsumerGroup::handle_timeout`]; [`ConsumerGroup::activate`] after loading.
-//! - Mutator: [`ConsumerGroup::replay`], the only way durable state changes. An input computes
-//!   the records for its change, applies each to itself with `replay`, and returns them; the
-//!   caller appends them to `__consumer_offsets` and answers (the response) once they are
-//!   durable. Loading at startup replays the same records, so the state after any run equals
-//!   the replay of its records.
+//!   [`ConsumerGroup::handle_timeout`]; [`ConsumerGroup::activate`] after loading;
+//!   [`ConsumerGroup::handle_append_failed`] when the records did not become durable.
+//! - Mutators: [`ConsumerGroup::replay`] (a typed record) and [`ConsumerGroup::replay_stored`]
+//!   (its bytes, from the log), the only ways durable state changes. An input computes the
+//!   records for its change, applies each to itself at once (the next heartbeat must see what
+//!   this one assigned, I22), and returns them; the caller appends them to
+//!   `__consumer_offsets`, feeds them back through `replay_stored` as they become durable
+//!   (which only confirms them), and answers then (I20). Loading at startup replays the same
+//!   records, so the state after any run equals the replay of its records (I21).
 //! - Outputs: the records and response returned by the inputs (the coordinator that owns the
-//!   group drains them into its own `poll_*` queues).
+//!   group drains them into its own `poll_*` queues), and [`ConsumerGroup::next_deadline`]
+//!   for its timer.
 //!
 //! Never: reads a clock, does I/O, or lets a request allocate beyond its own size: a member
 //! count is bounded by [`ConsumerGroupConfig::max_size`], a regex by

@@ -10,11 +10,11 @@
 //! | key type | key fields | value fields (version 0) |
 //! |---|---|---|
 //! | 3 `ConsumerGroupMetadata` | group id | epoch (int32) |
-//! | 4 `ConsumerGroupPartitionMetadata` | group id | epoch (int32), topics: [topic id (uuid), name, partition count (int32), partition racks: [partition (int32), racks: [string]]] |
-//! | 5 `ConsumerGroupMemberMetadata` | group id, member id | instance id?, rack id?, client id, client host, subscribed topic names: [string], subscribed topic regex?, rebalance timeout ms (int32), server assignor? |
+//! | 4 `ConsumerGroupPartitionMetadata` | group id | `epoch (int32), topics: [topic id (uuid), name, partition count (int32), partition racks: [partition (int32), racks: [string]]]` |
+//! | 5 `ConsumerGroupMemberMetadata` | group id, member id | `instance id?, rack id?, client id, client host, subscribed topic names: [string], subscribed topic regex?, rebalance timeout ms (int32), server assignor?` |
 //! | 6 `ConsumerGroupTargetAssignmentMetadata` | group id | assignment epoch (int32) |
-//! | 7 `ConsumerGroupTargetAssignmentMember` | group id, member id | topic partitions: [topic id (uuid), partitions: [int32]] |
-//! | 8 `ConsumerGroupCurrentMemberAssignment` | group id, member id | member epoch (int32), previous member epoch (int32), state (int8), assigned partitions: [topic partitions], partitions pending revocation: [topic partitions] |
+//! | 7 `ConsumerGroupTargetAssignmentMember` | group id, member id | `topic partitions: [topic id (uuid), partitions: [int32]]` |
+//! | 8 `ConsumerGroupCurrentMemberAssignment` | group id, member id | `member epoch (int32), previous member epoch (int32), state (int8), assigned partitions: [topic partitions], partitions pending revocation: [topic partitions]` |
 //!
 //! (`?` marks a nullable string.) Tagged fields are skipped on read and never written: the
 //! ones Kafka defines here (classic member metadata, metadata hash, creation time, assignment

@@ -497,7 +497,7 @@ impl GroupResponse {
             }
             GroupResponse::DeleteGroups(r) => {
                 for (_, c) in &mut r.results {
-                    if c.is_ok() {
+                    if !c.is_error() {
                         *c = code;
                     }
                 }
@@ -515,7 +515,7 @@ impl GroupResponse {
 fn set_all(topics: &mut [TopicResults], code: ErrorCode) {
     for t in topics {
         for p in &mut t.partitions {
-            if p.error_code.is_ok() {
+            if !p.error_code.is_error() {
                 p.error_code = code;
             }
         }

@@ -7,8 +7,9 @@
 //! value (`now`, milliseconds), records leave as values, and the caller (the shard that owns
 //! the offsets partition, its only writer) moves the bytes. Its methods are of four kinds:
 //!
-//! - **Getters** (`&self`): [`Coordinator::group_state`], [`Coordinator::durable_state`],
-//!   [`Coordinator::group_ids`], [`Coordinator::config`]. No effect.
+//! - **Getters** (`&self`): [`Coordinator::group`], [`Coordinator::group_state`],
+//!   [`Coordinator::durable_state`], [`Coordinator::group_ids`], [`Coordinator::config`].
+//!   No effect.
 //! - **Inputs, `handle_*`** (`&mut self`, with `now` where time matters):
 //!   [`Coordinator::handle_request`] (a decoded request and a caller-chosen
 //!   [`RequestToken`]), [`Coordinator::handle_appended`] (the records of an [`Append`] are
@@ -22,6 +23,21 @@
 //!   [`Coordinator::poll_response`] (answers, each released only once the records it depends
 //!   on are durable), [`Coordinator::poll_timeout`] (the next deadline and why; call
 //!   `handle_timeout` when it passes, and poll again after every input).
+//!
+//! Also an input: [`Coordinator::handle_topic_metadata`] (topic names and partition counts,
+//! which the consumer protocol's assignors need). The caller chooses request tokens and must
+//! report appends in the order it polled them (their log order).
+//!
+//! Driving it, in short:
+//! ```text
+//! at startup:   for (key, value) in log { c.replay(key, value)? }   then c.handle_timeout(now)
+//! on a request: c.handle_request(token, request, now)
+//! on a durable append (in poll order): c.handle_appended(id, Ok(()) | Err(e), now)
+//! on a timer:   c.handle_timeout(now)
+//! after each:   while let Some(a) = c.poll_append()   { append a.records, then report a.id }
+//!               while let Some((t, r)) = c.poll_response() { answer t with r }
+//!               re-arm the timer at c.poll_timeout()
+//! ```
 //!
 //! # What is durable
 //!
@@ -54,11 +70,13 @@
 
 pub mod assignor;
 mod classic;
+mod classic_protocol;
 mod codes;
 pub mod consumer;
 pub mod consumer_records;
 mod coordinator;
 mod messages;
+mod offsets;
 pub mod records;
 pub mod state;
 

@@ -223,7 +223,7 @@ mod tests {
                 match transition(s, e) {
                     Outcome::Goto(_) => defined += 1,
                     Outcome::Reject(code) => {
-                        assert!(!code.is_ok(), "{s:?} × {e:?} rejects with NONE");
+                        assert!(code.is_error(), "{s:?} × {e:?} rejects with NONE");
                         defined += 1;
                     }
                     Outcome::Impossible => {
