@@ -1,7 +1,7 @@
-//! The Kafka-level experiment of `mk-bench kafka`: seed 000's sweeps (produce, consume,
-//! end-to-end latency, cost of durability, producer scaling) and the client benchmarks of
-//! seeds 002 (librdkafka acks=all at saturation) and 003 (sequential confirmed writes, then
-//! pipeline depths), each against baselines measured in the same run: loopback TCP stream
+//! The Kafka-level experiment of `mk-bench kafka`: the broker sweeps (produce, consume,
+//! end-to-end latency, cost of durability, producer scaling) and the client benchmarks
+//! (librdkafka saturation, acks=all, idempotent; sequential durable writes, then pipeline
+//! depths), each against baselines measured in the same run: loopback TCP stream
 //! throughput, TCP request/response round trips, and fio's fdatasync latency.
 //!
 //! Contract:
@@ -9,8 +9,8 @@
 //!   broker comes from ([`BrokerSource`]: a fresh `minikafka` per experiment and flush policy,
 //!   or an external one), and whether to ask librdkafka for idempotence.
 //! - Outputs: [`Section`]s of [`Row`]s (one per experiment, each written as CSV, JSONL and
-//!   Markdown), SVG plots, and [`Target`]s: the goals, each measured and judged.
-//! - Definitions (seed 000): throughput counts record values only, in decimal MB; every
+//!   Markdown), SVG plots, and [`Target`]s: the performance goals, each measured and judged.
+//! - Definitions: throughput counts record values only, in decimal MB; every
 //!   throughput point is the median of `reps` repetitions with min and max; every row has
 //!   the 1-minute load average; repetitions are the outer loop so drift of the shared machine
 //!   falls on every point alike. Every topic is fresh and deleted after its point.
@@ -101,15 +101,15 @@ pub struct KafkaSizes {
     pub producer_counts: Vec<usize>,
     /// Records per request of the scaling sweep.
     pub scaling_batch: usize,
-    /// Value size of seed 002.
+    /// Value size of the librdkafka saturation runs.
     pub rd_value_bytes: usize,
-    /// Length of one seed-002 saturation run.
+    /// Length of one librdkafka saturation run.
     pub rd_duration: Duration,
-    /// Sequential confirmed writes of seed 003.
+    /// How many sequential durable writes to time.
     pub sequential_writes: usize,
-    /// Value size of seed 003.
+    /// Value size of the sequential durable writes.
     pub sequential_value_bytes: usize,
-    /// Outstanding writes of seed 003's pipeline runs.
+    /// Outstanding writes of the pipeline-depth runs.
     pub pipeline_depths: Vec<usize>,
     /// Length of one pipeline run.
     pub pipeline_duration: Duration,

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Seed 002: librdkafka acks=all (+ idempotence when possible) at saturation, acknowledged
+/// librdkafka saturation: acks=all (+ idempotence when possible) at saturation, acknowledged
 /// records/s, with flush fsync and none.
 pub fn rdkafka_throughput(
     opts: &KafkaOptions,

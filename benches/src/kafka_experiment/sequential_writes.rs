@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Seed 003: sequential confirmed writes (acks=all, one in flight, linger 0, fsync) with
+/// Sequential durable writes (acks=all, one in flight, linger 0, fsync) with
 /// librdkafka, then throughput at pipeline depths with librdkafka and with our client.
 pub fn confirmed(
     opts: &KafkaOptions,

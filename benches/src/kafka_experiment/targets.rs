@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// One of the targets, measured.
+/// One performance target, measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Target {
     /// What is asked.
@@ -19,7 +19,7 @@ fn ratio_of(row: Option<&Row>, i: usize) -> Option<f64> {
         .filter(|x| x.is_finite())
 }
 
-/// Judges the targets on the rows of a run.
+/// Judges the performance targets on the rows of a run.
 pub fn evaluate_targets(rows: &[Row], fdatasync_p50_us: f64) -> Vec<Target> {
     let mut out = Vec::new();
     let mut at_least = |goal: &str, value: Option<f64>, min: f64, what: &str| {
