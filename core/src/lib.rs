@@ -17,6 +17,8 @@
 //!   the search for the first record at or after a timestamp.
 //! - [`fetch`]: plan a read from an index floor; the fetch budget (the first batch is always
 //!   whole) shared by a segment's plan and a Fetch response.
+//! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
+//!   consumer protocol (KIP-848) group state machine, its assignors and its records.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`segment_trust`]: whether a segment's indexes and tail read back at startup are
 //!   trusted, and the trusted segment's state.
@@ -37,6 +39,7 @@ pub mod backend;
 pub mod clock;
 pub mod error_code;
 pub mod fetch;
+pub mod group;
 pub mod index;
 pub mod producer;
 pub mod record;
