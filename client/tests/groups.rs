@@ -276,6 +276,25 @@ fn a_new_member_resumes_after_the_committed_offsets() {
 }
 
 #[test]
+fn closing_with_auto_commit_commits_what_was_consumed() {
+    let broker = GroupBroker::start();
+    smol::block_on(broker.create_topic("close", 3));
+    produce(&broker, "close", 3, 5, "r");
+    let mut config = group_config("close-group", "close", Assignor::CooperativeSticky);
+    // Longer than the test: only the commit on close (of the revoked partitions) can land.
+    config.auto_commit_interval = Some(Duration::from_secs(600));
+    let member = Member::start(&broker, config);
+    wait_until("all 15 consumed", || member.with(|s| s.records.len()) >= 15);
+    member.finish(Cmd::Close);
+    let after = committed(&broker, "close-group");
+    assert_eq!(
+        after.values().map(|o| o.0).collect::<Vec<_>>(),
+        vec![5, 5, 5],
+        "{after:?}"
+    );
+}
+
+#[test]
 fn cooperative_sticky_keeps_unmoved_partitions_through_a_rebalance() {
     let broker = GroupBroker::start();
     smol::block_on(broker.create_topic("sticky", 6));

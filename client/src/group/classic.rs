@@ -273,8 +273,9 @@ impl ClassicMember {
         self.next_heartbeat = None;
     }
 
-    /// The member leaves the group: everything owned is revoked. Returns the member id to
-    /// name in LeaveGroup, if the member ever joined.
+    /// The member leaves the group: everything owned is revoked (the member id and generation
+    /// stay valid, so the revoked partitions can still be committed). Returns the member id to
+    /// name in LeaveGroup, if the member ever joined; then call [`ClassicMember::finish_leave`].
     pub fn begin_leave(&mut self) -> Option<String> {
         if !self.owned.is_empty() {
             let all = std::mem::take(&mut self.owned).into_iter().collect();
@@ -282,9 +283,13 @@ impl ClassicMember {
         }
         self.state = MemberState::Unjoined;
         self.next_heartbeat = None;
-        let id = std::mem::take(&mut self.member_id);
+        (!self.member_id.is_empty()).then(|| self.member_id.clone())
+    }
+
+    /// LeaveGroup went out: forget the membership.
+    pub fn finish_leave(&mut self) {
+        self.member_id.clear();
         self.generation = -1;
-        (!id.is_empty()).then_some(id)
     }
 
     // --- inputs ---
@@ -620,6 +625,20 @@ mod tests {
             assert_eq!(m.member_id().is_empty(), code == codes::UNKNOWN_MEMBER_ID);
             assert_eq!(m.poll_action(now), Some(Action::Join));
         }
+    }
+
+    #[test]
+    fn leaving_revokes_while_the_generation_is_still_valid() {
+        let now = Instant::now();
+        let mut m = ClassicMember::new(settings(&[Assignor::CooperativeSticky]));
+        stable(&mut m, 5, &[0, 1], now);
+        events(&mut m);
+        assert_eq!(m.begin_leave().as_deref(), Some("m1"));
+        assert_eq!(events(&mut m), vec![MemberEvent::Revoked(tps(&[0, 1]))]);
+        // The revoked partitions are committed as this member of generation 5.
+        assert_eq!((m.member_id(), m.generation()), ("m1", 5));
+        m.finish_leave();
+        assert_eq!((m.member_id(), m.generation()), ("", -1));
     }
 
     #[test]

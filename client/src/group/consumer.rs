@@ -359,6 +359,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> GroupConsumer<S, R> {
                         request.member_id = str_bytes(&member_id);
                     }
                     let response = self.coordinator.request(&request).await?;
+                    if let Member::Classic(m) = &mut self.member {
+                        m.finish_leave();
+                    }
                     Error::check(response.error_code, || {
                         format!("leave group {}", self.config.group_id)
                     })?;
