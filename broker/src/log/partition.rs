@@ -428,8 +428,9 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Takes the append mutex and holds it while the guard lives: appends made meanwhile queue
     /// up and are written as one coalesced group once it is dropped (for the conformance
-    /// checks, which need a deterministic group).
-    pub(crate) async fn hold_appends(&self) -> futures::lock::MutexGuard<'_, ()> {
+    /// checks, which need a deterministic group). A test hook: only with `test-hooks`.
+    #[cfg(feature = "test-hooks")]
+    pub async fn hold_appends(&self) -> futures::lock::MutexGuard<'_, ()> {
         self.append_lock.lock().await
     }
 
