@@ -90,6 +90,15 @@ pub struct GroupSettings {
     pub consumer_session_timeout_ms: i32,
     /// `group.consumer.assignors` (consumer protocol), the first being the default.
     pub consumer_assignors: Vec<String>,
+    /// `group.consumer.min.session.timeout.ms` / `.max.`: bounds on
+    /// `group.consumer.session.timeout.ms`.
+    pub consumer_session_timeout_bounds_ms: (i32, i32),
+    /// `group.consumer.min.heartbeat.interval.ms` / `.max.`: bounds on
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_bounds_ms: (i32, i32),
+    /// `group.consumer.max.size`: most members of one consumer-protocol group (Kafka:
+    /// unbounded; 1000 here, as `group.max.size`).
+    pub consumer_max_size: i32,
 }
 
 impl Default for GroupSettings {
@@ -105,6 +114,9 @@ impl Default for GroupSettings {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_session_timeout_ms: 45_000,
             consumer_assignors: vec!["uniform".into(), "range".into()],
+            consumer_session_timeout_bounds_ms: (45_000, 60_000),
+            consumer_heartbeat_interval_bounds_ms: (5_000, 15_000),
+            consumer_max_size: 1_000,
         }
     }
 }
@@ -440,6 +452,27 @@ impl BrokerConfig {
                 "must not exceed group.max.session.timeout.ms",
             ));
         }
+        let within = |value: i32, (min, max): (i32, i32), key: &str| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    key,
+                    &value.to_string(),
+                    format!("must be within {min}..={max} (its .min. and .max. settings)"),
+                ))
+            }
+        };
+        within(
+            groups.consumer_session_timeout_ms,
+            groups.consumer_session_timeout_bounds_ms,
+            "group.consumer.session.timeout.ms",
+        )?;
+        within(
+            groups.consumer_heartbeat_interval_ms,
+            groups.consumer_heartbeat_interval_bounds_ms,
+            "group.consumer.heartbeat.interval.ms",
+        )?;
         if config.message_max_bytes > config.socket_request_max_bytes {
             return Err(invalid(
                 "message.max.bytes",
@@ -492,6 +525,19 @@ fn apply_group_setting(groups: &mut GroupSettings, k: &str, v: &str) -> Result<(
         "group.consumer.session.timeout.ms" => {
             groups.consumer_session_timeout_ms = parse_positive(k, v)?
         }
+        "group.consumer.min.session.timeout.ms" => {
+            groups.consumer_session_timeout_bounds_ms.0 = parse_positive(k, v)?
+        }
+        "group.consumer.max.session.timeout.ms" => {
+            groups.consumer_session_timeout_bounds_ms.1 = parse_positive(k, v)?
+        }
+        "group.consumer.min.heartbeat.interval.ms" => {
+            groups.consumer_heartbeat_interval_bounds_ms.0 = parse_positive(k, v)?
+        }
+        "group.consumer.max.heartbeat.interval.ms" => {
+            groups.consumer_heartbeat_interval_bounds_ms.1 = parse_positive(k, v)?
+        }
+        "group.consumer.max.size" => groups.consumer_max_size = parse_positive(k, v)?,
         "group.consumer.assignors" => {
             let names: Vec<String> = v
                 .split(',')
@@ -626,6 +672,13 @@ mod tests {
         assert_eq!(config.groups.consumer_assignors, vec!["range", "uniform"]);
         assert!(with(&[("offsets.topic.num.partitions", "0")]).is_err());
         assert!(with(&[("group.consumer.assignors", "sticky")]).is_err());
+        let config = with(&[
+            ("group.consumer.session.timeout.ms", "6000"),
+            ("group.consumer.min.session.timeout.ms", "6000"),
+        ])
+        .expect("a 6 s consumer session within its bounds");
+        assert_eq!(config.groups.consumer_session_timeout_ms, 6_000);
+        assert!(with(&[("group.consumer.session.timeout.ms", "6000")]).is_err());
         assert!(with(&[("group.min.session.timeout.ms", "2000000")]).is_err());
         assert_eq!(
             with(&[("group.max.sise", "1")]),

@@ -33,7 +33,8 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use minikafka_core::backend::Backend;
-use minikafka_core::group::consumer::{TopicInfo, TopicMetadata};
+use minikafka_core::group::assignor::Assignor;
+use minikafka_core::group::consumer::{ConsumerGroupConfig, TopicInfo, TopicMetadata};
 use minikafka_core::group::{
     Append, AppendError, Coordinator, GroupConfig, GroupRequest, GroupResponse, RequestToken,
 };
@@ -60,6 +61,18 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
         offset_metadata_max_bytes: usize::try_from(g.offset_metadata_max_bytes).unwrap_or(0),
         offsets_retention_ms: g.offsets_retention_minutes.saturating_mul(60_000),
         offsets_retention_check_interval_ms: g.offsets_retention_check_interval_ms,
+        consumer: ConsumerGroupConfig {
+            heartbeat_interval_ms: g.consumer_heartbeat_interval_ms,
+            session_timeout_ms: g.consumer_session_timeout_ms,
+            // Validated names (config.rs); an unknown one cannot get here.
+            assignors: g
+                .consumer_assignors
+                .iter()
+                .filter_map(|n| Assignor::from_name(n))
+                .collect(),
+            max_size: usize::try_from(g.consumer_max_size).unwrap_or(usize::MAX),
+            ..ConsumerGroupConfig::default()
+        },
         ..GroupConfig::default()
     }
 }
