@@ -16,8 +16,10 @@ Contract:
 - ``Broker.restart()`` stops the broker cleanly and ``Broker.crash_restart()`` kills it with
   SIGKILL (a crash: nothing flushed at exit); both start it again on the same port and data
   directory, so committed state must come back from disk.
-- Markers: ``minikafka_only`` (the test reads minikafka's own internals) is skipped on other
-  brokers, saying why.
+- Markers: ``minikafka_only(reason)`` (the test reads minikafka's own internals) is skipped on
+  other brokers, saying why; ``kfake_lacks(reason)`` (kfake is known not to do what the test
+  checks) makes the test a strict xfail on kfake, so it still runs there and reports when
+  kfake starts passing it, and an ordinary test on minikafka.
 - Every test is bounded by an alarm (``TEST_LIMIT_S``) so nothing can hang the run.
 """
 
@@ -183,6 +185,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "minikafka_only(reason): reads minikafka's own internals; skipped on other brokers"
     )
+    config.addinivalue_line(
+        "markers", "kfake_lacks(reason): kfake is known to fail this check; a strict xfail on kfake"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -191,6 +196,9 @@ def pytest_collection_modifyitems(config, items):
         if marker is not None and BROKER_KIND != "minikafka":
             why = marker.args[0] if marker.args else "reads minikafka internals"
             item.add_marker(pytest.mark.skip(reason=f"minikafka only ({why}); broker is {BROKER_KIND}"))
+        marker = item.get_closest_marker("kfake_lacks")
+        if marker is not None and BROKER_KIND == "kfake":
+            item.add_marker(pytest.mark.xfail(reason=f"kfake lacks this: {marker.args[0]}", strict=True))
 
 
 @pytest.fixture(autouse=True)
