@@ -113,6 +113,9 @@ class Broker:
         command = _minikafka_command if kind == "minikafka" else _kfake_command
         self._args = command(self.port, self.data_dir, overrides)
         self._log = open(self.log_path, "ab")
+        # Clients a test keeps for this broker's lifetime (see group_clients.admin); dropped
+        # before the broker stops, so none keeps reconnecting to a stopped broker.
+        self.clients = {}
         self.proc = None
         self.start()
 
@@ -231,6 +234,7 @@ def broker_factory(tmp_path):
 
     yield start
     for b in started:
+        b.clients.clear()
         try:
             b.stop()
         finally:

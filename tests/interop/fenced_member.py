@@ -1,9 +1,10 @@
 """A consumer-group member for the fencing test, run as its own process so the test can
 freeze it (SIGSTOP) past its session timeout.
 
-Usage: fenced_member.py BOOTSTRAP GROUP TOPIC PARTITIONS
+Usage: fenced_member.py BOOTSTRAP GROUP TOPIC PARTITIONS PROTOCOL
 
-Joins GROUP (classic protocol, range, session.timeout.ms=6000), waits until it owns all
+Joins GROUP with PROTOCOL (`classic`: range, session.timeout.ms=6000; `consumer`: KIP-848
+with the broker's `uniform` assignor and its session timeout), waits until it owns all
 PARTITIONS and has read each to its end, commits, and prints `READY {partition: offset}`.
 Then it waits for a line on stdin and commits offsets one past the high watermarks of every
 partition it still thinks it owns, printing `FAILED <error name>` or `COMMITTED`. Every wait is
@@ -21,14 +22,12 @@ LIMIT_S = 30
 
 
 def main():
-    bootstrap, group, topic, partitions = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    consumer = Consumer({
+    bootstrap, group, topic, partitions, protocol = sys.argv[1:6]
+    partitions = int(partitions)
+    conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.protocol": "classic",
-        "partition.assignment.strategy": "range",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
+        "group.protocol": protocol,
         # Long enough that only the broker's session timeout removes this member.
         "max.poll.interval.ms": 120000,
         "auto.offset.reset": "earliest",
@@ -36,7 +35,12 @@ def main():
         "enable.partition.eof": True,
         "log_level": 3,
         "enable.metrics.push": False,
-    })
+    }
+    if protocol == "classic":
+        conf.update({"partition.assignment.strategy": "range", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    else:
+        conf["group.remote.assignor"] = "uniform"
+    consumer = Consumer(conf)
     consumer.subscribe([topic])
     at_end = set()
     deadline = time.monotonic() + LIMIT_S

@@ -34,11 +34,11 @@ def protocol_id(param):
 
 
 def admin(broker):
-    """The broker's AdminClient, made once per broker object and kept on it: librdkafka fails
+    """The broker's AdminClient, made once and kept in ``broker.clients``: librdkafka fails
     the futures of a client that is garbage-collected before they resolve."""
-    client = getattr(broker, "admin_client", None)
+    client = broker.clients.get("admin")
     if client is None:
-        client = broker.admin_client = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+        client = broker.clients["admin"] = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
     return client
 
 

@@ -251,7 +251,7 @@ class DurableGroups:
             self.broker.restart()
         # A fresh AdminClient, as a new process would have: librdkafka's admin client carried
         # across a broker restart was seen to wait out an OffsetFetch for a deleted group.
-        self.broker.admin_client = None
+        self.broker.clients.clear()
 
     def commit(self, group, offsets, metadata=""):
         """Joins ``group`` and commits ``{partition: offset}`` with ``metadata``."""
@@ -348,18 +348,31 @@ def read_line(proc, limit_s=WAIT_S):
     return proc.stdout.readline().decode().strip()
 
 
-def test_member_rebalanced_away_cannot_commit(group_broker):
-    """A classic-protocol member is frozen (SIGSTOP) past its session timeout while a second
-    member joins; the group rebalances without it and the second member commits. Thawed, the
-    first member's commit of newer offsets fails with ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or
-    REBALANCE_IN_PROGRESS, and the committed offsets stay the second member's."""
+# What a member rebalanced away may be told when it commits: the classic protocol's and the
+# consumer protocol's (member epochs) ways to say "not a member of this generation".
+FENCED = {
+    "classic": {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS"},
+    "consumer": {"STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"},
+}
+
+
+@pytest.mark.parametrize("protocol", [("classic", "range"), ("consumer", "uniform")], ids=protocol_id)
+def test_member_rebalanced_away_cannot_commit(broker_factory, protocol):
+    """A member is frozen (SIGSTOP) past its session timeout (6 s; for the consumer protocol
+    the broker's group.consumer.session.timeout.ms) while a second member joins; the group
+    rebalances without it and the second member commits. Thawed, the first member's commit of
+    newer offsets fails with a fencing error (FENCED), and the committed offsets stay the
+    second member's."""
+    group_broker = broker_factory(
+        group_consumer_session_timeout_ms="6000", group_consumer_min_session_timeout_ms="6000", **GROUP_BROKER
+    )
     topic, group = "fenced", "fenced-g"
     create_topic(group_broker, topic, 2)
     produce(group_broker, topic, values("f", 30))
     ends = end_offsets(group_broker, topic, 2)
 
     child = subprocess.Popen(
-        [sys.executable, str(HERE / "fenced_member.py"), group_broker.bootstrap, group, topic, "2"],
+        [sys.executable, str(HERE / "fenced_member.py"), group_broker.bootstrap, group, topic, "2", protocol[0]],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -371,7 +384,7 @@ def test_member_rebalanced_away_cannot_commit(group_broker):
         assert json.loads(ready[len("READY "):]) == {str(p): o for p, o in ends.items()}
         child.send_signal(signal.SIGSTOP)
 
-        survivor = group_consumer(group_broker, group)
+        survivor = group_consumer(group_broker, group, protocol)
         survivor.subscribe([topic])
         wait_assignment([survivor], {(topic, 0), (topic, 1)})
         mine = [TopicPartition(topic, p, 1) for p in range(2)]
@@ -382,8 +395,8 @@ def test_member_rebalanced_away_cannot_commit(group_broker):
         child.stdin.flush()
         child.send_signal(signal.SIGCONT)
         outcome = read_line(child)
-        fenced = {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS"}
-        assert outcome.split()[0] == "FAILED" and outcome.split()[1] in fenced, outcome
+        print(f"the thawed member's commit: {outcome}")
+        assert outcome.split()[0] == "FAILED" and outcome.split()[1] in FENCED[protocol[0]], outcome
         assert committed_offsets(group_broker, group, topic, 2) == {0: 1, 1: 1}
     finally:
         if child.poll() is None:
@@ -529,3 +542,23 @@ def test_commit_is_a_kafka_format_record_in_consumer_offsets(group_broker):
             producer.send("__consumer_offsets", value=b"forged", partition=partition).get(timeout=WAIT_S)
     finally:
         producer.close(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "protocol", [("classic", "cooperative-sticky"), ("consumer", "uniform")], ids=protocol_id
+)
+def test_confluent_regex_subscription_selects_matching_topics(group_broker, protocol):
+    """subscribe(["^rx-.*"]) in a group (matched by the client in the classic protocol, by
+    the broker's SubscribedTopicRegex in the consumer protocol) reads the records of the two
+    matching topics and none of the third."""
+    for name in ("rx-one", "rx-two", "not-rx"):
+        create_topic(group_broker, name, 2)
+        produce(group_broker, name, values(name, 10))
+    consumer = group_consumer(group_broker, "rx-g", protocol, **{"topic.metadata.refresh.interval.ms": 1000})
+    consumer.subscribe(["^rx-.*"])
+    try:
+        owned, read = wait_assignment([consumer], {(t, p) for t in ("rx-one", "rx-two") for p in range(2)})
+        got = [v for _, _, v in read[0]] + [v for _, _, v in poll_values(consumer, 20 - len(read[0]))]
+        assert sorted(got) == sorted(values("rx-one", 10) + values("rx-two", 10))
+    finally:
+        consumer.close()
