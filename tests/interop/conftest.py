@@ -59,7 +59,8 @@ def _minikafka_binary():
 
 
 def _kfake_binary():
-    path = pathlib.Path(os.environ.get("KFAKE_BIN", REPO.parent / "shared" / "peers" / "kfake" / "kfake-runner"))
+    default = REPO.parent / "shared" / "peers" / "kfake" / "kfake-runner"
+    path = pathlib.Path(os.environ.get("KFAKE_BIN", default))
     if not path.exists():
         pytest.fail(f"no kfake runner at {path}: set KFAKE_BIN")
     return str(path)

@@ -37,7 +37,9 @@ def main():
         "enable.metrics.push": False,
     }
     if protocol == "classic":
-        conf.update({"partition.assignment.strategy": "range", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        conf["partition.assignment.strategy"] = "range"
+        conf["session.timeout.ms"] = 6000
+        conf["heartbeat.interval.ms"] = 500
     else:
         conf["group.remote.assignor"] = "uniform"
     consumer = Consumer(conf)

@@ -372,7 +372,8 @@ def test_member_rebalanced_away_cannot_commit(broker_factory, protocol):
     ends = end_offsets(group_broker, topic, 2)
 
     child = subprocess.Popen(
-        [sys.executable, str(HERE / "fenced_member.py"), group_broker.bootstrap, group, topic, "2", protocol[0]],
+        [sys.executable, str(HERE / "fenced_member.py"), group_broker.bootstrap, group, topic, "2",
+         protocol[0]],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -418,7 +419,9 @@ KFAKE_848_ADMIN_VIEW = (
     "protocol",
     [
         pytest.param(("classic", "range"), id="classic-range"),
-        pytest.param(("consumer", "uniform"), id="consumer-uniform", marks=pytest.mark.kfake_lacks(KFAKE_848_ADMIN_VIEW)),
+        pytest.param(
+            ("consumer", "uniform"), id="consumer-uniform", marks=pytest.mark.kfake_lacks(KFAKE_848_ADMIN_VIEW)
+        ),
     ],
 )
 def test_admin_lists_and_describes_group(group_broker, protocol):

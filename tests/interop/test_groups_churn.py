@@ -19,7 +19,16 @@ import time
 import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from group_clients import GROUP_BROKER, QUIET, WAIT_S, committed_offsets, create_topic, end_offsets, group_consumer, protocol_id
+from group_clients import (
+    GROUP_BROKER,
+    QUIET,
+    WAIT_S,
+    committed_offsets,
+    create_topic,
+    end_offsets,
+    group_consumer,
+    protocol_id,
+)
 
 TOPIC = "churn"
 PARTITIONS = 6
@@ -42,12 +51,15 @@ class Member(threading.Thread):
         self.first = {}  # partition -> first offset this member read since it was assigned
         self.position = {}  # partition -> next offset after what this member read
         self.committed = {}  # partition -> offset this member last committed successfully
+        self.owned = set()  # partitions assigned to this member now (kept by the callbacks)
         self.since_commit = 0
         self.error = None
 
     def run(self):
         try:
-            self.consumer.subscribe([TOPIC], on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
+            self.consumer.subscribe(
+                [TOPIC], on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost
+            )
             while not self.stop_requested.is_set():
                 for msg in self.consumer.consume(num_messages=500, timeout=0.1):
                     if msg.error() is not None:
@@ -86,6 +98,7 @@ class Member(threading.Thread):
 
     def on_assign(self, consumer, partitions):
         self.log.rebalances += 1
+        self.owned |= {tp.partition for tp in partitions}
 
     def on_revoke(self, consumer, partitions):
         ps = [tp.partition for tp in partitions]
@@ -98,6 +111,7 @@ class Member(threading.Thread):
     def give_up(self, partitions):
         """Notes what was read past the last successful commit of each partition given up:
         the only records another member may read again."""
+        self.owned -= set(partitions)
         for p in partitions:
             if p in self.position:
                 start = self.committed.get(p, self.first[p])
@@ -115,6 +129,7 @@ class RunLog:
         self.commit_failures = []
         self.rebalances = 0
         self.backwards = []  # (partition, earlier committed, later committed)
+        self.samples = 0  # OffsetFetch answers the monitor got
 
 
 def produce_stream(broker, placed, done, failures):
@@ -132,7 +147,8 @@ def produce_stream(broker, placed, done, failures):
             for i in range(start, start + CHUNK):
                 while True:
                     try:
-                        producer.produce(TOPIC, key=f"key-{i % 1009}".encode(), value=str(i).encode(), on_delivery=on_delivery)
+                        key = f"key-{i % 1009}".encode()
+                        producer.produce(TOPIC, key=key, value=str(i).encode(), on_delivery=on_delivery)
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -152,7 +168,9 @@ def watch_commits(broker, group, log, stop):
         try:
             now = committed_offsets(broker, group, TOPIC, PARTITIONS)
         except Exception:
-            now = {}  # the group may be between coordinators' answers; try again
+            now = {}  # a failed fetch is retried; the test checks that enough succeeded
+        if now:
+            log.samples += 1
         for p, offset in now.items():
             if offset >= 0:
                 if offset < last.get(p, -1):
@@ -175,7 +193,9 @@ def test_members_join_and_leave_during_a_keyed_stream(broker_factory, protocol):
     placed, produce_failures = {}, []
     produced = threading.Event()
     stop_watch = threading.Event()
-    producer = threading.Thread(target=produce_stream, args=(broker, placed, produced, produce_failures), daemon=True)
+    producer = threading.Thread(
+        target=produce_stream, args=(broker, placed, produced, produce_failures), daemon=True
+    )
     watcher = threading.Thread(target=watch_commits, args=(broker, group, log, stop_watch), daemon=True)
 
     serial = iter(range(1000))
@@ -185,6 +205,11 @@ def test_members_join_and_leave_during_a_keyed_stream(broker_factory, protocol):
     try:
         for m in members:
             m.start()
+        # The churn starts from a stable group: the three members own every partition.
+        start_limit = time.monotonic() + WAIT_S
+        while set().union(*(m.owned for m in members)) != set(range(PARTITIONS)):
+            assert time.monotonic() < start_limit, f"the first three members never owned all {PARTITIONS}"
+            time.sleep(0.1)
         watcher.start()
         producer.start()
 
@@ -241,11 +266,13 @@ def test_members_join_and_leave_during_a_keyed_stream(broker_factory, protocol):
     in_flight = sum(hi - lo for _, lo, hi in log.windows)
     print(
         f"churn {protocol_id(protocol)}: {len(everyone)} members, {log.rebalances} assignments, "
-        f"{len(log.deliveries)} deliveries, {duplicates} duplicates, {in_flight} records in flight "
-        f"at hand-overs ({len(log.windows)} windows), {len(log.commit_failures)} failed commits "
+        f"{len(log.deliveries)} deliveries, {log.samples} offset samples, {duplicates} duplicates, "
+        f"{in_flight} records in flight at hand-overs ({len(log.windows)} windows), "
+        f"{len(log.commit_failures)} failed commits "
         f"{sorted({why for _, why in log.commit_failures})}"
     )
     assert not unexplained, f"duplicates outside every hand-over window: {unexplained[:10]}"
     assert duplicates <= in_flight
+    assert log.samples >= 3, f"the monitor got only {log.samples} OffsetFetch answers"
     assert not log.backwards, f"committed offsets moved backwards: {log.backwards[:10]}"
     assert committed_offsets(broker, group, TOPIC, PARTITIONS) == end_offsets(broker, TOPIC, PARTITIONS)
