@@ -461,3 +461,9 @@ impl Backend for SimBackend {
         }
     }
 }
+
+/// Changes the fault rates of this thread's world from now on (the simulator turns faults
+/// off for its final verification).
+pub fn set_faults(faults: FaultRates) {
+    with_world(|w| w.config.faults = faults);
+}
