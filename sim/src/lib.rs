@@ -147,6 +147,7 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
             model: Rc::clone(&model),
         };
         minikafka_backend_sim::spawn_beside_shards(move |backend| workload::drive(backend, plan));
+        let faults_before = minikafka_backend_sim::stats().faults();
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             server::serve::<SimBackend>(broker_config(), shutdown, cluster_id, clean)
         }));
@@ -161,10 +162,14 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
                 return Err(fail(format!("incarnation {incarnation}: panic: {message}")));
             }
             Ok(Err(e)) => {
-                if matches!(outcome, Some(RunOutcome::Stalled | RunOutcome::Livelocked)) || last {
+                let faulted = minikafka_backend_sim::stats().faults() > faults_before;
+                if matches!(outcome, Some(RunOutcome::Stalled | RunOutcome::Livelocked))
+                    || last
+                    || !faulted
+                {
                     return Err(fail(format!("incarnation {incarnation}: {e}")));
                 }
-                // A start or a run that failed on an injected fault: restart.
+                // A start or a run that failed on a fault injected meanwhile: restart.
                 report.failed_starts += 1;
             }
             Ok(Ok(())) => {}
@@ -175,7 +180,11 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
         let flipped = minikafka_backend_sim::flipped_segments();
         let mut m = model.borrow_mut();
         for path in flipped {
-            if let Some(name) = path.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str()) {
+            if let Some(name) = path
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str())
+            {
                 if let Some((topic, p)) = name.rsplit_once('-') {
                     if let Ok(p) = p.parse() {
                         m.damaged.insert((topic.to_string(), p));

@@ -38,7 +38,10 @@ impl Model {
                 ));
             }
         }
-        if let Some((o, _)) = log.iter().find(|(o, v)| v.as_str() == value && **o != offset) {
+        if let Some((o, _)) = log
+            .iter()
+            .find(|(o, v)| v.as_str() == value && **o != offset)
+        {
             return Err(format!(
                 "{tp:?}: {value:?} acknowledged at {offset} and at {o} (a duplicate)"
             ));
@@ -66,7 +69,9 @@ impl Model {
         let mut seen: BTreeMap<&str, i64> = BTreeMap::new();
         for (offset, value) in records {
             if !self.attempted.contains(value) {
-                return Err(format!("{tp:?}: offset {offset} holds {value:?}, never sent"));
+                return Err(format!(
+                    "{tp:?}: offset {offset} holds {value:?}, never sent"
+                ));
             }
             if let Some(first) = seen.insert(value, *offset) {
                 return Err(format!(
@@ -120,7 +125,10 @@ mod tests {
         m.ack(&tp(), 0, "a").expect("ack");
         m.ack(&tp(), 1, "b").expect("ack");
         let rec = |o: i64, v: &str| (o, v.to_string());
-        assert!(m.check_partition(&tp(), &[rec(0, "a")], true).is_err(), "lost");
+        assert!(
+            m.check_partition(&tp(), &[rec(0, "a")], true).is_err(),
+            "lost"
+        );
         assert!(m
             .check_partition(&tp(), &[rec(0, "a"), rec(1, "b"), rec(2, "a")], true)
             .is_err());

@@ -95,7 +95,11 @@ async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<Vec<(i64,
 
 /// Verifies every partition against the model; `Err` on a contradiction. Partitions that
 /// cannot be read (a fault) are skipped unless `must_read`.
-async fn verify(backend: &SimBackend, model: &RefCell<Model>, must_read: bool) -> Result<(), String> {
+async fn verify(
+    backend: &SimBackend,
+    model: &RefCell<Model>,
+    must_read: bool,
+) -> Result<(), String> {
     for tp in all_partitions() {
         let mut read = None;
         for _ in 0..3 {
@@ -210,7 +214,11 @@ async fn send_produce(
 ) -> Result<Option<i64>, ()> {
     let request = produce_request(tp, acks, batch);
     if acks == 0 {
-        return conn.send_without_response(&request).await.map(|_| None).map_err(|_| ());
+        return conn
+            .send_without_response(&request)
+            .await
+            .map(|_| None)
+            .map_err(|_| ());
     }
     let response = conn.request(&request).await.map_err(|_| ())?;
     let partition = response
@@ -222,7 +230,12 @@ async fn send_produce(
         .map(|p| p.base_offset))
 }
 
-async fn run_client(backend: SimBackend, model: Rc<RefCell<Model>>, incarnation: u32, client: usize) {
+async fn run_client(
+    backend: SimBackend,
+    model: Rc<RefCell<Model>>,
+    incarnation: u32,
+    client: usize,
+) {
     let Some(mut conn) = connect(&backend).await else {
         return;
     };
@@ -304,7 +317,11 @@ async fn run_client(backend: SimBackend, model: Rc<RefCell<Model>>, incarnation:
 }
 
 /// One long-poll fetch from a random known offset; its records must agree with the model.
-async fn fetch_and_check(backend: &SimBackend, model: &RefCell<Model>, tp: &TopicPartition) -> bool {
+async fn fetch_and_check(
+    backend: &SimBackend,
+    model: &RefCell<Model>,
+    tp: &TopicPartition,
+) -> bool {
     let Some(conn) = connect(backend).await else {
         return false;
     };
