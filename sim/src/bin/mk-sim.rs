@@ -29,6 +29,9 @@ struct Args {
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
+    /// Stop starting seeds after this many seconds of wall time (a soak's budget).
+    #[arg(long)]
+    budget_secs: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -45,7 +48,22 @@ fn main() -> ExitCode {
     };
     let (mut virtual_secs, mut crashes, mut faults, mut acks, mut failed) = (0f64, 0, 0, 0, 0);
     let started = std::time::Instant::now();
+    let mut ran = 0u64;
     for seed in &seeds {
+        if args
+            .budget_secs
+            .is_some_and(|b| started.elapsed().as_secs() >= b)
+        {
+            break;
+        }
+        ran += 1;
+        if ran.is_multiple_of(50) {
+            eprintln!(
+                "mk-sim: {ran} seeds run, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} acks, {:.0} s",
+                virtual_secs / 3600.0,
+                started.elapsed().as_secs_f64()
+            );
+        }
         match run_seed(*seed, &options) {
             Ok(r) => {
                 virtual_secs += r.virtual_time.as_secs_f64();
@@ -61,7 +79,7 @@ fn main() -> ExitCode {
     }
     println!(
         "mk-sim: {} seeds, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} records acknowledged, {:.1} s wall",
-        seeds.len(),
+        ran,
         virtual_secs / 3600.0,
         started.elapsed().as_secs_f64()
     );
