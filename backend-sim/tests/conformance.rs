@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use minikafka_backend_sim::SimBackend;
-use minikafka_broker::conformance::backend::{self, run_check, scratch_dir};
-use minikafka_broker::fault::FaultyBackend;
 use minikafka_core::backend::Backend;
+use minikafka_testkit::backend;
+use minikafka_testkit::check::{run_check, scratch_dir};
+use minikafka_testkit::fault::FaultyBackend;
 
 macro_rules! backend_checks {
     ($($check:ident),* $(,)?) => {$(
@@ -61,4 +62,4 @@ fn virtual_sleep_waits_on_the_virtual_clock() {
     result.expect("sleep on virtual time");
 }
 
-minikafka_broker::log_suite_tests!(minikafka_backend_sim::SimBackend);
+minikafka_testkit::log_suite_tests!(minikafka_backend_sim::SimBackend);

@@ -206,7 +206,7 @@ fn spawn(
         .arg(format!("flush.interval.ms={}", flush_interval_ms(flush)))
         .arg("--override")
         .arg("auto.create.topics.enable=false")
-        // The sweep's largest request is 1000 records of 10 KB (~10 MB, as in seed 000):
+        // The sweep's largest request is 1000 records of 10 KB (~10 MB):
         // above Kafka's 1 MiB default batch limit, so both limits are raised.
         .arg("--override")
         .arg(format!("message.max.bytes={MESSAGE_MAX_BYTES}"))

@@ -3,9 +3,9 @@
 //! Contract:
 //! - Every requested partition is read on its owning shard (concurrently), from its fetch
 //!   offset, with its `partition_max_bytes`; the response-wide `max_bytes` is then applied in
-//!   request order at batch boundaries, except that the first batch of the first non-empty
-//!   partition is always whole (Kafka's rule, so a batch larger than the limits still makes
-//!   progress). Every partition answer carries the high watermark, last stable offset (= high
+//!   request order at batch boundaries by core's [`FetchBudget`]: the first batch of the
+//!   first non-empty partition is always whole (Kafka's rule, so a batch larger than the
+//!   limits still makes progress). Every partition answer carries the high watermark, last stable offset (= high
 //!   watermark: no transactions) and log start offset; OFFSET_OUT_OF_RANGE (1) outside
 //!   `[log start, high watermark]`; UNKNOWN_TOPIC_OR_PARTITION (3) or, v13+,
 //!   UNKNOWN_TOPIC_ID (100).
@@ -25,7 +25,7 @@ use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use minikafka_core::backend::Backend;
-use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+use minikafka_core::fetch::{fit_batches, FetchBudget};
 use minikafka_core::wakeup::Waiter;
 
 use crate::server::shard::{PartitionRead, ShardState};
@@ -41,29 +41,6 @@ struct Target {
     error_code: ErrorCode,
     fetch_offset: i64,
     max_bytes: usize,
-}
-
-/// Length of the longest prefix of `bytes` made of whole batches that fits `budget_bytes`;
-/// the first batch counts whole when `first_whole`.
-fn fit_batches(bytes: &[u8], budget_bytes: usize, first_whole: bool) -> usize {
-    let mut used = 0usize;
-    while let Some((_, batch_length)) = peek_extent(&bytes[used..]) {
-        let Some(total) = usize::try_from(batch_length)
-            .ok()
-            .and_then(|n| n.checked_add(LOG_OVERHEAD))
-        else {
-            break;
-        };
-        let end = used.saturating_add(total);
-        if end > bytes.len() {
-            break;
-        }
-        if end > budget_bytes && !(first_whole && used == 0) {
-            break;
-        }
-        used = end;
-    }
-    used
 }
 
 /// Handles the request.
@@ -148,8 +125,8 @@ pub async fn handle<B: Backend>(
     };
     drop(waiter);
 
-    let mut budget = max_bytes;
-    let mut first_whole = true;
+    // One budget for the whole response, core's rule: the first batch is always whole.
+    let mut budget = FetchBudget::new(max_bytes);
     for (target, read) in targets.iter().zip(reads) {
         let mut data = PartitionData::default();
         data.partition_index = target.partition;
@@ -157,11 +134,7 @@ pub async fn handle<B: Backend>(
         data.high_watermark = read.high_watermark;
         data.last_stable_offset = read.high_watermark;
         data.log_start_offset = read.log_start_offset;
-        let keep = fit_batches(&read.bytes, budget, first_whole);
-        if keep > 0 {
-            first_whole = false;
-            budget = budget.saturating_sub(keep);
-        }
+        let keep = fit_batches(&read.bytes, &mut budget);
         let mut bytes = read.bytes;
         bytes.truncate(keep);
         data.records = Some(bytes::Bytes::from(bytes));
@@ -187,35 +160,4 @@ async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> 
         }
     });
     futures::future::join_all(reads).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use minikafka_core::record::{BatchBuilder, NewRecord};
-    use minikafka_core::types::Offset;
-
-    fn batch(value_bytes: usize) -> Vec<u8> {
-        let value = vec![7u8; value_bytes];
-        let mut b = BatchBuilder::new();
-        b.push(&NewRecord {
-            value: Some(&value),
-            timestamp_ms: 1,
-            ..NewRecord::default()
-        });
-        b.build(Offset(0))
-    }
-
-    #[test]
-    fn budget_cuts_at_batch_boundaries_but_first_batch_is_whole() {
-        let (a, b) = (batch(100), batch(100));
-        let mut both = a.clone();
-        both.extend_from_slice(&b);
-        assert_eq!(fit_batches(&both, usize::MAX, true), both.len());
-        assert_eq!(fit_batches(&both, a.len() + 1, true), a.len());
-        assert_eq!(fit_batches(&both, 10, true), a.len(), "first batch whole");
-        assert_eq!(fit_batches(&both, 10, false), 0);
-        assert_eq!(fit_batches(&both[..a.len() + 5], usize::MAX, true), a.len());
-        assert_eq!(fit_batches(&[], 100, true), 0);
-    }
 }

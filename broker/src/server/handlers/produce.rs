@@ -4,8 +4,9 @@
 //! - `acks` must be -1, 0 or 1, else every partition gets INVALID_REQUIRED_ACKS (21). The log's
 //!   append returns once its flush policy is satisfied (I8), so `acks=1` and `acks=-1` wait
 //!   for the same thing on a single node; `acks=0` gets no response (`handlers::handle`).
-//! - Each partition's records must be exactly one record batch (INVALID_RECORD, 87,
-//!   otherwise; CORRUPT_MESSAGE, 2, when truncated or empty); the owning shard appends it,
+//! - Each partition's records must be exactly one record batch, core's
+//!   [`check_single_batch`] (INVALID_RECORD, 87, otherwise; CORRUPT_MESSAGE, 2, when truncated
+//!   or empty); the owning shard appends it,
 //!   where core validates it (CRC, structure, size against the topic's `max.message.bytes`:
 //!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
@@ -16,7 +17,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use minikafka_core::backend::Backend;
-use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
 
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
@@ -31,19 +32,16 @@ pub fn first_error(response: &ProduceResponse) -> Option<ErrorCode> {
         .find(|code| code.is_error())
 }
 
-/// Checks that `records` is exactly one batch by its length field: an error code otherwise.
+/// Core's one-batch rule ([`check_single_batch`]) as a Kafka error code: more than one batch
+/// is INVALID_RECORD; a truncated, empty or negative-length one is CORRUPT_MESSAGE.
 fn single_batch(records: &[u8]) -> Result<(), ErrorCode> {
-    let Some((_, batch_length)) = peek_extent(records) else {
-        return Err(ErrorCode::CORRUPT_MESSAGE);
-    };
-    let total = usize::try_from(batch_length)
-        .ok()
-        .and_then(|n| n.checked_add(LOG_OVERHEAD))
-        .ok_or(ErrorCode::CORRUPT_MESSAGE)?;
-    match total.cmp(&records.len()) {
-        std::cmp::Ordering::Equal => Ok(()),
-        std::cmp::Ordering::Less => Err(ErrorCode::INVALID_RECORD),
-        std::cmp::Ordering::Greater => Err(ErrorCode::CORRUPT_MESSAGE),
+    match check_single_batch(records) {
+        Ok(_) => Ok(()),
+        Err(BatchError {
+            check: BatchCheck::TrailingBytes(_),
+            ..
+        }) => Err(ErrorCode::INVALID_RECORD),
+        Err(_) => Err(ErrorCode::CORRUPT_MESSAGE),
     }
 }
 
