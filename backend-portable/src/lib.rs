@@ -23,7 +23,9 @@
 //! - **TCP**: listeners bind with `SO_REUSEADDR` and `SO_REUSEPORT` (so every shard can bind
 //!   the same address) and are driven by `smol::Async`; streams get `TCP_NODELAY`, and their
 //!   `close` shuts down the write half (the peer reads end of stream).
-//! - **Timers**: `smol::Timer`.
+//! - **Timers and clocks**: `smol::Timer`; [`Backend::now`] is `std::time::Instant` measured
+//!   from the process's first clock read (one origin for every shard), [`Backend::wall_clock_ms`]
+//!   is `SystemTime`.
 //! - **Counters**: [`PortableBackend::stats`] reports syncs issued, reads and writes, shared by
 //!   all clones of one shard's backend (and the files it opened).
 //!
@@ -41,12 +43,13 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::io::{AsyncRead, AsyncWrite};
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+use minikafka_core::clock::MonoTime;
 use smol::{Async, LocalExecutor};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -424,6 +427,13 @@ where
     smol::block_on(executor.run(main(PortableBackend::new(shard))));
 }
 
+/// The origin of [`Backend::now`]: the process's first read of the monotonic clock, shared by
+/// every shard so their times compare.
+fn clock_origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
 impl Backend for PortableBackend {
     type File = PortableFile;
     type Listener = PortableListener;
@@ -499,6 +509,26 @@ impl Backend for PortableBackend {
 
     async fn sleep(&self, duration: Duration) {
         smol::Timer::after(duration).await;
+    }
+
+    fn now(&self) -> MonoTime {
+        MonoTime(clock_origin().elapsed())
+    }
+
+    fn wall_clock_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        match clock_origin().checked_add(deadline.0) {
+            Some(at) => {
+                smol::Timer::at(at).await;
+            }
+            // Beyond what `Instant` can represent: never.
+            None => std::future::pending::<()>().await,
+        }
     }
 
     /// Spawns `task`, detached, on this thread's shard executor.

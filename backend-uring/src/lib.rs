@@ -20,7 +20,8 @@
 //! | `len` | `fstat(2)` on the descriptor (metadata only; see [`UringFile`]) |
 //! | `create_dir_all`, `remove_dir_all`, `list_dir`, `sync_dir` | `std::fs` on glommio's blocking thread (`spawn_blocking`) |
 //! | `listen`, `accept`, `connect`, streams | `glommio::net` (`SO_REUSEPORT`, `TCP_NODELAY`) |
-//! | `sleep` | `glommio::timer::sleep` (a ring timeout) |
+//! | `sleep`, `sleep_until` | `glommio::timer::sleep` (a ring timeout) |
+//! | `now`, `wall_clock_ms` | `std::time::Instant` from the process's first clock read, `SystemTime` |
 //! | `spawn_local` | `glommio::spawn_local(..).detach()` |
 //!
 //! `sync_dir` uses a full `fsync` of the directory (`File::sync_all`) rather than glommio's
@@ -54,10 +55,12 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
 
 use glommio::io::{BufferedFile, OpenOptions};
 use minikafka_core::backend::{Backend, OpenMode, ShardId};
+use minikafka_core::clock::MonoTime;
 
 use crate::error::os_error;
 
@@ -108,6 +111,13 @@ where
     R: Send + 'static,
 {
     glommio::executor().spawn_blocking(func).await
+}
+
+/// The origin of [`Backend::now`]: the process's first read of the monotonic clock, shared by
+/// every shard so their times compare.
+fn clock_origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
 }
 
 impl Backend for UringBackend {
@@ -182,6 +192,27 @@ impl Backend for UringBackend {
 
     async fn sleep(&self, duration: Duration) {
         glommio::timer::sleep(duration).await;
+    }
+
+    fn now(&self) -> MonoTime {
+        MonoTime(clock_origin().elapsed())
+    }
+
+    fn wall_clock_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        if clock_origin().checked_add(deadline.0).is_none() {
+            // Beyond what `Instant` can represent (glommio would overflow adding it): never.
+            return std::future::pending::<()>().await;
+        }
+        let left = deadline.saturating_duration_since(self.now());
+        if !left.is_zero() {
+            glommio::timer::sleep(left).await;
+        }
     }
 
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F) {

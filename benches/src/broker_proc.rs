@@ -28,27 +28,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// `message.max.bytes` of the started brokers (32 MiB).
 pub const MESSAGE_MAX_BYTES: usize = 32 << 20;
 
-/// The broker's `flush.policy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum FlushPolicy {
-    /// Acknowledge after the write (page cache).
-    None,
-    /// Acknowledge after an fdatasync (group commit).
-    Fsync,
-    /// A timer syncs every `flush.interval.ms`; acknowledge after the write.
-    Interval,
-}
-
-impl FlushPolicy {
-    /// The value of `flush.policy`.
-    pub fn name(self) -> &'static str {
-        match self {
-            FlushPolicy::None => "none",
-            FlushPolicy::Fsync => "fsync",
-            FlushPolicy::Interval => "interval",
-        }
-    }
-}
+/// The broker's `flush.policy` (the broker's own enum: `name()` is its configuration value,
+/// and `Interval { ms }` is passed as `flush.interval.ms`).
+pub use minikafka_broker::log::FlushPolicy;
 
 /// Where the broker under test comes from.
 #[derive(Clone, Debug)]
@@ -193,6 +175,17 @@ fn fresh_dir(scratch: &Path, label: &str) -> Result<PathBuf, BenchError> {
     unreachable!("the loop returns or runs forever")
 }
 
+/// `flush.interval.ms` for `flush`: its period under `Interval`, the broker's default otherwise.
+fn flush_interval_ms(flush: FlushPolicy) -> u64 {
+    match flush {
+        FlushPolicy::Interval { ms } => ms,
+        _ => DEFAULT_FLUSH_INTERVAL_MS,
+    }
+}
+
+/// The broker's default `flush.interval.ms`, and the period of the interval experiments.
+pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 1000;
+
 fn spawn(
     bin: &Path,
     data_dir: &Path,
@@ -210,8 +203,10 @@ fn spawn(
         .arg("--override")
         .arg(format!("flush.policy={}", flush.name()))
         .arg("--override")
+        .arg(format!("flush.interval.ms={}", flush_interval_ms(flush)))
+        .arg("--override")
         .arg("auto.create.topics.enable=false")
-        // The sweep's largest request is 1000 records of 10 KB (~10 MB, as in seed 000):
+        // The sweep's largest request is 1000 records of 10 KB (~10 MB):
         // above Kafka's 1 MiB default batch limit, so both limits are raised.
         .arg("--override")
         .arg(format!("message.max.bytes={MESSAGE_MAX_BYTES}"))

@@ -19,7 +19,7 @@
 //! - [`broker_proc`]: the broker under test (a `minikafka` child, or an external one).
 //! - [`net_baselines`]: loopback TCP stream and round-trip baselines.
 //! - [`kafka_workloads`]: produce, consume, latency and scaling on our client.
-//! - [`rdkafka_workloads`]: librdkafka producer workloads (seeds 002 and 003).
+//! - [`rdkafka_workloads`]: librdkafka producer workloads (saturation, sequential durable writes, pipeline depths).
 //! - [`plots`]: SVG charts of the sweeps.
 //! - [`kafka_experiment`]: `mk-bench kafka`: the Kafka-level experiments against baselines.
 //! - [`error`]: the harness error type, `BenchError`.

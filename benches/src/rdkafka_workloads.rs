@@ -1,5 +1,5 @@
 //! librdkafka producer workloads (the `rdkafka` crate's `ThreadedProducer`) for the client
-//! benchmarks of seeds 002 and 003: saturation throughput counted in acknowledged records,
+//! benchmarks: saturation throughput counted in acknowledged records,
 //! sequential confirmed writes, and a bounded window of outstanding writes.
 //!
 //! Contract:

@@ -13,20 +13,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
-/// When the broker makes appended data durable before acknowledging `acks=all`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushPolicySetting {
-    /// Acknowledge once the write reached the kernel (Kafka's default; survives a process crash).
-    None,
-    /// Acknowledge after an `fdatasync` (`F_FULLFSYNC` on macOS) covering the batch; concurrent
-    /// appends share one sync (group commit).
-    Fsync,
-    /// Sync every `ms` milliseconds; acknowledge after the write.
-    Interval {
-        /// The sync period.
-        ms: u64,
-    },
-}
+use crate::log::FlushPolicy;
 
 /// Every setting the broker honours, with Kafka's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +51,7 @@ pub struct BrokerConfig {
     /// `max.connections`.
     pub max_connections: usize,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
-    pub flush_policy: FlushPolicySetting,
+    pub flush_policy: FlushPolicy,
     /// `num.shards`: executor threads, one per core by default.
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
@@ -144,7 +131,7 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
             max_connections: i32::MAX as usize,
-            flush_policy: FlushPolicySetting::None,
+            flush_policy: FlushPolicy::None,
             num_shards: default_shard_count(),
             node_id: 0,
         }
@@ -362,11 +349,11 @@ impl BrokerConfig {
             config.segment_ms = Some(ms);
         }
         config.flush_policy = match flush_kind.as_str() {
-            "fsync" => FlushPolicySetting::Fsync,
-            "interval" => FlushPolicySetting::Interval {
+            "fsync" => FlushPolicy::Fsync,
+            "interval" => FlushPolicy::Interval {
                 ms: flush_interval_ms,
             },
-            _ => FlushPolicySetting::None,
+            _ => FlushPolicy::None,
         };
         if config.message_max_bytes > config.socket_request_max_bytes {
             return Err(invalid(
@@ -415,7 +402,7 @@ mod tests {
         let config = with(&[]).expect("defaults");
         assert_eq!(config.listener, "127.0.0.1:9092".parse().expect("addr"));
         assert_eq!(config.log_dir, PathBuf::from("./data"));
-        assert_eq!(config.flush_policy, FlushPolicySetting::None);
+        assert_eq!(config.flush_policy, FlushPolicy::None);
         assert_eq!(config.message_max_bytes, 1_048_588);
         assert!(config.num_shards >= 1);
     }
@@ -432,7 +419,7 @@ mod tests {
         assert_eq!(config.log_dir, PathBuf::from("/tmp/x"));
         assert_eq!(config.retention_ms, Some(3_600_000));
         assert_eq!(config.num_partitions, 5);
-        assert_eq!(config.flush_policy, FlushPolicySetting::Interval { ms: 50 });
+        assert_eq!(config.flush_policy, FlushPolicy::Interval { ms: 50 });
     }
 
     #[test]

@@ -6,8 +6,6 @@
 //! through the backend chosen at build time (`uring` on Linux by default, `portable` otherwise).
 
 pub mod config;
-pub mod conformance;
-pub mod fault;
 pub mod log;
 pub mod protocol;
 pub mod server;

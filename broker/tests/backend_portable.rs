@@ -2,9 +2,10 @@
 //! backend, directly and through the fault wrapper with no faults planned.
 
 use minikafka_backend_portable::PortableBackend;
-use minikafka_broker::conformance::backend::{run_all, scratch_dir};
-use minikafka_broker::fault::checks::run_fault_checks;
-use minikafka_broker::fault::FaultyBackend;
+use minikafka_testkit::backend::run_all;
+use minikafka_testkit::check::scratch_dir;
+use minikafka_testkit::fault::checks::run_fault_checks;
+use minikafka_testkit::fault::FaultyBackend;
 
 #[test]
 fn portable_backend_conforms() {

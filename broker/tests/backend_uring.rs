@@ -3,9 +3,10 @@
 #![cfg(all(target_os = "linux", feature = "uring"))]
 
 use minikafka_backend_uring::UringBackend;
-use minikafka_broker::conformance::backend::{run_all, scratch_dir};
-use minikafka_broker::fault::checks::run_fault_checks;
-use minikafka_broker::fault::FaultyBackend;
+use minikafka_testkit::backend::run_all;
+use minikafka_testkit::check::scratch_dir;
+use minikafka_testkit::fault::checks::run_fault_checks;
+use minikafka_testkit::fault::FaultyBackend;
 
 #[test]
 fn uring_backend_conforms() {

@@ -2,4 +2,4 @@
 //! generic checks as `log_portable.rs`, one `#[test]` per check.
 #![cfg(all(target_os = "linux", feature = "uring"))]
 
-minikafka_broker::log_suite_tests!(minikafka_backend_uring::UringBackend);
+minikafka_testkit::log_suite_tests!(minikafka_backend_uring::UringBackend);

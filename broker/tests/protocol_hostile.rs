@@ -12,10 +12,17 @@
 //! relies on it), random mutations (proptest), bad frame sizes, HTTP and TLS bytes. Each must yield an error or a value, never a panic, and (I10) no
 //! single allocation above 16 x frame size + 64 KiB, checked by a counting global allocator
 //! on a thread with a small stack.
+//!
+//! Hostile bytes against the real `minikafka` binary over raw TCP on 127.0.0.1 (HTTP, TLS, bad
+//! frame sizes, absurd counts, unknown api keys and versions, truncated frames): each costs
+//! only its own connection, and the broker keeps serving others and librdkafka afterwards.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
@@ -26,6 +33,15 @@ use minikafka_broker::protocol::{
     decode_request, precheck, RequestBody, RequestError, SupportedVersions,
 };
 use proptest::prelude::*;
+use rdkafka::message::Message;
+
+mod common;
+
+use common::librdkafka::{
+    consumer, create_topics, expect_all_ok, read_partition, Rec, TestProducer, TEST_LIMIT,
+};
+use common::raw::{connect, frame, read_frame, request};
+use common::{bounded, Broker};
 
 // ---------------------------------------------------------------------------------------------
 // Largest single allocation, per thread.
@@ -937,4 +953,168 @@ fn allocation_counter_sees_large_allocations() {
     let v = std::hint::black_box(vec![0u8; 1 << 20]);
     assert!(LARGEST_ALLOC_BYTES.with(|m| m.get()) >= 1 << 20);
     drop(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile bytes against the running broker, over raw TCP.
+// ---------------------------------------------------------------------------------------------
+
+/// ApiVersions v0 on `stream`: the answer carries our correlation id, error 0, and lists
+/// Produce (0), Fetch (1), ListOffsets (2), Metadata (3) and ApiVersions (18).
+fn assert_api_versions_ok(stream: &mut TcpStream, correlation_id: i32) {
+    stream
+        .write_all(&request(18, 0, correlation_id, &[]))
+        .expect("write ApiVersions");
+    let body = read_frame(stream).expect("ApiVersions response");
+    assert!(body.len() >= 10, "short ApiVersions response");
+    assert_eq!(&body[0..4], &correlation_id.to_be_bytes(), "correlation id");
+    assert_eq!(&body[4..6], &0_i16.to_be_bytes(), "error code");
+    let count = i32::from_be_bytes([body[6], body[7], body[8], body[9]]);
+    let count = usize::try_from(count).expect("api count");
+    assert!(body.len() >= 10 + count * 6, "ApiVersions array truncated");
+    let keys: Vec<i16> = (0..count)
+        .map(|i| i16::from_be_bytes([body[10 + i * 6], body[11 + i * 6]]))
+        .collect();
+    for key in [0, 1, 2, 3, 18] {
+        assert!(keys.contains(&key), "api key {key} missing from {keys:?}");
+    }
+}
+
+/// Sends `bytes` (write errors ignored: the broker may close early), optionally half-closes,
+/// then requires the broker to close the connection within 5 s.
+fn assert_closed_after(addr: SocketAddr, what: &str, bytes: &[u8], half_close: bool) {
+    let mut stream = connect(addr);
+    let _ = stream.write_all(bytes);
+    if half_close {
+        let _ = stream.shutdown(Shutdown::Write);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0_u8; 4096];
+    let mut received = 0_usize;
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                received += n;
+                assert!(received < 1 << 20, "{what}: endless reply");
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{what}: unexpected read error {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: connection still open 5 s later"
+        );
+    }
+}
+
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Hostile bytes each cost only their own connection: HTTP, a TLS ClientHello, frame sizes 0,
+/// negative and above socket.request.max.bytes, a Metadata v0 body with an absurd array count,
+/// an unknown api key and a truncated frame are each answered by closing that connection
+/// (within 5 s, without waiting for the advertised bytes); after each a fresh connection gets
+/// ApiVersions, a connection opened before them all still works, the process is alive, did not
+/// balloon in memory, and a new librdkafka client produces and consumes.
+#[test]
+fn hostile_bytes_cost_only_their_connection() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        let addr = broker.addr();
+        let mut bystander = connect(addr);
+        assert_api_versions_ok(&mut bystander, 1);
+
+        let mut tls = vec![
+            0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+        ];
+        tls.extend((0..32_u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
+        tls.extend_from_slice(&[0x00; 64]);
+        let mut truncated = 100_i32.to_be_bytes().to_vec();
+        truncated.extend_from_slice(&[0, 18, 0, 0, 0, 0, 0, 9, 0, 1]);
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            (
+                "HTTP request",
+                b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+                false,
+            ),
+            ("TLS ClientHello", tls, false),
+            ("frame of size 0", 0_i32.to_be_bytes().to_vec(), false),
+            (
+                "negative frame size",
+                (-1_i32).to_be_bytes().to_vec(),
+                false,
+            ),
+            (
+                "frame above socket.request.max.bytes",
+                (104_857_600_i32 + 1).to_be_bytes().to_vec(),
+                false,
+            ),
+            (
+                "Metadata v0 with array count 0x7fffffff",
+                request(3, 0, 7, &[0x7f, 0xff, 0xff, 0xff]),
+                false,
+            ),
+            ("unknown api key", request(999, 0, 8, &[]), false),
+            ("truncated frame then close", truncated, true),
+        ];
+        for (i, (what, bytes, half_close)) in cases.iter().enumerate() {
+            assert_closed_after(addr, what, bytes, *half_close);
+            assert!(broker.is_alive(), "broker died after: {what}");
+            let mut fresh = connect(addr);
+            assert_api_versions_ok(&mut fresh, 100 + i32::try_from(i).expect("index"));
+        }
+        assert_api_versions_ok(&mut bystander, 2);
+        assert!(broker.is_alive(), "broker alive after all hostile inputs");
+        let pid = broker.pid().expect("broker pid");
+        if let Some(kib) = resident_kib(pid) {
+            assert!(
+                kib < 1024 * 1024,
+                "broker resident memory {kib} KiB after hostile input"
+            );
+        }
+
+        create_topics(&broker, &[("after-hostile", 1)]);
+        let mut producer = TestProducer::new(&broker, &[]);
+        let acks = producer.produce_all(&[Rec::new("after-hostile", Some(0), b"still here")]);
+        assert_eq!(expect_all_ok(&acks), vec![(0, 0)]);
+        let consumer = consumer(&broker, &[]);
+        let msgs = read_partition(&consumer, "after-hostile", 0, rdkafka::Offset::Beginning, 1);
+        assert_eq!(msgs[0].payload(), Some(&b"still here"[..]));
+    });
+}
+
+/// ApiVersions at a version the broker does not know (KIP-511): the broker answers in the v0
+/// format with UNSUPPORTED_VERSION (35) and its supported ranges, so clients can downgrade,
+/// and keeps the connection usable.
+#[test]
+fn api_versions_unknown_version_answers_unsupported_version() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut stream = connect(broker.addr());
+        // Header v2 (flexible): key, version, correlation id, client id, empty tagged fields;
+        // the body of a v3+ ApiVersions: compact client software name/version, tagged fields.
+        let mut req = Vec::new();
+        req.extend_from_slice(&18_i16.to_be_bytes());
+        req.extend_from_slice(&999_i16.to_be_bytes());
+        req.extend_from_slice(&42_i32.to_be_bytes());
+        req.extend_from_slice(&1_i16.to_be_bytes());
+        req.push(b't');
+        req.push(0); // header tagged fields
+        req.extend_from_slice(&[2, b'x', 2, b'1', 0]);
+        stream.write_all(&frame(&req)).expect("write");
+        let body = read_frame(&mut stream).expect("ApiVersions response");
+        assert!(body.len() >= 10, "short response");
+        assert_eq!(&body[0..4], &42_i32.to_be_bytes(), "correlation id");
+        assert_eq!(&body[4..6], &35_i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+        let count = i32::from_be_bytes([body[6], body[7], body[8], body[9]]);
+        assert!(count > 0, "supported versions listed");
+        assert_api_versions_ok(&mut stream, 43);
+    });
 }

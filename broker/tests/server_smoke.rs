@@ -404,8 +404,7 @@ fn api_versions_advertises_served_ranges_only() {
             "group APIs are not served yet"
         );
         assert_eq!(range(ApiKey::FindCoordinator), None);
-        // Accepted (answered with an error) but not advertised: clients would otherwise turn
-        // idempotence on by default.
+        // Served and advertised: idempotent producers get their ids here.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
     }
 }

@@ -9,6 +9,8 @@
 //!   partitioner; pipelined requests with ordering preserved; acks 0/1/all; compression.
 //! - [`consumer`]: assign/seek/poll over one long-poll fetch, CRC verified on every batch.
 //! - [`admin`]: create/list/describe/delete topics, list offsets.
+//! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
+//!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
 //!
 //! Batches are encoded with `minikafka_core::record::BatchBuilder` and checked with
 //! `minikafka_core::record::validate_batch`, the same code the broker trusts.
@@ -34,14 +36,16 @@
 //! ```
 //!
 //! Contract: the library never spawns a task or reads a clock by itself except the producer's
-//! driver, which reads `Instant::now()` and sleeps through the caller's [`Runtime`]; the caller
-//! spawns that driver on its own executor.
+//! driver, which reads `Instant::now()` and sleeps through the caller's [`Runtime`] (the caller
+//! spawns that driver on its own executor), and the group consumer, which reads
+//! `Instant::now()` to drive its heartbeats and sleeps through the caller's [`Runtime`].
 
 pub mod admin;
 pub mod compression;
 pub mod connection;
 pub mod consumer;
 pub mod error;
+pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
@@ -55,5 +59,6 @@ pub use runtime::SmolRuntime;
 
 pub use connection::{Connection, ConnectionConfig, InFlight};
 pub use error::{Error, Result};
+pub use group::{Assignor, GroupConfig, GroupConsumer, GroupProtocol, RebalanceListener};
 pub use minikafka_core::record::Compression;
 pub use minikafka_core::types::Offset;

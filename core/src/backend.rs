@@ -8,6 +8,8 @@
 //! - Buffers are owned and handed back (`(result, buf)`), so an io_uring backend can own a
 //!   buffer while the kernel uses it, and callers reuse allocations.
 //! - Errors are `std::io::Error`, unchanged from the OS, so callers can tell ENOSPC from EIO.
+//! - Time is the backend's too: the broker reads no clock and starts no thread itself
+//!   (`broker/tests/no_clock.rs` checks), so a simulated backend can run it on virtual time.
 #![allow(async_fn_in_trait)]
 
 use std::future::Future;
@@ -15,6 +17,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::clock::MonoTime;
 
 /// Index of a shard: one executor thread (pinned to a core where the backend supports it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,6 +126,16 @@ pub trait Backend: Clone + 'static {
 
     /// Completes after `duration`.
     async fn sleep(&self, duration: Duration);
+
+    /// The monotonic clock: never goes backwards; comparable between shards of one process.
+    fn now(&self) -> MonoTime;
+
+    /// Wall-clock time, milliseconds since the Unix epoch (record timestamps, retention,
+    /// segment age). May jump when the system clock is set.
+    fn wall_clock_ms(&self) -> i64;
+
+    /// Completes once [`Backend::now`] has reached `deadline` (at once if it has).
+    async fn sleep_until(&self, deadline: MonoTime);
 
     /// Runs `task` on this shard, detached.
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F);

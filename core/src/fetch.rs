@@ -14,12 +14,21 @@
 //!   is an error), reads at or past the size snapshot, or panics on segment bytes.
 //!
 //! The unit is the batch (Kafka sends whole batches): batches whose last offset is below the
-//! target are skipped; the first batch whose last offset reaches the target starts the range
-//! and is always returned whole, even when larger than `max_bytes`, so an oversized batch
-//! cannot wedge a consumer; following batches are added while the range stays within
-//! `max_bytes`. Only headers are read; batch bodies are sent without being looked at.
+//! target are skipped; the first batch whose last offset reaches the target starts the range;
+//! following batches are added while the [`FetchBudget`] admits them. Only headers are read;
+//! batch bodies are sent without being looked at.
+//!
+//! # The fetch budget
+//!
+//! One rule decides how many bytes a fetch returns, both inside one segment ([`FetchPlanner`])
+//! and across the partitions of one Fetch response (the broker's handler, with
+//! [`fit_batches`]): a [`FetchBudget`] of `max_bytes` admits whole batches while they fit
+//! what is left, except that **the first batch is always admitted whole**, even when larger
+//! than the budget, so an oversized batch cannot wedge a consumer (Kafka's rule). A response
+//! shares one budget across its partitions, so only the first batch of the first non-empty
+//! partition is exempt.
 
-use crate::record::{BatchError, BatchHeader, HEADER_BYTES};
+use crate::record::{peek_extent, BatchError, BatchHeader, HEADER_BYTES, LOG_OVERHEAD};
 use crate::types::{FilePos, Offset};
 
 /// Why planning failed. Bytes below the size snapshot were validated before they were
@@ -105,12 +114,78 @@ pub struct FetchPlan {
     pub batch_count: usize,
 }
 
+/// A byte budget for whole batches in which the first batch is always whole (see the module
+/// documentation). Invariant: after [`take`](FetchBudget::take)s of batches it admitted, the
+/// bytes taken exceed `max_bytes` only by the first batch's excess.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchBudget {
+    left: u64,
+    taken_any: bool,
+}
+
+impl FetchBudget {
+    /// A budget of `max_bytes` from which nothing was taken yet.
+    pub fn new(max_bytes: usize) -> Self {
+        FetchBudget {
+            left: max_bytes as u64,
+            taken_any: false,
+        }
+    }
+
+    /// Whether a whole batch of `batch_bytes` may be taken: always for the first batch,
+    /// otherwise when it fits what is left.
+    pub fn admits(&self, batch_bytes: u64) -> bool {
+        !self.taken_any || batch_bytes <= self.left
+    }
+
+    /// Takes a batch of `batch_bytes` (one that [`admits`](FetchBudget::admits) said yes to).
+    pub fn take(&mut self, batch_bytes: u64) {
+        self.left = self.left.saturating_sub(batch_bytes);
+        self.taken_any = true;
+    }
+
+    /// True when no further batch can be admitted: a batch was taken and less than a batch
+    /// header is left (no batch is smaller than its header), so a reader can stop without
+    /// reading the next one.
+    pub fn is_spent(&self) -> bool {
+        self.taken_any && self.left < HEADER_BYTES as u64
+    }
+
+    /// Bytes left (0 once the first batch used more than the budget).
+    pub fn left(&self) -> u64 {
+        self.left
+    }
+}
+
+/// Length of the longest prefix of `bytes` made of whole batches that `budget` admits,
+/// taking them from it. Batches are delimited by their length field only (the bytes come
+/// from the log, validated when appended, I3); a batch cut off by the end of `bytes`, or with
+/// a negative length, ends the prefix.
+pub fn fit_batches(bytes: &[u8], budget: &mut FetchBudget) -> usize {
+    let mut used = 0usize;
+    while let Some((_, batch_length)) = peek_extent(&bytes[used..]) {
+        let Some(total) = usize::try_from(batch_length)
+            .ok()
+            .and_then(|n| n.checked_add(LOG_OVERHEAD))
+        else {
+            break;
+        };
+        let end = used.saturating_add(total);
+        if end > bytes.len() || !budget.admits(total as u64) {
+            break;
+        }
+        budget.take(total as u64);
+        used = end;
+    }
+    used
+}
+
 /// A sans-IO state machine that plans which bytes of one segment answer a fetch.
 #[derive(Clone, Debug)]
 pub struct FetchPlanner {
     target: Offset,
     end: FilePos,
-    max_bytes: u64,
+    budget: FetchBudget,
     /// Position of the next header to read.
     pos: FilePos,
     /// Smallest legal base offset of the next batch.
@@ -137,7 +212,7 @@ impl FetchPlanner {
         FetchPlanner {
             target,
             end,
-            max_bytes: max_bytes as u64,
+            budget: FetchBudget::new(max_bytes),
             pos: start,
             min_next_offset: segment_base,
             range: None,
@@ -268,15 +343,18 @@ impl FetchPlanner {
         match self.range {
             None if header.last_offset() < self.target => {}
             None => {
+                // The first batch: the budget always admits it whole.
+                self.budget.take(total_bytes);
                 self.range = Some((self.pos, batch_end));
                 self.first_offset = Some(header.base_offset);
                 self.batch_count = 1;
             }
             Some((start, _)) => {
-                if batch_end.as_u64() - start.as_u64() > self.max_bytes {
+                if !self.budget.admits(total_bytes) {
                     self.done = true;
                     return Ok(());
                 }
+                self.budget.take(total_bytes);
                 self.range = Some((start, batch_end));
                 self.batch_count += 1;
             }
@@ -284,11 +362,9 @@ impl FetchPlanner {
         self.next_offset_hint = Some(next_offset);
         self.min_next_offset = next_offset;
         self.pos = batch_end;
-        if let Some((start, end)) = self.range {
-            // No batch is smaller than a header: stop without reading one that cannot fit.
-            if end.as_u64() - start.as_u64() + HEADER_BYTES as u64 > self.max_bytes {
-                self.done = true;
-            }
+        // Stop without reading a header that cannot fit.
+        if self.budget.is_spent() {
+            self.done = true;
         }
         if self.pos >= self.end {
             self.done = true;
@@ -559,5 +635,99 @@ mod tests {
             p.feed(FilePos(0), &seg[..HEADER_BYTES - 1]),
             Err(FetchError::WindowMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn fit_cuts_at_batch_boundaries_but_first_batch_is_whole() {
+        let (both, spans) = segment(0, &[(1, 100), (1, 100)]);
+        let a = spans[0].1 as usize;
+        let fit = |bytes: &[u8], max: usize, taken_before: bool| {
+            let mut budget = FetchBudget::new(max);
+            if taken_before {
+                budget.take(0);
+            }
+            fit_batches(bytes, &mut budget)
+        };
+        assert_eq!(fit(&both, usize::MAX, false), both.len());
+        assert_eq!(fit(&both, a + 1, false), a);
+        assert_eq!(fit(&both, 10, false), a, "first batch whole");
+        assert_eq!(fit(&both, 10, true), 0, "only the first batch is exempt");
+        assert_eq!(
+            fit(&both[..a + 5], usize::MAX, false),
+            a,
+            "cut batch ends the prefix"
+        );
+        assert_eq!(fit(&[], 100, false), 0);
+    }
+
+    #[test]
+    fn one_budget_across_partitions_exempts_only_the_first_batch() {
+        let (p, spans) = segment(0, &[(1, 100)]);
+        let one = spans[0].1 as usize;
+        let mut budget = FetchBudget::new(one + 10);
+        assert_eq!(
+            fit_batches(&[], &mut budget),
+            0,
+            "an empty partition takes nothing"
+        );
+        assert_eq!(fit_batches(&p, &mut budget), one);
+        assert_eq!(budget.left(), 10);
+        assert_eq!(
+            fit_batches(&p, &mut budget),
+            0,
+            "the second partition must fit"
+        );
+        let mut small = FetchBudget::new(1);
+        assert_eq!(fit_batches(&p, &mut small), one, "first batch whole");
+        assert!(small.is_spent());
+        assert_eq!(fit_batches(&p, &mut small), 0);
+    }
+
+    proptest::proptest! {
+        /// `fit_batches` over partitions sharing one budget, against the rule in prose: whole
+        /// batches in order while the bytes taken stay within `max_bytes`, the very first batch
+        /// exempt; a partition's answer is a prefix of its batches.
+        #[test]
+        fn fit_matches_the_rule_across_partitions(
+            partitions in proptest::collection::vec(
+                proptest::collection::vec((1usize..3, 0usize..200), 0..5), 1..5),
+            max_bytes in 0usize..2_000,
+        ) {
+            let mut budget = FetchBudget::new(max_bytes);
+            let mut taken = 0usize;
+            let mut first = true;
+            for batches in &partitions {
+                let (bytes, spans) = segment(0, batches);
+                let mut expected = 0usize;
+                for (start, stop, _, _) in &spans {
+                    let len = (stop - start) as usize;
+                    if !first && taken + len > max_bytes {
+                        break;
+                    }
+                    first = false;
+                    taken += len;
+                    expected = *stop as usize;
+                }
+                proptest::prop_assert_eq!(fit_batches(&bytes, &mut budget), expected);
+            }
+        }
+
+        /// The planner and `fit_batches` apply the same budget: the planner's range is exactly
+        /// what `fit_batches` keeps of the bytes from the range's start.
+        #[test]
+        fn planner_and_fit_agree(
+            batches in proptest::collection::vec((1usize..4, 0usize..300), 1..15),
+            target in 0i64..40,
+            max_bytes in 0usize..3_000,
+        ) {
+            let (seg, _) = segment(0, &batches);
+            let end = FilePos(seg.len() as u32);
+            let mut planner = FetchPlanner::new(Offset(target), Offset(0), FilePos(0), end, max_bytes);
+            let plan = drive(&mut planner, &seg, 0).expect("valid segment plans");
+            if let Some((from, to)) = plan.range {
+                let kept = fit_batches(&seg[from.as_usize()..], &mut FetchBudget::new(max_bytes));
+                proptest::prop_assert_eq!(kept, (to.0 - from.0) as usize);
+            }
+        }
     }
 }

@@ -10,29 +10,43 @@
 //!
 //! Modules, each with its contract at the top:
 //! - [`types`]: newtypes for offsets and file positions.
-//! - [`record`]: Kafka record batch format v2 — parse, validate, patch, iterate.
+//! - [`record`]: Kafka record batch format v2 — parse, validate, patch, iterate; the
+//!   one-batch-per-partition rule of a Produce request.
 //! - [`index`]: the sparse offset index — placement, floor lookup, validation.
 //! - [`time_index`]: the time index — placement, floor lookup by timestamp, validation, and
 //!   the search for the first record at or after a timestamp.
-//! - [`fetch`]: plan a read from an index floor.
+//! - [`fetch`]: plan a read from an index floor; the fetch budget (the first batch is always
+//!   whole) shared by a segment's plan and a Fetch response.
+//! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
+//!   consumer protocol (KIP-848) group state machine, its assignors and its records.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
+//! - [`segment_trust`]: whether a segment's indexes and tail read back at startup are
+//!   trusted, and the trusted segment's state.
+//! - [`roll`]: when the active segment is sealed and a new one started.
 //! - [`retention`]: which segments to delete.
 //! - [`producer`]: idempotent producer state per partition (sequence checks, duplicates,
-//!   epoch fencing) and its snapshot encoding.
+//!   epoch fencing), which batches may share a coalesced write, and its snapshot encoding.
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
 //! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
+//! - [`error_code`]: the one table of Kafka error codes ([`error_code::ErrorCode`]).
+//! - [`clock`]: the backend's monotonic time ([`clock::MonoTime`]), as a value.
 //!
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod clock;
+pub mod error_code;
 pub mod fetch;
+pub mod group;
 pub mod index;
 pub mod producer;
 pub mod record;
 pub mod recovery;
 pub mod retention;
+pub mod roll;
+pub mod segment_trust;
 pub mod shard_sync;
 pub mod sync;
 pub mod time_index;

@@ -12,6 +12,10 @@
 //!   [`ProducerStateTable::on_appended`] before the next batch of the partition is checked
 //!   (the check and the append are one step w.r.t. other appends, I1). Replaying the log at
 //!   startup calls `on_appended` for every idempotent batch in log order, without checks.
+//! - Coalesced writes: when several queued batches are written as one group, each is checked
+//!   before any of the group is recorded. [`GroupAdmission`] decides which batches may share
+//!   a group so that each is still checked against exactly the state it would see appended
+//!   alone (a proptest compares grouped and one-by-one appends).
 //! - Never: reads a clock, does I/O, or allocates from a snapshot a count it has not checked
 //!   against the bytes present (I10). Memory is bounded: at most
 //!   [`ProducerLimits::max_producers`] producers, [`RETAINED_BATCHES`] batches each.
@@ -56,6 +60,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use crate::error_code::ErrorCode;
 use crate::record::BatchHeader;
 use crate::types::Offset;
 
@@ -68,15 +73,6 @@ pub const RETAINED_BATCHES: usize = 5;
 pub const DEFAULT_MAX_PRODUCERS: usize = 10_000;
 /// Default `producer.id.expiration.ms`: 1 day.
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 24 * 60 * 60 * 1000;
-
-/// Kafka error OUT_OF_ORDER_SEQUENCE_NUMBER.
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-/// Kafka error INVALID_PRODUCER_EPOCH.
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-/// Kafka error INVALID_TXN_STATE.
-pub const INVALID_TXN_STATE: i16 = 48;
-/// Kafka error INVALID_RECORD.
-pub const INVALID_RECORD: i16 = 87;
 
 /// Snapshot magic bytes.
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"MKPS";
@@ -249,12 +245,87 @@ pub enum ProducerError {
 
 impl ProducerError {
     /// The Kafka error code to answer with.
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
-            ProducerError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
-            ProducerError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
-            ProducerError::TransactionsUnsupported { .. } => INVALID_TXN_STATE,
-            ProducerError::ControlBatch { .. } => INVALID_RECORD,
+            ProducerError::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH,
+            ProducerError::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            ProducerError::TransactionsUnsupported { .. } => ErrorCode::INVALID_TXN_STATE,
+            ProducerError::ControlBatch { .. } => ErrorCode::INVALID_RECORD,
+        }
+    }
+}
+
+/// What [`GroupAdmission::admit`] says about one queued batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The batch must start the next group: checked now, it could see a state that an
+    /// earlier member of this group is about to change. Leave it queued.
+    WaitForNextGroup,
+    /// Refused by the producer rules: answer with the error, write nothing.
+    Refuse(ProducerError),
+    /// A duplicate: answer with the original batch's offsets, write nothing.
+    Duplicate(BatchMetadata),
+    /// May join the group with this decision ([`Decision::Append`] or
+    /// [`Decision::NotIdempotent`]); call [`GroupAdmission::join`] once it does, and
+    /// [`ProducerStateTable::on_appended`] after the group is written.
+    Admit(Decision),
+}
+
+/// The producer rules for one coalesced write group: which queued batches may be written
+/// together while the table is updated only after the group's write.
+///
+/// A batch's check reads its own producer's entry only, and recording a batch changes only
+/// its own producer's entry, except that inserting a new producer beyond
+/// [`ProducerLimits::max_producers`] evicts another. So a group may hold at most one batch
+/// per idempotent producer, and no idempotent batch after a member that may evict: then
+/// checking every member against the state at the group's start equals checking each after
+/// the ones before it were recorded. Non-idempotent batches join any group.
+#[derive(Clone, Debug, Default)]
+pub struct GroupAdmission {
+    /// Producer ids of the idempotent members.
+    producer_ids: Vec<i64>,
+    /// Members whose producer the table does not hold yet.
+    new_producers: usize,
+    /// Recording the members may evict a producer.
+    may_evict: bool,
+}
+
+impl GroupAdmission {
+    /// An empty group.
+    pub fn new() -> Self {
+        GroupAdmission::default()
+    }
+
+    /// Decides `batch` (queued at `now_ms`) for this group against `table`, the state before
+    /// the group. Changes nothing.
+    pub fn admit(
+        &self,
+        table: &ProducerStateTable,
+        batch: &ProducerBatch,
+        now_ms: i64,
+    ) -> Admission {
+        if batch.is_idempotent()
+            && (self.may_evict || self.producer_ids.contains(&batch.producer_id))
+        {
+            return Admission::WaitForNextGroup;
+        }
+        match table.check_append(batch, now_ms) {
+            Ok(Decision::Duplicate(original)) => Admission::Duplicate(original),
+            Ok(decision) => Admission::Admit(decision),
+            Err(e) => Admission::Refuse(e),
+        }
+    }
+
+    /// Records that `batch`, admitted, joined the group (a batch admitted but then not
+    /// written, e.g. because the group ended before it, must not be joined).
+    pub fn join(&mut self, table: &ProducerStateTable, batch: &ProducerBatch) {
+        if !batch.is_idempotent() {
+            return;
+        }
+        self.producer_ids.push(batch.producer_id);
+        if table.get(batch.producer_id).is_none() {
+            self.new_producers += 1;
+            self.may_evict |= table.len() + self.new_producers > table.limits().max_producers;
         }
     }
 }
@@ -741,7 +812,7 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 0, 42, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         // Gap.
         assert_eq!(
@@ -756,7 +827,7 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 1, 45, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         assert_eq!(
             produce(&mut t, &mut next, batch(7, 1, 0, 1), 0),
@@ -766,29 +837,29 @@ mod tests {
         assert_eq!(
             t.check_append(&batch(7, 0, 45, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(INVALID_PRODUCER_EPOCH)
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
         // Transactions and control batches are refused.
         let mut tx = batch(8, 0, 0, 1);
         tx.is_transactional = true;
         assert_eq!(
             t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),
-            Err(INVALID_TXN_STATE)
+            Err(ErrorCode::INVALID_TXN_STATE)
         );
         tx.is_control = true;
         assert_eq!(
             t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),
-            Err(INVALID_RECORD)
+            Err(ErrorCode::INVALID_RECORD)
         );
         assert_eq!(
             t.check_append(&batch(8, 0, -1, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+            Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
         );
         assert_eq!(
             t.check_append(&batch(8, -1, 0, 1), 0)
                 .map_err(|e| e.kafka_error_code()),
-            Err(INVALID_PRODUCER_EPOCH)
+            Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
     }
 
@@ -809,7 +880,7 @@ mod tests {
             assert_eq!(
                 t.check_append(&batch(1, 0, seq, 1), 0)
                     .map_err(|e| e.kafka_error_code()),
-                Err(OUT_OF_ORDER_SEQUENCE_NUMBER)
+                Err(ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER)
             );
         }
     }
@@ -890,5 +961,125 @@ mod tests {
                 "producer count exceeds the bytes present"
             ))
         );
+    }
+
+    proptest::proptest! {
+        /// Coalesced groups formed by [`GroupAdmission`] decide and record exactly what
+        /// one-by-one appends do: same decision per batch, same table afterwards (compared by
+        /// its snapshot bytes, which hold every entry in recency order).
+        #[test]
+        fn grouped_appends_match_one_by_one(
+            ops in proptest::collection::vec(
+                (-1i64..5, 0i16..3, 0i32..6, 1i32..3, 0i64..400), 1..60),
+            max_producers in 1usize..4,
+            group_cap in 1usize..8,
+        ) {
+            let limits = ProducerLimits { max_producers, producer_id_expiration_ms: 1_000 };
+            let mut now = 0i64;
+            let batches: Vec<(ProducerBatch, i64)> = ops
+                .iter()
+                .map(|&(pid, epoch, seq, count, dt)| {
+                    now += dt;
+                    (batch(pid, epoch, seq, count), now)
+                })
+                .collect();
+
+            // One by one.
+            let mut alone = ProducerStateTable::new(limits);
+            let mut next = 0i64;
+            let mut expected = Vec::new();
+            for (b, now_ms) in &batches {
+                expected.push(produce(&mut alone, &mut next, *b, *now_ms));
+            }
+
+            // In groups: members are checked against the state at the group's start and
+            // recorded after it, as the partition's writer does.
+            let mut grouped = ProducerStateTable::new(limits);
+            let mut next = 0i64;
+            let mut got = Vec::new();
+            let mut queue: std::collections::VecDeque<_> = batches.iter().copied().collect();
+            while !queue.is_empty() {
+                let mut group = GroupAdmission::new();
+                let mut members: Vec<(ProducerBatch, Decision, i64)> = Vec::new();
+                while let Some((b, now_ms)) = queue.pop_front() {
+                    if members.len() == group_cap {
+                        queue.push_front((b, now_ms));
+                        break;
+                    }
+                    match group.admit(&grouped, &b, now_ms) {
+                        Admission::WaitForNextGroup => {
+                            proptest::prop_assert!(!members.is_empty(), "a group takes its first batch");
+                            queue.push_front((b, now_ms));
+                            break;
+                        }
+                        Admission::Refuse(e) => got.push(Err(e)),
+                        Admission::Duplicate(original) => got.push(Ok(Decision::Duplicate(original))),
+                        Admission::Admit(decision) => {
+                            group.join(&grouped, &b);
+                            members.push((b, decision, now_ms));
+                            got.push(Ok(decision));
+                        }
+                    }
+                }
+                for (b, decision, now_ms) in members {
+                    let base = Offset(next);
+                    let last = Offset(next + i64::from(b.records_count) - 1);
+                    next = last.0 + 1;
+                    if decision == Decision::Append {
+                        grouped.on_appended(&b, base, last, now_ms, now_ms);
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(got, expected);
+            proptest::prop_assert_eq!(grouped.encode_snapshot(Offset(next)), alone.encode_snapshot(Offset(next)));
+        }
+    }
+
+    #[test]
+    fn a_group_holds_one_batch_per_producer_and_none_after_a_possible_eviction() {
+        let limits = ProducerLimits {
+            max_producers: 2,
+            producer_id_expiration_ms: 1_000,
+        };
+        let mut t = ProducerStateTable::new(limits);
+        t.on_appended(&batch(1, 0, 0, 1), Offset(0), Offset(0), 0, 0);
+        let mut group = GroupAdmission::new();
+        assert_eq!(
+            group.admit(&t, &batch(1, 0, 1, 1), 0),
+            Admission::Admit(Decision::Append)
+        );
+        group.join(&t, &batch(1, 0, 1, 1));
+        assert_eq!(
+            group.admit(&t, &batch(1, 0, 2, 1), 0),
+            Admission::WaitForNextGroup,
+            "a second batch of producer 1"
+        );
+        assert_eq!(
+            group.admit(&t, &batch(-1, 0, 0, 1), 0),
+            Admission::Admit(Decision::NotIdempotent)
+        );
+        group.join(&t, &batch(2, 0, 0, 1)); // new producer 2: 2 of 2, no eviction yet
+        assert_eq!(
+            group.admit(&t, &batch(3, 0, 0, 1), 0),
+            Admission::Admit(Decision::Append)
+        );
+        group.join(&t, &batch(3, 0, 0, 1)); // new producer 3: 3 of 2, may evict
+        assert_eq!(
+            group.admit(&t, &batch(4, 0, 0, 1), 0),
+            Admission::WaitForNextGroup
+        );
+        assert_eq!(
+            group.admit(&t, &batch(-1, 0, 0, 1), 0),
+            Admission::Admit(Decision::NotIdempotent),
+            "non-idempotent batches join any group"
+        );
+        assert!(matches!(
+            GroupAdmission::new().admit(&t, &batch(1, 0, 0, 1), 0),
+            Admission::Duplicate(_)
+        ));
+        assert!(matches!(
+            GroupAdmission::new().admit(&t, &batch(1, 0, 5, 1), 0),
+            Admission::Refuse(ProducerError::OutOfOrderSequence { .. })
+        ));
     }
 }

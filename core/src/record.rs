@@ -442,6 +442,52 @@ pub fn validate_batch(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     validate_batch_with(buf, ValidateOptions::default())
 }
 
+/// The one-batch rule: checks that `records` (what a producer sent for one partition) is
+/// exactly one record batch, by its length field alone, and returns the batch's total bytes.
+///
+/// Kafka appends one batch per partition per Produce request; the broker's Produce handler
+/// applies this before routing (more than one batch is INVALID_RECORD, anything else
+/// CORRUPT_MESSAGE) and the partition log again after [`validate_batch_with`], so no append
+/// path writes trailing bytes. Errors, in order: fewer than [`LOG_OVERHEAD`] bytes
+/// ([`BatchCheck::TruncatedHeader`]), a negative `batchLength`
+/// ([`BatchCheck::BatchLengthTooSmall`]), a batch running past the bytes
+/// ([`BatchCheck::TruncatedBatch`]), bytes after the batch ([`BatchCheck::TrailingBytes`], the
+/// only one that means "more than one batch"). The batch itself is not validated here.
+pub fn check_single_batch(records: &[u8]) -> Result<usize, BatchError> {
+    let Some((_, batch_length)) = peek_extent(records) else {
+        return Err(BatchError::new(
+            BatchCheck::TruncatedHeader {
+                need: LOG_OVERHEAD,
+                have: records.len(),
+            },
+            0,
+        ));
+    };
+    let Some(total) = usize::try_from(batch_length)
+        .ok()
+        .and_then(|n| n.checked_add(LOG_OVERHEAD))
+    else {
+        return Err(BatchError::new(
+            BatchCheck::BatchLengthTooSmall(batch_length),
+            BATCH_LENGTH_AT,
+        ));
+    };
+    match total.cmp(&records.len()) {
+        std::cmp::Ordering::Equal => Ok(total),
+        std::cmp::Ordering::Less => Err(BatchError::new(
+            BatchCheck::TrailingBytes(records.len() - total),
+            total,
+        )),
+        std::cmp::Ordering::Greater => Err(BatchError::new(
+            BatchCheck::TruncatedBatch {
+                batch_length,
+                have: records.len(),
+            },
+            BATCH_LENGTH_AT,
+        )),
+    }
+}
+
 /// Walks every record of an uncompressed batch, checking structure and offset deltas.
 /// Reads exactly `declared` records, then requires the records section to be used up.
 fn walk_records(batch: &[u8], declared: i32) -> Result<(), BatchError> {
@@ -945,6 +991,37 @@ fn write_nullable(out: &mut Vec<u8>, field: Option<&[u8]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exactly_one_batch_passes_the_one_batch_rule() {
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(b"v"),
+            timestamp_ms: 1,
+            ..NewRecord::default()
+        });
+        let one = b.build(Offset(0));
+        assert_eq!(check_single_batch(&one), Ok(one.len()));
+        let mut two = one.clone();
+        two.extend_from_slice(&one);
+        let check = |bytes: &[u8]| check_single_batch(bytes).map_err(|e| e.check);
+        assert_eq!(check(&two), Err(BatchCheck::TrailingBytes(one.len())));
+        assert!(matches!(
+            check(&one[..one.len() - 1]),
+            Err(BatchCheck::TruncatedBatch { .. })
+        ));
+        assert!(matches!(
+            check(&one[..5]),
+            Err(BatchCheck::TruncatedHeader { need: 12, have: 5 })
+        ));
+        assert!(matches!(
+            check(&[]),
+            Err(BatchCheck::TruncatedHeader { .. })
+        ));
+        let mut negative = one.clone();
+        negative[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(check(&negative), Err(BatchCheck::BatchLengthTooSmall(-1)));
+    }
 
     fn sample(n: usize) -> Vec<u8> {
         let mut b = BatchBuilder::new();

@@ -227,7 +227,7 @@ proptest! {
                     batch(pid, epoch, i32::MAX - below, count)
                 }
             };
-            let got = answer(table.check_append(&b, now_ms).map_err(|e| e.kafka_error_code()));
+            let got = answer(table.check_append(&b, now_ms).map_err(|e| e.kafka_error_code().code()));
             let want = model.decide(&b, now_ms);
             prop_assert_eq!(got, want, "batch {:?} at {}", b, now_ms);
             sent.entry(b.producer_id).or_default().push(b);

@@ -1,8 +1,18 @@
 //! # minikafka-loom-tests
 //!
-//! Loom models of every minikafka primitive shared between threads; today the long-poll wakeup
-//! of `minikafka_core::wakeup` (invariant I7, no lost wakeup). The models live in `tests/`;
-//! this library holds only what they share.
+//! Loom models of the minikafka primitives shared between threads. The models live in
+//! `tests/`; this library holds only what they share (the model builder). They cover:
+//! - `tests/wakeup.rs`: the long-poll wakeup of `minikafka_core::wakeup` (invariant I7, no lost
+//!   wakeup), with one and two fetchers, one fetcher on two partitions, and a fetch dropped
+//!   mid-wait.
+//! - `tests/shard_sync.rs`: the cross-shard coordination of `minikafka_core::shard_sync`
+//!   (invariant I11): the phase barrier and the shutdown request publish what a shard wrote
+//!   before them, a failure releases waiters, and the connection `Permits` never exceed their
+//!   limit.
+//!
+//! Each file includes a deliberately broken variant that loom must catch, so a green run means
+//! the models can fail. What else shards share, and why it needs no model, is listed
+//! under I11 in `docs/DESIGN.md`.
 //!
 //! The models exist only under `--cfg loom`, which also switches `minikafka_core::sync` to
 //! loom's primitives. Without it the crate builds empty and its tests do nothing:

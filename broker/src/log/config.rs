@@ -20,7 +20,8 @@ pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// Default `message.max.bytes` (Kafka's): the largest batch accepted, log overhead included.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 
-/// When appended data is made durable.
+/// When appended data is made durable (the broker's `flush.policy` and a topic's override
+/// alike: this one enum serves the configuration, the log and the benchmarks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FlushPolicy {
     /// Acknowledge once the write reached the kernel; the OS flushes when it likes.
@@ -35,6 +36,17 @@ pub enum FlushPolicy {
         /// Milliseconds between syncs.
         ms: u64,
     },
+}
+
+impl FlushPolicy {
+    /// The value of `flush.policy` (broker) and `minikafka.flush.policy` (topic) naming it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushPolicy::None => "none",
+            FlushPolicy::Fsync => "fsync",
+            FlushPolicy::Interval { .. } => "interval",
+        }
+    }
 }
 
 /// Settings of one partition's log.

@@ -6,6 +6,7 @@
 use std::io;
 use std::path::PathBuf;
 
+use minikafka_core::error_code::ErrorCode;
 use minikafka_core::record::{BatchCheck, BatchError};
 use minikafka_core::types::Offset;
 
@@ -87,18 +88,18 @@ pub enum LogError {
 
 impl LogError {
     /// The Kafka protocol error code for this error.
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
             LogError::Corrupt(BatchError {
                 check: BatchCheck::BatchTooLarge { .. },
                 ..
-            }) => 10, // MESSAGE_TOO_LARGE
-            LogError::Corrupt(_) => 2,              // CORRUPT_MESSAGE
-            LogError::OffsetOutOfRange { .. } => 1, // OFFSET_OUT_OF_RANGE
-            LogError::Config { .. } => 40,          // INVALID_CONFIG
-            LogError::InvalidName { .. } => 17,     // INVALID_TOPIC_EXCEPTION
-            LogError::Producer(e) => e.kafka_error_code(), // 45, 47, 48, 87
-            _ => 56,                                // KAFKA_STORAGE_ERROR
+            }) => ErrorCode::MESSAGE_TOO_LARGE,
+            LogError::Corrupt(_) => ErrorCode::CORRUPT_MESSAGE,
+            LogError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
+            LogError::Config { .. } => ErrorCode::INVALID_CONFIG,
+            LogError::InvalidName { .. } => ErrorCode::INVALID_TOPIC_EXCEPTION,
+            LogError::Producer(e) => e.kafka_error_code(),
+            _ => ErrorCode::KAFKA_STORAGE_ERROR,
         }
     }
 

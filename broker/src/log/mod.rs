@@ -30,11 +30,13 @@
 //! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
 //!   close, replay at open).
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
+//! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
 
 pub mod commit;
 pub mod config;
 pub mod error;
 pub mod partition;
+pub mod producer_ids;
 pub mod producers;
 pub mod recover;
 pub mod segment;
@@ -43,6 +45,7 @@ pub mod topics;
 pub use config::{FlushPolicy, LogConfig};
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
+pub use producer_ids::ProducerIdAllocator;
 pub use segment::Segment;
 pub use topics::{TopicMeta, TopicStore};
 

@@ -32,6 +32,10 @@
 //!   flush policy (I8), and nothing is written; a refused batch is
 //!   [`LogError::Producer`]. The state is snapshotted at each roll and at close and rebuilt
 //!   at open ([`super::producers`]).
+//! - Decisions are core's (table in `docs/DESIGN.md`, "Where decisions live"): the batch
+//!   checks (`record`), when to roll (`roll`), the producer rules and which batches share a
+//!   write (`producer::GroupAdmission`), the fetch plan and budget (`fetch`), retention, the
+//!   timestamp search. This file carries them out: queueing, locking, I/O, publishing.
 //! - Never reads a clock: time comes in as `now_ms`.
 
 use std::cell::{Cell, RefCell};
@@ -45,13 +49,15 @@ use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
 use minikafka_core::producer::{
-    BatchMetadata, Decision, ProducerBatch, ProducerLimits, ProducerStateTable,
+    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerLimits,
+    ProducerStateTable,
 };
 use minikafka_core::record::{
-    patch_base_offset, patch_leader_epoch, validate_batch_with, BatchCheck, BatchError,
-    BatchHeader, ValidateOptions,
+    check_single_batch, patch_base_offset, patch_leader_epoch, validate_batch_with, BatchHeader,
+    ValidateOptions,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
+use minikafka_core::roll::{self, ActiveSegment, RollLimits};
 use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
 use minikafka_core::types::{FilePos, Offset};
 
@@ -361,8 +367,9 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// The batch is validated first (I3: an invalid batch touches nothing), then gets the next
     /// offsets by patching its base offset (I1) and the leader epoch ([`LEADER_EPOCH`]). The
-    /// log rolls first when the batch would push a non-empty active segment past
-    /// `segment_bytes`, its offsets past 32 bits (I6), or `segment_ms` has passed. On an error
+    /// log rolls first when core's [`roll::roll_reason`] says so: the batch would push a
+    /// non-empty active segment past `segment_bytes`, its offsets past 32 bits (I6), or
+    /// `segment_ms` has passed. On an error
     /// nothing is acknowledged or published; a later append retries at the same position.
     ///
     /// Appends that queue while another holds the append mutex are written together (write
@@ -379,13 +386,9 @@ impl<B: Backend> PartitionLog<B> {
             walk_records: true,
         };
         let header = validate_batch_with(&batch, opts)?;
-        let total = header.total_bytes();
-        if total != batch.len() {
-            return Err(LogError::Corrupt(BatchError {
-                check: BatchCheck::TrailingBytes(batch.len() - total),
-                at: total,
-            }));
-        }
+        // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
+        // left to find once the batch validated).
+        check_single_batch(&batch)?;
         self.check_writable()?;
 
         // Queue first (arrival order), then take the mutex: whoever holds it writes every
@@ -425,31 +428,28 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Takes the append mutex and holds it while the guard lives: appends made meanwhile queue
     /// up and are written as one coalesced group once it is dropped (for the conformance
-    /// checks, which need a deterministic group).
-    pub(crate) async fn hold_appends(&self) -> futures::lock::MutexGuard<'_, ()> {
+    /// checks, which need a deterministic group). A test hook: only with `test-hooks`.
+    #[cfg(feature = "test-hooks")]
+    pub async fn hold_appends(&self) -> futures::lock::MutexGuard<'_, ()> {
         self.append_lock.lock().await
     }
 
-    /// Takes queued appends from the front, in arrival order, and writes them as one group:
-    /// checks each (writable, producer rules, offset space) exactly as a lone append would,
-    /// answering a refused one at once; assigns dense offsets in queue order (I1); writes the
-    /// group with one `write_at` plus its index entries (I4); publishes the size and high
-    /// watermark (I2); answers each. A failed write fails the whole group (I8). Called with
-    /// the append lock held; takes at least one queued append when any is queued.
-    ///
-    /// The group ends before a batch that would pass [`COALESCE_MAX_BYTES`] or need a roll
-    /// (a roll happens only before a group's first batch), before a second batch of the same
-    /// idempotent producer, and before any idempotent batch once a member may evict a
-    /// producer: so every batch is checked against exactly the producer state it would see
-    /// appended alone.
+    /// Takes queued appends from the front, in arrival order, and writes them as one group.
+    /// Called with the append lock held; takes at least one queued append when any is
+    /// queued. The steps, each its own function:
+    /// 1. [`fail_queue_if_unwritable`](Self::fail_queue_if_unwritable): closed or offline,
+    ///    every waiting append fails;
+    /// 2. [`repair_tail`](Self::repair_tail): cut what a failed write left;
+    /// 3. [`gather_group`](Self::gather_group): drain the queue into a group, checking each
+    ///    append as a lone append would be checked (producer rules, offset space), answering
+    ///    a refused one at once, rolling before the group's first batch when core says so,
+    ///    patching dense offsets in queue order (I1);
+    /// 4. [`write_out`](Self::write_out): one `write_at` plus index entries (I4); a failure
+    ///    fails the whole group (I8);
+    /// 5. [`publish`](Self::publish): the size and high watermark move (I2);
+    /// 6. [`record_and_answer`](Self::record_and_answer): producer state, then each answer.
     async fn write_group(&self) {
-        if self.check_writable().is_err() {
-            // Closed or offline: every waiting append fails (and the segments may be gone).
-            while let Some(queued) = self.take_live_front() {
-                if let Err(e) = self.check_writable() {
-                    let _ = queued.reply.send(Err(e));
-                }
-            }
+        if self.fail_queue_if_unwritable() {
             return;
         }
         if let Err(e) = self.repair_tail().await {
@@ -458,129 +458,168 @@ impl<B: Backend> PartitionLog<B> {
             }
             return;
         }
-        let mut members: Vec<Member> = Vec::new();
-        let mut headers: Vec<BatchHeader> = Vec::new();
-        let mut buf: Vec<u8> = Vec::new();
-        let mut next = self.high_watermark.get();
-        let mut group_pids: Vec<i64> = Vec::new();
-        let mut new_producers = 0usize;
-        let mut may_evict = false;
-        while let Some(mut queued) = self.take_live_front() {
+        let group = self.gather_group().await;
+        if group.members.is_empty() {
+            return;
+        }
+        let segment = self.active();
+        let Some((positions, group)) = self.write_out(&segment, group).await else {
+            return;
+        };
+        self.publish(group.next_offset);
+        self.record_and_answer(&segment, group, positions);
+    }
+
+    /// Step 1: when the log is closed or offline, fails every waiting append (the segments
+    /// may be gone) and returns true.
+    fn fail_queue_if_unwritable(&self) -> bool {
+        if self.check_writable().is_ok() {
+            return false;
+        }
+        while let Some(queued) = self.take_live_front() {
             if let Err(e) = self.check_writable() {
                 let _ = queued.reply.send(Err(e));
-                continue;
             }
-            let producer_batch = ProducerBatch::from_header(&queued.header);
-            let idempotent = producer_batch.is_idempotent();
-            if idempotent
-                && !members.is_empty()
-                && (may_evict || group_pids.contains(&producer_batch.producer_id))
-            {
-                self.queue.borrow_mut().push_front(queued);
-                break;
-            }
-            let checked = self
-                .producers
-                .borrow()
-                .check_append(&producer_batch, queued.now_ms);
-            let decision = match checked {
-                Ok(Decision::Duplicate(original)) => {
-                    let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
-                    continue;
-                }
-                Ok(decision) => decision,
-                Err(e) => {
-                    let _ = queued.reply.send(Err(e.into()));
-                    continue;
-                }
-            };
-            let base_offset = next;
-            let Some(last_offset) = base_offset
-                .0
-                .checked_add(i64::from(queued.header.last_offset_delta))
-                .filter(|last| *last < i64::MAX)
-                .map(Offset)
-            else {
-                let _ = queued.reply.send(Err(LogError::OffsetOverflow));
-                continue;
-            };
-            let batch_bytes = queued.batch.len() as u64;
-            let pending_bytes = buf.len() as u64;
-            let active = self.active();
-            let roll = self.should_roll(
-                &active,
-                pending_bytes,
-                batch_bytes,
-                last_offset,
-                queued.now_ms,
-            );
-            if !members.is_empty() && (roll || pending_bytes + batch_bytes > COALESCE_MAX_BYTES) {
-                self.queue.borrow_mut().push_front(queued);
-                break;
-            }
-            if roll {
-                if let Err(e) = self.roll(base_offset, queued.now_ms).await {
-                    let _ = queued.reply.send(Err(e));
-                    continue;
-                }
-            }
-            if idempotent {
-                group_pids.push(producer_batch.producer_id);
-                let producers = self.producers.borrow();
-                if producers.get(producer_batch.producer_id).is_none() {
-                    new_producers += 1;
-                    may_evict |= producers.len() + new_producers > producers.limits().max_producers;
-                }
-            }
+        }
+        true
+    }
 
-            // I1: the single writer assigns dense offsets by patching in place (outside the CRC).
-            let mut batch = std::mem::take(&mut queued.batch);
-            patch_base_offset(&mut batch, base_offset);
-            patch_leader_epoch(&mut batch, LEADER_EPOCH);
-            let mut header = queued.header;
-            header.base_offset = base_offset;
-            header.partition_leader_epoch = LEADER_EPOCH;
-            if buf.is_empty() {
-                buf = batch;
-            } else {
-                buf.extend_from_slice(&batch);
+    /// Step 3: drains the queue into a write group until it is empty or core ends the group
+    /// (see [`place`](Self::place)). Appends refused on the way are answered here.
+    async fn gather_group(&self) -> Group {
+        let mut group = Group {
+            members: Vec::new(),
+            headers: Vec::new(),
+            bytes: Vec::new(),
+            next_offset: self.high_watermark.get(),
+            admission: GroupAdmission::new(),
+        };
+        while let Some(queued) = self.take_live_front() {
+            if let Placement::EndsGroup(queued) = self.place(&mut group, queued).await {
+                self.queue.borrow_mut().push_front(queued);
+                break;
             }
-            headers.push(header);
-            members.push(Member {
+        }
+        group
+    }
+
+    /// Puts one queued append into `group`, answers it at once, or hands it back to start
+    /// the next group. The group ends before a second batch of the same idempotent producer
+    /// or any idempotent batch once a member may evict a producer (core's
+    /// [`GroupAdmission`]: so every batch is checked against exactly the producer state it
+    /// would see appended alone), and before a batch that would pass [`COALESCE_MAX_BYTES`]
+    /// or need a roll (core's [`roll::roll_reason`]; a roll happens only before a group's
+    /// first batch).
+    async fn place(&self, group: &mut Group, mut queued: QueuedAppend) -> Placement {
+        if let Err(e) = self.check_writable() {
+            let _ = queued.reply.send(Err(e));
+            return Placement::Answered;
+        }
+        let producer_batch = ProducerBatch::from_header(&queued.header);
+        let decision = {
+            let producers = self.producers.borrow();
+            match group
+                .admission
+                .admit(&producers, &producer_batch, queued.now_ms)
+            {
+                Admission::WaitForNextGroup => return Placement::EndsGroup(queued),
+                Admission::Duplicate(original) => {
+                    let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
+                    return Placement::Answered;
+                }
+                Admission::Refuse(e) => {
+                    let _ = queued.reply.send(Err(e.into()));
+                    return Placement::Answered;
+                }
+                Admission::Admit(decision) => decision,
+            }
+        };
+        let base_offset = group.next_offset;
+        let Some(last_offset) = last_offset_of(base_offset, &queued.header) else {
+            let _ = queued.reply.send(Err(LogError::OffsetOverflow));
+            return Placement::Answered;
+        };
+        let batch_bytes = queued.batch.len() as u64;
+        let pending_bytes = group.bytes.len() as u64;
+        let roll = roll::roll_reason(
+            active_facts(&self.active()),
+            self.roll_limits(),
+            pending_bytes,
+            batch_bytes,
+            last_offset,
+            queued.now_ms,
+        );
+        if !group.members.is_empty()
+            && (roll.is_some() || pending_bytes + batch_bytes > COALESCE_MAX_BYTES)
+        {
+            return Placement::EndsGroup(queued);
+        }
+        if let Some(reason) = roll {
+            tracing::debug!(dir = ?self.dir, ?reason, "rolling before the next batch");
+            if let Err(e) = self.roll(base_offset, queued.now_ms).await {
+                let _ = queued.reply.send(Err(e));
+                return Placement::Answered;
+            }
+        }
+        group
+            .admission
+            .join(&self.producers.borrow(), &producer_batch);
+        group.push(
+            std::mem::take(&mut queued.batch),
+            queued.header,
+            Member {
                 producer_batch,
                 decision,
                 last_offset,
                 now_ms: queued.now_ms,
                 reply: queued.reply,
-            });
-            next = last_offset.plus(1);
-        }
-        if members.is_empty() {
-            return;
-        }
+            },
+        );
+        Placement::Joined
+    }
 
-        let segment = self.active();
+    /// Step 4: writes the group's bytes and index entries to `segment`. On an error answers
+    /// every member with it (I8: nothing of the group is acknowledged) and returns `None`;
+    /// the torn tail is left marked for the next append to cut.
+    async fn write_out(
+        &self,
+        segment: &Segment<B>,
+        mut group: Group,
+    ) -> Option<(Vec<FilePos>, Group)> {
         // Until the write is known complete, bytes past the published size may be torn (also
         // if this future is dropped mid-write).
         self.torn_tail.set(true);
-        let (written, _buf) = segment.append_batches(buf, &headers).await;
-        let positions = match written {
-            Ok(positions) => positions,
+        let bytes = std::mem::take(&mut group.bytes);
+        let (written, _bytes) = segment.append_batches(bytes, &group.headers).await;
+        match written {
+            Ok(positions) => {
+                self.torn_tail.set(false);
+                Some((positions, group))
+            }
             Err(e) => {
-                // I8: nothing of the group is acknowledged.
-                for member in members {
+                for member in group.members {
                     let _ = member.reply.send(Err(LogError::Io(copy_io_error(&e))));
                 }
-                return;
+                None
             }
-        };
-        self.torn_tail.set(false);
-        // I2: the batches are whole on disk (below the segment's published size); publish.
-        self.high_watermark.set(next);
-        self.commit.note_written(next);
-        for ((member, header), position) in members.into_iter().zip(&headers).zip(positions) {
+        }
+    }
+
+    /// Step 5 (I2): the group's batches are whole on disk, below the segment's published
+    /// size; readers may now see offsets below `next_offset`.
+    fn publish(&self, next_offset: Offset) {
+        self.high_watermark.set(next_offset);
+        self.commit.note_written(next_offset);
+    }
+
+    /// Step 6: records each appended idempotent batch in the producer state (before the
+    /// append mutex is released, so the next batch is checked against it) and answers each
+    /// member with its offsets and position.
+    fn record_and_answer(&self, segment: &Segment<B>, group: Group, positions: Vec<FilePos>) {
+        for ((member, header), position) in
+            group.members.into_iter().zip(&group.headers).zip(positions)
+        {
             if member.decision == Decision::Append {
-                // Recorded before the mutex is released: the next batch is checked against it.
                 self.producers.borrow_mut().on_appended(
                     &member.producer_batch,
                     header.base_offset,
@@ -597,6 +636,14 @@ impl<B: Backend> PartitionLog<B> {
                 position,
                 duplicate: false,
             })));
+        }
+    }
+
+    /// The roll limits of the configuration in force.
+    fn roll_limits(&self) -> RollLimits {
+        RollLimits {
+            segment_bytes: self.config.segment_bytes,
+            segment_ms: self.config.segment_ms,
         }
     }
 
@@ -659,29 +706,6 @@ impl<B: Backend> PartitionLog<B> {
                 tracing::warn!(dir = ?self.dir, offset = offset.0, error = %e, "writing a producer state snapshot failed");
             }
         }
-    }
-
-    /// Whether a batch of `batch_bytes` ending at `last_offset` must go to a new segment, with
-    /// `pending_bytes` of its group already placed before it in the active segment.
-    fn should_roll(
-        &self,
-        active: &Segment<B>,
-        pending_bytes: u64,
-        batch_bytes: u64,
-        last_offset: Offset,
-        now_ms: i64,
-    ) -> bool {
-        if active.is_empty() && pending_bytes == 0 {
-            return false;
-        }
-        let too_big = active.size_bytes() + pending_bytes + batch_bytes > self.config.segment_bytes;
-        // I6: relative offsets must fit the index's u32.
-        let offsets_overflow = last_offset.relative_to(active.base_offset()).is_none();
-        let too_old = self
-            .config
-            .segment_ms
-            .is_some_and(|ms| now_ms.saturating_sub(active.created_ms()) >= ms);
-        too_big || offsets_overflow || too_old
     }
 
     /// Cuts a torn tail left by a failed write back to the published size. Called with the
@@ -1114,6 +1138,69 @@ struct Member {
     last_offset: Offset,
     now_ms: i64,
     reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// A write group being gathered: its members with their patched batches, in offset order.
+struct Group {
+    members: Vec<Member>,
+    /// Each member's header, as patched (base offset, leader epoch).
+    headers: Vec<BatchHeader>,
+    /// The members' batches back to back: one `write_at`.
+    bytes: Vec<u8>,
+    /// The offset the next member gets; the high watermark once the group is published.
+    next_offset: Offset,
+    /// Core's producer rules for which batches may share this group.
+    admission: GroupAdmission,
+}
+
+impl Group {
+    /// Adds a member: patches its batch with the next offsets by patching in place (I1: the
+    /// single writer assigns dense offsets; base offset and leader epoch lie outside the CRC).
+    fn push(&mut self, mut batch: Vec<u8>, mut header: BatchHeader, member: Member) {
+        let base_offset = self.next_offset;
+        patch_base_offset(&mut batch, base_offset);
+        patch_leader_epoch(&mut batch, LEADER_EPOCH);
+        header.base_offset = base_offset;
+        header.partition_leader_epoch = LEADER_EPOCH;
+        if self.bytes.is_empty() {
+            self.bytes = batch;
+        } else {
+            self.bytes.extend_from_slice(&batch);
+        }
+        self.headers.push(header);
+        self.next_offset = member.last_offset.plus(1);
+        self.members.push(member);
+    }
+}
+
+/// What [`PartitionLog::place`] did with one queued append.
+enum Placement {
+    /// It joined the group.
+    Joined,
+    /// It was answered (refused, a duplicate, or a failed roll); nothing of it is written.
+    Answered,
+    /// It must start the next group: back to the queue's front.
+    EndsGroup(QueuedAppend),
+}
+
+/// The last offset of `header`'s batch placed at `base_offset`; `None` when the partition's
+/// offset space would be exhausted (an offset reaching `i64::MAX`).
+fn last_offset_of(base_offset: Offset, header: &BatchHeader) -> Option<Offset> {
+    base_offset
+        .0
+        .checked_add(i64::from(header.last_offset_delta))
+        .filter(|last| *last < i64::MAX)
+        .map(Offset)
+}
+
+/// The facts about `segment` that core's roll decision looks at.
+fn active_facts<B: Backend>(segment: &Segment<B>) -> ActiveSegment {
+    ActiveSegment {
+        base_offset: segment.base_offset(),
+        size_bytes: segment.size_bytes(),
+        created_ms: segment.created_ms(),
+        is_empty: segment.is_empty(),
+    }
 }
 
 /// A copy of `e` for each append of a failed group, keeping the OS error number.

@@ -1,20 +1,22 @@
-//! Startup: turn the files of one segment into an open [`Segment`], asking core's decision
-//! table what to trust and core's scanner where the valid log ends.
+//! Startup: turn the files of one segment into an open [`Segment`], carrying out core's
+//! decisions: the decision table ([`decide`]) and [`segment_trust`] say what to trust, core's
+//! scanner says where the valid log ends. This file only reads, writes and logs.
 //!
 //! Contract:
 //! - Inputs: a backend, the partition directory, a segment's base offset, whether it is the
 //!   active (last) segment, whether the broker shut down cleanly, the log configuration.
 //! - Outputs: an open [`Segment`] and a [`SegmentRecovery`] saying which case applied and how
 //!   many bytes were cut.
-//! - Reads: for a trusted segment only its two indexes and the tail after the last offset index
-//!   entry (at most about `index.interval.bytes` plus one batch), so startup time does not grow
-//!   with sealed segment bytes (I5); otherwise the whole log in windows of
-//!   [`SCAN_WINDOW_BYTES`].
+//! - Reads: an index file only when it is no larger than
+//!   [`segment_trust::max_index_file_bytes`] (I10); for a trusted segment only its two
+//!   indexes and the tail [`segment_trust::plan_tail`] names (at most about
+//!   `index.interval.bytes` plus one batch), so startup time does not grow with sealed
+//!   segment bytes (I5); otherwise the whole log in windows of [`SCAN_WINDOW_BYTES`].
 //! - The time index (`.timeindex`) is not a column of core's decision table: when the table
-//!   says [`Action::Trust`] but the time index is missing, implausibly large, fails
-//!   [`time_index::validate`] or [`time_index::check_against_offset_index`], the segment is
-//!   rebuilt by a scan like one whose offset index failed ([`Action::RebuildIndex`], with
-//!   [`SegmentRecovery::time_index_problem`] saying why). Every scan rewrites both indexes.
+//!   says [`Action::Trust`], [`segment_trust::judge_tail`] checks the tail and the time index,
+//!   and [`segment_trust::action_when_untrusted`] says what to do when they fail (a rebuild by
+//!   a scan, with [`SegmentRecovery::time_index_problem`] saying why for the time index).
+//!   Every scan rewrites both indexes.
 //! - The max timestamp of a trusted segment is exact: the time index's last entry combined
 //!   with the batches of the tail (see `minikafka_core::time_index`).
 //! - Writes: a truncated log (at the first invalid batch, I3) and rebuilt indexes, each written
@@ -27,14 +29,13 @@ use std::io;
 use std::path::Path;
 
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
-use minikafka_core::index::{self, IndexEntry, OffsetIndex, ENTRY_BYTES};
-use minikafka_core::record::{BatchIter, ValidateOptions, HEADER_BYTES};
+use minikafka_core::index::{self, OffsetIndex, ENTRY_BYTES};
 use minikafka_core::recovery::{
-    checks_from_index, decide, Action, Case, RecoveryChecks, ScanConfig, ScanOutcome, ScanStep,
-    SegmentScanner,
+    decide, Action, Case, ScanConfig, ScanOutcome, ScanStep, SegmentScanner,
 };
-use minikafka_core::time_index::{self, TimeIndex, TimeIndexCheck, TimePlacer, TIME_ENTRY_BYTES};
-use minikafka_core::types::{Offset, RelativeOffset};
+use minikafka_core::segment_trust::{self, IndexFile, TailLimits, TailVerdict};
+use minikafka_core::time_index::{self, TimeIndex, TIME_ENTRY_BYTES};
+use minikafka_core::types::Offset;
 
 use super::config::LogConfig;
 use super::segment::{
@@ -63,16 +64,7 @@ pub struct SegmentRecovery {
     pub time_index_problem: Option<TimeIndexProblem>,
 }
 
-/// Why a segment's time index was not trusted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TimeIndexProblem {
-    /// No `.timeindex` file.
-    Missing,
-    /// Larger than any time index of the log could be (one entry per batch at most, I10).
-    Implausible,
-    /// The file failed a structural check.
-    Invalid(TimeIndexCheck),
-}
+pub use minikafka_core::segment_trust::TimeIndexProblem;
 
 /// Opens the segment based at `base_offset` in `dir` and recovers it.
 pub(crate) async fn open_segment<B: Backend>(
@@ -90,22 +82,13 @@ pub(crate) async fn open_segment<B: Backend>(
     let log = backend.open(&log_path, OpenMode::ReadWrite).await?;
     let log_len = log.len().await?;
 
-    let index_bytes = read_index(backend, &index_path, log_len, ENTRY_BYTES).await?;
-    let checks = match &index_bytes {
-        IndexRead::Missing => checks_from_index(is_active, clean_shutdown, None, log_len),
-        IndexRead::Bytes(bytes) => {
-            checks_from_index(is_active, clean_shutdown, Some(bytes), log_len)
-        }
-        // More entries than the log could have batches: it cannot belong to this log.
-        IndexRead::Implausible => RecoveryChecks {
-            is_active_segment: is_active,
-            clean_shutdown,
-            index_present: true,
-            index_whole_entries: true,
-            index_monotonic: true,
-            index_within_log: false,
-        },
-    };
+    let index_read = read_index(backend, &index_path, log_len, ENTRY_BYTES).await?;
+    let checks = segment_trust::offset_index_checks(
+        is_active,
+        clean_shutdown,
+        index_read.as_file(),
+        log_len,
+    );
     let (case, action) = decide(checks);
 
     let mut report = SegmentRecovery {
@@ -116,21 +99,43 @@ pub(crate) async fn open_segment<B: Backend>(
         time_index_problem: None,
     };
     if action == Action::Trust {
-        let entries = match &index_bytes {
-            IndexRead::Bytes(bytes) => index::validate(bytes, log_len).ok(),
-            _ => None,
-        };
         let time_read = read_index(backend, &time_index_path, log_len, TIME_ENTRY_BYTES).await?;
-        let tail = match entries {
-            Some(entries) => {
-                read_trusted_tail(&log, base_offset, log_len, entries, &time_read, config).await?
-            }
-            None => Tail::Unparseable,
+        let limits = TailLimits {
+            index_interval_bytes: config.index_interval_bytes,
+            max_batch_bytes: config.max_batch_bytes,
+            leader_epoch: LEADER_EPOCH,
         };
-        match tail {
-            Tail::Trusted(state) => {
+        let verdict = match &index_read {
+            IndexRead::Bytes(bytes) => match index::validate(bytes, log_len) {
+                Ok(entries) => {
+                    read_trusted_tail(&log, base_offset, log_len, entries, &time_read, limits)
+                        .await?
+                }
+                Err(_) => (TailVerdict::Unparseable, Vec::new()),
+            },
+            _ => (TailVerdict::Unparseable, Vec::new()),
+        };
+        match verdict {
+            (TailVerdict::Trusted(trusted), entries) => {
                 let index_file = backend.open(&index_path, OpenMode::ReadWrite).await?;
                 let time_index_file = backend.open(&time_index_path, OpenMode::ReadWrite).await?;
+                let mut index = OffsetIndex::new();
+                for entry in &entries {
+                    index.push(*entry);
+                }
+                let mut time_index = TimeIndex::new();
+                for entry in &trusted.time_entries {
+                    time_index.push(*entry);
+                }
+                let state = SegmentState {
+                    size_bytes: log_len,
+                    next_offset: trusted.next_offset,
+                    index_file_entries: entries.len() as u64,
+                    index,
+                    time_index_file_entries: trusted.time_entries.len() as u64,
+                    time_index,
+                    time_placer: trusted.time_placer,
+                };
                 let segment = Segment::from_parts(
                     base_offset,
                     (log_path, log),
@@ -142,25 +147,21 @@ pub(crate) async fn open_segment<B: Backend>(
                 );
                 return Ok((segment, report));
             }
-            Tail::TimeIndexUntrusted(problem) => {
-                tracing::warn!(
-                    ?time_index_path,
-                    ?problem,
-                    "time index cannot be trusted: rebuilding the segment's indexes by a scan"
-                );
-                report.action = Action::RebuildIndex;
-                report.time_index_problem = Some(problem);
-            }
-            Tail::Unparseable => {
-                tracing::warn!(
-                    ?log_path,
-                    "trusted index but the log tail does not parse: scanning"
-                );
-                report.action = if is_active {
-                    Action::ScanAndTruncate
+            (verdict, _) => {
+                report.action = segment_trust::action_when_untrusted(is_active, &verdict);
+                if let TailVerdict::TimeIndexUntrusted(problem) = verdict {
+                    tracing::warn!(
+                        ?time_index_path,
+                        ?problem,
+                        "time index cannot be trusted: rebuilding the segment's indexes by a scan"
+                    );
+                    report.time_index_problem = Some(problem);
                 } else {
-                    Action::RebuildIndex
-                };
+                    tracing::warn!(
+                        ?log_path,
+                        "trusted index but the log tail does not parse: scanning"
+                    );
+                }
             }
         }
     }
@@ -226,14 +227,25 @@ pub(crate) async fn open_segment<B: Backend>(
     Ok((segment, report))
 }
 
+/// An index file as read from disk (owned bytes); see [`IndexFile`] for core's view.
 enum IndexRead {
     Missing,
     Bytes(Vec<u8>),
-    Implausible,
+    TooLarge,
+}
+
+impl IndexRead {
+    fn as_file(&self) -> IndexFile<'_> {
+        match self {
+            IndexRead::Missing => IndexFile::Missing,
+            IndexRead::Bytes(bytes) => IndexFile::Bytes(bytes),
+            IndexRead::TooLarge => IndexFile::TooLarge,
+        }
+    }
 }
 
 /// Reads an index file (of `entry_bytes` entries) whole, unless it is missing or larger than
-/// any index of a log of `log_len` bytes could be (one entry per batch at most, I10).
+/// core says any index of a log of `log_len` bytes could be (I10).
 async fn read_index<B: Backend>(
     backend: &B,
     path: &Path,
@@ -246,9 +258,8 @@ async fn read_index<B: Backend>(
         Err(e) => return Err(e.into()),
     };
     let len = file.len().await?;
-    let max_len = (log_len / HEADER_BYTES as u64 + 1) * entry_bytes as u64;
-    if len > max_len {
-        return Ok(IndexRead::Implausible);
+    if len > segment_trust::max_index_file_bytes(log_len, entry_bytes) {
+        return Ok(IndexRead::TooLarge);
     }
     let len_usize = usize::try_from(len).map_err(|_| io::Error::other("index too large"))?;
     let (result, bytes) = file
@@ -259,111 +270,33 @@ async fn read_index<B: Backend>(
     Ok(IndexRead::Bytes(bytes))
 }
 
-/// What reading a trusted segment's tail found.
-enum Tail {
-    /// Tail and time index check out: the segment's state.
-    Trusted(SegmentState),
-    /// The tail is fine but the time index is not.
-    TimeIndexUntrusted(TimeIndexProblem),
-    /// The tail does not parse, or is longer than an index interval plus one batch could leave.
-    Unparseable,
-}
-
-/// For a trusted segment, reads the log from its last index entry to the end and checks the
-/// batches there (whole, valid, dense from the entry's offset): the index says nothing about
-/// them, and they give the next offset. Then checks the time index against that next offset
-/// and the offset index, and resumes the time placer from its last entry over the tail's
-/// batches, which gives the segment's exact max timestamp.
+/// For a segment the table trusts, with validated offset index `entries`: reads the tail core
+/// plans (from the last entry to the end of the log) and asks core to judge it and the time
+/// index. Returns the verdict with the entries (for the trusted segment's state).
 async fn read_trusted_tail<F: BackendFile>(
     log: &F,
     base_offset: Offset,
     log_len: u64,
-    entries: Vec<IndexEntry>,
+    entries: Vec<index::IndexEntry>,
     time_read: &IndexRead,
-    config: &LogConfig,
-) -> Result<Tail> {
-    let (from, mut expected) = match entries.last() {
-        Some(e) => (
-            e.position.as_u64(),
-            base_offset.plus(i64::from(e.relative_offset.0)),
-        ),
-        None => (0, base_offset),
+    limits: TailLimits,
+) -> Result<(TailVerdict, Vec<index::IndexEntry>)> {
+    let Some(read) = segment_trust::plan_tail(base_offset, &entries, log_len, limits) else {
+        return Ok((TailVerdict::Unparseable, entries));
     };
-    let tail_len = log_len - from;
-    let bound = u64::from(config.index_interval_bytes) + 2 * config.max_batch_bytes as u64;
-    if tail_len > bound {
-        return Ok(Tail::Unparseable);
-    }
-    let tail_len = tail_len as usize; // <= bound, which fits in memory by configuration
     let (result, tail) = log
-        .read_at(Vec::with_capacity(tail_len), from, tail_len)
+        .read_at(Vec::with_capacity(read.len), read.from, read.len)
         .await;
     result?;
-    if tail.len() != tail_len {
-        return Ok(Tail::Unparseable);
-    }
-    let opts = ValidateOptions {
-        max_batch_bytes: config.max_batch_bytes,
-        walk_records: true,
-    };
-    // (relative base offset, max timestamp) of each tail batch; at most one per header.
-    let mut tail_batches: Vec<(RelativeOffset, i64)> = Vec::new();
-    let mut end = 0usize;
-    for batch in BatchIter::new(&tail).with_options(opts) {
-        let Ok(batch) = batch else {
-            return Ok(Tail::Unparseable);
-        };
-        if batch.header.base_offset != expected
-            || batch.header.partition_leader_epoch != LEADER_EPOCH
-        {
-            return Ok(Tail::Unparseable);
-        }
-        let Some(relative) = batch.header.base_offset.relative_to(base_offset) else {
-            return Ok(Tail::Unparseable); // I6 broken: not trustable
-        };
-        tail_batches.push((relative, batch.header.max_timestamp));
-        expected = batch.header.next_offset();
-        end = batch.start + batch.bytes.len();
-    }
-    if end != tail_len {
-        return Ok(Tail::Unparseable);
-    }
-    // expected >= base_offset: it starts there or at an entry past it and only grows.
-    let next_relative = u64::try_from(expected.0 - base_offset.0).unwrap_or(0);
-    let time_entries = match time_read {
-        IndexRead::Missing => return Ok(Tail::TimeIndexUntrusted(TimeIndexProblem::Missing)),
-        IndexRead::Implausible => {
-            return Ok(Tail::TimeIndexUntrusted(TimeIndexProblem::Implausible))
-        }
-        IndexRead::Bytes(bytes) => match time_index::validate(bytes, next_relative)
-            .and_then(|t| time_index::check_against_offset_index(&t, &entries).map(|()| t))
-        {
-            Ok(t) => t,
-            Err(check) => return Ok(Tail::TimeIndexUntrusted(TimeIndexProblem::Invalid(check))),
-        },
-    };
-    let mut time_placer = TimePlacer::resume(time_entries.last());
-    for (relative, max_timestamp_ms) in tail_batches {
-        // Already placed when appended: only the max timestamp is recovered here.
-        time_placer.on_batch(relative, max_timestamp_ms, false);
-    }
-    let mut index = OffsetIndex::new();
-    for entry in &entries {
-        index.push(*entry);
-    }
-    let mut time_index = TimeIndex::new();
-    for entry in &time_entries {
-        time_index.push(*entry);
-    }
-    Ok(Tail::Trusted(SegmentState {
-        size_bytes: log_len,
-        next_offset: expected,
-        index_file_entries: entries.len() as u64,
-        index,
-        time_index_file_entries: time_entries.len() as u64,
-        time_index,
-        time_placer,
-    }))
+    let verdict = segment_trust::judge_tail(
+        base_offset,
+        read,
+        &tail,
+        &entries,
+        time_read.as_file(),
+        limits,
+    );
+    Ok((verdict, entries))
 }
 
 /// Drives core's [`SegmentScanner`] over the log with reads of [`SCAN_WINDOW_BYTES`].

@@ -33,15 +33,11 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+use minikafka_core::error_code::ErrorCode;
 
 pub use frame::{FrameDecoder, FrameError};
 pub use header::{parse_header, ParsedHeader};
 pub use precheck::{precheck, PrecheckError, PrecheckErrorKind, PrecheckReport};
-
-/// Kafka error code UNSUPPORTED_VERSION.
-pub const UNSUPPORTED_VERSION: i16 = 35;
-/// Kafka error code INVALID_REQUEST.
-pub const INVALID_REQUEST: i16 = 42;
 
 /// The decoder may allocate at most this many bytes per frame byte (plus
 /// [`DECODE_SLACK_BYTES`]); the pre-check's estimate is compared against it (I10).
@@ -271,11 +267,11 @@ impl RequestError {
     }
 
     /// The Kafka error code that describes this error.
-    pub fn error_code(&self) -> i16 {
+    pub fn error_code(&self) -> ErrorCode {
         match self {
             RequestError::UnsupportedVersion { .. }
-            | RequestError::ApiVersionsUnsupportedVersion { .. } => UNSUPPORTED_VERSION,
-            _ => INVALID_REQUEST,
+            | RequestError::ApiVersionsUnsupportedVersion { .. } => ErrorCode::UNSUPPORTED_VERSION,
+            _ => ErrorCode::INVALID_REQUEST,
         }
     }
 
@@ -503,10 +499,10 @@ pub fn encode_response_for<R: Encodable + HeaderVersion>(
 /// An ApiVersions response body listing `supported`, with `error_code`.
 pub fn api_versions_response(
     supported: &SupportedVersions,
-    error_code: i16,
+    error_code: ErrorCode,
 ) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
-    response.error_code = error_code;
+    response.error_code = error_code.code();
     response.api_keys = supported
         .ranges()
         .iter()
@@ -531,7 +527,7 @@ pub fn encode_api_versions_unsupported(
         0,
         0,
         correlation_id,
-        &api_versions_response(supported, UNSUPPORTED_VERSION),
+        &api_versions_response(supported, ErrorCode::UNSUPPORTED_VERSION),
     )
 }
 
@@ -658,7 +654,7 @@ mod tests {
             }
         );
         assert!(!err.closes_connection());
-        assert_eq!(err.error_code(), UNSUPPORTED_VERSION);
+        assert_eq!(err.error_code(), ErrorCode::UNSUPPORTED_VERSION);
 
         let out = encode_api_versions_unsupported(5, &supported).expect("encode");
         let size = i32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize;
@@ -704,7 +700,7 @@ mod tests {
         let out = encode_response_for(
             3,
             1,
-            &api_versions_response(&SupportedVersions::all_covered(), 0),
+            &api_versions_response(&SupportedVersions::all_covered(), ErrorCode::NONE),
         )
         .expect("encode");
         let mut rest = out.slice(4..);

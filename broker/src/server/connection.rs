@@ -166,7 +166,7 @@ fn judge<B: Backend>(
             correlation_id,
         }) => {
             tracing::debug!(%peer, api_version, "ApiVersions version unsupported; answering v0");
-            match encode_api_versions_unsupported(correlation_id, &state.shared.advertised) {
+            match encode_api_versions_unsupported(correlation_id, &state.shared.supported) {
                 Ok(bytes) => Some(Pending::Ready(bytes)),
                 Err(e) => {
                     tracing::warn!(%peer, "closing connection: {e}");

@@ -10,20 +10,24 @@
 //!   is then recovered, not trusted.
 //! - Never: shares a partition log between threads (each shard owns its partitions, I1).
 //!
-//! Modules, a concept each:
+//! Modules, a concept each; imports run one way: `lifecycle` → `connection` → `handlers` →
+//! `topics`, `config_entries` → `shard` → `partition_ops`, `shared`, `routing` → `crate::log`.
+//!
 //! - [`shared`]: state every shard sees (config, topic registry, signals, inboxes).
 //! - [`routing`]: which shard owns a partition.
-//! - [`shard`]: one shard's partitions, inbox, timers, listener, startup and shutdown.
+//! - [`lifecycle`]: a shard's startup, listener, inbox loop, timers and shutdown.
+//! - [`partition_ops`]: the operations on a partition, as the messages shards exchange.
+//! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`topics`]: topic creation, deletion, partition addition.
+//! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
-//! - [`errors`]: Kafka error codes.
-//! - [`gate`]: the first-come, first-served order of a partition's appends.
 
+pub mod config_entries;
 pub mod connection;
-pub mod errors;
-pub mod gate;
 pub mod handlers;
+pub mod lifecycle;
+pub mod partition_ops;
 pub mod routing;
 pub mod shard;
 pub mod shared;
@@ -87,14 +91,6 @@ pub enum ServerError {
     /// A shard met a fatal error (recorded in the shared state).
     #[error("{0}")]
     Fatal(String),
-}
-
-/// Milliseconds since the Unix epoch (the broker's one clock read; the log takes it as a
-/// value).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn data_dir_error(dir: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
@@ -184,17 +180,16 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
         "starting"
     );
     let num_shards = config.num_shards;
-    let shared = Arc::new(Shared::<B>::new(
+    let shared = Arc::new(Shared::new(
         config,
         handlers::served_versions(),
-        handlers::advertised_versions(),
         cluster_id,
         clean_shutdown,
         shutdown,
     ));
     let for_shards = Arc::clone(&shared);
     B::run_shards(num_shards, move |backend| {
-        shard::shard_main(backend, Arc::clone(&for_shards))
+        lifecycle::shard_main(backend, Arc::clone(&for_shards))
     })
     .map_err(ServerError::Runtime)?;
     drop(lock);

@@ -14,10 +14,7 @@
 //! - Never: holds a `std` lock across an `.await`.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -27,9 +24,9 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
-use super::handlers::init_producer_id::ProducerIdAllocator;
-use super::shard::ShardState;
+use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
+use crate::log::ProducerIdAllocator;
 use crate::protocol::SupportedVersions;
 
 /// Key under which a topic's id is stored in its [`crate::log::TopicMeta`] configuration map.
@@ -59,17 +56,12 @@ impl TopicInfo {
     }
 }
 
-/// A job run on another shard: gets that shard's state, returns a shard-local future.
-pub type Job<B> = Box<dyn FnOnce(Rc<ShardState<B>>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
-
 /// State shared by all shards. See the module documentation.
-pub struct Shared<B: Backend> {
+pub struct Shared {
     /// The broker configuration.
     pub config: BrokerConfig,
-    /// The API versions we accept (requests are decoded against it).
+    /// The API versions we accept (requests are decoded against it) and ApiVersions lists.
     pub supported: SupportedVersions,
-    /// The API versions ApiVersions lists.
-    pub advertised: SupportedVersions,
     /// The cluster id answered in Metadata and DescribeCluster.
     pub cluster_id: String,
     /// Whether the previous run shut down cleanly (passed to every `PartitionLog::open`).
@@ -79,9 +71,9 @@ pub struct Shared<B: Backend> {
     /// Serializes topic creation, deletion and partition additions (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
     /// Inbox senders, index = shard.
-    pub inboxes: Vec<async_channel::Sender<Job<B>>>,
+    pub inboxes: Vec<async_channel::Sender<PartitionCall>>,
     /// Inbox receivers, index = shard (each shard clones its own).
-    pub inbox_receivers: Vec<async_channel::Receiver<Job<B>>>,
+    pub inbox_receivers: Vec<async_channel::Receiver<PartitionCall>>,
     /// Open client connections, all shards together.
     pub connections: Permits,
     /// Set by the SIGINT/SIGTERM handler (signal-hook writes a `std` atomic; no shard does).
@@ -102,7 +94,7 @@ pub struct Shared<B: Backend> {
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
-const BARRIER_COUNT: usize = 6;
+const BARRIER_COUNT: usize = 5;
 
 /// The points at which every shard waits for all others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,16 +109,13 @@ pub enum Barrier {
     Drained = 3,
     /// Every shard closed its partitions.
     Closed = 4,
-    /// Shard 0 wrote (or declined to write) the clean-shutdown marker.
-    MarkerWritten = 5,
 }
 
-impl<B: Backend> Shared<B> {
+impl Shared {
     /// Shared state for `config` with empty registry and fresh inboxes.
     pub fn new(
         config: BrokerConfig,
         supported: SupportedVersions,
-        advertised: SupportedVersions,
         cluster_id: String,
         clean_shutdown: bool,
         shutdown: Arc<AtomicBool>,
@@ -139,7 +128,6 @@ impl<B: Backend> Shared<B> {
         Shared {
             config,
             supported,
-            advertised,
             cluster_id,
             clean_shutdown,
             topics: RwLock::new(BTreeMap::new()),
@@ -155,6 +143,20 @@ impl<B: Backend> Shared<B> {
             bound_addr: OnceLock::new(),
             producer_ids: ProducerIdAllocator::new(),
         }
+    }
+
+    /// The advertised host and port (the bound port when the configured one was 0), as
+    /// Metadata and DescribeCluster answer them.
+    pub fn advertised_address(&self) -> (String, u16) {
+        let config = &self.config;
+        let port = if config.advertised_port == 0 {
+            self.bound_addr
+                .get()
+                .map_or(config.advertised_port, |a| a.port())
+        } else {
+            config.advertised_port
+        };
+        (config.advertised_host.clone(), port)
     }
 
     /// Number of shards.
@@ -220,7 +222,7 @@ impl<B: Backend> Shared<B> {
 
     /// Arrives at `barrier` and waits (polling every 2 ms) until every shard has arrived, or
     /// until a fatal error was recorded. Returns `false` in the second case.
-    pub async fn barrier(&self, backend: &B, barrier: Barrier) -> bool {
+    pub async fn barrier<B: Backend>(&self, backend: &B, barrier: Barrier) -> bool {
         let phase = &self.barriers[barrier as usize];
         let mut state = phase.arrive();
         loop {

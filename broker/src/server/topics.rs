@@ -22,15 +22,15 @@ use minikafka_core::backend::Backend;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
-use super::errors;
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
-use crate::config::{BrokerConfig, FlushPolicySetting};
+use crate::config::BrokerConfig;
 use crate::log::topics::validate_topic_name;
-use crate::log::{FlushPolicy, LogConfig, LogError, TopicMeta, TopicStore};
+use crate::log::{LogConfig, LogError, TopicMeta, TopicStore};
+use minikafka_core::error_code::ErrorCode;
 
 /// A refused topic change: Kafka error code and message.
-pub type AdminError = (i16, String);
+pub type AdminError = (ErrorCode, String);
 
 /// The log configuration of a topic: the broker's settings with the topic's overrides.
 pub fn log_config(
@@ -44,11 +44,7 @@ pub fn log_config(
         retention_bytes: config.retention_bytes,
         retention_ms: config.retention_ms,
         max_batch_bytes: config.message_max_bytes,
-        flush: match config.flush_policy {
-            FlushPolicySetting::None => FlushPolicy::None,
-            FlushPolicySetting::Fsync => FlushPolicy::Fsync,
-            FlushPolicySetting::Interval { ms } => FlushPolicy::Interval { ms },
-        },
+        flush: config.flush_policy,
     };
     base.with_overrides(overrides)
 }
@@ -62,28 +58,28 @@ pub fn validate_topic_config(
     for (key, value) in overrides {
         if key.starts_with(RESERVED_CONFIG_PREFIX) {
             return Err((
-                errors::INVALID_CONFIG,
+                ErrorCode::INVALID_CONFIG,
                 format!("configuration key {key} is reserved"),
             ));
         }
         if key == "cleanup.policy" && value != "delete" {
             return Err((
-                errors::INVALID_CONFIG,
+                ErrorCode::INVALID_CONFIG,
                 format!("cleanup.policy={value} is not supported (only delete)"),
             ));
         }
     }
-    log_config(config, overrides).map_err(|e| (errors::INVALID_CONFIG, e.to_string()))
+    log_config(config, overrides).map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))
 }
 
 fn name_error(name: &str) -> Option<AdminError> {
     validate_topic_name(name)
         .err()
-        .map(|e| (errors::INVALID_TOPIC_EXCEPTION, e.to_string()))
+        .map(|e| (ErrorCode::INVALID_TOPIC_EXCEPTION, e.to_string()))
 }
 
 fn storage(e: impl std::fmt::Display) -> AdminError {
-    (errors::KAFKA_STORAGE_ERROR, e.to_string())
+    (ErrorCode::KAFKA_STORAGE_ERROR, e.to_string())
 }
 
 fn new_signals(count: i32) -> Vec<Arc<PartitionSignal>> {
@@ -110,7 +106,7 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 id
             }
         };
-        let config = super::shard::topic_overrides(&meta.config);
+        let config = topic_overrides(&meta.config);
         tracing::info!(topic = meta.name, partitions = meta.partition_count, %id, "topic loaded");
         state.shared.publish_topic(Arc::new(TopicInfo {
             name: meta.name,
@@ -136,7 +132,7 @@ pub async fn create_topic<B: Backend>(
     }
     if partitions <= 0 {
         return Err((
-            errors::INVALID_PARTITIONS,
+            ErrorCode::INVALID_PARTITIONS,
             format!("{partitions} partitions: must be positive"),
         ));
     }
@@ -145,7 +141,7 @@ pub async fn create_topic<B: Backend>(
     let _admin = shared.admin_lock.lock().await;
     if shared.topic(name).is_some() {
         return Err((
-            errors::TOPIC_ALREADY_EXISTS,
+            ErrorCode::TOPIC_ALREADY_EXISTS,
             format!("topic {name} already exists"),
         ));
     }
@@ -217,7 +213,7 @@ pub async fn delete_topic<B: Backend>(
     let _admin = shared.admin_lock.lock().await;
     let Some(info) = shared.unpublish_topic(name) else {
         return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             format!("topic {name} does not exist"),
         ));
     };
@@ -252,14 +248,14 @@ pub async fn add_partitions<B: Backend>(
     let _admin = shared.admin_lock.lock().await;
     let Some(info) = shared.topic(name) else {
         return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             format!("topic {name} does not exist"),
         ));
     };
     let current = info.partition_count();
     if count <= current {
         return Err((
-            errors::INVALID_PARTITIONS,
+            ErrorCode::INVALID_PARTITIONS,
             format!("topic {name} has {current} partitions; {count} would not increase it"),
         ));
     }
@@ -267,7 +263,7 @@ pub async fn add_partitions<B: Backend>(
         return Ok(());
     }
     let log_config = log_config(&shared.config, &info.config)
-        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+        .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
     let mut stored = info.config.clone();
     stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());
     let store = TopicStore::open(state.backend.clone(), &state.data_dir())
@@ -295,4 +291,13 @@ pub async fn add_partitions<B: Backend>(
     shared.publish_topic(grown);
     tracing::info!(topic = name, from = current, to = count, "partitions added");
     Ok(())
+}
+
+/// The overrides of a topic as a map without the reserved keys.
+pub fn topic_overrides(config: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    config
+        .iter()
+        .filter(|(k, _)| !k.starts_with(RESERVED_CONFIG_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }

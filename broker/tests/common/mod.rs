@@ -10,9 +10,13 @@
 //! - The child is killed when the [`Broker`] is dropped, and (Linux) when the thread that
 //!   spawned it ends (`PR_SET_PDEATHSIG`), so a timed-out or panicking test leaves no broker
 //!   behind. When the dropping thread is panicking, the broker's output is printed.
-//! - It never talks the Kafka protocol itself: tests bring their own clients.
+//! - The harness itself never talks the Kafka protocol; the clients tests use are beside it:
+//!   [`librdkafka`] (helpers for the `rdkafka` crate) and [`raw`] (raw framing over a `TcpStream`).
 
 #![allow(dead_code)]
+
+pub mod librdkafka;
+pub mod raw;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -6,9 +6,19 @@
 //! mk [-b HOST:PORT] produce TOPIC [--key-separator SEP] [--header k=v]... [--partition P]
 //!                                 [--acks 0|1|all] [--compression none|gzip|snappy|lz4|zstd]
 //! mk [-b HOST:PORT] consume TOPIC [--from beginning|end|OFFSET|@TIMESTAMP_MS] [--partition P]
-//!                                 [--follow] [--count N] [--format FMT]
+//!                                 [--group G] [--follow] [--count N] [--format FMT]
 //! mk [-b HOST:PORT] offsets TOPIC
+//! mk [-b HOST:PORT] groups list | describe G | delete G
+//! mk [-b HOST:PORT] groups reset-offsets G (--topic T[:P,P..]... | --all-topics)
+//!        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime T) [--dry-run]
 //! ```
+//!
+//! `consume --group G` joins group G (classic protocol, `range`; `--from` beginning/end is the
+//! reset policy when the group has no committed offset), prints what the group assigns, commits
+//! what it printed after each batch, and without `--follow` stops once it has caught up with the
+//! end offsets seen at start on its assignment. `groups describe` prints per-partition lag as
+//! `kafka-consumer-groups.sh --describe` does; `groups reset-offsets` moves committed offsets of
+//! an inactive group (clamped into each log) and only prints the plan with `--dry-run`.
 //!
 //! `produce` sends one record per stdin line and waits for every acknowledgement. `consume`
 //! prints one line per record with `--format` (placeholders `%o` offset, `%p` partition, `%k`
@@ -26,10 +36,15 @@ use futures::{AsyncBufReadExt, StreamExt};
 use minikafka_client::admin::{Admin, OffsetSpec};
 use minikafka_client::compression::parse_codec;
 use minikafka_client::consumer::{ConsumerRecord, OffsetReset};
+use minikafka_client::group::admin::{self as group_admin, Committer};
+use minikafka_client::group::lag::{
+    describe_table, lag_rows, parse_datetime, plan_reset, reset_table, PartitionRange, ResetSpec,
+};
 use minikafka_client::producer::DeliveryFuture;
 use minikafka_client::{
-    Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, Offset, Producer,
-    ProducerConfig, ProducerRecord, SeekTo, SmolRuntime, TopicPartition,
+    Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, GroupConfig,
+    GroupConsumer, Offset, Producer, ProducerConfig, ProducerRecord, SeekTo, SmolRuntime,
+    TopicPartition,
 };
 use smol::net::TcpStream;
 
@@ -99,6 +114,14 @@ enum Command {
         /// Output format per record.
         #[arg(long, default_value = "%v")]
         format: String,
+        /// Consume as a member of this consumer group (committing what is printed).
+        #[arg(long, conflicts_with = "partition")]
+        group: Option<String>,
+    },
+    /// List, describe, delete consumer groups, or reset their offsets.
+    Groups {
+        #[command(subcommand)]
+        action: GroupsAction,
     },
     /// Print earliest and latest offsets per partition.
     Offsets {
@@ -132,6 +155,81 @@ enum TopicsAction {
         /// Topic name.
         name: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum GroupsAction {
+    /// List group ids.
+    List,
+    /// Per-partition committed offsets, log end offsets, lag and owners.
+    Describe {
+        /// Group id.
+        group: String,
+    },
+    /// Delete a group (it must have no members).
+    Delete {
+        /// Group id.
+        group: String,
+    },
+    /// Move the committed offsets of an inactive group.
+    ResetOffsets {
+        /// Group id.
+        group: String,
+        /// A topic, or TOPIC:P,P,... for some partitions (repeatable).
+        #[arg(long = "topic", value_name = "TOPIC[:PARTITIONS]")]
+        topics: Vec<String>,
+        /// Every topic the group has committed offsets for.
+        #[arg(long, conflicts_with = "topics")]
+        all_topics: bool,
+        #[command(flatten)]
+        spec: ResetSpecArgs,
+        /// Print the plan without committing it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct ResetSpecArgs {
+    /// The log start offset.
+    #[arg(long)]
+    to_earliest: bool,
+    /// The log end offset.
+    #[arg(long)]
+    to_latest: bool,
+    /// This offset.
+    #[arg(long, value_name = "N")]
+    to_offset: Option<i64>,
+    /// The committed offset plus N (N may be negative).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    shift_by: Option<i64>,
+    /// The first offset at or after YYYY-MM-DDTHH:mm:SS.sss (UTC).
+    #[arg(long, value_name = "T")]
+    to_datetime: Option<String>,
+}
+
+impl ResetSpecArgs {
+    fn spec(&self) -> CliResult<ResetSpec> {
+        if self.to_earliest {
+            return Ok(ResetSpec::ToEarliest);
+        }
+        if self.to_latest {
+            return Ok(ResetSpec::ToLatest);
+        }
+        if let Some(n) = self.to_offset {
+            return Ok(ResetSpec::ToOffset(n));
+        }
+        if let Some(n) = self.shift_by {
+            return Ok(ResetSpec::ShiftBy(n));
+        }
+        if let Some(t) = &self.to_datetime {
+            return parse_datetime(t)
+                .map(ResetSpec::ToDatetime)
+                .ok_or_else(|| format!("--to-datetime {t:?}: expected YYYY-MM-DDTHH:mm:SS.sss"));
+        }
+        Err("name one of --to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime".into())
+    }
 }
 
 /// A failure to report: one line on stderr.
@@ -201,12 +299,23 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Consume {
             topic,
             from,
+            follow,
+            count,
+            format,
+            group: Some(group),
+            ..
+        } => consume_group(addr, &topic, &group, &from, follow, count, &format).await,
+        Command::Consume {
+            topic,
+            from,
             partition,
             follow,
             count,
             format,
+            group: None,
         } => consume(addr, &topic, &from, partition, follow, count, &format).await,
         Command::Offsets { topic } => offsets(addr, &topic).await,
+        Command::Groups { action } => groups(addr, action).await,
     }
 }
 
@@ -483,6 +592,268 @@ async fn consume(
         }
         out.flush().map_err(|e| format!("writing output: {e}"))?;
     }
+}
+
+/// How long `consume --group` without `--follow` waits for the group to assign it anything.
+const GROUP_IDLE_EXIT: Duration = Duration::from_secs(15);
+
+async fn consume_group(
+    addr: &str,
+    topic: &str,
+    group: &str,
+    from: &str,
+    follow: bool,
+    count: Option<u64>,
+    format: &str,
+) -> CliResult<()> {
+    let mut config = GroupConfig::new(group, vec![topic.to_string()]);
+    config.auto_offset_reset = match parse_from(from)? {
+        SeekTo::Earliest => OffsetReset::Earliest,
+        SeekTo::Latest => OffsetReset::Latest,
+        _ => return Err("with --group, --from is beginning or end (the reset policy)".into()),
+    };
+    // What is printed is committed explicitly, so nothing unprinted is ever committed.
+    config.auto_commit_interval = None;
+    config.consumer.connection.client_id = "mk".to_string();
+    let mut admin = Admin::new(connect(addr).await?);
+    let mut end_of: BTreeMap<TopicPartition, Offset> = BTreeMap::new();
+    for p in admin
+        .list_offsets(topic, OffsetSpec::Latest)
+        .await
+        .map_err(kafka)?
+    {
+        end_of.insert(
+            TopicPartition::new(topic, p.partition),
+            p.offset.unwrap_or(Offset(0)),
+        );
+    }
+    let mut consumer = GroupConsumer::connect(
+        connect_stream(addr).await?,
+        connect_stream(addr).await?,
+        config,
+        SmolRuntime,
+    )
+    .await
+    .map_err(|e| format!("cannot join group {group}: {e}"))?;
+    let started = std::time::Instant::now();
+    let stdout = std::io::stdout();
+    let mut printed = 0u64;
+    let mut line = Vec::new();
+    let result: CliResult<()> = async {
+        loop {
+            if count.is_some_and(|n| printed >= n) {
+                return Ok(());
+            }
+            let records = consumer.poll().await.map_err(kafka)?;
+            let mut done: BTreeMap<TopicPartition, Offset> = BTreeMap::new();
+            {
+                let mut out = stdout.lock();
+                for record in &records {
+                    if count.is_some_and(|n| printed >= n) {
+                        break;
+                    }
+                    line.clear();
+                    format_record(format, record, &mut line);
+                    line.push(b'\n');
+                    out.write_all(&line)
+                        .map_err(|e| format!("writing output: {e}"))?;
+                    printed += 1;
+                    done.insert(
+                        TopicPartition::new(record.topic.clone(), record.partition),
+                        record.offset.plus(1),
+                    );
+                }
+                out.flush().map_err(|e| format!("writing output: {e}"))?;
+            }
+            consumer.commit(&done).await.map_err(kafka)?;
+            if follow {
+                continue;
+            }
+            let assigned = consumer.assignment();
+            if assigned.is_empty() {
+                if started.elapsed() > GROUP_IDLE_EXIT {
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut caught_up = true;
+            for tp in &assigned {
+                let end = end_of.get(tp).copied().unwrap_or(Offset(0));
+                if consumer.position(tp).await.map_err(kafka)? < end {
+                    caught_up = false;
+                }
+            }
+            if caught_up {
+                // Partitions with nothing new get their position committed too, so the group
+                // shows no lag for them.
+                let mut positions = BTreeMap::new();
+                for tp in &assigned {
+                    positions.insert(tp.clone(), consumer.position(tp).await.map_err(kafka)?);
+                }
+                consumer.commit(&positions).await.map_err(kafka)?;
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    let closed = consumer.close().await.map_err(kafka);
+    result.and(closed)
+}
+
+async fn groups(addr: &str, action: GroupsAction) -> CliResult<()> {
+    let mut conn = connect(addr).await?;
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    match action {
+        GroupsAction::List => {
+            for g in group_admin::list_groups(&mut conn).await.map_err(kafka)? {
+                writeln!(out, "{}", g.group_id).map_err(io)?;
+            }
+        }
+        GroupsAction::Describe { group } => {
+            let description = group_admin::describe_group(&mut conn, &group)
+                .await
+                .map_err(kafka)?;
+            let committed = group_admin::fetch_offsets(&mut conn, &group, None)
+                .await
+                .map_err(kafka)?;
+            if description.state == "Dead" && committed.is_empty() {
+                return Err(format!("consumer group '{group}' does not exist"));
+            }
+            let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            let assigned = description.members.iter().flat_map(|m| m.assignment.iter());
+            for tp in committed.keys().chain(assigned) {
+                partitions
+                    .entry(tp.topic.clone())
+                    .or_default()
+                    .push(tp.partition);
+            }
+            let mut log_end = BTreeMap::new();
+            for (topic, mut list) in partitions {
+                list.sort_unstable();
+                list.dedup();
+                let queries: Vec<(i32, OffsetSpec)> =
+                    list.iter().map(|p| (*p, OffsetSpec::Latest)).collect();
+                let answers = minikafka_client::admin::list_offsets(&mut conn, &topic, &queries)
+                    .await
+                    .map_err(kafka)?;
+                for a in answers {
+                    if let Some(offset) = a.offset {
+                        log_end.insert(TopicPartition::new(topic.clone(), a.partition), offset);
+                    }
+                }
+            }
+            if description.members.is_empty() {
+                writeln!(out, "\nConsumer group '{group}' has no active members.").map_err(io)?;
+            }
+            let rows = lag_rows(&group, &committed, &log_end, &description.members);
+            writeln!(out).map_err(io)?;
+            write!(out, "{}", describe_table(&rows)).map_err(io)?;
+        }
+        GroupsAction::Delete { group } => {
+            group_admin::delete_group(&mut conn, &group)
+                .await
+                .map_err(kafka)?;
+            writeln!(
+                out,
+                "Deletion of requested consumer groups ('{group}') was successful."
+            )
+            .map_err(io)?;
+        }
+        GroupsAction::ResetOffsets {
+            group,
+            topics,
+            all_topics,
+            spec,
+            dry_run,
+        } => {
+            let spec = spec.spec()?;
+            let description = group_admin::describe_group(&mut conn, &group)
+                .await
+                .map_err(kafka)?;
+            if !matches!(description.state.as_str(), "Empty" | "Dead") {
+                return Err(format!(
+                    "assignments can only be reset if the group '{group}' is inactive, but the \
+                     current state is {}",
+                    description.state
+                ));
+            }
+            let committed = group_admin::fetch_offsets(&mut conn, &group, None)
+                .await
+                .map_err(kafka)?;
+            let mut wanted: BTreeMap<String, Option<Vec<i32>>> = BTreeMap::new();
+            if all_topics {
+                for tp in committed.keys() {
+                    wanted.insert(tp.topic.clone(), None);
+                }
+            } else if topics.is_empty() {
+                return Err("name --topic T (repeatable) or --all-topics".into());
+            }
+            for t in &topics {
+                match t.split_once(':') {
+                    Some((topic, list)) => {
+                        let parts = list
+                            .split(',')
+                            .map(|p| p.trim().parse::<i32>())
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|_| format!("--topic {t:?}: bad partition list"))?;
+                        wanted.insert(topic.to_string(), Some(parts));
+                    }
+                    None => {
+                        wanted.insert(t.clone(), None);
+                    }
+                }
+            }
+            let mut ranges = BTreeMap::new();
+            for (topic, parts) in wanted {
+                let parts = match parts {
+                    Some(p) => p,
+                    None => minikafka_client::admin::topic_metadata(&mut conn, &topic, false)
+                        .await
+                        .map_err(kafka)?
+                        .partitions
+                        .iter()
+                        .map(|p| p.partition)
+                        .collect(),
+                };
+                let ask = |spec: OffsetSpec| parts.iter().map(|p| (*p, spec)).collect::<Vec<_>>();
+                let list = minikafka_client::admin::list_offsets;
+                let earliest = list(&mut conn, &topic, &ask(OffsetSpec::Earliest))
+                    .await
+                    .map_err(kafka)?;
+                let latest = list(&mut conn, &topic, &ask(OffsetSpec::Latest))
+                    .await
+                    .map_err(kafka)?;
+                let at_time = match spec {
+                    ResetSpec::ToDatetime(ms) => Some(
+                        list(&mut conn, &topic, &ask(OffsetSpec::Timestamp(ms)))
+                            .await
+                            .map_err(kafka)?,
+                    ),
+                    _ => None,
+                };
+                for (i, p) in parts.iter().enumerate() {
+                    ranges.insert(
+                        TopicPartition::new(topic.clone(), *p),
+                        PartitionRange {
+                            earliest: earliest[i].offset.unwrap_or(Offset(0)),
+                            latest: latest[i].offset.unwrap_or(Offset(0)),
+                            at_time: at_time.as_ref().and_then(|a| a[i].offset),
+                        },
+                    );
+                }
+            }
+            let plan = plan_reset(spec, &committed, &ranges);
+            writeln!(out).map_err(io)?;
+            write!(out, "{}", reset_table(&group, &plan)).map_err(io)?;
+            if !dry_run {
+                group_admin::commit_offsets_checked(&mut conn, &group, &Committer::admin(), &plan)
+                    .await
+                    .map_err(kafka)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn offsets(addr: &str, topic: &str) -> CliResult<()> {

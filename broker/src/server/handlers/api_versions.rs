@@ -1,7 +1,7 @@
-//! ApiVersions (key 18), v0–4: the advertised ranges ([`super::advertised_versions`]),
-//! error 0.
+//! ApiVersions (key 18), v0–4: the served ranges ([`super::served_versions`]), error 0.
 //!
-//! Contract: lists what [`super::served_versions`] accepts minus [`super::NOT_ADVERTISED`];
+//! Contract: lists exactly what [`super::served_versions`] accepts (an API served only in
+//! part is left out of [`super::SERVED`] instead: clients pick features from this list);
 //! never advertises an API we would refuse. `connection.rs` answers a request of a version we
 //! lack with UNSUPPORTED_VERSION (in v0 for ApiVersions itself), from the same table.
 
@@ -10,8 +10,9 @@ use minikafka_core::backend::Backend;
 
 use crate::protocol::api_versions_response;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// Builds the response.
 pub fn handle<B: Backend>(state: &ShardState<B>, _version: i16) -> ApiVersionsResponse {
-    api_versions_response(&state.shared.advertised, 0)
+    api_versions_response(&state.shared.supported, ErrorCode::NONE)
 }

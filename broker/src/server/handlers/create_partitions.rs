@@ -11,9 +11,9 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::shard::ShardState;
 use crate::server::topics;
+use minikafka_core::error_code::ErrorCode;
 
 /// Handles the request.
 pub async fn handle<B: Backend>(
@@ -30,7 +30,7 @@ pub async fn handle<B: Backend>(
         });
         let outcome = if bad_assignment {
             Err((
-                errors::INVALID_REPLICA_ASSIGNMENT,
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
                 format!("partitions can only be assigned to broker {node_id}"),
             ))
         } else {
@@ -40,7 +40,7 @@ pub async fn handle<B: Backend>(
         result.name = topic.name.clone();
         result.error_message = None;
         if let Err((code, message)) = outcome {
-            result.error_code = code;
+            result.error_code = code.code();
             result.error_message = Some(str_bytes(&message));
         }
         response.results.push(result);

@@ -20,12 +20,12 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use minikafka_core::backend::Backend;
 
-use super::describe_configs::topic_entries;
 use super::str_bytes;
 use crate::log::topics::validate_topic_name;
-use crate::server::errors;
+use crate::server::config_entries::topic_entries;
 use crate::server::shard::ShardState;
 use crate::server::topics::{self, AdminError};
+use minikafka_core::error_code::ErrorCode;
 
 /// Partition count and overrides of a creatable topic, or why it is refused.
 fn judge(
@@ -34,11 +34,11 @@ fn judge(
     default_partitions: i32,
 ) -> Result<(i32, BTreeMap<String, String>), AdminError> {
     if let Err(e) = validate_topic_name(topic.name.0.as_str()) {
-        return Err((errors::INVALID_TOPIC_EXCEPTION, e.to_string()));
+        return Err((ErrorCode::INVALID_TOPIC_EXCEPTION, e.to_string()));
     }
     if !matches!(topic.replication_factor, -1 | 1) {
         return Err((
-            errors::INVALID_REPLICATION_FACTOR,
+            ErrorCode::INVALID_REPLICATION_FACTOR,
             format!(
                 "replication factor {} is not possible on a single broker",
                 topic.replication_factor
@@ -53,7 +53,7 @@ fn judge(
     } else {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err((
-                errors::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 "a manual assignment requires num_partitions and replication_factor -1".into(),
             ));
         }
@@ -61,7 +61,7 @@ fn judge(
         for assignment in &topic.assignments {
             if assignment.broker_ids.len() != 1 || assignment.broker_ids[0].0 != node_id {
                 return Err((
-                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    ErrorCode::INVALID_REPLICA_ASSIGNMENT,
                     format!("partitions can only be assigned to broker {node_id}"),
                 ));
             }
@@ -70,7 +70,7 @@ fn judge(
         let count = topic.assignments.len() as i32;
         if (0..count).any(|p| !seen.contains(&p)) {
             return Err((
-                errors::INVALID_REPLICA_ASSIGNMENT,
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
                 "assigned partitions must be 0..count".into(),
             ));
         }
@@ -101,7 +101,7 @@ pub async fn handle<B: Backend>(
         let name = topic.name.0.as_str().to_string();
         let outcome = if counts.get(&name).copied().unwrap_or(0) > 1 {
             Err((
-                errors::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 format!("topic {name} appears more than once in the request"),
             ))
         } else {
@@ -139,8 +139,8 @@ pub async fn handle<B: Backend>(
                 }
             }
             Err((code, message)) => {
-                tracing::debug!(topic = name, code, "create refused: {message}");
-                result.error_code = code;
+                tracing::debug!(topic = name, %code, "create refused: {message}");
+                result.error_code = code.code();
                 result.error_message = Some(str_bytes(&message));
                 result.configs = if version >= 5 { Some(Vec::new()) } else { None };
             }

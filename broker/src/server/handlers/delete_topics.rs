@@ -12,9 +12,9 @@ use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::shard::ShardState;
 use crate::server::topics;
+use minikafka_core::error_code::ErrorCode;
 
 /// Handles the request.
 pub async fn handle<B: Backend>(
@@ -51,7 +51,7 @@ pub async fn handle<B: Backend>(
         let outcome = match &name {
             Some(name) => topics::delete_topic(state, name).await,
             None => Err((
-                errors::UNKNOWN_TOPIC_ID,
+                ErrorCode::UNKNOWN_TOPIC_ID,
                 format!("no topic has id {asked_id}"),
             )),
         };
@@ -62,11 +62,12 @@ pub async fn handle<B: Backend>(
                 }
             }
             Err((code, message)) => {
-                result.error_code = if by_id && code == errors::UNKNOWN_TOPIC_OR_PARTITION {
-                    errors::UNKNOWN_TOPIC_ID
+                result.error_code = if by_id && code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
+                    ErrorCode::UNKNOWN_TOPIC_ID
                 } else {
                     code
-                };
+                }
+                .code();
                 if version >= 6 {
                     result.topic_id = asked_id;
                 }

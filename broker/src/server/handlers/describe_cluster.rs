@@ -8,8 +8,8 @@ use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// Builds the response.
 pub fn handle<B: Backend>(
@@ -18,12 +18,12 @@ pub fn handle<B: Backend>(
     version: i16,
 ) -> DescribeClusterResponse {
     let shared = &state.shared;
-    let (host, port) = super::metadata::advertised(shared);
+    let (host, port) = shared.advertised_address();
     let node_id = shared.config.node_id;
     let mut response = DescribeClusterResponse::default();
     if version >= 1 && request.endpoint_type != 1 {
         response.endpoint_type = request.endpoint_type;
-        response.error_code = errors::UNSUPPORTED_ENDPOINT_TYPE;
+        response.error_code = ErrorCode::UNSUPPORTED_ENDPOINT_TYPE.code();
         return response;
     }
     response.cluster_id = str_bytes(&shared.cluster_id);

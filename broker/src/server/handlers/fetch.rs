@@ -3,9 +3,9 @@
 //! Contract:
 //! - Every requested partition is read on its owning shard (concurrently), from its fetch
 //!   offset, with its `partition_max_bytes`; the response-wide `max_bytes` is then applied in
-//!   request order at batch boundaries, except that the first batch of the first non-empty
-//!   partition is always whole (Kafka's rule, so a batch larger than the limits still makes
-//!   progress). Every partition answer carries the high watermark, last stable offset (= high
+//!   request order at batch boundaries by core's [`FetchBudget`]: the first batch of the
+//!   first non-empty partition is always whole (Kafka's rule, so a batch larger than the
+//!   limits still makes progress). Every partition answer carries the high watermark, last stable offset (= high
 //!   watermark: no transactions) and log start offset; OFFSET_OUT_OF_RANGE (1) outside
 //!   `[log start, high watermark]`; UNKNOWN_TOPIC_OR_PARTITION (3) or, v13+,
 //!   UNKNOWN_TOPIC_ID (100).
@@ -19,17 +19,17 @@
 //!   ignored.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use minikafka_core::backend::Backend;
-use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+use minikafka_core::fetch::{fit_batches, FetchBudget};
 use minikafka_core::wakeup::Waiter;
 
-use crate::server::errors;
 use crate::server::shard::{PartitionRead, ShardState};
+use minikafka_core::error_code::ErrorCode;
 
 /// One partition to read, resolved against the registry.
 struct Target {
@@ -38,32 +38,9 @@ struct Target {
     /// The topic's name when it exists and the partition is in range.
     name: Option<String>,
     /// Error code when it does not.
-    error_code: i16,
+    error_code: ErrorCode,
     fetch_offset: i64,
     max_bytes: usize,
-}
-
-/// Length of the longest prefix of `bytes` made of whole batches that fits `budget_bytes`;
-/// the first batch counts whole when `first_whole`.
-fn fit_batches(bytes: &[u8], budget_bytes: usize, first_whole: bool) -> usize {
-    let mut used = 0usize;
-    while let Some((_, batch_length)) = peek_extent(&bytes[used..]) {
-        let Some(total) = usize::try_from(batch_length)
-            .ok()
-            .and_then(|n| n.checked_add(LOG_OVERHEAD))
-        else {
-            break;
-        };
-        let end = used.saturating_add(total);
-        if end > bytes.len() {
-            break;
-        }
-        if end > budget_bytes && !(first_whole && used == 0) {
-            break;
-        }
-        used = end;
-    }
-    used
 }
 
 /// Handles the request.
@@ -93,17 +70,17 @@ pub async fn handle<B: Backend>(
         for partition in &fetch_topic.partitions {
             let p = partition.partition;
             let (name, error_code) = match &info {
-                None if version >= 13 => (None, errors::UNKNOWN_TOPIC_ID),
-                None => (None, errors::UNKNOWN_TOPIC_OR_PARTITION),
+                None if version >= 13 => (None, ErrorCode::UNKNOWN_TOPIC_ID),
+                None => (None, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
                 Some(info) if p < 0 || p >= info.partition_count() => {
-                    (None, errors::UNKNOWN_TOPIC_OR_PARTITION)
+                    (None, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                 }
                 Some(info) => {
                     if long_poll {
                         // Before the first read of the partition (I7).
                         waiter.register(&info.signals[p as usize]);
                     }
-                    (Some(info.name.clone()), errors::NONE)
+                    (Some(info.name.clone()), ErrorCode::NONE)
                 }
             };
             targets.push(Target {
@@ -120,25 +97,22 @@ pub async fn handle<B: Backend>(
 
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let started = Instant::now();
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = state.backend.now() + max_wait;
     let reads = loop {
         let reads = read_all(state, &targets).await;
         let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
-        let any_error = reads.iter().any(|r| r.error_code != errors::NONE);
+        let any_error = reads.iter().any(|r| r.error_code != ErrorCode::NONE);
         if !long_poll || total >= min_bytes || any_error || state.stopping() {
             break reads;
         }
         // Wait for an append to any of the partitions, the deadline, or shutdown.
-        let Some(left) = max_wait
-            .checked_sub(started.elapsed())
-            .filter(|d| !d.is_zero())
-        else {
+        if state.backend.now() >= deadline {
             break reads;
-        };
+        }
         let notified = {
             let wait = std::pin::pin!(waiter.wait());
-            let sleep = std::pin::pin!(state.backend.sleep(left));
+            let sleep = std::pin::pin!(state.backend.sleep_until(deadline));
             let stop = std::pin::pin!(state.stop.recv());
             matches!(select(wait, select(sleep, stop)).await, Either::Left(_))
         };
@@ -151,20 +125,16 @@ pub async fn handle<B: Backend>(
     };
     drop(waiter);
 
-    let mut budget = max_bytes;
-    let mut first_whole = true;
+    // One budget for the whole response, core's rule: the first batch is always whole.
+    let mut budget = FetchBudget::new(max_bytes);
     for (target, read) in targets.iter().zip(reads) {
         let mut data = PartitionData::default();
         data.partition_index = target.partition;
-        data.error_code = read.error_code;
+        data.error_code = read.error_code.code();
         data.high_watermark = read.high_watermark;
         data.last_stable_offset = read.high_watermark;
         data.log_start_offset = read.log_start_offset;
-        let keep = fit_batches(&read.bytes, budget, first_whole);
-        if keep > 0 {
-            first_whole = false;
-            budget = budget.saturating_sub(keep);
-        }
+        let keep = fit_batches(&read.bytes, &mut budget);
         let mut bytes = read.bytes;
         bytes.truncate(keep);
         data.records = Some(bytes::Bytes::from(bytes));
@@ -190,35 +160,4 @@ async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> 
         }
     });
     futures::future::join_all(reads).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use minikafka_core::record::{BatchBuilder, NewRecord};
-    use minikafka_core::types::Offset;
-
-    fn batch(value_bytes: usize) -> Vec<u8> {
-        let value = vec![7u8; value_bytes];
-        let mut b = BatchBuilder::new();
-        b.push(&NewRecord {
-            value: Some(&value),
-            timestamp_ms: 1,
-            ..NewRecord::default()
-        });
-        b.build(Offset(0))
-    }
-
-    #[test]
-    fn budget_cuts_at_batch_boundaries_but_first_batch_is_whole() {
-        let (a, b) = (batch(100), batch(100));
-        let mut both = a.clone();
-        both.extend_from_slice(&b);
-        assert_eq!(fit_batches(&both, usize::MAX, true), both.len());
-        assert_eq!(fit_batches(&both, a.len() + 1, true), a.len());
-        assert_eq!(fit_batches(&both, 10, true), a.len(), "first batch whole");
-        assert_eq!(fit_batches(&both, 10, false), 0);
-        assert_eq!(fit_batches(&both[..a.len() + 5], usize::MAX, true), a.len());
-        assert_eq!(fit_batches(&[], 100, true), 0);
-    }
 }

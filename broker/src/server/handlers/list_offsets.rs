@@ -18,8 +18,8 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use minikafka_core::backend::Backend;
 
-use crate::server::errors;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// Handles the request.
 pub async fn handle<B: Backend>(
@@ -53,7 +53,7 @@ pub async fn handle<B: Backend>(
                         (topic_index, slot, state.list_offset(name, p, ts).await)
                     });
                 }
-                _ => entry.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION,
+                _ => entry.error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code(),
             }
             topic.partitions.push(entry);
         }
@@ -61,7 +61,7 @@ pub async fn handle<B: Backend>(
     }
     for (topic_index, slot, (code, offset, timestamp)) in futures::future::join_all(lookups).await {
         let entry = &mut topics[topic_index].partitions[slot];
-        entry.error_code = code;
+        entry.error_code = code.code();
         entry.offset = offset;
         entry.timestamp = timestamp;
     }

@@ -21,24 +21,10 @@ use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::server::errors;
 use crate::server::shard::ShardState;
-use crate::server::shared::{Shared, TopicInfo};
+use crate::server::shared::TopicInfo;
 use crate::server::topics;
-
-/// The advertised host and port (the bound port when the configured one was 0).
-pub fn advertised<B: Backend>(shared: &Shared<B>) -> (String, u16) {
-    let config = &shared.config;
-    let port = if config.advertised_port == 0 {
-        shared
-            .bound_addr
-            .get()
-            .map_or(config.advertised_port, |a| a.port())
-    } else {
-        config.advertised_port
-    };
-    (config.advertised_host.clone(), port)
-}
+use minikafka_core::error_code::ErrorCode;
 
 /// One topic's entry.
 pub fn topic_entry(info: &TopicInfo, node_id: i32, version: i16) -> MetadataResponseTopic {
@@ -61,9 +47,14 @@ pub fn topic_entry(info: &TopicInfo, node_id: i32, version: i16) -> MetadataResp
     topic
 }
 
-fn error_entry(name: Option<&str>, id: Uuid, code: i16, version: i16) -> MetadataResponseTopic {
+fn error_entry(
+    name: Option<&str>,
+    id: Uuid,
+    code: ErrorCode,
+    version: i16,
+) -> MetadataResponseTopic {
     let mut topic = MetadataResponseTopic::default();
-    topic.error_code = code;
+    topic.error_code = code.code();
     // Names are nullable only from v12 on.
     topic.name = match name {
         Some(n) => Some(TopicName(str_bytes(n))),
@@ -85,7 +76,7 @@ pub async fn handle<B: Backend>(
     let shared = &state.shared;
     let config = &shared.config;
     let node_id = config.node_id;
-    let (host, port) = advertised(shared);
+    let (host, port) = shared.advertised_address();
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();
@@ -130,15 +121,17 @@ pub async fn handle<B: Backend>(
                         {
                             Ok(info) => topic_entry(&info, node_id, version),
                             // Another request created it meanwhile.
-                            Err((errors::TOPIC_ALREADY_EXISTS, _)) => match shared.topic(&name) {
-                                Some(info) => topic_entry(&info, node_id, version),
-                                None => error_entry(
-                                    Some(&name),
-                                    Uuid::nil(),
-                                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                                    version,
-                                ),
-                            },
+                            Err((ErrorCode::TOPIC_ALREADY_EXISTS, _)) => {
+                                match shared.topic(&name) {
+                                    Some(info) => topic_entry(&info, node_id, version),
+                                    None => error_entry(
+                                        Some(&name),
+                                        Uuid::nil(),
+                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                                        version,
+                                    ),
+                                }
+                            }
                             Err((code, message)) => {
                                 tracing::debug!(topic = name, "auto-create refused: {message}");
                                 error_entry(Some(&name), Uuid::nil(), code, version)
@@ -147,9 +140,9 @@ pub async fn handle<B: Backend>(
                     }
                     None => {
                         let code = if crate::log::topics::validate_topic_name(&name).is_err() {
-                            errors::INVALID_TOPIC_EXCEPTION
+                            ErrorCode::INVALID_TOPIC_EXCEPTION
                         } else {
-                            errors::UNKNOWN_TOPIC_OR_PARTITION
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                         };
                         error_entry(Some(&name), Uuid::nil(), code, version)
                     }
@@ -157,7 +150,7 @@ pub async fn handle<B: Backend>(
             }
             None => match shared.topic_by_id(wanted.topic_id) {
                 Some(info) => topic_entry(&info, node_id, version),
-                None => error_entry(None, wanted.topic_id, errors::UNKNOWN_TOPIC_ID, version),
+                None => error_entry(None, wanted.topic_id, ErrorCode::UNKNOWN_TOPIC_ID, version),
             },
         };
         response.topics.push(entry);

@@ -63,11 +63,6 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
 ];
 
-/// APIs accepted but not advertised in ApiVersions. Empty today; the hook exists because
-/// clients decide features from ApiVersions (kafka-python 3 and Java 3+ turn idempotence on
-/// by default once InitProducerId is listed), so an API served only partly belongs here.
-pub const NOT_ADVERTISED: &[ApiKey] = &[];
-
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
     let ranges = ranges
         .map(|(api_key, min_version, max_version)| ApiRange {
@@ -80,19 +75,11 @@ fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions 
     SupportedVersions::new(ranges).unwrap_or_else(|_| SupportedVersions::all_covered())
 }
 
-/// [`SERVED`] as a [`SupportedVersions`] table: what requests are decoded against.
+/// [`SERVED`] as a [`SupportedVersions`] table: what requests are decoded against and what
+/// ApiVersions lists (clients decide features from it — kafka-python 3 and Java 3+ turn
+/// idempotence on once InitProducerId is listed — so an API served only in part stays out).
 pub fn served_versions() -> SupportedVersions {
     table(SERVED.iter().copied())
-}
-
-/// What ApiVersions lists: [`SERVED`] without [`NOT_ADVERTISED`].
-pub fn advertised_versions() -> SupportedVersions {
-    table(
-        SERVED
-            .iter()
-            .copied()
-            .filter(|(key, _, _)| !NOT_ADVERTISED.contains(key)),
-    )
 }
 
 /// Encodes `response` for the request's version and correlation id.

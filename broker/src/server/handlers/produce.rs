@@ -4,8 +4,9 @@
 //! - `acks` must be -1, 0 or 1, else every partition gets INVALID_REQUIRED_ACKS (21). The log's
 //!   append returns once its flush policy is satisfied (I8), so `acks=1` and `acks=-1` wait
 //!   for the same thing on a single node; `acks=0` gets no response (`handlers::handle`).
-//! - Each partition's records must be exactly one record batch (INVALID_RECORD, 87,
-//!   otherwise; CORRUPT_MESSAGE, 2, when truncated or empty); the owning shard appends it,
+//! - Each partition's records must be exactly one record batch, core's
+//!   [`check_single_batch`] (INVALID_RECORD, 87, otherwise; CORRUPT_MESSAGE, 2, when truncated
+//!   or empty); the owning shard appends it,
 //!   where core validates it (CRC, structure, size against the topic's `max.message.bytes`:
 //!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
@@ -16,41 +17,38 @@ use std::rc::Rc;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use minikafka_core::backend::Backend;
-use minikafka_core::record::{peek_extent, LOG_OVERHEAD};
+use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
 
-use crate::server::errors;
 use crate::server::shard::ShardState;
+use minikafka_core::error_code::ErrorCode;
 
 /// The first partition error in a response, if any.
-pub fn first_error(response: &ProduceResponse) -> Option<i16> {
+pub fn first_error(response: &ProduceResponse) -> Option<ErrorCode> {
     response
         .responses
         .iter()
         .flat_map(|t| t.partition_responses.iter())
-        .map(|p| p.error_code)
-        .find(|&code| code != errors::NONE)
+        .map(|p| ErrorCode(p.error_code))
+        .find(|code| code.is_error())
 }
 
-/// Checks that `records` is exactly one batch by its length field: an error code otherwise.
-fn single_batch(records: &[u8]) -> Result<(), i16> {
-    let Some((_, batch_length)) = peek_extent(records) else {
-        return Err(errors::CORRUPT_MESSAGE);
-    };
-    let total = usize::try_from(batch_length)
-        .ok()
-        .and_then(|n| n.checked_add(LOG_OVERHEAD))
-        .ok_or(errors::CORRUPT_MESSAGE)?;
-    match total.cmp(&records.len()) {
-        std::cmp::Ordering::Equal => Ok(()),
-        std::cmp::Ordering::Less => Err(errors::INVALID_RECORD),
-        std::cmp::Ordering::Greater => Err(errors::CORRUPT_MESSAGE),
+/// Core's one-batch rule ([`check_single_batch`]) as a Kafka error code: more than one batch
+/// is INVALID_RECORD; a truncated, empty or negative-length one is CORRUPT_MESSAGE.
+fn single_batch(records: &[u8]) -> Result<(), ErrorCode> {
+    match check_single_batch(records) {
+        Ok(_) => Ok(()),
+        Err(BatchError {
+            check: BatchCheck::TrailingBytes(_),
+            ..
+        }) => Err(ErrorCode::INVALID_RECORD),
+        Err(_) => Err(ErrorCode::CORRUPT_MESSAGE),
     }
 }
 
-fn partition_response(index: i32, error_code: i16) -> PartitionProduceResponse {
+fn partition_response(index: i32, error_code: ErrorCode) -> PartitionProduceResponse {
     let mut response = PartitionProduceResponse::default();
     response.index = index;
-    response.error_code = error_code;
+    response.error_code = error_code.code();
     response.base_offset = -1;
     response
 }
@@ -72,9 +70,9 @@ pub async fn handle<B: Backend>(
             shared.topic(topic_data.name.0.as_str())
         };
         let unknown = if version >= 13 {
-            errors::UNKNOWN_TOPIC_ID
+            ErrorCode::UNKNOWN_TOPIC_ID
         } else {
-            errors::UNKNOWN_TOPIC_OR_PARTITION
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
         };
         let mut topic = TopicProduceResponse::default();
         if version >= 13 {
@@ -87,15 +85,15 @@ pub async fn handle<B: Backend>(
             let slot = topic.partition_responses.len();
             let index = partition.index;
             let code = if !acks_ok {
-                Some(errors::INVALID_REQUIRED_ACKS)
+                Some(ErrorCode::INVALID_REQUIRED_ACKS)
             } else {
                 match &info {
                     None => Some(unknown),
                     Some(info) if index < 0 || index >= info.partition_count() => {
-                        Some(errors::UNKNOWN_TOPIC_OR_PARTITION)
+                        Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                     }
                     Some(_) => match partition.records.as_deref().map(single_batch) {
-                        None => Some(errors::CORRUPT_MESSAGE),
+                        None => Some(ErrorCode::CORRUPT_MESSAGE),
                         Some(Err(code)) => Some(code),
                         Some(Ok(())) => None,
                     },
@@ -103,7 +101,7 @@ pub async fn handle<B: Backend>(
             };
             topic
                 .partition_responses
-                .push(partition_response(index, code.unwrap_or(errors::NONE)));
+                .push(partition_response(index, code.unwrap_or(ErrorCode::NONE)));
             if code.is_some() {
                 continue;
             }
@@ -124,7 +122,7 @@ pub async fn handle<B: Backend>(
                 entry.base_offset = appended.base_offset;
                 entry.log_start_offset = appended.log_start_offset;
             }
-            Err(code) => entry.error_code = code,
+            Err(code) => entry.error_code = code.code(),
         }
     }
     let mut response = ProduceResponse::default();
@@ -154,12 +152,12 @@ mod tests {
         assert_eq!(single_batch(&one), Ok(()));
         let mut two = one.clone();
         two.extend_from_slice(&one);
-        assert_eq!(single_batch(&two), Err(errors::INVALID_RECORD));
+        assert_eq!(single_batch(&two), Err(ErrorCode::INVALID_RECORD));
         assert_eq!(
             single_batch(&one[..one.len() - 1]),
-            Err(errors::CORRUPT_MESSAGE)
+            Err(ErrorCode::CORRUPT_MESSAGE)
         );
-        assert_eq!(single_batch(&one[..5]), Err(errors::CORRUPT_MESSAGE));
-        assert_eq!(single_batch(&[]), Err(errors::CORRUPT_MESSAGE));
+        assert_eq!(single_batch(&one[..5]), Err(ErrorCode::CORRUPT_MESSAGE));
+        assert_eq!(single_batch(&[]), Err(ErrorCode::CORRUPT_MESSAGE));
     }
 }

@@ -1,0 +1,260 @@
+//! A shard's life: startup, the listener and accept loop, the inbox loop, the timers, and
+//! shutdown. The top of `server/`: it starts connections and runs what the lower layers
+//! (connection → handlers → shard operations → log) offer.
+//!
+//! Contract:
+//! - Startup: shard 0 loads the topic registry; every shard opens its partitions (passing the
+//!   previous run's clean-shutdown flag); every shard binds the listener (`SO_REUSEPORT`);
+//!   only then are connections accepted. Each step ends at a phase barrier (I11).
+//! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
+//!   shard sends as its own task, spawned in arrival order.
+//! - Shutdown (signal flag polled every [`SIGNAL_POLL`]): stop accepting and reading
+//!   requests, answer those in flight (at most [`DRAIN_TIMEOUT`], on the backend's clock),
+//!   then flush and close every partition; shard 0 writes the clean-shutdown marker when
+//!   every close succeeded.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+
+use super::shard::{sleep_or_stop, ShardState};
+use super::shared::{Barrier, Shared};
+use super::{connection, topics, CLEAN_SHUTDOWN_MARKER};
+
+/// How often every shard looks at the signal flag.
+pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
+/// Longest wait for in-flight requests at shutdown.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens every partition of the registry this shard owns; how many it opened.
+async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
+    let mut opened = 0;
+    for topic in state.shared.all_topics() {
+        let config = topics::log_config(&state.shared.config, &topic.config)
+            .map_err(|e| format!("topic {}: {e}", topic.name))?;
+        for (p, signal) in topic.signals.iter().enumerate() {
+            let p = p as i32;
+            if state.owner(&topic.name, p) != state.shard {
+                continue;
+            }
+            let clean_shutdown = state.shared.clean_shutdown;
+            let signal = Arc::clone(signal);
+            state
+                .open_partition(
+                    topic.name.clone(),
+                    p,
+                    config.clone(),
+                    signal,
+                    clean_shutdown,
+                )
+                .await?;
+            opened += 1;
+        }
+    }
+    Ok(opened)
+}
+
+/// The body every shard runs (see the module documentation).
+pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
+    let shard = backend.shard().0;
+    let state = Rc::new(ShardState::new(backend.clone(), Arc::clone(&shared)));
+    spawn_inbox_loop(&state);
+
+    if shard == 0 {
+        if let Err(e) = topics::load_registry(&state).await {
+            shared.fail(format!("loading topics: {e}"));
+        }
+    }
+    if shared.barrier(&backend, Barrier::TopicsLoaded).await {
+        match open_owned_partitions(&state).await {
+            Ok(n) => tracing::info!(shard, partitions = n, "partitions open"),
+            Err(e) => shared.fail(format!("shard {shard}: {e}")),
+        }
+    }
+    if shared.barrier(&backend, Barrier::PartitionsOpen).await {
+        match listen(&state).await {
+            Ok(listener) => {
+                let accept_state = Rc::clone(&state);
+                backend.spawn_local(accept_loop(accept_state, listener));
+            }
+            Err(e) => shared.fail(format!("shard {shard}: listening: {e}")),
+        }
+    }
+    if shared.barrier(&backend, Barrier::Listening).await {
+        spawn_timers(&state);
+        if shard == 0 {
+            announce(&state);
+        }
+    }
+
+    while !shared.shutting_down() {
+        backend.sleep(SIGNAL_POLL).await;
+    }
+    tracing::info!(shard, "shutting down");
+    state.begin_stop();
+    let drain_deadline = backend.now() + DRAIN_TIMEOUT;
+    while state.in_flight() > 0 && backend.now() < drain_deadline {
+        backend.sleep(Duration::from_millis(5)).await;
+    }
+    if state.in_flight() > 0 {
+        tracing::warn!(shard, left = state.in_flight(), "requests still in flight");
+    }
+    shared.barrier(&backend, Barrier::Drained).await;
+    if !state.close_all().await {
+        shared.unclean.store(true, Ordering::SeqCst);
+    }
+    shared.barrier(&backend, Barrier::Closed).await;
+    if shard == 0 {
+        if shared.unclean.load(Ordering::SeqCst) || shared.fatal_error().is_some() {
+            tracing::warn!("not writing the clean-shutdown marker: the next start recovers");
+        } else if let Err(e) = write_marker(&state).await {
+            tracing::error!("writing the clean-shutdown marker: {e}");
+        } else {
+            tracing::info!("clean shutdown");
+        }
+    }
+}
+
+fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
+    use std::io::Write;
+    let shared = &state.shared;
+    let addr = shared
+        .bound_addr
+        .get()
+        .copied()
+        .unwrap_or(shared.config.listener);
+    tracing::info!(
+        backend = state.backend.name(),
+        shards = shared.num_shards(),
+        "listening on {addr}"
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "minikafka: listening on {addr} (backend {}, {} shards, data {})",
+        state.backend.name(),
+        shared.num_shards(),
+        shared.config.log_dir.display()
+    );
+    let _ = out.flush();
+}
+
+async fn write_marker<B: Backend>(state: &ShardState<B>) -> std::io::Result<()> {
+    let dir = state.data_dir();
+    let path = dir.join(CLEAN_SHUTDOWN_MARKER);
+    let file = state.backend.open(&path, OpenMode::ReadWriteCreate).await?;
+    file.truncate(0).await?;
+    let (written, _) = file.write_at(b"clean\n".to_vec(), 0).await;
+    written?;
+    file.sync_data().await?;
+    file.close().await?;
+    state.backend.sync_dir(&dir).await
+}
+
+/// Shard 0 binds the configured address first (port 0 picks a free one); the others bind
+/// the address it got.
+async fn listen<B: Backend>(state: &Rc<ShardState<B>>) -> std::io::Result<B::Listener> {
+    let shared = &state.shared;
+    if state.shard == ShardId(0) {
+        let listener = state.backend.listen(shared.config.listener).await?;
+        let addr = listener.local_addr()?;
+        let _ = shared.bound_addr.set(addr);
+        return Ok(listener);
+    }
+    loop {
+        if let Some(addr) = shared.bound_addr.get() {
+            return state.backend.listen(*addr).await;
+        }
+        if shared.fatal_error().is_some() {
+            return Err(std::io::Error::other("shard 0 failed to listen"));
+        }
+        state.backend.sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener) {
+    let shared = Arc::clone(&state.shared);
+    loop {
+        let accepted = {
+            let accept = std::pin::pin!(listener.accept());
+            let stop = std::pin::pin!(state.stop.recv());
+            match futures::future::select(accept, stop).await {
+                futures::future::Either::Left((accepted, _)) => accepted,
+                futures::future::Either::Right(_) => break,
+            }
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if !shared.connections.try_acquire() {
+                    tracing::warn!(%peer, "max.connections reached; closing the new connection");
+                    drop(stream);
+                    continue;
+                }
+                tracing::debug!(shard = state.shard.0, %peer, "connection accepted");
+                let conn_state = Rc::clone(&state);
+                state
+                    .backend
+                    .spawn_local(connection::serve(conn_state, stream, peer));
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                state.backend.sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    tracing::debug!(shard = state.shard.0, "stopped accepting");
+}
+
+fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
+    let inbox = state.shared.inbox_receivers[state.shard.0].clone();
+    let st = Rc::clone(state);
+    state.backend.spawn_local(async move {
+        while let Ok(call) = inbox.recv().await {
+            let owner = Rc::clone(&st);
+            st.backend
+                .spawn_local(async move { owner.execute(call).await });
+        }
+    });
+}
+
+fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
+    let config = &state.shared.config;
+    let retention_every = Duration::from_millis(config.retention_check_interval_ms);
+    let st = Rc::clone(state);
+    state.backend.spawn_local(async move {
+        while sleep_or_stop(&st, retention_every).await {
+            for (topic, p, log) in st.owned_logs() {
+                match log.apply_retention(st.backend.wall_clock_ms()).await {
+                    Ok(outcome) if !outcome.deleted_base_offsets.is_empty() => tracing::info!(
+                        topic,
+                        partition = p,
+                        segments = outcome.deleted_base_offsets.len(),
+                        log_start_offset = outcome.log_start_offset.0,
+                        "retention deleted segments"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(topic, partition = p, "retention failed: {e}"),
+                }
+            }
+        }
+    });
+    // `tick` syncs only partitions under the interval policy, when their period has passed;
+    // a topic may override the policy, so every shard ticks.
+    let tick_every = match config.flush_policy {
+        crate::log::FlushPolicy::Interval { ms } => Duration::from_millis(ms.min(1000)),
+        _ => Duration::from_millis(1000),
+    };
+    let st = Rc::clone(state);
+    state.backend.spawn_local(async move {
+        while sleep_or_stop(&st, tick_every).await {
+            for (topic, p, log) in st.owned_logs() {
+                if let Err(e) = log.tick(st.backend.wall_clock_ms()).await {
+                    tracing::error!(topic, partition = p, "interval flush failed: {e}");
+                }
+            }
+        }
+    });
+}

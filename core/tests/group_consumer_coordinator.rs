@@ -1,0 +1,166 @@
+//! The consumer protocol through `core::group::Coordinator`: ConsumerGroupHeartbeat answers
+//! wait for their records to be durable (I20), the coordinator's state equals the replay of
+//! what it appended (I21), a failed append leaves no trace in the group, and
+//! ConsumerGroupDescribe reports members and assignments.
+
+use minikafka_core::group::consumer::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupState, DescribeRequest, TopicInfo, TopicMetadata,
+};
+use minikafka_core::group::consumer_records::TopicPartitions;
+use minikafka_core::group::*;
+
+fn topics() -> TopicMetadata {
+    let mut t = TopicMetadata::new();
+    t.topics.insert(
+        "orders".to_string(),
+        TopicInfo {
+            topic_id: [7; 16],
+            partition_count: 4,
+        },
+    );
+    t
+}
+
+fn join(member_id: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest {
+        version: 1,
+        group_id: "g".to_string(),
+        member_id: member_id.to_string(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(vec!["orders".to_string()]),
+        subscribed_topic_regex: Some(String::new()),
+        topic_partitions: Some(Vec::new()),
+        client_id: "rdkafka".to_string(),
+        client_host: "/127.0.0.1".to_string(),
+        ..Default::default()
+    }
+}
+
+struct Driver {
+    coordinator: Coordinator,
+    log: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    next_token: u64,
+}
+
+impl Driver {
+    fn new() -> Self {
+        let mut coordinator = Coordinator::new(GroupConfig::default(), 1);
+        coordinator.handle_topic_metadata(topics());
+        Driver {
+            coordinator,
+            log: Vec::new(),
+            next_token: 0,
+        }
+    }
+
+    /// Sends a heartbeat; completes its append with `result`; returns the answer.
+    fn heartbeat(
+        &mut self,
+        req: ConsumerGroupHeartbeatRequest,
+        result: Result<(), AppendError>,
+    ) -> consumer::HeartbeatResponse {
+        self.next_token += 1;
+        let token = RequestToken(self.next_token);
+        self.coordinator
+            .handle_request(token, GroupRequest::ConsumerGroupHeartbeat(req), 0);
+        if let Some(append) = self.coordinator.poll_append() {
+            assert!(
+                self.coordinator.poll_response().is_none(),
+                "no answer before its records are durable (I20)"
+            );
+            if result.is_ok() {
+                self.log.extend(
+                    append
+                        .records
+                        .iter()
+                        .map(|r| (r.key.clone(), r.value.clone())),
+                );
+            }
+            self.coordinator.handle_appended(append.id, result, 0);
+        }
+        match self.coordinator.poll_response() {
+            Some((t, GroupResponse::ConsumerGroupHeartbeat(resp))) => {
+                assert_eq!(t, token);
+                resp
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    fn describe(&mut self, group: &str) -> consumer::DescribedConsumerGroup {
+        self.next_token += 1;
+        let req = DescribeRequest {
+            group_ids: vec![group.to_string()],
+        };
+        self.coordinator.handle_request(
+            RequestToken(self.next_token),
+            GroupRequest::ConsumerGroupDescribe(req),
+            0,
+        );
+        match self.coordinator.poll_response() {
+            Some((_, GroupResponse::ConsumerGroupDescribe(mut resp))) => {
+                resp.groups.pop().expect("one group")
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    fn check_replay(&self) {
+        let mut fresh = Coordinator::new(GroupConfig::default(), 1);
+        fresh.handle_topic_metadata(topics());
+        for (k, v) in &self.log {
+            fresh.replay(k, v.as_deref()).expect("replays");
+        }
+        assert_eq!(fresh.durable_state(), self.coordinator.durable_state());
+    }
+}
+
+#[test]
+fn heartbeats_through_the_coordinator() {
+    let mut d = Driver::new();
+    let a = d.heartbeat(join("a"), Ok(()));
+    assert_eq!(a.error_code, ErrorCode::NONE);
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(
+        a.assignment.as_ref().map(|tps| tps[0].partitions.clone()),
+        Some(vec![0, 1, 2, 3])
+    );
+    d.check_replay();
+
+    // b's join fails to append: the group forgets it.
+    let failed = d.heartbeat(join("b"), Err(AppendError::Storage));
+    assert_ne!(failed.error_code, ErrorCode::NONE);
+    let desc = d.describe("g");
+    assert_eq!(desc.members.len(), 1);
+    d.check_replay();
+
+    // b joins for real; a revokes, acknowledges; b gets its half.
+    let b = d.heartbeat(join("b"), Ok(()));
+    assert_eq!((b.error_code, b.member_epoch), (ErrorCode::NONE, 2));
+    let mut beat = join("a");
+    beat.member_epoch = 1;
+    beat.rebalance_timeout_ms = -1;
+    beat.subscribed_topic_names = None;
+    beat.subscribed_topic_regex = None;
+    beat.topic_partitions = None;
+    let a = d.heartbeat(beat.clone(), Ok(()));
+    let kept: Vec<TopicPartitions> = a.assignment.expect("revocation");
+    assert_eq!(kept[0].partitions.len(), 2);
+    beat.topic_partitions = Some(kept);
+    let a = d.heartbeat(beat, Ok(()));
+    assert_eq!(a.member_epoch, 2);
+    let mut b_beat = join("b");
+    b_beat.member_epoch = 2;
+    b_beat.rebalance_timeout_ms = -1;
+    b_beat.subscribed_topic_names = None;
+    b_beat.subscribed_topic_regex = None;
+    let b = d.heartbeat(b_beat, Ok(()));
+    assert_eq!(b.assignment.map(|tps| tps[0].partitions.len()), Some(2));
+    let desc = d.describe("g");
+    assert_eq!(desc.state, ConsumerGroupState::Stable);
+    assert_eq!(desc.members.len(), 2);
+    d.check_replay();
+
+    assert_eq!(d.describe("nope").error_code, ErrorCode::GROUP_ID_NOT_FOUND);
+}
