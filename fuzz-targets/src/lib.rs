@@ -15,10 +15,12 @@
 //! - The recovery scanner's outcome does not depend on the window size, stays within its feed
 //!   bound, and its valid prefix iterates as whole valid batches with a valid index.
 //! - An index (offset or time) that validates loads, and looks up consistently.
+//! - A consumer-group record or consumer-protocol blob that decodes re-encodes to the same value.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
 pub mod alloc_meter;
+pub mod group;
 pub mod input;
 pub mod protocol;
 pub mod storage;
@@ -35,4 +37,6 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("segment_recovery", storage::segment_recovery),
     ("offset_index", storage::offset_index),
     ("time_index", storage::time_index),
+    ("group_records", group::group_records),
+    ("consumer_protocol", group::consumer_protocol),
 ];

@@ -85,3 +85,31 @@ fn frames_captured_from_real_clients_decode() {
     }
     assert!(checked >= 20, "only {checked} captured frames");
 }
+
+#[test]
+fn group_seeds_decode() {
+    // The group seeds are encoder output: each must decode, so the fuzzer starts from
+    // accepted records rather than refusals.
+    use minikafka_core::group::consumer_records::ConsumerGroupRecord;
+    use minikafka_core::group::records::RecordKey;
+    for file in corpus_files("group_records") {
+        let bytes = std::fs::read(&file).expect("readable");
+        let key_len = usize::from(u16::from_be_bytes([bytes[1], bytes[2]]));
+        let (key, value) = bytes[3..].split_at(key_len);
+        let value = (bytes[0] & 1 == 0).then_some(value);
+        let classic = RecordKey::decode(key).is_ok();
+        let consumer = ConsumerGroupRecord::decode(key, value).is_ok();
+        assert!(classic || consumer, "{}", file.display());
+    }
+    for file in corpus_files("consumer_protocol") {
+        let bytes = std::fs::read(&file).expect("readable");
+        let name = file.file_name().expect("name").to_string_lossy().into_owned();
+        use minikafka_client::group::member_metadata::{decode_assignment, decode_subscription};
+        let ok = if name.starts_with("subscription") {
+            decode_subscription(&bytes).is_ok()
+        } else {
+            decode_assignment(&bytes).is_ok()
+        };
+        assert!(ok, "{name}");
+    }
+}
