@@ -30,8 +30,8 @@ fn served_apis(stream: &mut TcpStream) -> Vec<(i16, i16, i16)> {
         .expect("write ApiVersions");
     let body = read_frame(stream).expect("ApiVersions response");
     assert_eq!(&body[4..6], &[0, 0], "ApiVersions error code");
-    let count = usize::try_from(i32::from_be_bytes([body[6], body[7], body[8], body[9]]))
-        .expect("count");
+    let count =
+        usize::try_from(i32::from_be_bytes([body[6], body[7], body[8], body[9]])).expect("count");
     (0..count)
         .map(|i| {
             let at = 10 + i * 6;
@@ -63,9 +63,11 @@ fn write_minimal(out: &mut Vec<u8>, kind: &Kind, version: i16, flexible: bool) {
             out.push(1)
         }
         Kind::Str | Kind::NullableStr => zeros(out, 2),
-        Kind::Bytes | Kind::NullableBytes | Kind::Records | Kind::Array(_) | Kind::NullableArray(_) => {
-            zeros(out, 4)
-        }
+        Kind::Bytes
+        | Kind::NullableBytes
+        | Kind::Records
+        | Kind::Array(_)
+        | Kind::NullableArray(_) => zeros(out, 4),
         Kind::Struct(s) => write_minimal_struct(out, s, version, flexible, usize::MAX),
     }
 }
@@ -133,7 +135,10 @@ fn assert_refused_and_closed(addr: SocketAddr, what: &str, bytes: &[u8]) {
             Ok(0) => return,
             Ok(n) => {
                 received += n;
-                assert!(received < 64 * 1024, "{what}: a large answer to a refused request");
+                assert!(
+                    received < 64 * 1024,
+                    "{what}: a large answer to a refused request"
+                );
             }
             Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
                 return
@@ -141,7 +146,10 @@ fn assert_refused_and_closed(addr: SocketAddr, what: &str, bytes: &[u8]) {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("{what}: unexpected read error {e}"),
         }
-        assert!(Instant::now() < deadline, "{what}: connection still open 5 s later");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: connection still open 5 s later"
+        );
     }
 }
 
@@ -203,8 +211,13 @@ fn requests_pipelined_far_beyond_the_in_flight_limit_are_all_answered_in_order()
             std::thread::spawn(move || stream.write_all(&burst).expect("write the burst"))
         };
         for correlation_id in 0..count {
-            let body = read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
-            assert_eq!(&body[0..4], &correlation_id.to_be_bytes(), "answered out of order");
+            let body =
+                read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
+            assert_eq!(
+                &body[0..4],
+                &correlation_id.to_be_bytes(),
+                "answered out of order"
+            );
         }
         writer.join().expect("writer");
     });
@@ -220,7 +233,9 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
         create_topics(&broker, &[("greedy", 1)]);
         let mut producer = TestProducer::new(&broker, &[]);
         let value = vec![b'x'; 64 * 1024];
-        let recs: Vec<Rec> = (0..16).map(|_| Rec::new("greedy", Some(0), &value)).collect();
+        let recs: Vec<Rec> = (0..16)
+            .map(|_| Rec::new("greedy", Some(0), &value))
+            .collect();
         expect_all_ok(&producer.produce_all(&recs));
 
         let fetch = fetch_v4_body("greedy", 1 << 20);
@@ -243,12 +258,21 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
             }
             if written % 500 == 0 {
                 let kib = resident_kib(pid).unwrap_or(0);
-                assert!(kib < 1024 * 1024, "broker at {kib} KiB after {written} unread fetches");
+                assert!(
+                    kib < 1024 * 1024,
+                    "broker at {kib} KiB after {written} unread fetches"
+                );
             }
         }
-        assert!(stalled, "the broker read all {written} requests of a client that never reads");
+        assert!(
+            stalled,
+            "the broker read all {written} requests of a client that never reads"
+        );
         let kib = resident_kib(pid).unwrap_or(0);
-        assert!(kib < 1024 * 1024, "broker at {kib} KiB with a stalled client");
+        assert!(
+            kib < 1024 * 1024,
+            "broker at {kib} KiB with a stalled client"
+        );
         // Others are still served while the greedy connection is stuck.
         let acks = producer.produce_all(&[Rec::new("greedy", Some(0), b"meanwhile")]);
         assert_eq!(expect_all_ok(&acks).len(), 1);

@@ -453,13 +453,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
                         .insert(tp.clone(), Offset(p.high_watermark));
                 }
                 let Some(records) = p.records else { continue };
-                let decoded = decode_records(
-                    &tp.topic,
-                    tp.partition,
-                    &records,
-                    from,
-                    inflate_left_bytes,
-                )?;
+                let decoded =
+                    decode_records(&tp.topic, tp.partition, &records, from, inflate_left_bytes)?;
                 inflate_left_bytes -= decoded.decompressed_bytes;
                 if let Some(next) = decoded.next_offset {
                     if next > from {

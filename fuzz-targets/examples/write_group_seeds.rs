@@ -9,7 +9,9 @@ use std::path::Path;
 use bytes::BytesMut;
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
 use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedPartitions;
-use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName};
+use kafka_protocol::messages::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
+};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use minikafka_core::group::consumer_records::{
     ConsumerGroupRecord, CurrentMemberAssignmentValue, GroupMetadataValue as EpochValue,
@@ -45,13 +47,25 @@ fn main() {
         expire_timestamp: None,
     };
     let key = offset_commit_key("orders-app", "orders", 2);
-    write(&records, "offset-commit", &record_input(&key, Some(&commit.encode())));
-    write(&records, "offset-commit-tombstone", &record_input(&key, None));
+    write(
+        &records,
+        "offset-commit",
+        &record_input(&key, Some(&commit.encode())),
+    );
+    write(
+        &records,
+        "offset-commit-tombstone",
+        &record_input(&key, None),
+    );
     let expiring = OffsetCommitValue {
         expire_timestamp: Some(1_700_000_600_000),
         ..commit
     };
-    write(&records, "offset-commit-expiring", &record_input(&key, Some(&expiring.encode())));
+    write(
+        &records,
+        "offset-commit-expiring",
+        &record_input(&key, Some(&expiring.encode())),
+    );
     let member = |id: &str| MemberMetadata {
         member_id: id.into(),
         group_instance_id: Some("static-1".into()),
@@ -73,11 +87,18 @@ fn main() {
     let gkey = group_metadata_key("orders-app");
     for version in 0..=4 {
         let value = group.encode_version(version);
-        write(&records, &format!("group-metadata-v{version}"), &record_input(&gkey, Some(&value)));
+        write(
+            &records,
+            &format!("group-metadata-v{version}"),
+            &record_input(&gkey, Some(&value)),
+        );
     }
     let topic_id = *b"0123456789abcdef";
     let kinds = vec![
-        ("consumer-epoch", RecordKind::GroupMetadata(Some(EpochValue { epoch: 5 }))),
+        (
+            "consumer-epoch",
+            RecordKind::GroupMetadata(Some(EpochValue { epoch: 5 })),
+        ),
         (
             "consumer-partition-metadata",
             RecordKind::PartitionMetadata(Some(PartitionMetadataValue {
@@ -139,12 +160,19 @@ fn main() {
             kind,
         };
         let value = record.encode_value();
-        write(&records, name, &record_input(&record.encode_key(), value.as_deref()));
+        write(
+            &records,
+            name,
+            &record_input(&record.encode_key(), value.as_deref()),
+        );
     }
 
     let blobs = corpus.join("consumer_protocol");
     let mut sub = ConsumerProtocolSubscription::default();
-    sub.topics = vec![StrBytes::from_static_str("orders"), StrBytes::from_static_str("audit")];
+    sub.topics = vec![
+        StrBytes::from_static_str("orders"),
+        StrBytes::from_static_str("audit"),
+    ];
     sub.user_data = Some(bytes::Bytes::from_static(b"ud"));
     let mut owned = OwnedPartitions::default();
     owned.topic = TopicName(StrBytes::from_static_str("orders"));

@@ -64,7 +64,12 @@ pub fn assert_batch_iterates(batch: &[u8]) {
         .next()
         .expect("one batch")
         .expect("valid");
-    for target_ms in [i64::MIN, header.base_timestamp, header.max_timestamp, i64::MAX] {
+    for target_ms in [
+        i64::MIN,
+        header.base_timestamp,
+        header.max_timestamp,
+        i64::MAX,
+    ] {
         if let Some(hit) = search_batch(&view, target_ms, header.base_offset) {
             assert!(hit.offset >= header.base_offset && hit.offset <= header.last_offset());
         }

@@ -95,7 +95,11 @@ fn many_batches_share_one_inflation_budget() {
     // Eight 16 MiB batches (~2 KB each on the wire): each fits a 64 MiB limit, but together
     // they would hold 128 MiB. The limit is for the whole fetch, so this is refused...
     let records = zstd_batches(8, 16 * MIB);
-    assert!(records.len() < 64 * 1024, "{} bytes on the wire", records.len());
+    assert!(
+        records.len() < 64 * 1024,
+        "{} bytes on the wire",
+        records.len()
+    );
     let refused = decode_records("t", 0, &records, Offset(0), 64 * MIB);
     assert!(refused.is_err(), "128 MiB inflated past a 64 MiB limit");
     // ...and the same batches decode when the budget covers them all.

@@ -3,8 +3,8 @@
 //! captures of real clients (librdkafka via kcat, kafka-python) and real segment files; bugs
 //! the fuzzer found are kept here as `regression-*` files next to them.
 
-use std::path::{Path, PathBuf};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 
 use minikafka_fuzz_targets::{alloc_meter, TARGETS};
 
@@ -74,7 +74,11 @@ fn frames_captured_from_real_clients_decode() {
     // from refusals only (and the broker would refuse a real client).
     let mut checked = 0;
     for file in corpus_files("request_decode") {
-        let name = file.file_name().expect("name").to_string_lossy().into_owned();
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         if !(name.starts_with("rdkafka-") || name.starts_with("kafka-python-")) {
             continue;
         }
@@ -103,7 +107,11 @@ fn group_seeds_decode() {
     }
     for file in corpus_files("consumer_protocol") {
         let bytes = std::fs::read(&file).expect("readable");
-        let name = file.file_name().expect("name").to_string_lossy().into_owned();
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         use minikafka_client::group::member_metadata::{decode_assignment, decode_subscription};
         let ok = if name.starts_with("subscription") {
             decode_subscription(&bytes).is_ok()
