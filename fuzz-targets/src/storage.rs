@@ -151,7 +151,10 @@ pub fn segment_recovery(data: &[u8]) {
     let outcome = scan_slice(config, &segment);
     let whole = scan_slice(
         ScanConfig {
-            window_bytes: segment.len().max(HEADER_BYTES),
+            // One read of the whole file as the caller believes it: a short read then says
+            // where it really ends, as the last small window does.
+            window_bytes: usize::try_from(file_len_bytes)
+                .map_or(usize::MAX, |n| n.max(HEADER_BYTES)),
             ..config
         },
         &segment,
