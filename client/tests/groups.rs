@@ -1,5 +1,5 @@
 //! Consumer groups end to end over real TCP: our group consumer and `mk groups` against the
-//! broker under test (`group_broker`: kfake today, minikafka once it serves groups).
+//! broker under test (`group_broker`: minikafka by default, kfake with `MK_GROUP_BROKER=kfake`).
 
 mod common;
 mod group_broker;

@@ -41,6 +41,7 @@ struct Driver {
     coordinator: Coordinator,
     log: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     next_token: u64,
+    now: Millis,
 }
 
 impl Driver {
@@ -51,6 +52,7 @@ impl Driver {
             coordinator,
             log: Vec::new(),
             next_token: 0,
+            now: 0,
         }
     }
 
@@ -63,7 +65,7 @@ impl Driver {
         self.next_token += 1;
         let token = RequestToken(self.next_token);
         self.coordinator
-            .handle_request(token, GroupRequest::ConsumerGroupHeartbeat(req), 0);
+            .handle_request(token, GroupRequest::ConsumerGroupHeartbeat(req), self.now);
         if let Some(append) = self.coordinator.poll_append() {
             assert!(
                 self.coordinator.poll_response().is_none(),
@@ -77,7 +79,8 @@ impl Driver {
                         .map(|r| (r.key.clone(), r.value.clone())),
                 );
             }
-            self.coordinator.handle_appended(append.id, result, 0);
+            self.coordinator
+                .handle_appended(append.id, result, self.now);
         }
         match self.coordinator.poll_response() {
             Some((t, GroupResponse::ConsumerGroupHeartbeat(resp))) => {
@@ -96,13 +99,33 @@ impl Driver {
         self.coordinator.handle_request(
             RequestToken(self.next_token),
             GroupRequest::ConsumerGroupDescribe(req),
-            0,
+            self.now,
         );
         match self.coordinator.poll_response() {
             Some((_, GroupResponse::ConsumerGroupDescribe(mut resp))) => {
                 resp.groups.pop().expect("one group")
             }
             other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    /// Moves the clock to `now`, fires the deadlines due, and makes what they append durable.
+    fn advance(&mut self, now: Millis) {
+        self.now = now;
+        while let Some((at, _)) = self.coordinator.poll_timeout() {
+            if at > now {
+                break;
+            }
+            self.coordinator.handle_timeout(now);
+        }
+        while let Some(append) = self.coordinator.poll_append() {
+            self.log.extend(
+                append
+                    .records
+                    .iter()
+                    .map(|r| (r.key.clone(), r.value.clone())),
+            );
+            self.coordinator.handle_appended(append.id, Ok(()), now);
         }
     }
 
@@ -163,4 +186,95 @@ fn heartbeats_through_the_coordinator() {
     d.check_replay();
 
     assert_eq!(d.describe("nope").error_code, ErrorCode::GROUP_ID_NOT_FOUND);
+}
+
+/// A steady heartbeat of a member that already has its assignment.
+fn beat(member_id: &str, epoch: i32) -> ConsumerGroupHeartbeatRequest {
+    let mut b = join(member_id);
+    b.member_epoch = epoch;
+    b.rebalance_timeout_ms = -1;
+    b.subscribed_topic_names = None;
+    b.subscribed_topic_regex = None;
+    b.topic_partitions = None;
+    b
+}
+
+#[test]
+fn a_member_that_stops_heartbeating_is_fenced_and_its_partitions_move() {
+    let session = i64::from(GroupConfig::default().consumer.session_timeout_ms);
+    let mut d = Driver::new();
+    assert_eq!(d.heartbeat(join("a"), Ok(())).member_epoch, 1);
+    assert_eq!(d.heartbeat(join("b"), Ok(())).member_epoch, 2);
+    // a gives up half of its partitions, then both are stable at epoch 2.
+    let kept = d
+        .heartbeat(beat("a", 1), Ok(()))
+        .assignment
+        .expect("revocation");
+    let mut ack = beat("a", 1);
+    ack.topic_partitions = Some(kept);
+    assert_eq!(d.heartbeat(ack, Ok(())).member_epoch, 2);
+    let b = d.heartbeat(beat("b", 2), Ok(()));
+    assert_eq!(b.assignment.map(|tps| tps[0].partitions.len()), Some(2));
+    assert_eq!(d.describe("g").members.len(), 2);
+
+    // b goes silent; a keeps heartbeating within its session.
+    let step = session / 3;
+    for i in 1..=2 {
+        d.advance(i * step);
+        let a = d.heartbeat(beat("a", 2), Ok(()));
+        assert_eq!(a.error_code, ErrorCode::NONE);
+    }
+    assert_eq!(
+        d.describe("g").members.len(),
+        2,
+        "b's session has not expired yet"
+    );
+    let (deadline, _) = d.coordinator.poll_timeout().expect("b's session is armed");
+    assert!(
+        deadline <= session,
+        "b's deadline is its last heartbeat plus the session"
+    );
+
+    // Past b's session: b is fenced by the coordinator's timer, through an append.
+    let appended_before = d.log.len();
+    d.advance(session + 1);
+    assert!(
+        d.log.len() > appended_before,
+        "the fencing records were appended"
+    );
+    let desc = d.describe("g");
+    assert_eq!(desc.members.len(), 1);
+    assert_eq!(desc.members[0].member_id, "a");
+    d.check_replay();
+
+    // a's next heartbeat gets all four partitions; b is told it is unknown.
+    let a = d.heartbeat(beat("a", 2), Ok(()));
+    assert_eq!(a.error_code, ErrorCode::NONE);
+    let mut parts = a.assignment.expect("new assignment")[0].partitions.clone();
+    parts.sort_unstable();
+    assert_eq!(parts, vec![0, 1, 2, 3]);
+    let b = d.heartbeat(beat("b", 2), Ok(()));
+    assert_eq!(b.error_code, ErrorCode::UNKNOWN_MEMBER_ID);
+    d.check_replay();
+}
+
+#[test]
+fn loaded_consumer_members_time_out_after_a_restart() {
+    let session = i64::from(GroupConfig::default().consumer.session_timeout_ms);
+    let mut d = Driver::new();
+    d.heartbeat(join("a"), Ok(()));
+    let mut restarted = Driver::new();
+    for (k, v) in &d.log {
+        restarted
+            .coordinator
+            .replay(k, v.as_deref())
+            .expect("replays");
+    }
+    restarted.log = d.log.clone();
+    // Sessions start at the first `now` after the load.
+    restarted.advance(1_000);
+    assert_eq!(restarted.describe("g").members.len(), 1);
+    restarted.advance(1_000 + session + 1);
+    assert!(restarted.describe("g").members.is_empty());
+    restarted.check_replay();
 }

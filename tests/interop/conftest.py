@@ -182,7 +182,22 @@ class Broker:
     def crash_restart(self):
         """kill -9, then a start on the same port and data directory."""
         self.kill()
+        self._wait_port_closed()
         self.start()
+
+    def _wait_port_closed(self):
+        """Waits (bounded) until the killed broker's port refuses connections: its io_uring
+        ring can keep the listening socket open briefly after the process is reaped, and a
+        restart would then fail to bind."""
+        deadline = time.monotonic() + STOP_LIMIT_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"port {self.port} still accepts connections {STOP_LIMIT_S} s after kill -9")
+            time.sleep(0.025)
 
 
 def pytest_configure(config):

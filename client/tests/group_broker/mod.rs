@@ -1,7 +1,7 @@
 //! The broker the consumer-group tests run against, chosen in ONE place.
 //!
-//! `MK_GROUP_BROKER` selects it: `kfake` (the default, while minikafka's broker does not serve
-//! the group APIs yet) or `minikafka` (the real binary, see `common`). kfake is found at
+//! `MK_GROUP_BROKER` selects it: `minikafka` (the default: the real binary, see `common`) or
+//! `kfake` (the peer broker, a reference for what Kafka does). kfake is found at
 //! `../shared/peers/kfake/kfake-runner` relative to the workspace root (CI has `shared/` beside
 //! the checkout), or at `$KFAKE_RUNNER`. A missing broker FAILS the test: these tests never skip.
 
@@ -28,11 +28,11 @@ pub enum BrokerKind {
     Minikafka,
 }
 
-/// The broker kind from `MK_GROUP_BROKER` (kfake unless it says `minikafka`).
+/// The broker kind from `MK_GROUP_BROKER` (minikafka unless it says `kfake`).
 pub fn broker_kind() -> BrokerKind {
     match std::env::var("MK_GROUP_BROKER").as_deref() {
-        Ok("minikafka") => BrokerKind::Minikafka,
-        Ok("kfake") | Err(_) => BrokerKind::Kfake,
+        Ok("minikafka") | Err(_) => BrokerKind::Minikafka,
+        Ok("kfake") => BrokerKind::Kfake,
         Ok(other) => panic!("MK_GROUP_BROKER={other:?}: expected kfake or minikafka"),
     }
 }

@@ -90,6 +90,12 @@ pub enum TimeoutReason {
     },
     /// Periodic expiry of empty groups' offsets (`offsets.retention.check.interval.ms`).
     OffsetsRetention,
+    /// A consumer-protocol group's earliest deadline: a member's session or its revocation
+    /// (rebalance) timeout. The group keeps its own deadlines; this is the earliest of them.
+    ConsumerGroup {
+        /// Group id.
+        group: String,
+    },
 }
 
 /// A committed offset as the coordinator keeps it (durable).
@@ -151,6 +157,8 @@ pub struct Coordinator {
     pub(super) topics: TopicPartitionCounts,
     pub(super) timers: BTreeSet<(Millis, TimeoutReason)>,
     pub(super) retention_deadline: Option<Millis>,
+    /// The timer armed for each consumer-protocol group (its `next_deadline`).
+    pub(super) consumer_deadlines: HashMap<String, Millis>,
     pub(super) appends: VecDeque<Append>,
     pub(super) pending: BTreeMap<AppendId, PendingAppend>,
     /// In-flight appends per group (offsets of such a group are not expired meanwhile).
@@ -175,6 +183,7 @@ impl Coordinator {
             topics: TopicPartitionCounts::new(),
             timers: BTreeSet::new(),
             retention_deadline: None,
+            consumer_deadlines: HashMap::new(),
             appends: VecDeque::new(),
             pending: BTreeMap::new(),
             inflight: HashMap::new(),
@@ -369,6 +378,7 @@ impl Coordinator {
                     if let Some(Group::Consumer(c)) = self.groups.get_mut(g) {
                         c.handle_append_failed();
                     }
+                    self.sync_consumer_timer(g);
                 }
                 for c in pending.completions {
                     self.complete(c, Some(e), now);
@@ -399,6 +409,10 @@ impl Coordinator {
                 }
                 TimeoutReason::JoinPhase { group } => self.join_phase_expired(&group, now),
                 TimeoutReason::SyncPhase { group } => self.sync_phase_expired(&group, now),
+                TimeoutReason::ConsumerGroup { group } => {
+                    self.consumer_deadlines.remove(&group);
+                    self.consumer_group_expired(&group, now);
+                }
                 TimeoutReason::OffsetsRetention => {
                     self.retention_deadline = None;
                     self.expire_offsets(now);
@@ -497,6 +511,9 @@ impl Coordinator {
                     c.replay_stored(record)?;
                     if c.is_deleted() {
                         self.groups.remove(group);
+                    } else if startup {
+                        // Loaded members' sessions start at the next `now` (`arm`).
+                        self.needs_arming = true;
                     }
                 }
             }
@@ -583,6 +600,11 @@ impl Coordinator {
         }
         let ids: Vec<String> = self.groups.keys().cloned().collect();
         for gid in ids {
+            if let Some(Group::Consumer(c)) = self.groups.get_mut(&gid) {
+                c.activate(now);
+                self.sync_consumer_timer(&gid);
+                continue;
+            }
             let members: Vec<(String, i32)> = match self.groups.get(&gid) {
                 Some(Group::Classic(g)) => g
                     .members
@@ -859,6 +881,7 @@ impl Coordinator {
                     }
                 }
                 let response = GroupResponse::ConsumerGroupHeartbeat(resp);
+                self.sync_consumer_timer(&gid);
                 if records.is_empty() {
                     self.respond(token, response);
                 } else {
@@ -870,6 +893,44 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// A consumer-protocol group's deadline passed: it fences the members whose session or
+    /// revocation timeout expired; their removal is appended like any other records (I21:
+    /// the group applied them already, the log gets them in the same order).
+    pub(super) fn consumer_group_expired(&mut self, gid: &str, now: Millis) {
+        let Some(Group::Consumer(c)) = self.groups.get_mut(gid) else {
+            return;
+        };
+        let records: Vec<GroupRecord> = c
+            .handle_timeout(now)
+            .iter()
+            .map(ConsumerGroupRecord::to_group_record)
+            .collect();
+        self.sync_consumer_timer(gid);
+        if !records.is_empty() {
+            self.append(records, vec![gid.to_owned()], Vec::new());
+        }
+    }
+
+    /// Re-arms the timer of a consumer-protocol group at its current earliest deadline (or
+    /// clears it when the group has none or is gone).
+    pub(super) fn sync_consumer_timer(&mut self, gid: &str) {
+        let new = match self.groups.get(gid) {
+            Some(Group::Consumer(c)) => c.next_deadline().map(|d| d.at_ms),
+            _ => None,
+        };
+        let old = match new {
+            Some(at) => self.consumer_deadlines.insert(gid.to_owned(), at),
+            None => self.consumer_deadlines.remove(gid),
+        };
+        self.set_timer(
+            old,
+            new,
+            TimeoutReason::ConsumerGroup {
+                group: gid.to_owned(),
+            },
+        );
     }
 
     // ------------------------------------------------------------ completions
