@@ -9,7 +9,7 @@
 //!   settings we accept and ignore because they have no meaning for a single node
 //!   ([`IGNORED_KAFKA_KEYS`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -56,6 +56,9 @@ pub struct BrokerConfig {
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
     pub node_id: i32,
+    /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
+    /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
+    pub explicit: BTreeSet<String>,
 }
 
 /// Kafka settings accepted and ignored: they configure replication, security or JVM matters
@@ -134,6 +137,7 @@ impl Default for BrokerConfig {
             flush_policy: FlushPolicy::None,
             num_shards: default_shard_count(),
             node_id: 0,
+            explicit: BTreeSet::new(),
         }
     }
 }
@@ -373,6 +377,7 @@ impl BrokerConfig {
         });
         config.advertised_host = host;
         config.advertised_port = port;
+        config.explicit = settings.keys().cloned().collect();
         Ok(config)
     }
 }
