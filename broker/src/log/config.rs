@@ -301,7 +301,10 @@ pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, L
         if value.trim() == allowed {
             Ok(status)
         } else {
-            Err(config_error(key, format!("{value:?} is not supported: {why}")))
+            Err(config_error(
+                key,
+                format!("{value:?} is not supported: {why}"),
+            ))
         }
     };
     match key {

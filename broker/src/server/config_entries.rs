@@ -76,7 +76,11 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
         ),
         ("flush.policy", c.flush.name().to_string(), TYPE_STRING),
         ("compression.type", "producer".to_string(), TYPE_STRING),
-        ("message.timestamp.type", "CreateTime".to_string(), TYPE_STRING),
+        (
+            "message.timestamp.type",
+            "CreateTime".to_string(),
+            TYPE_STRING,
+        ),
     ]
 }
 
@@ -310,8 +314,14 @@ mod tests {
         let retention = topic.iter().find(|e| e.name == "retention.ms");
         assert_eq!(retention.map(|e| e.value.as_str()), Some("3600000"));
         let brokers = broker_entries(&config);
-        assert_eq!(source_of(&brokers, "log.segment.bytes"), SOURCE_STATIC_BROKER);
-        assert_eq!(source_of(&brokers, "log.retention.ms"), SOURCE_STATIC_BROKER);
+        assert_eq!(
+            source_of(&brokers, "log.segment.bytes"),
+            SOURCE_STATIC_BROKER
+        );
+        assert_eq!(
+            source_of(&brokers, "log.retention.ms"),
+            SOURCE_STATIC_BROKER
+        );
         assert_eq!(source_of(&brokers, "node.id"), SOURCE_STATIC_BROKER);
         assert_eq!(source_of(&brokers, "num.partitions"), SOURCE_DEFAULT);
     }
