@@ -9,7 +9,7 @@
 //!   settings we accept and ignore because they have no meaning for a single node
 //!   ([`IGNORED_KAFKA_KEYS`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -63,6 +63,9 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
+    /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
+    pub explicit: BTreeSet<String>,
 }
 
 /// The group coordinator's settings, named and defaulted as in Kafka.
@@ -206,6 +209,7 @@ impl Default for BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             groups: GroupSettings::default(),
+            explicit: BTreeSet::new(),
         }
     }
 }
@@ -491,6 +495,7 @@ impl BrokerConfig {
         });
         config.advertised_host = host;
         config.advertised_port = port;
+        config.explicit = settings.keys().cloned().collect();
         Ok(config)
     }
 }

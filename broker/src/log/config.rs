@@ -124,8 +124,9 @@ impl LogConfig {
     /// This configuration with Kafka topic-level overrides applied: `segment.bytes`,
     /// `segment.ms`, `index.interval.bytes`, `retention.bytes` (-1 = unlimited),
     /// `retention.ms` (-1 = forever), `max.message.bytes`, and `flush.policy`
-    /// (`none` | `fsync` | `interval`) with `flush.ms`. Unknown keys are ignored (Kafka has
-    /// many that do not concern the log); a known key with a bad value is an error.
+    /// (`none` | `fsync` | `interval`) with `flush.ms` (`flush.ms` alone means `interval`).
+    /// Other keys are ignored here: which names a topic may carry at all is decided at
+    /// creation by [`check_topic_config`]; a known key with a bad value is an error.
     pub fn with_overrides(&self, overrides: &BTreeMap<String, String>) -> Result<Self, LogError> {
         let mut out = self.clone();
         for (key, value) in overrides {
@@ -145,6 +146,12 @@ impl LogConfig {
                 "flush.policy" | "flush.ms" => {}
                 _ => {}
             }
+        }
+        // Kafka's `flush.ms` alone means "sync at least this often": the interval policy.
+        if let (None, Some(ms)) = (overrides.get("flush.policy"), overrides.get("flush.ms")) {
+            out.flush = FlushPolicy::Interval {
+                ms: parse("flush.ms", ms)?,
+            };
         }
         if let Some(policy) = overrides.get("flush.policy") {
             out.flush = match policy.as_str() {
@@ -167,6 +174,149 @@ impl LogConfig {
         }
         out.validate()?;
         Ok(out)
+    }
+}
+
+/// What the broker does with one topic-level configuration name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicConfigStatus {
+    /// Applied to the topic (by the log, or by the produce path).
+    Honoured,
+    /// Accepted and stored, without effect here; DescribeConfigs reports it with this reason
+    /// so no one mistakes it for an honoured setting.
+    NotApplicable(&'static str),
+    /// Refused with INVALID_CONFIG: the broker cannot do what it asks.
+    Refused(&'static str),
+}
+
+use TopicConfigStatus::{Honoured, NotApplicable, Refused};
+
+const ONE_REPLICA: &str = "not applicable on a single node: every partition has one replica";
+const COMPACTION_ONLY: &str =
+    "not applicable: applies to compacted topics, and only cleanup.policy=delete is supported";
+const TIERED_ONLY: &str = "not applicable: applies to tiered storage, which this broker lacks";
+const NO_RECOMPRESSION: &str =
+    "not applicable: the broker never recompresses (compression.type is always producer)";
+
+/// Every topic-level configuration name Apache Kafka (3.x and 4.x) defines, plus
+/// minikafka's `flush.policy`, with what this broker does with it. CreateTopics refuses any
+/// name not in this table. Some honoured names accept only some values; see
+/// [`check_topic_config`].
+pub const KAFKA_TOPIC_CONFIGS: &[(&str, TopicConfigStatus)] = &[
+    ("cleanup.policy", Honoured),
+    ("compression.gzip.level", NotApplicable(NO_RECOMPRESSION)),
+    ("compression.lz4.level", NotApplicable(NO_RECOMPRESSION)),
+    ("compression.type", Honoured),
+    ("compression.zstd.level", NotApplicable(NO_RECOMPRESSION)),
+    ("delete.retention.ms", NotApplicable(COMPACTION_ONLY)),
+    (
+        "file.delete.delay.ms",
+        NotApplicable("not applicable: segments past retention are deleted at once"),
+    ),
+    (
+        "flush.messages",
+        Refused("not supported: use flush.policy=fsync (sync every batch) or flush.ms"),
+    ),
+    ("flush.ms", Honoured),
+    ("flush.policy", Honoured),
+    (
+        "follower.replication.throttled.replicas",
+        NotApplicable(ONE_REPLICA),
+    ),
+    ("index.interval.bytes", Honoured),
+    (
+        "leader.replication.throttled.replicas",
+        NotApplicable(ONE_REPLICA),
+    ),
+    ("local.retention.bytes", NotApplicable(TIERED_ONLY)),
+    ("local.retention.ms", NotApplicable(TIERED_ONLY)),
+    ("max.compaction.lag.ms", NotApplicable(COMPACTION_ONLY)),
+    ("max.message.bytes", Honoured),
+    (
+        "message.downconversion.enable",
+        NotApplicable("not applicable: the broker never down-converts record batches"),
+    ),
+    (
+        "message.format.version",
+        NotApplicable("not applicable: batches are always record format v2"),
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        Refused("not supported: the broker does not bound record timestamps"),
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        Refused("not supported: the broker does not bound record timestamps"),
+    ),
+    (
+        "message.timestamp.difference.max.ms",
+        Refused("not supported: the broker does not bound record timestamps"),
+    ),
+    ("message.timestamp.type", Honoured),
+    ("min.cleanable.dirty.ratio", NotApplicable(COMPACTION_ONLY)),
+    ("min.compaction.lag.ms", NotApplicable(COMPACTION_ONLY)),
+    ("min.insync.replicas", NotApplicable(ONE_REPLICA)),
+    (
+        "preallocate",
+        NotApplicable("not applicable: segment files grow as they are written"),
+    ),
+    ("remote.log.copy.disable", NotApplicable(TIERED_ONLY)),
+    ("remote.log.delete.on.disable", NotApplicable(TIERED_ONLY)),
+    ("remote.storage.enable", NotApplicable(TIERED_ONLY)),
+    ("retention.bytes", Honoured),
+    ("retention.ms", Honoured),
+    ("segment.bytes", Honoured),
+    (
+        "segment.index.bytes",
+        NotApplicable("not applicable: offset indexes are sized by the segment they cover"),
+    ),
+    (
+        "segment.jitter.ms",
+        NotApplicable("not applicable: segments roll exactly at segment.ms"),
+    ),
+    ("segment.ms", Honoured),
+    ("unclean.leader.election.enable", NotApplicable(ONE_REPLICA)),
+];
+
+/// The status of a topic-level configuration name; `None` for a name Kafka does not define.
+pub fn topic_config_status(key: &str) -> Option<TopicConfigStatus> {
+    KAFKA_TOPIC_CONFIGS
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, status)| *status)
+}
+
+/// Checks one requested topic-level setting by name and value: unknown and refused names are
+/// errors naming the key, and honoured or accepted names take only the values this broker
+/// can keep its word on (`cleanup.policy=delete`, `compression.type=producer`,
+/// `message.timestamp.type=CreateTime`, `min.insync.replicas=1`,
+/// `remote.storage.enable=false`). Numeric values are checked by [`LogConfig::with_overrides`].
+pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, LogError> {
+    let status = topic_config_status(key)
+        .ok_or_else(|| config_error(key, "is not a topic configuration".into()))?;
+    if let Refused(why) = status {
+        return Err(config_error(key, why.into()));
+    }
+    let only = |allowed: &str, why: &str| {
+        if value.trim() == allowed {
+            Ok(status)
+        } else {
+            Err(config_error(
+                key,
+                format!("{value:?} is not supported: {why}"),
+            ))
+        }
+    };
+    match key {
+        "cleanup.policy" => only("delete", "only delete is supported (no compaction)"),
+        "compression.type" => only(
+            "producer",
+            "the broker never recompresses; batches keep the producer's codec",
+        ),
+        "message.timestamp.type" => only("CreateTime", "records keep the producer's timestamps"),
+        "min.insync.replicas" => only("1", "a single node has one in-sync replica"),
+        "remote.storage.enable" => only("false", "tiered storage is not supported"),
+        _ => Ok(status),
     }
 }
 
@@ -222,5 +372,82 @@ mod tests {
         assert_eq!(c.flush, FlushPolicy::Interval { ms: 50 });
         o.insert("segment.bytes".to_string(), "lots".to_string());
         assert!(LogConfig::default().with_overrides(&o).is_err());
+    }
+
+    #[test]
+    fn flush_ms_alone_is_the_interval_policy() {
+        let o = BTreeMap::from([("flush.ms".to_string(), "250".to_string())]);
+        let c = LogConfig::default().with_overrides(&o).expect("valid");
+        assert_eq!(c.flush, FlushPolicy::Interval { ms: 250 });
+    }
+
+    /// The table has each name once, sorted (so a reader finds a name), and every honoured
+    /// name is one the log, the produce path or the checks below actually act on.
+    #[test]
+    fn topic_config_table_is_sorted_unique_and_honest() {
+        let names: Vec<&str> = KAFKA_TOPIC_CONFIGS.iter().map(|(n, _)| *n).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        let honoured: Vec<&str> = KAFKA_TOPIC_CONFIGS
+            .iter()
+            .filter(|(_, s)| *s == Honoured)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(
+            honoured,
+            [
+                "cleanup.policy",
+                "compression.type",
+                "flush.ms",
+                "flush.policy",
+                "index.interval.bytes",
+                "max.message.bytes",
+                "message.timestamp.type",
+                "retention.bytes",
+                "retention.ms",
+                "segment.bytes",
+                "segment.ms",
+            ]
+        );
+        // Each honoured log setting changes the LogConfig it produces.
+        for (key, value) in [
+            ("flush.ms", "7"),
+            ("flush.policy", "fsync"),
+            ("index.interval.bytes", "77"),
+            ("max.message.bytes", "7777"),
+            ("retention.bytes", "7"),
+            ("retention.ms", "7"),
+            ("segment.bytes", "7777"),
+            ("segment.ms", "7"),
+        ] {
+            let o = BTreeMap::from([(key.to_string(), value.to_string())]);
+            let c = LogConfig::default().with_overrides(&o).expect(key);
+            assert_ne!(c, LogConfig::default(), "{key} has no effect");
+        }
+    }
+
+    #[test]
+    fn topic_config_checks_name_the_key() {
+        let err = check_topic_config("retention.msec", "1").expect_err("unknown");
+        assert!(err.to_string().contains("retention.msec"), "{err}");
+        for (key, bad, good) in [
+            ("compression.type", "gzip", "producer"),
+            ("cleanup.policy", "compact", "delete"),
+            ("message.timestamp.type", "LogAppendTime", "CreateTime"),
+            ("min.insync.replicas", "2", "1"),
+            ("remote.storage.enable", "true", "false"),
+        ] {
+            let err = check_topic_config(key, bad).expect_err(bad);
+            assert!(err.to_string().contains(key), "{err}");
+            assert!(check_topic_config(key, good).is_ok(), "{key}={good}");
+        }
+        let err = check_topic_config("flush.messages", "1").expect_err("refused");
+        assert!(err.to_string().contains("flush.messages"), "{err}");
+        assert!(matches!(
+            check_topic_config("preallocate", "true"),
+            Ok(TopicConfigStatus::NotApplicable(_))
+        ));
     }
 }

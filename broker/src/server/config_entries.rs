@@ -2,14 +2,18 @@
 //! (name, value, source, type): what DescribeConfigs answers and CreateTopics returns for a
 //! new topic.
 //!
-//! Contract: pure functions of the [`BrokerConfig`] and a topic's overrides; a topic entry's
-//! source is 1 (DYNAMIC_TOPIC_CONFIG) for a topic override, 4 (STATIC_BROKER_CONFIG) when the
-//! broker's setting differs from Kafka's default, else 5 (DEFAULT_CONFIG).
+//! Contract: pure functions of the [`BrokerConfig`] and a topic's overrides. A topic entry's
+//! source is 1 (DYNAMIC_TOPIC_CONFIG, Kafka's "topic config") for a topic override, 4
+//! (STATIC_BROKER_CONFIG) when the broker setting it falls back on was given in the
+//! properties file or as an override, else 5 (DEFAULT_CONFIG); a broker entry's is 4 or 5 by
+//! the same rule. A stored override the broker accepts but does not act on
+//! ([`TopicConfigStatus::NotApplicable`]) carries that reason as its documentation.
 
 use std::collections::BTreeMap;
 
 use super::topics::log_config;
 use crate::config::BrokerConfig;
+use crate::log::config::{topic_config_status, TopicConfigStatus};
 use crate::log::{FlushPolicy, LogConfig};
 
 /// Resource type TOPIC.
@@ -41,6 +45,8 @@ pub struct ConfigEntry {
     pub source: i8,
     /// Kafka config type.
     pub config_type: i8,
+    /// Why the setting has no effect here, for one that is accepted but not applicable.
+    pub documentation: Option<String>,
 }
 
 fn opt_i64(v: Option<i64>) -> String {
@@ -69,7 +75,60 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
             TYPE_INT,
         ),
         ("flush.policy", c.flush.name().to_string(), TYPE_STRING),
+        ("compression.type", "producer".to_string(), TYPE_STRING),
+        (
+            "message.timestamp.type",
+            "CreateTime".to_string(),
+            TYPE_STRING,
+        ),
     ]
+}
+
+/// The broker settings (any spelling) a topic-level setting falls back on.
+fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
+    match topic_key {
+        "segment.bytes" => &["log.segment.bytes"],
+        "segment.ms" => &["log.roll.ms", "log.roll.hours"],
+        "retention.bytes" => &["log.retention.bytes"],
+        "retention.ms" => &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
+        "max.message.bytes" => &["message.max.bytes"],
+        "index.interval.bytes" => &["log.index.interval.bytes"],
+        "flush.policy" => &["flush.policy", "flush.interval.ms"],
+        _ => &[],
+    }
+}
+
+/// The spellings a broker entry may have been given as.
+fn broker_key_spellings(name: &str) -> &'static [&'static str] {
+    match name {
+        "log.dirs" => &["log.dirs", "log.dir"],
+        "log.roll.ms" => &["log.roll.ms", "log.roll.hours"],
+        "log.retention.ms" => &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
+        "node.id" => &["node.id", "broker.id"],
+        "flush.interval.ms" => &["flush.interval.ms"],
+        "listeners" => &["listeners"],
+        "advertised.listeners" => &["advertised.listeners", "listeners"],
+        _ => &[],
+    }
+}
+
+fn given(config: &BrokerConfig, keys: &[&str]) -> bool {
+    keys.iter().any(|k| config.explicit.contains(*k))
+}
+
+fn not_applicable_reason(key: &str) -> Option<String> {
+    match topic_config_status(key) {
+        Some(TopicConfigStatus::NotApplicable(why)) => Some(why.to_string()),
+        _ => None,
+    }
 }
 
 /// The effective configuration of a topic with `overrides` on this broker.
@@ -79,35 +138,29 @@ pub fn topic_entries(
 ) -> Vec<ConfigEntry> {
     let empty = BTreeMap::new();
     let effective = log_config(config, overrides).or_else(|_| log_config(config, &empty));
-    let broker_level = log_config(config, &empty);
-    let kafka_default = log_config(&BrokerConfig::default(), &empty);
-    let (Ok(effective), Ok(broker_level), Ok(kafka_default)) =
-        (effective, broker_level, kafka_default)
-    else {
+    let Ok(effective) = effective else {
         return Vec::new();
     };
-    let broker_values = topic_values(&broker_level);
-    let default_values = topic_values(&kafka_default);
     let mut out: Vec<ConfigEntry> = topic_values(&effective)
         .into_iter()
-        .zip(broker_values.into_iter().zip(default_values))
-        .map(
-            |((name, value, config_type), ((_, broker, _), (_, default, _)))| {
-                let source = if overrides.contains_key(name) {
-                    SOURCE_TOPIC
-                } else if broker != default {
-                    SOURCE_STATIC_BROKER
-                } else {
-                    SOURCE_DEFAULT
-                };
-                ConfigEntry {
-                    name: name.to_string(),
-                    value,
-                    source,
-                    config_type,
-                }
-            },
-        )
+        .map(|(name, value, config_type)| {
+            let source = if overrides.contains_key(name)
+                || (name == "flush.policy" && overrides.contains_key("flush.ms"))
+            {
+                SOURCE_TOPIC
+            } else if given(config, broker_synonyms(name)) {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            };
+            ConfigEntry {
+                name: name.to_string(),
+                value,
+                source,
+                config_type,
+                documentation: None,
+            }
+        })
         .collect();
     for (key, value) in overrides {
         if !out.iter().any(|e| e.name == *key) {
@@ -116,6 +169,7 @@ pub fn topic_entries(
                 value: value.clone(),
                 source: SOURCE_TOPIC,
                 config_type: TYPE_STRING,
+                documentation: not_applicable_reason(key),
             });
         }
     }
@@ -193,21 +247,98 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
 
 /// The broker's settings.
 pub fn broker_entries(config: &BrokerConfig) -> Vec<ConfigEntry> {
-    let defaults = broker_values(&BrokerConfig::default());
     broker_values(config)
         .into_iter()
-        .zip(defaults)
-        .map(
-            |((name, value, config_type), (_, default, _))| ConfigEntry {
+        .map(|(name, value, config_type)| {
+            let spellings = broker_key_spellings(name);
+            let explicit = if spellings.is_empty() {
+                config.explicit.contains(name)
+            } else {
+                given(config, spellings)
+            };
+            ConfigEntry {
                 name: name.to_string(),
-                source: if value == default {
-                    SOURCE_DEFAULT
-                } else {
+                source: if explicit {
                     SOURCE_STATIC_BROKER
+                } else {
+                    SOURCE_DEFAULT
                 },
                 value,
                 config_type,
-            },
-        )
+                documentation: None,
+            }
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(settings: &[(&str, &str)]) -> BrokerConfig {
+        let pairs: Vec<(String, String)> = settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        BrokerConfig::from_sources(None, &pairs).expect("valid settings")
+    }
+
+    fn source_of(entries: &[ConfigEntry], name: &str) -> i8 {
+        entries
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{name} not described"))
+            .source
+    }
+
+    /// A setting given explicitly is STATIC_BROKER_CONFIG even at Kafka's default value; a
+    /// topic override is DYNAMIC_TOPIC_CONFIG; the rest are DEFAULT_CONFIG.
+    #[test]
+    fn sources_follow_where_a_value_came_from() {
+        let config = broker(&[
+            ("log.segment.bytes", "1073741824"),
+            ("log.retention.hours", "1"),
+            ("broker.id", "0"),
+        ]);
+        let overrides = BTreeMap::from([
+            ("retention.bytes".to_string(), "4096".to_string()),
+            ("flush.ms".to_string(), "100".to_string()),
+        ]);
+        let topic = topic_entries(&config, &overrides);
+        assert_eq!(source_of(&topic, "segment.bytes"), SOURCE_STATIC_BROKER);
+        assert_eq!(source_of(&topic, "retention.ms"), SOURCE_STATIC_BROKER);
+        assert_eq!(source_of(&topic, "retention.bytes"), SOURCE_TOPIC);
+        assert_eq!(source_of(&topic, "flush.policy"), SOURCE_TOPIC);
+        assert_eq!(source_of(&topic, "max.message.bytes"), SOURCE_DEFAULT);
+        assert_eq!(source_of(&topic, "compression.type"), SOURCE_DEFAULT);
+        let retention = topic.iter().find(|e| e.name == "retention.ms");
+        assert_eq!(retention.map(|e| e.value.as_str()), Some("3600000"));
+        let brokers = broker_entries(&config);
+        assert_eq!(
+            source_of(&brokers, "log.segment.bytes"),
+            SOURCE_STATIC_BROKER
+        );
+        assert_eq!(
+            source_of(&brokers, "log.retention.ms"),
+            SOURCE_STATIC_BROKER
+        );
+        assert_eq!(source_of(&brokers, "node.id"), SOURCE_STATIC_BROKER);
+        assert_eq!(source_of(&brokers, "num.partitions"), SOURCE_DEFAULT);
+    }
+
+    /// An accepted-but-inert override is described with the reason it has no effect.
+    #[test]
+    fn not_applicable_overrides_say_so() {
+        let overrides = BTreeMap::from([("min.insync.replicas".to_string(), "1".to_string())]);
+        let topic = topic_entries(&BrokerConfig::default(), &overrides);
+        let entry = topic
+            .iter()
+            .find(|e| e.name == "min.insync.replicas")
+            .expect("described");
+        assert_eq!(entry.source, SOURCE_TOPIC);
+        let why = entry.documentation.as_deref().unwrap_or("");
+        assert!(why.contains("not applicable"), "{why:?}");
+        let honoured = topic.iter().find(|e| e.name == "segment.bytes");
+        assert_eq!(honoured.and_then(|e| e.documentation.clone()), None);
+    }
 }

@@ -6,8 +6,9 @@
 //! `num_partitions` -1 means `num.partitions`, other non-positive counts are
 //! INVALID_PARTITIONS (37); replication factor -1 or 1 (else INVALID_REPLICATION_FACTOR, 38);
 //! a manual assignment may only name this node (else INVALID_REPLICA_ASSIGNMENT, 39) and then
-//! gives the partition count; configs become topic overrides, checked by the log
-//! (INVALID_CONFIG, 40). `validate_only` checks and creates nothing. v5+ answers with the
+//! gives the partition count; each config must be a Kafka topic config name with a value
+//! this broker honours or knowingly ignores ([`check_topic_config`]; else INVALID_CONFIG, 40,
+//! naming the key), then becomes a topic override checked by the log. `validate_only` checks and creates nothing. v5+ answers with the
 //! partition count, replication factor and the topic's configuration; v7+ with its id.
 
 use std::collections::{BTreeMap, HashSet};
@@ -21,9 +22,11 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
+use crate::log::config::{check_topic_config, topic_config_status};
 use crate::log::topics::validate_topic_name;
 use crate::server::config_entries::topic_entries;
 use crate::server::shard::ShardState;
+use crate::server::shared::RESERVED_CONFIG_PREFIX;
 use crate::server::topics::{self, AdminError};
 use minikafka_core::error_code::ErrorCode;
 
@@ -78,6 +81,17 @@ fn judge(
     };
     let mut overrides = BTreeMap::new();
     for config in &topic.configs {
+        let key = config.name.as_str();
+        // Reserved keys keep their own message (checked when the topic is created).
+        if !key.starts_with(RESERVED_CONFIG_PREFIX) {
+            let checked = match &config.value {
+                Some(value) => check_topic_config(key, value.as_str()).map(drop),
+                // A null value asks for the default: only the name must be known.
+                None if topic_config_status(key).is_some() => Ok(()),
+                None => check_topic_config(key, "").map(drop),
+            };
+            checked.map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
+        }
         if let Some(value) = &config.value {
             overrides.insert(config.name.as_str().to_string(), value.as_str().to_string());
         }

@@ -3,9 +3,11 @@
 //! Contract:
 //! - Topic resources (type 2): the effective `cleanup.policy` (always `delete`),
 //!   `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`, `max.message.bytes`,
-//!   `index.interval.bytes`, `flush.policy`, plus any other stored override. Source: 1
-//!   (DYNAMIC_TOPIC_CONFIG) for a topic override, 4 (STATIC_BROKER_CONFIG) when the broker's
-//!   setting differs from Kafka's default, else 5 (DEFAULT_CONFIG). Unknown topic:
+//!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
+//!   `message.timestamp.type` (always `CreateTime`), plus any other stored override; one the
+//!   broker accepts without acting on it says why in its documentation (v3+). Source: 1
+//!   (DYNAMIC_TOPIC_CONFIG) for a topic override, 4 (STATIC_BROKER_CONFIG) when the broker
+//!   setting it falls back on was given explicitly, else 5 (DEFAULT_CONFIG). Unknown topic:
 //!   UNKNOWN_TOPIC_OR_PARTITION (3).
 //! - Broker resources (type 4, named by `node.id` or empty): the settings the broker
 //!   honours, source 4 or 5 as above. Another broker id or resource type: INVALID_REQUEST.
@@ -32,7 +34,11 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
     if version >= 3 {
         result.config_type = entry.config_type;
     }
-    result.documentation = None;
+    result.documentation = if version >= 3 {
+        entry.documentation.as_deref().map(str_bytes)
+    } else {
+        None
+    };
     if synonyms {
         let mut synonym = DescribeConfigsSynonym::default();
         synonym.name = str_bytes(&entry.name);
