@@ -47,6 +47,7 @@ mod produce;
 mod rdkafka_saturation;
 mod scaling;
 mod sequential_writes;
+pub mod side_by_side;
 mod targets;
 
 pub use consume::consume;
