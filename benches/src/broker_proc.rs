@@ -218,33 +218,45 @@ fn spawn(
     if let Some(n) = shards {
         cmd.arg("--override").arg(format!("num.shards={n}"));
     }
-    let mut child = cmd
+    let child = cmd
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
         .spawn()
         .map_err(|e| BenchError::Broker(format!("cannot start {}: {e}", bin.display())))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| BenchError::Broker("broker stdout not captured".into()))?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(found) = parse_listening_line(&line) {
-                let _ = tx.send(found);
-            }
-        }
-    });
-    let mut handle = BrokerHandle {
+    let handle = BrokerHandle {
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
         backend: String::new(),
         flush: flush.name().into(),
         child: Some(child),
         data_dir: Some(data_dir.to_path_buf()),
     };
+    await_ready(handle, bin, &log_path, parse_listening_line)
+}
+
+/// Waits for the child of `handle` to print a line `ready` parses as `(address, backend)`,
+/// then fills those in; on a timeout, the error quotes the end of its log.
+fn await_ready(
+    mut handle: BrokerHandle,
+    bin: &Path,
+    log_path: &Path,
+    ready: fn(&str) -> Option<(SocketAddr, String)>,
+) -> Result<BrokerHandle, BenchError> {
+    let stdout = handle
+        .child
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .ok_or_else(|| BenchError::Broker("broker stdout not captured".into()))?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(found) = ready(&line) {
+                let _ = tx.send(found);
+            }
+        }
+    });
     match rx.recv_timeout(START_TIMEOUT) {
         Ok((addr, backend)) => {
             handle.addr = addr;
@@ -252,7 +264,7 @@ fn spawn(
             Ok(handle)
         }
         Err(_) => {
-            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            let log = fs::read_to_string(log_path).unwrap_or_default();
             Err(BenchError::Broker(format!(
                 "{} did not report `listening on` within {}s; its log:\n{}",
                 bin.display(),
@@ -260,6 +272,112 @@ fn spawn(
                 log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
             )))
         }
+    }
+}
+
+/// The default peer: kfake, when `../shared/peers/kfake/kfake-runner` exists (relative to the
+/// working directory, as from a worktree or a CI checkout).
+pub fn default_peer_bin() -> Option<PathBuf> {
+    let bin = PathBuf::from("../shared/peers/kfake/kfake-runner");
+    bin.is_file().then_some(bin)
+}
+
+/// A peer broker started by command for the side-by-side runs:
+/// `<program> <args…> -port N -data-dir DIR`, plus `durable_flag` for the durable runs
+/// (kfake-runner's interface: `-sync` fsyncs every batch, like our `flush.policy=fsync`).
+#[derive(Clone, Debug)]
+pub struct PeerCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments before the ones the harness adds.
+    pub args: Vec<String>,
+    /// The argument that makes the peer durable (`-sync`).
+    pub durable_flag: String,
+    /// Parent of the per-start data directories.
+    pub scratch: PathBuf,
+}
+
+impl PeerCommand {
+    /// Splits `command` on whitespace: the program, then its own arguments.
+    pub fn parse(
+        command: &str,
+        durable_flag: &str,
+        scratch: &Path,
+    ) -> Result<PeerCommand, BenchError> {
+        let mut words = command.split_whitespace().map(str::to_owned);
+        let program = words
+            .next()
+            .ok_or_else(|| BenchError::Broker("the peer command is empty".into()))?;
+        Ok(PeerCommand {
+            program: PathBuf::from(program),
+            args: words.collect(),
+            durable_flag: durable_flag.to_owned(),
+            scratch: scratch.to_path_buf(),
+        })
+    }
+
+    /// The peer's name in results: its program's file name (`kfake-runner` → `kfake`).
+    pub fn name(&self) -> String {
+        let file = self
+            .program
+            .file_name()
+            .map_or_else(|| "peer".into(), |f| f.to_string_lossy().into_owned());
+        file.strip_suffix("-runner").unwrap_or(&file).to_owned()
+    }
+
+    /// The flush label of a start: the durable flag, or `none`.
+    pub fn flush_label(&self, durable: bool) -> String {
+        if durable {
+            self.durable_flag.clone()
+        } else {
+            "none".into()
+        }
+    }
+
+    /// Starts the peer on a free loopback port and a fresh data directory under `scratch`;
+    /// ready once it prints its address (a line that is a socket address, or our
+    /// `listening on` line).
+    pub fn start(&self, durable: bool, label: &str) -> Result<BrokerHandle, BenchError> {
+        let data_dir = fresh_dir(&self.scratch, label)?;
+        let port = free_port()?;
+        let log_path = data_dir.with_extension("log");
+        let log = fs::File::create(&log_path)?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .arg("-port")
+            .arg(port.to_string())
+            .arg("-data-dir")
+            .arg(&data_dir);
+        if durable {
+            cmd.arg(&self.durable_flag);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| {
+                BenchError::Broker(format!("cannot start {}: {e}", self.program.display()))
+            })?;
+        let handle = BrokerHandle {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            backend: String::new(),
+            flush: self.flush_label(durable),
+            child: Some(child),
+            data_dir: Some(data_dir),
+        };
+        let mut handle = await_ready(handle, &self.program, &log_path, parse_peer_ready)?;
+        handle.backend = self.name();
+        Ok(handle)
+    }
+}
+
+/// A peer's readiness line: a bare socket address (`127.0.0.1:19602`, as kfake-runner prints
+/// it) or our own `listening on` line.
+pub fn parse_peer_ready(line: &str) -> Option<(SocketAddr, String)> {
+    match line.trim().parse::<SocketAddr>() {
+        Ok(addr) => Some((addr, "peer".into())),
+        Err(_) => parse_listening_line(line),
     }
 }
 
@@ -273,6 +391,24 @@ mod tests {
         let (addr, backend) = parse_listening_line(line).expect("parsed");
         assert_eq!(addr, "127.0.0.1:40123".parse::<SocketAddr>().expect("addr"));
         assert_eq!(backend, "uring");
+    }
+
+    #[test]
+    fn a_peer_is_ready_at_its_printed_address() {
+        let (addr, _) = parse_peer_ready("127.0.0.1:19602\n").expect("bare address");
+        assert_eq!(addr.port(), 19602);
+        assert!(parse_peer_ready("starting kfake").is_none());
+        let peer = PeerCommand::parse(
+            "../shared/peers/kfake/kfake-runner -partitions 1",
+            "-sync",
+            Path::new("/tmp"),
+        )
+        .expect("parsed");
+        assert_eq!(peer.name(), "kfake");
+        assert_eq!(peer.args, vec!["-partitions", "1"]);
+        assert_eq!(peer.flush_label(true), "-sync");
+        assert_eq!(peer.flush_label(false), "none");
+        assert!(PeerCommand::parse("  ", "-sync", Path::new("/tmp")).is_err());
     }
 
     #[test]

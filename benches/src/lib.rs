@@ -34,6 +34,7 @@ pub mod log_workloads;
 pub mod machine;
 pub mod net_baselines;
 pub mod plots;
+pub mod proc_stats;
 pub mod rdkafka_workloads;
 pub mod report;
 pub mod shard;

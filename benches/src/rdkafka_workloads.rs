@@ -1,6 +1,7 @@
-//! librdkafka producer workloads (the `rdkafka` crate's `ThreadedProducer`) for the client
-//! benchmarks: saturation throughput counted in acknowledged records,
-//! sequential confirmed writes, and a bounded window of outstanding writes.
+//! librdkafka workloads for the client benchmarks: the producer (the `rdkafka` crate's
+//! `ThreadedProducer`) at saturation, counted in acknowledged records, for a duration or a
+//! fixed count; sequential confirmed writes; a bounded window of outstanding writes; and an
+//! assigned consumer reading a partition from its start.
 //!
 //! Contract:
 //! - Inputs: the broker's `host:port`, a topic with one partition, value size, and the
@@ -20,9 +21,10 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use rdkafka::ClientContext;
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 
 use crate::error::BenchError;
 
@@ -227,6 +229,83 @@ pub fn produce_acked(
         )));
     }
     Ok(Acked { records, elapsed_s })
+}
+
+/// Sends exactly `records` records of `value_bytes` as fast as the producer takes them (the
+/// librdkafka saturation workload: a fixed count, not a duration), then waits for every
+/// delivery report. The clock starts after one unmeasured confirmed write.
+pub fn produce_count(
+    bootstrap: &str,
+    topic: &str,
+    value_bytes: usize,
+    records: u64,
+    settings: RdSettings,
+) -> Result<Acked, BenchError> {
+    let producer = producer(bootstrap, settings)?;
+    let value = vec![b'c'; value_bytes];
+    enqueue(&producer, topic, &value)?;
+    producer.flush(FLUSH_TIMEOUT)?;
+    producer.context().check()?;
+    let before = producer.context().ok.load(Ordering::Acquire);
+    let start = Instant::now();
+    for _ in 0..records {
+        enqueue(&producer, topic, &value)?;
+    }
+    producer.flush(FLUSH_TIMEOUT)?;
+    let elapsed_s = start.elapsed().as_secs_f64();
+    producer.context().check()?;
+    let acked = producer.context().ok.load(Ordering::Acquire) - before;
+    if acked != records {
+        return Err(BenchError::Check(format!(
+            "{records} records sent but {acked} acknowledged"
+        )));
+    }
+    Ok(Acked { records, elapsed_s })
+}
+
+/// Reads partition 0 of `topic` from offset 0 with a librdkafka consumer that is *assigned*
+/// the partition (no group), until `records` records came; offsets must come dense and in
+/// order (I1). Returns the records and the seconds from the assignment to the last one.
+/// librdkafka wants a `group.id` even for an assigned consumer; nothing is committed.
+pub fn consume_assigned(bootstrap: &str, topic: &str, records: u64) -> Result<Acked, BenchError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "mk-bench-assigned")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("socket.nagle.disable", "true")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
+    let start = Instant::now();
+    consumer.assign(&assignment)?;
+    let mut next = 0u64;
+    let mut last_progress = Instant::now();
+    while next < records {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                if message.offset() != next as i64 {
+                    return Err(BenchError::Check(format!(
+                        "consumed offset {} where {next} was next (I1)",
+                        message.offset()
+                    )));
+                }
+                next += 1;
+                last_progress = Instant::now();
+            }
+            Some(Err(e)) => return Err(e.into()),
+            None if last_progress.elapsed() > FLUSH_TIMEOUT => {
+                return Err(BenchError::Check(format!(
+                    "no record for {FLUSH_TIMEOUT:?} after {next} of {records}"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(Acked {
+        records,
+        elapsed_s: start.elapsed().as_secs_f64(),
+    })
 }
 
 /// `count` writes one at a time (each waits for its delivery report before the next is

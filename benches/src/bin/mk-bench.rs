@@ -7,6 +7,10 @@
 //! - `mk-bench kafka [--quick] [--out DIR] [--broker external:HOST:PORT | --backend
 //!   uring|portable] [--minikafka-bin PATH] [--idempotence]`: the Kafka-level experiments
 //!   against TCP and fio baselines (see `minikafka_benches::kafka_experiment`).
+//! - `mk-bench side-by-side [--quick] [--out DIR] [--peer CMD] [--peer-durable-flag FLAG]
+//!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH]`: the librdkafka
+//!   workloads on our broker and a peer broker (kfake by default), alternating, with broker
+//!   CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`).
 //!
 //! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
 //! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
@@ -17,12 +21,13 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use minikafka_benches::broker_proc::{self, BrokerSource};
+use minikafka_benches::broker_proc::{self, BrokerSource, PeerCommand};
 use minikafka_benches::error::BenchError;
 use minikafka_benches::fio::{self, FioError};
+use minikafka_benches::kafka_experiment::side_by_side::{self, SideBySideOptions, SideBySideSizes};
 use minikafka_benches::kafka_experiment::{self, KafkaOptions, KafkaSizes};
 use minikafka_benches::log_experiment::{self, BackendKind, LogOptions, LogSizes};
-use minikafka_benches::{machine, report};
+use minikafka_benches::{machine, plots, report};
 
 #[derive(Debug, Parser)]
 #[command(name = "mk-bench", about = "minikafka benchmark harness", version)]
@@ -39,6 +44,41 @@ enum Command {
     /// Kafka-level experiments (produce, consume, latency, durability, scaling, librdkafka
     /// clients) against a broker, with TCP and fio baselines measured in the same run.
     Kafka(KafkaArgs),
+    /// The librdkafka workloads on our broker and a peer broker, alternating over
+    /// repetitions, with each run's broker CPU and peak RSS and the same-run baselines.
+    SideBySide(SideBySideArgs),
+}
+
+#[derive(Debug, Args)]
+struct SideBySideArgs {
+    /// Small runs, one repetition (the CI smoke test; well under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the results (default: target/mk-bench/side-by-side, or
+    /// side-by-side-quick).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The peer broker's command; the harness appends `-port N -data-dir DIR` and, for the
+    /// durable runs, the durable flag (default: ../shared/peers/kfake/kfake-runner when it
+    /// exists).
+    #[arg(long)]
+    peer: Option<String>,
+    /// The peer's argument for durable runs, paired with our `flush.policy=fsync`.
+    #[arg(long, default_value = "-sync", allow_hyphen_values = true)]
+    peer_durable_flag: String,
+    /// The `minikafka` executable (default: the one next to mk-bench).
+    #[arg(long)]
+    minikafka_bin: Option<PathBuf>,
+    /// `num.shards` of our broker (default: the broker's own default).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Repetitions on each broker (default: 3, or 1 with --quick).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Directory on the disk to measure (brokers' data and the fio file; default: the
+    /// system temporary directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -122,6 +162,21 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("mk-bench kafka: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::SideBySide(args) => match run_side_by_side(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(BenchError::Fio(FioError::Missing)) => {
+                eprintln!(
+                    "mk-bench: fio is required for the fdatasync baseline but is not installed; \
+                     install it with `{}` (Debian/Ubuntu)",
+                    fio::INSTALL_HINT
+                );
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("mk-bench side-by-side: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -298,6 +353,148 @@ fn run_kafka(args: &KafkaArgs) -> Result<(), BenchError> {
     println!("{}", kafka_experiment::targets_markdown(&targets));
     eprintln!(
         "mk-bench kafka: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        list(&written)
+    );
+    Ok(())
+}
+
+fn our_broker_bin(given: &Option<PathBuf>) -> Result<PathBuf, BenchError> {
+    match given {
+        Some(bin) => Ok(bin.clone()),
+        None => broker_proc::default_broker_bin().ok_or_else(|| {
+            BenchError::Broker(
+                "no `minikafka` next to mk-bench: build it with `cargo build --release \
+                 -p minikafka-broker` or pass --minikafka-bin"
+                    .into(),
+            )
+        }),
+    }
+}
+
+fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
+    let fio_version = fio::version()?;
+    let started = std::time::Instant::now();
+    let mut sizes = if args.quick {
+        SideBySideSizes::quick()
+    } else {
+        SideBySideSizes::full()
+    };
+    if let Some(reps) = args.reps {
+        sizes.reps = reps.max(1);
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("target/mk-bench").join(if args.quick {
+            "side-by-side-quick"
+        } else {
+            "side-by-side"
+        })
+    });
+    let root = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let scratch = root.join(format!("mk-bench-sbs-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let peer_command = match &args.peer {
+        Some(cmd) => cmd.clone(),
+        None => broker_proc::default_peer_bin()
+            .map(|p| p.display().to_string())
+            .ok_or_else(|| {
+                BenchError::Broker(
+                    "no peer broker: ../shared/peers/kfake/kfake-runner does not exist here; \
+                     pass --peer CMD"
+                        .into(),
+                )
+            })?,
+    };
+    let opts = SideBySideOptions {
+        ours: BrokerSource::Spawn {
+            bin: our_broker_bin(&args.minikafka_bin)?,
+            scratch: scratch.clone(),
+            expect_backend: None,
+            shards: args.shards,
+        },
+        peer: PeerCommand::parse(&peer_command, &args.peer_durable_flag, &scratch)?,
+        scratch: scratch.clone(),
+        sizes,
+    };
+    let filesystem = machine::filesystem_of(&scratch);
+    eprintln!(
+        "mk-bench side-by-side: {} on {} ({}), peer `{peer_command}`, {} repetitions, results to {}",
+        if args.quick { "quick" } else { "full" },
+        scratch.display(),
+        filesystem.as_ref().map_or("unknown filesystem", |f| f.2.as_str()),
+        opts.sizes.reps,
+        out.display()
+    );
+    std::fs::create_dir_all(&out)?;
+    let load_at_start = machine::load_avg_1m();
+    let runs_path = out.join("side_by_side_runs.jsonl");
+    let mut runs_file = std::fs::File::create(&runs_path)?;
+    let result = side_by_side::run(&opts, &mut |line| eprintln!("  {line}"), &mut |r| {
+        use std::io::Write;
+        writeln!(runs_file, "{}", serde_json::to_string(r)?)?;
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (runs, baselines) = result?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let load_at_end = machine::load_avg_1m();
+    let mut md = format!(
+        "# Side by side: minikafka vs {}\n\n`{command}` — {} CPUs, load average (1 min) {} at the start, {} at the end{}.\n\n",
+        opts.peer.name(),
+        machine::cpu_count().unwrap_or(0),
+        load_at_start.map_or("unknown".into(), |l| format!("{l:.1}")),
+        load_at_end.map_or("unknown".into(), |l| format!("{l:.1}")),
+        if load_at_start.zip(machine::cpu_count()).is_some_and(|(l, n)| l > n as f64 * 0.5) {
+            " (**a loaded machine**: read the figures as indicative only)"
+        } else {
+            ""
+        }
+    );
+    md.push_str(&side_by_side::table_markdown(&runs, &opts.sizes));
+    md.push('\n');
+    md.push_str(&side_by_side::baselines_markdown(&baselines));
+    if runs
+        .iter()
+        .any(|r| !r.idempotence && r.workload != "consume")
+    {
+        md.push_str("\nSome runs went without idempotence (the broker does not advertise InitProducerId): see `side_by_side_runs.jsonl`.\n");
+    }
+    let mut written = vec![runs_path];
+    let md_path = out.join("side_by_side.md");
+    std::fs::write(&md_path, &md)?;
+    written.push(md_path);
+    let baselines_path = out.join("side_by_side_baselines.json");
+    std::fs::write(
+        &baselines_path,
+        serde_json::to_string_pretty(&baselines)? + "\n",
+    )?;
+    written.push(baselines_path);
+    let plot_dir = out.join("plots");
+    std::fs::create_dir_all(&plot_dir)?;
+    for (name, chart) in side_by_side::charts(&runs) {
+        let path = plot_dir.join(format!("{name}.svg"));
+        plots::render_svg(&chart, &path)?;
+        written.push(path);
+    }
+    let meta = serde_json::json!({
+        "command": command,
+        "unix_time_s": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "kernel": machine::kernel_release(),
+        "cpus": machine::cpu_count(),
+        "load_avg_1m_at_start": load_at_start,
+        "load_avg_1m_at_end": load_at_end,
+        "runtime_s": started.elapsed().as_secs_f64(),
+        "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
+        "fio": fio_version,
+        "peer": peer_command,
+        "sizes": opts.sizes,
+    });
+    let meta_path = out.join("meta.json");
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta)? + "\n")?;
+    written.push(meta_path);
+    println!("{md}");
+    eprintln!(
+        "mk-bench side-by-side: done in {:.0} s; wrote {}",
         started.elapsed().as_secs_f64(),
         list(&written)
     );

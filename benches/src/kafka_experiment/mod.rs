@@ -47,6 +47,7 @@ mod produce;
 mod rdkafka_saturation;
 mod scaling;
 mod sequential_writes;
+pub mod side_by_side;
 mod targets;
 
 pub use consume::consume;
@@ -54,9 +55,9 @@ pub use durability::durability;
 pub use latency::latency;
 pub use output::{charts, run, write_outputs};
 pub use produce::produce;
-pub use rdkafka_saturation::rdkafka_throughput;
+pub use rdkafka_saturation::rdkafka_saturation;
 pub use scaling::scaling;
-pub use sequential_writes::confirmed;
+pub use sequential_writes::sequential_writes;
 pub use targets::{evaluate_targets, targets_markdown, Target};
 
 /// The experiment's name in rows.
@@ -75,7 +76,7 @@ pub struct KafkaSizes {
     pub record_bytes: Vec<usize>,
     /// Records per Produce request.
     pub batches: Vec<usize>,
-    /// Produce requests in flight (1 = the seed's blocking client).
+    /// Produce requests in flight (1 = a blocking client, one request at a time).
     pub depths: Vec<usize>,
     /// Longest time of one throughput point.
     pub point_duration: Duration,

@@ -164,8 +164,8 @@ pub fn run(
         latency,
         durability,
         scaling,
-        rdkafka_throughput,
-        confirmed,
+        rdkafka_saturation,
+        sequential_writes,
     ];
     for experiment in experiments {
         let section = experiment(opts, &base, progress)?;

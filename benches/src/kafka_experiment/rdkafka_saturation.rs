@@ -5,7 +5,7 @@ use super::*;
 
 /// librdkafka saturation: acks=all (+ idempotence when possible) at saturation, acknowledged
 /// records/s, with flush fsync and none.
-pub fn rdkafka_throughput(
+pub fn rdkafka_saturation(
     opts: &KafkaOptions,
     base: &Baselines,
     progress: &mut dyn FnMut(&str),
@@ -49,7 +49,7 @@ pub fn rdkafka_throughput(
             s.rd_duration.as_secs_f64()
         );
         let mut r = row(
-            "rdkafka_acked",
+            "rdkafka_saturation",
             &broker.backend,
             params,
             "records/s",
@@ -64,5 +64,5 @@ pub fn rdkafka_throughput(
         ));
         rows.push(r);
     }
-    section("rdkafka_throughput", rows)
+    section("rdkafka_saturation", rows)
 }

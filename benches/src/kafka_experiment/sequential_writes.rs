@@ -5,13 +5,13 @@ use super::*;
 
 /// Sequential durable writes (acks=all, one in flight, linger 0, fsync) with
 /// librdkafka, then throughput at pipeline depths with librdkafka and with our client.
-pub fn confirmed(
+pub fn sequential_writes(
     opts: &KafkaOptions,
     base: &Baselines,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Section, BenchError> {
     let s = &opts.sizes;
-    let broker = opts.broker.start(FlushPolicy::Fsync, "confirmed")?;
+    let broker = opts.broker.start(FlushPolicy::Fsync, "sequential_writes")?;
     let (idem, idem_label) = idempotence_for(opts, &broker)?;
     let settings = RdSettings {
         idempotence: idem,
@@ -124,5 +124,5 @@ pub fn confirmed(
             rows.push(r);
         }
     }
-    section("confirmed", rows)
+    section("sequential_writes", rows)
 }
