@@ -6,8 +6,9 @@ release before debug) with ``flush.policy=fsync`` on one data directory for the 
 librdkafka producer (confluent-kafka; acks=all, enable.idempotence=true, keyed records over
 several partitions) lives across every cycle. Each cycle starts the broker, times how long it
 takes to be ready (it printed ``listening on`` and accepts a TCP connection), produces a batch
-of records and SIGKILLs the broker after a random delay, so the kill lands before, during or
-after the acknowledgements. Records in flight at a kill are retried by the producer after the
+of records and SIGKILLs the broker once a random number (0 to the batch size) of
+acknowledgements arrived in that cycle, so the kill lands during recovery, mid-stream with
+records in flight, or once the producer is idle. Records in flight at a kill are retried by the producer after the
 restart, which is what idempotence is for.
 
 At the end the broker starts once more, the producer flushes, a consumer reads every partition
@@ -16,8 +17,8 @@ from offset 0 to its high watermark, and :func:`check` compares: every acknowled
 acknowledged offset; every partition's offsets are dense from 0; no value appears twice
 (values are unique per record, so a second copy is a duplicate the producer's retry made).
 
-The random delays come from one seeded RNG; the seed is printed, and ``--seed`` replays the
-same schedule of kill delays (the timing of the machine still varies). Exit status 0 means
+The kill points and keys come from one seeded RNG; the seed is printed, and ``--seed`` replays
+the same schedule (which records are in flight at a kill still depends on timing). Exit status 0 means
 every check passed, 1 that one failed (the problems are printed), 2 a usage or setup error.
 """
 
@@ -39,6 +40,7 @@ TOPIC = "crash-loop"
 START_LIMIT_S = 60
 FINAL_FLUSH_LIMIT_S = 120
 READ_LIMIT_S = 120
+ACK_LIMIT_S = 60
 
 
 def binary():
@@ -225,7 +227,7 @@ def run(args):
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"crash loop: seed {seed}, {args.cycles} cycles, {args.records} records per cycle, "
-          f"{args.partitions} partitions, kill within {args.kill_within} s, binary {binary()}", flush=True)
+          f"{args.partitions} partitions, binary {binary()}", flush=True)
     rng = random.Random(seed)
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-crash-loop-"))
     broker = Broker(workdir, args.partitions)
@@ -262,9 +264,17 @@ def run(args):
         for cycle in range(args.cycles):
             if cycle > 0:
                 ready_times.append(broker.start())
-            delay = rng.uniform(0.0, args.kill_within)
-            killer = threading.Timer(delay, broker.kill)
-            killer.start()
+            # The kill lands after a random number of this cycle's acknowledgements: 0 kills
+            # during startup recovery or the producer's reconnect, `records` once it is idle.
+            kill_after = rng.randint(0, args.records)
+            with lock:
+                acked_before = len(acked)
+            cycle_began = time.monotonic()
+
+            def kill_due():
+                with lock:
+                    return len(acked) - acked_before >= kill_after
+
             for i in range(args.records):
                 value = f"c{cycle}-r{i}".encode()
                 key = f"k{rng.randrange(args.keys)}".encode()
@@ -273,12 +283,18 @@ def run(args):
                         producer.produce(TOPIC, value=value, key=key, on_delivery=on_delivery)
                         break
                     except BufferError:
-                        producer.poll(0.01)
+                        producer.poll(0.001)
                 produced += 1
                 producer.poll(0)
+                if broker.alive() and kill_due():
+                    broker.kill()  # the rest of the batch queues and goes after the restart
             while broker.alive():
-                producer.poll(0.01)
-            killer.join()
+                if kill_due():
+                    broker.kill()
+                    break
+                producer.poll(0.001)
+                if time.monotonic() - cycle_began > ACK_LIMIT_S:
+                    raise RuntimeError(f"cycle {cycle}: {kill_after} acknowledgements not seen within {ACK_LIMIT_S} s")
             producer.poll(0)
             if fatal:
                 raise RuntimeError(f"producer fatal error in cycle {cycle}: {fatal[0]}")
@@ -322,11 +338,9 @@ def main():
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     parser.add_argument("--keys", type=int, default=64, help="distinct keys (default 64)")
-    parser.add_argument("--kill-within", type=float, default=0.5,
-                        help="SIGKILL after a uniform random delay in [0, this] seconds (default 0.5)")
     args = parser.parse_args()
-    if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1 or args.kill_within < 0:
-        parser.error("cycles, partitions and keys must be positive; records and kill-within not negative")
+    if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1:
+        parser.error("cycles, partitions and keys must be positive; records not negative")
     sys.exit(run(args))
 
 
