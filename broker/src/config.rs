@@ -56,7 +56,73 @@ pub struct BrokerConfig {
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
     pub node_id: i32,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when startup creates
+    /// it (an existing topic keeps its count: groups map to partitions by it).
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets`.
+    pub offsets_topic_segment_bytes: u64,
+    /// The group coordinator's settings.
+    pub groups: GroupSettings,
 }
+
+/// The group coordinator's settings, named and defaulted as in Kafka.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// `group.min.session.timeout.ms`: shortest session timeout a member may ask for.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`: longest session timeout a member may ask for.
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size`: most members of one group (Kafka: unbounded; 1000 here, so a flood
+    /// of joins has a bounded cost).
+    pub max_size: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members.
+    pub initial_rebalance_delay_ms: i32,
+    /// `offsets.retention.minutes`: how long an empty group's committed offsets are kept.
+    pub offsets_retention_minutes: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets are looked for.
+    pub offsets_retention_check_interval_ms: i64,
+    /// `offset.metadata.max.bytes`: longest metadata string of a committed offset.
+    pub offset_metadata_max_bytes: i32,
+    /// `group.consumer.heartbeat.interval.ms` (consumer protocol).
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms` (consumer protocol).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.assignors` (consumer protocol), the first being the default.
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.min.session.timeout.ms` / `.max.`: bounds on
+    /// `group.consumer.session.timeout.ms`.
+    pub consumer_session_timeout_bounds_ms: (i32, i32),
+    /// `group.consumer.min.heartbeat.interval.ms` / `.max.`: bounds on
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_bounds_ms: (i32, i32),
+    /// `group.consumer.max.size`: most members of one consumer-protocol group (Kafka:
+    /// unbounded; 1000 here, as `group.max.size`).
+    pub consumer_max_size: i32,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: 1_000,
+            initial_rebalance_delay_ms: 3_000,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
+            offset_metadata_max_bytes: 4_096,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_session_timeout_ms: 45_000,
+            consumer_assignors: vec!["uniform".into(), "range".into()],
+            consumer_session_timeout_bounds_ms: (45_000, 60_000),
+            consumer_heartbeat_interval_bounds_ms: (5_000, 15_000),
+            consumer_max_size: 1_000,
+        }
+    }
+}
+
+/// The server-side assignors the consumer protocol offers (`group.consumer.assignors`).
+pub const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
 
 /// Kafka settings accepted and ignored: they configure replication, security or JVM matters
 /// that a single node without TLS does not have. Accepting them lets users start us with a
@@ -73,9 +139,12 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
     "offsets.topic.replication.factor",
+    "offsets.topic.compression.codec",
+    "offsets.commit.required.acks",
+    "offsets.commit.timeout.ms",
+    "offsets.load.buffer.size",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
     "default.replication.factor",
     "min.insync.replicas",
     "zookeeper.connect",
@@ -134,6 +203,9 @@ impl Default for BrokerConfig {
             flush_policy: FlushPolicy::None,
             num_shards: default_shard_count(),
             node_id: 0,
+            offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
+            groups: GroupSettings::default(),
         }
     }
 }
@@ -334,6 +406,23 @@ impl BrokerConfig {
                     config.num_shards = n;
                 }
                 "node.id" | "broker.id" => config.node_id = parse_num(k, v)?,
+                "offsets.topic.num.partitions" => {
+                    let n: i32 = parse_positive(k, v)?;
+                    if n > 1000 {
+                        return Err(invalid(k, v, "at most 1000 partitions"));
+                    }
+                    config.offsets_topic_num_partitions = n;
+                }
+                "offsets.topic.segment.bytes" => {
+                    let n: u64 = parse_positive(k, v)?;
+                    if !(14..=i32::MAX as u64).contains(&n) {
+                        return Err(invalid(k, v, "must be between 14 and 2147483647"));
+                    }
+                    config.offsets_topic_segment_bytes = n;
+                }
+                _ if k.starts_with("group.") || k.starts_with("offset") => {
+                    apply_group_setting(&mut config.groups, k, v)?
+                }
                 _ if IGNORED_KAFKA_KEYS.contains(&k) => {}
                 _ => return Err(ConfigError::Unknown(key.clone())),
             }
@@ -355,6 +444,35 @@ impl BrokerConfig {
             },
             _ => FlushPolicy::None,
         };
+        let groups = &config.groups;
+        if groups.min_session_timeout_ms > groups.max_session_timeout_ms {
+            return Err(invalid(
+                "group.min.session.timeout.ms",
+                &groups.min_session_timeout_ms.to_string(),
+                "must not exceed group.max.session.timeout.ms",
+            ));
+        }
+        let within = |value: i32, (min, max): (i32, i32), key: &str| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    key,
+                    &value.to_string(),
+                    format!("must be within {min}..={max} (its .min. and .max. settings)"),
+                ))
+            }
+        };
+        within(
+            groups.consumer_session_timeout_ms,
+            groups.consumer_session_timeout_bounds_ms,
+            "group.consumer.session.timeout.ms",
+        )?;
+        within(
+            groups.consumer_heartbeat_interval_ms,
+            groups.consumer_heartbeat_interval_bounds_ms,
+            "group.consumer.heartbeat.interval.ms",
+        )?;
         if config.message_max_bytes > config.socket_request_max_bytes {
             return Err(invalid(
                 "message.max.bytes",
@@ -375,6 +493,76 @@ impl BrokerConfig {
         config.advertised_port = port;
         Ok(config)
     }
+}
+
+/// Applies one `group.*` / `offsets.*` / `offset.*` setting, or rejects an unknown one.
+fn apply_group_setting(groups: &mut GroupSettings, k: &str, v: &str) -> Result<(), ConfigError> {
+    match k {
+        "group.min.session.timeout.ms" => groups.min_session_timeout_ms = parse_positive(k, v)?,
+        "group.max.session.timeout.ms" => groups.max_session_timeout_ms = parse_positive(k, v)?,
+        "group.max.size" => groups.max_size = parse_positive(k, v)?,
+        "group.initial.rebalance.delay.ms" => {
+            let n: i32 = parse_num(k, v)?;
+            if n < 0 {
+                return Err(invalid(k, v, "must not be negative"));
+            }
+            groups.initial_rebalance_delay_ms = n;
+        }
+        "offsets.retention.minutes" => groups.offsets_retention_minutes = parse_positive(k, v)?,
+        "offsets.retention.check.interval.ms" => {
+            groups.offsets_retention_check_interval_ms = parse_positive(k, v)?
+        }
+        "offset.metadata.max.bytes" => {
+            let n: i32 = parse_num(k, v)?;
+            if n < 0 {
+                return Err(invalid(k, v, "must not be negative"));
+            }
+            groups.offset_metadata_max_bytes = n;
+        }
+        "group.consumer.heartbeat.interval.ms" => {
+            groups.consumer_heartbeat_interval_ms = parse_positive(k, v)?
+        }
+        "group.consumer.session.timeout.ms" => {
+            groups.consumer_session_timeout_ms = parse_positive(k, v)?
+        }
+        "group.consumer.min.session.timeout.ms" => {
+            groups.consumer_session_timeout_bounds_ms.0 = parse_positive(k, v)?
+        }
+        "group.consumer.max.session.timeout.ms" => {
+            groups.consumer_session_timeout_bounds_ms.1 = parse_positive(k, v)?
+        }
+        "group.consumer.min.heartbeat.interval.ms" => {
+            groups.consumer_heartbeat_interval_bounds_ms.0 = parse_positive(k, v)?
+        }
+        "group.consumer.max.heartbeat.interval.ms" => {
+            groups.consumer_heartbeat_interval_bounds_ms.1 = parse_positive(k, v)?
+        }
+        "group.consumer.max.size" => groups.consumer_max_size = parse_positive(k, v)?,
+        "group.consumer.assignors" => {
+            let names: Vec<String> = v
+                .split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect();
+            if names.is_empty() {
+                return Err(invalid(k, v, "name at least one assignor"));
+            }
+            if let Some(bad) = names
+                .iter()
+                .find(|n| !CONSUMER_ASSIGNORS.contains(&n.as_str()))
+            {
+                return Err(invalid(
+                    k,
+                    v,
+                    format!("unknown assignor {bad} (known: uniform, range)"),
+                ));
+            }
+            groups.consumer_assignors = names;
+        }
+        _ if IGNORED_KAFKA_KEYS.contains(&k) => {}
+        _ => return Err(ConfigError::Unknown(k.to_string())),
+    }
+    Ok(())
 }
 
 fn resolve(key: &str, value: &str, host: &str, port: u16) -> Result<SocketAddr, ConfigError> {
@@ -457,6 +645,45 @@ mod tests {
         );
         let pairs = parse_properties("a=1\\\n2\n").expect("continuation");
         assert_eq!(pairs, vec![("a".to_string(), "12".to_string())]);
+    }
+
+    #[test]
+    fn group_settings_have_kafkas_names_and_defaults() {
+        let config = with(&[]).expect("defaults");
+        assert_eq!(config.offsets_topic_num_partitions, 50);
+        assert_eq!(config.groups.min_session_timeout_ms, 6_000);
+        assert_eq!(config.groups.max_session_timeout_ms, 1_800_000);
+        assert_eq!(config.groups.initial_rebalance_delay_ms, 3_000);
+        assert_eq!(config.groups.offsets_retention_minutes, 10_080);
+        assert_eq!(config.groups.offset_metadata_max_bytes, 4_096);
+        let config = with(&[
+            ("offsets.topic.num.partitions", "3"),
+            ("offsets.topic.replication.factor", "3"),
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("group.min.session.timeout.ms", "100"),
+            ("group.max.size", "10"),
+            ("group.consumer.assignors", "range, uniform"),
+        ])
+        .expect("valid");
+        assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.groups.initial_rebalance_delay_ms, 0);
+        assert_eq!(config.groups.min_session_timeout_ms, 100);
+        assert_eq!(config.groups.max_size, 10);
+        assert_eq!(config.groups.consumer_assignors, vec!["range", "uniform"]);
+        assert!(with(&[("offsets.topic.num.partitions", "0")]).is_err());
+        assert!(with(&[("group.consumer.assignors", "sticky")]).is_err());
+        let config = with(&[
+            ("group.consumer.session.timeout.ms", "6000"),
+            ("group.consumer.min.session.timeout.ms", "6000"),
+        ])
+        .expect("a 6 s consumer session within its bounds");
+        assert_eq!(config.groups.consumer_session_timeout_ms, 6_000);
+        assert!(with(&[("group.consumer.session.timeout.ms", "6000")]).is_err());
+        assert!(with(&[("group.min.session.timeout.ms", "2000000")]).is_err());
+        assert_eq!(
+            with(&[("group.max.sise", "1")]),
+            Err(ConfigError::Unknown("group.max.sise".into()))
+        );
     }
 
     #[test]

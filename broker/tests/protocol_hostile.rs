@@ -652,6 +652,71 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             }
             RequestBody::DescribeGroups(r)
         }
+        ApiKey::DeleteGroups => {
+            let mut r = DeleteGroupsRequest::default();
+            r.groups_names = vec![group("g1"), group(if alt { "" } else { "g2" })];
+            RequestBody::DeleteGroups(r)
+        }
+        ApiKey::OffsetDelete => {
+            let mut r = OffsetDeleteRequest::default();
+            r.group_id = group("g");
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+                    t.name = topic(&format!("od{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut dp =
+                                offset_delete_request::OffsetDeleteRequestPartition::default();
+                            dp.partition_index = p;
+                            dp
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::OffsetDelete(r)
+        }
+        ApiKey::ConsumerGroupHeartbeat => {
+            let mut r = ConsumerGroupHeartbeatRequest::default();
+            r.group_id = group("g");
+            r.member_id = s(if alt { "" } else { "member-1" });
+            r.member_epoch = if alt { 0 } else { 5 };
+            r.instance_id = opt(alt, "inst-1");
+            r.rack_id = opt(alt, "rack-a");
+            r.rebalance_timeout_ms = 30_000;
+            r.subscribed_topic_names = if alt {
+                None
+            } else {
+                Some(vec![topic("t1"), topic("t2")])
+            };
+            if v >= 1 {
+                r.subscribed_topic_regex = opt(!alt, "^orders-.*");
+            }
+            r.server_assignor = opt(alt, "uniform");
+            r.topic_partitions = if alt {
+                None
+            } else {
+                Some(
+                    (0..2u8)
+                        .map(|i| {
+                            let mut tp =
+                                consumer_group_heartbeat_request::TopicPartitions::default();
+                            tp.topic_id = uuid!(i + 3);
+                            tp.partitions = vec![0, 1, 2];
+                            tp
+                        })
+                        .collect(),
+                )
+            };
+            RequestBody::ConsumerGroupHeartbeat(r)
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let mut r = ConsumerGroupDescribeRequest::default();
+            r.group_ids = vec![group("g1"), group("g2")];
+            r.include_authorized_operations = !alt;
+            RequestBody::ConsumerGroupDescribe(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -727,7 +792,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 20);
+    assert_eq!(per_key.len(), 24);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -945,6 +1010,138 @@ proptest! {
         let supported = SupportedVersions::all_covered();
         let _ = decode_capped(Bytes::from(raw), &supported);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Group requests: the shapes a hostile client would send a coordinator.
+
+/// A frame with a valid header for `key` v`version` and `body` as its raw body.
+fn raw_frame(key: ApiKey, version: i16, body: &[u8]) -> Bytes {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 9;
+    header.client_id = Some(s("hostile"));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .expect("header encodes");
+    buf.extend_from_slice(body);
+    buf.freeze()
+}
+
+#[test]
+fn join_group_with_huge_protocol_metadata_is_a_view_not_a_copy_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        for v in [0i16, 5, 9] {
+            let mut r = JoinGroupRequest::default();
+            r.group_id = group("g");
+            r.session_timeout_ms = 10_000;
+            r.member_id = s("");
+            r.protocol_type = s("consumer");
+            let mut p = join_group_request::JoinGroupRequestProtocol::default();
+            p.name = s("range");
+            p.metadata = Bytes::from(vec![7u8; 4 << 20]);
+            r.protocols = vec![p];
+            let (frame, _) = frame_of(&RequestBody::JoinGroup(r.clone()), v, 9, false);
+            // The cap is about the frame's size; the 4 MiB metadata must not be copied again
+            // (decode_capped would still pass a single copy, so measure against 1 MiB).
+            LARGEST_ALLOC_BYTES.with(|m| m.set(0));
+            let decoded = decode_request(frame, &supported).expect("valid");
+            let largest = LARGEST_ALLOC_BYTES.with(|m| m.get());
+            assert!(largest < 1 << 20, "v{v}: allocated {largest} bytes");
+            assert_eq!(decoded.body, RequestBody::JoinGroup(r));
+        }
+    });
+}
+
+#[test]
+fn group_requests_with_huge_member_and_protocol_counts_are_refused_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        let huge = [0x7f, 0xff, 0xff, 0xff];
+        // JoinGroup v5: group "g", session, rebalance, member "", instance null, type
+        // "consumer", then a protocol count of i32::MAX.
+        let mut join = vec![0, 1, b'g'];
+        join.extend_from_slice(&10_000i32.to_be_bytes());
+        join.extend_from_slice(&30_000i32.to_be_bytes());
+        join.extend_from_slice(&[0, 0, 0xff, 0xff, 0, 8]);
+        join.extend_from_slice(b"consumer");
+        join.extend_from_slice(&huge);
+        // SyncGroup v3: group "g", generation, member "m", instance null, then i32::MAX
+        // assignments.
+        let mut sync = vec![0, 1, b'g'];
+        sync.extend_from_slice(&1i32.to_be_bytes());
+        sync.extend_from_slice(&[0, 1, b'm', 0xff, 0xff]);
+        sync.extend_from_slice(&huge);
+        // LeaveGroup v3: group "g", then i32::MAX members.
+        let mut leave = vec![0, 1, b'g'];
+        leave.extend_from_slice(&huge);
+        // DeleteGroups v1, OffsetDelete v0, DescribeGroups v0: i32::MAX groups / topics.
+        let delete = huge.to_vec();
+        let mut offset_delete = vec![0, 1, b'g'];
+        offset_delete.extend_from_slice(&huge);
+        let describe = huge.to_vec();
+        // ConsumerGroupHeartbeat v0 (flexible): group "g", member "m", epoch, instance,
+        // rack null, timeout, then a compact count of 2^31 subscribed topics.
+        let mut heartbeat = vec![2, b'g', 2, b'm'];
+        heartbeat.extend_from_slice(&0i32.to_be_bytes());
+        heartbeat.extend_from_slice(&[0, 0]);
+        heartbeat.extend_from_slice(&30_000i32.to_be_bytes());
+        heartbeat.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x08]);
+        let cases: [(ApiKey, i16, &[u8]); 7] = [
+            (ApiKey::JoinGroup, 5, &join),
+            (ApiKey::SyncGroup, 3, &sync),
+            (ApiKey::LeaveGroup, 3, &leave),
+            (ApiKey::DeleteGroups, 1, &delete),
+            (ApiKey::OffsetDelete, 0, &offset_delete),
+            (ApiKey::DescribeGroups, 0, &describe),
+            (ApiKey::ConsumerGroupHeartbeat, 0, &heartbeat),
+        ];
+        for (key, v, body) in cases {
+            let err = decode_capped(raw_frame(key, v, body), &supported)
+                .expect_err("a count larger than the frame");
+            assert!(
+                matches!(err, RequestError::Precheck { .. }),
+                "{key:?} v{v}: {err}"
+            );
+        }
+    });
+}
+
+#[test]
+fn thousands_of_members_decode_within_the_budget_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        let mut leave = LeaveGroupRequest::default();
+        leave.group_id = group("g");
+        leave.members = (0..5000)
+            .map(|i| {
+                let mut m = leave_group_request::MemberIdentity::default();
+                m.member_id = s(&format!("member-{i}"));
+                m
+            })
+            .collect();
+        let mut sync = SyncGroupRequest::default();
+        sync.group_id = group("g");
+        sync.member_id = s("leader");
+        sync.assignments = (0..5000)
+            .map(|i| {
+                let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                a.member_id = s(&format!("member-{i}"));
+                a
+            })
+            .collect();
+        for (body, v) in [
+            (RequestBody::LeaveGroup(leave), 5),
+            (RequestBody::SyncGroup(sync), 5),
+        ] {
+            let (frame, _) = frame_of(&body, v, 9, false);
+            let decoded = decode_capped(frame, &supported).expect("valid");
+            assert_eq!(decoded, body);
+        }
+    });
 }
 
 #[test]

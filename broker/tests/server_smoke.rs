@@ -34,9 +34,12 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
     CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FetchRequest,
-    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest,
+    HeartbeatResponse, InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest,
+    JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use minikafka_core::record::{BatchBuilder, NewRecord};
@@ -398,12 +401,11 @@ fn api_versions_advertises_served_ranges_only() {
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::Metadata), Some((0, 13)));
         assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
-        assert_eq!(
-            range(ApiKey::JoinGroup),
-            None,
-            "group APIs are not served yet"
-        );
-        assert_eq!(range(ApiKey::FindCoordinator), None);
+        assert_eq!(range(ApiKey::FindCoordinator), Some((0, 6)));
+        assert_eq!(range(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(range(ApiKey::OffsetCommit), Some((2, 9)));
+        assert_eq!(range(ApiKey::OffsetFetch), Some((1, 9)));
+        assert_eq!(range(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         // Served and advertised: idempotent producers get their ids here.
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
     }
@@ -765,7 +767,7 @@ fn admin_apis_create_describe_grow_delete() {
     assert_eq!(response.producer_epoch, 0);
 
     // An API we do not serve closes the connection (after answering what came before).
-    client.send(ApiKey::FindCoordinator, 1, &ApiVersionsRequest::default());
+    client.send(ApiKey::ElectLeaders, 0, &ApiVersionsRequest::default());
     let mut byte = [0u8; 1];
     assert_eq!(client.stream.read(&mut byte).expect("read"), 0, "closed");
 }
@@ -906,4 +908,346 @@ fn connections_beyond_max_connections_are_refused_across_shards() {
         answers_api_versions(&mut second),
         "the surviving connection still works"
     );
+}
+
+/// `__consumer_offsets` exists from the first start with `offsets.topic.num.partitions`
+/// partitions (Kafka's 50 by default), is listed as internal, refuses user produce
+/// (INVALID_TOPIC_EXCEPTION, as Kafka), deletion and new partitions
+/// (TOPIC_AUTHORIZATION_FAILED), has retention off, and keeps its partition count across a
+/// restart with another setting (groups are placed by it).
+#[test]
+fn the_offsets_topic_is_created_internal_and_protected() {
+    let mut broker = Broker::start(2);
+    let mut client = broker.client();
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &all);
+    let offsets = response
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some("__consumer_offsets"))
+        .expect("listed with all topics");
+    assert!(offsets.is_internal);
+    assert_eq!(offsets.partitions.len(), 50);
+    assert_eq!(
+        metadata_partitions(&mut client, "__consumer_offsets"),
+        (0, 50)
+    );
+
+    let response = client.produce("__consumer_offsets", 0, 1, &batch(&["forged"], 1));
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code, 17,
+        "INVALID_TOPIC_EXCEPTION"
+    );
+    let mut state = DeleteTopicState::default();
+    state.name = Some(topic_name("__consumer_offsets"));
+    let mut request = DeleteTopicsRequest::default();
+    request.topics = vec![state];
+    let response: DeleteTopicsResponse = client.call(ApiKey::DeleteTopics, 6, &request);
+    assert_eq!(
+        response.responses[0].error_code, 29,
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+    let mut grow = CreatePartitionsTopic::default();
+    grow.name = topic_name("__consumer_offsets");
+    grow.count = 60;
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = vec![grow];
+    let response: CreatePartitionsResponse = client.call(ApiKey::CreatePartitions, 3, &request);
+    assert_eq!(
+        response.results[0].error_code, 29,
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+
+    let mut resource = DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_static_str("__consumer_offsets");
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+    let value = |name: &str| {
+        response.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+    };
+    assert_eq!(value("retention.ms").as_deref(), Some("-1"));
+    assert_eq!(value("retention.bytes").as_deref(), Some("-1"));
+
+    assert_eq!(broker.terminate(), Some(0));
+    broker.extra.push("offsets.topic.num.partitions=3".into());
+    broker.restart();
+    let mut client = broker.client();
+    assert_eq!(
+        metadata_partitions(&mut client, "__consumer_offsets"),
+        (0, 50)
+    );
+}
+
+/// FindCoordinator v0-6: a group's coordinator is this broker at its advertised address, one
+/// answer per key from v4 on; transactions have no coordinator here.
+#[test]
+fn find_coordinator_answers_this_broker_for_groups() {
+    let broker = Broker::start_with(2, &["offsets.topic.num.partitions=4"]);
+    let mut client = broker.client();
+    let port = i32::from(broker.addr.port());
+    for version in 0..=3i16 {
+        let mut request = FindCoordinatorRequest::default();
+        request.key = StrBytes::from_static_str("my-group");
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert_eq!(response.node_id.0, 0);
+        assert_eq!(response.host.as_str(), "127.0.0.1");
+        assert_eq!(response.port, port);
+        if version >= 1 {
+            request.key_type = 1;
+            let response: FindCoordinatorResponse =
+                client.call(ApiKey::FindCoordinator, version, &request);
+            assert_eq!(
+                response.error_code, 15,
+                "v{version}: COORDINATOR_NOT_AVAILABLE"
+            );
+        }
+    }
+    for version in 4..=6i16 {
+        let mut request = FindCoordinatorRequest::default();
+        request.coordinator_keys = ["a", "b", "c"]
+            .iter()
+            .map(|k| StrBytes::from_string(k.to_string()))
+            .collect();
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        let keys: Vec<&str> = response
+            .coordinators
+            .iter()
+            .map(|c| c.key.as_str())
+            .collect();
+        assert_eq!(keys, vec!["a", "b", "c"], "v{version}");
+        for c in &response.coordinators {
+            assert_eq!((c.error_code, c.node_id.0, c.port), (0, 0, port));
+        }
+        request.key_type = 2;
+        let response: FindCoordinatorResponse =
+            client.call(ApiKey::FindCoordinator, version, &request);
+        assert!(response.coordinators.iter().all(|c| c.error_code == 42));
+    }
+}
+
+fn join(client: &mut Client, group: &str, member: &str, rebalance_ms: i32) -> JoinGroupResponse {
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from_static(b"subscription");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.session_timeout_ms = 6000;
+    request.rebalance_timeout_ms = rebalance_ms;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    client.call(ApiKey::JoinGroup, 7, &request)
+}
+
+fn commit(client: &mut Client, group: &str, generation: i32, member: &str, offset: i64) -> i16 {
+    let mut partition =
+        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = offset;
+    let mut topic =
+        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default();
+    topic.name = topic_name("fenced");
+    topic.partitions = vec![partition];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.generation_id_or_member_epoch = generation;
+    request.member_id = StrBytes::from_string(member.to_string());
+    request.topics = vec![topic];
+    let response: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 8, &request);
+    response.topics[0].partitions[0].error_code
+}
+
+fn fetch_committed(client: &mut Client, group: &str) -> i64 {
+    let mut topic =
+        kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default();
+    topic.name = topic_name("fenced");
+    topic.partition_indexes = vec![0];
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.topics = Some(vec![topic]);
+    let response: OffsetFetchResponse = client.call(ApiKey::OffsetFetch, 7, &request);
+    assert_eq!(response.error_code, 0);
+    response.topics[0].partitions[0].committed_offset
+}
+
+/// Generation fencing over the wire (I22): a commit with a stale or future generation, or by
+/// an unknown member, is refused (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID) and never moves the
+/// offset; a member rebalanced away (it did not rejoin in time) cannot commit either.
+#[test]
+fn stale_generations_and_rebalanced_members_cannot_commit_i22() {
+    let broker = Broker::start_with(
+        2,
+        &[
+            "group.initial.rebalance.delay.ms=0",
+            "offsets.topic.num.partitions=4",
+        ],
+    );
+    let mut first = broker.client();
+    first.create_topic("fenced", 1);
+    let required = join(&mut first, "fence", "", 1000);
+    assert_eq!(required.error_code, 79, "MEMBER_ID_REQUIRED");
+    let m1 = required.member_id.to_string();
+    let joined = join(&mut first, "fence", &m1, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(joined.leader.as_str(), m1);
+    let generation = joined.generation_id;
+    let mut assignment =
+        kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default();
+    assignment.member_id = StrBytes::from_string(m1.clone());
+    assignment.assignment = Bytes::from_static(b"all of it");
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_static_str("fence"));
+    sync.generation_id = generation;
+    sync.member_id = StrBytes::from_string(m1.clone());
+    sync.assignments = vec![assignment];
+    let synced: SyncGroupResponse = first.call(ApiKey::SyncGroup, 3, &sync);
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(&synced.assignment[..], b"all of it");
+
+    assert_eq!(commit(&mut first, "fence", generation, &m1, 5), 0);
+    assert_eq!(commit(&mut first, "fence", generation - 1, &m1, 9), 22);
+    assert_eq!(commit(&mut first, "fence", generation + 1, &m1, 9), 22);
+    assert_eq!(commit(&mut first, "fence", generation, "intruder", 9), 25);
+    assert_eq!(fetch_committed(&mut first, "fence"), 5);
+
+    // A second member joins; the first never rejoins and is dropped after its 1 s rebalance
+    // timeout. The second then leads generation + 1 alone.
+    let mut second = broker.client();
+    let required = join(&mut second, "fence", "", 1000);
+    let m2 = required.member_id.to_string();
+    let mut heartbeat = HeartbeatRequest::default();
+    heartbeat.group_id = GroupId(StrBytes::from_static_str("fence"));
+    heartbeat.generation_id = generation;
+    heartbeat.member_id = StrBytes::from_string(m1.clone());
+    let joined = join(&mut second, "fence", &m2, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(joined.generation_id, generation + 1);
+    assert_eq!(joined.leader.as_str(), m2);
+    let beat: HeartbeatResponse = first.call(ApiKey::Heartbeat, 3, &heartbeat);
+    assert_ne!(
+        beat.error_code, 0,
+        "the dropped member's heartbeat is refused"
+    );
+    let code = commit(&mut first, "fence", generation, &m1, 7);
+    assert!(
+        code == 25 || code == 22,
+        "rebalanced-away member committed: {code}"
+    );
+    assert_eq!(
+        fetch_committed(&mut first, "fence"),
+        5,
+        "the offset never moved"
+    );
+}
+
+/// Hostile joins against the live broker: 4 MiB of protocol metadata, no protocols, and more
+/// members than `group.max.size` get Kafka error codes (INVALID_REQUEST, INCONSISTENT_GROUP_PROTOCOL,
+/// GROUP_MAX_SIZE_REACHED); the connection and the broker keep serving.
+#[test]
+fn hostile_joins_get_error_codes_and_the_broker_survives() {
+    let broker = Broker::start_with(
+        2,
+        &["group.initial.rebalance.delay.ms=0", "group.max.size=50"],
+    );
+    let mut client = broker.client();
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = Bytes::from(vec![0xab; 4 << 20]);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("hostile"));
+    request.session_timeout_ms = 6000;
+    request.rebalance_timeout_ms = 6000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let response: JoinGroupResponse = client.call(ApiKey::JoinGroup, 7, &request);
+    assert_eq!(
+        response.error_code, 42,
+        "INVALID_REQUEST for 4 MiB of metadata"
+    );
+    request.protocols.clear();
+    let response: JoinGroupResponse = client.call(ApiKey::JoinGroup, 7, &request);
+    assert_eq!(
+        response.error_code, 23,
+        "INCONSISTENT_GROUP_PROTOCOL without protocols"
+    );
+
+    let mut codes = std::collections::BTreeMap::new();
+    for _ in 0..60 {
+        let response = join(&mut client, "crowded", "", 6000);
+        *codes.entry(response.error_code).or_insert(0) += 1;
+    }
+    assert_eq!(
+        codes,
+        [(79, 50), (81, 10)].into_iter().collect(),
+        "MEMBER_ID_REQUIRED up to group.max.size, then GROUP_MAX_SIZE_REACHED"
+    );
+    let versions: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(versions.error_code, 0);
+    let mut other = broker.client();
+    let versions: ApiVersionsResponse =
+        other.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(versions.error_code, 0);
+}
+
+/// Shutdown answers a JoinGroup held at the rebalance barrier with NOT_COORDINATOR (the
+/// client finds the coordinator again after the restart) instead of waiting for the barrier,
+/// and the broker still exits cleanly.
+#[test]
+fn sigterm_answers_a_held_join_with_not_coordinator() {
+    let mut broker = Broker::start_with(
+        1,
+        &[
+            "group.initial.rebalance.delay.ms=600000",
+            "group.max.session.timeout.ms=600000",
+        ],
+    );
+    let mut member = broker.client();
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("held"));
+    request.session_timeout_ms = 600_000;
+    request.rebalance_timeout_ms = 600_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let required: JoinGroupResponse = member.call(ApiKey::JoinGroup, 4, &request);
+    assert_eq!(required.error_code, 79);
+    request.member_id = required.member_id.clone();
+    member.send(ApiKey::JoinGroup, 4, &request);
+    // The join is held once DescribeGroups shows the group rebalancing with its member.
+    let mut observer = broker.client();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let mut describe = kafka_protocol::messages::DescribeGroupsRequest::default();
+        describe.groups = vec![GroupId(StrBytes::from_static_str("held"))];
+        let response: kafka_protocol::messages::DescribeGroupsResponse =
+            observer.call(ApiKey::DescribeGroups, 5, &describe);
+        let group = &response.groups[0];
+        if group.group_state.as_str() == "PreparingRebalance" && !group.members.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the join never arrived: {group:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(broker.terminate(), Some(0), "clean exit");
+    let (_, held): (i32, JoinGroupResponse) = member.recv(4);
+    assert_eq!(held.error_code, 16, "NOT_COORDINATOR");
 }

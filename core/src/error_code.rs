@@ -68,6 +68,8 @@ error_codes! {
     REBALANCE_IN_PROGRESS = 27;
     /// The committed offset's size is invalid.
     INVALID_COMMIT_OFFSET_SIZE = 28;
+    /// The client may not act on this topic (here: changes to internal topics).
+    TOPIC_AUTHORIZATION_FAILED = 29;
     /// The client may not access the group.
     GROUP_AUTHORIZATION_FAILED = 30;
     /// The API version is not supported.
@@ -123,6 +125,8 @@ error_codes! {
     STALE_MEMBER_EPOCH = 113;
     /// The DescribeCluster endpoint type is not served.
     UNSUPPORTED_ENDPOINT_TYPE = 119;
+    /// A subscription's regular expression does not compile (consumer protocol).
+    INVALID_REGULAR_EXPRESSION = 130;
 }
 
 impl ErrorCode {
@@ -134,6 +138,11 @@ impl ErrorCode {
     /// Whether this is an error (not [`ErrorCode::NONE`]).
     pub const fn is_error(self) -> bool {
         self.0 != 0
+    }
+
+    /// Whether this is [`ErrorCode::NONE`].
+    pub const fn is_ok(self) -> bool {
+        self.0 == 0
     }
 
     /// Kafka's name for this code, if it is in the table.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the Python/kcat interop suite against the minikafka binary.
+# Runs the Python/kcat interop suite against the minikafka binary (or, with
+# INTEROP_BROKER=kfake, against the peer broker kfake: see conftest.py).
 #
-# Installs what is missing (kcat via apt, kafka-python and pytest via pip), builds
-# `minikafka` in release mode unless MINIKAFKA_BIN names a binary, then runs pytest (the
-# fixtures in conftest.py start and stop the broker). Extra arguments go to pytest.
-# Exits non-zero when anything fails.
+# Installs what is missing (kcat via apt; kafka-python, confluent-kafka, aiokafka and pytest
+# via pip), builds `minikafka` in release mode unless MINIKAFKA_BIN names a binary (or kfake
+# is the broker under test), then runs pytest (the fixtures in conftest.py start and stop the
+# broker). Extra arguments go to pytest. Exits non-zero when anything fails.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,19 +21,21 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 python="${PYTHON:-python3}"
-if ! "$python" -c 'import kafka, pytest' >/dev/null 2>&1; then
-    "$python" -m pip install kafka-python pytest
+if ! "$python" -c 'import kafka, confluent_kafka, aiokafka, pytest' >/dev/null 2>&1; then
+    "$python" -m pip install kafka-python confluent-kafka aiokafka pytest
 fi
 
-if [ -z "${MINIKAFKA_BIN:-}" ]; then
-    (cd "$repo" && cargo build --release --bin minikafka)
-    MINIKAFKA_BIN="${CARGO_TARGET_DIR:-$repo/target}/release/minikafka"
+if [ "${INTEROP_BROKER:-minikafka}" != kfake ]; then
+    if [ -z "${MINIKAFKA_BIN:-}" ]; then
+        (cd "$repo" && cargo build --release --bin minikafka)
+        MINIKAFKA_BIN="${CARGO_TARGET_DIR:-$repo/target}/release/minikafka"
+    fi
+    if [ ! -x "$MINIKAFKA_BIN" ]; then
+        echo "run.sh: MINIKAFKA_BIN=$MINIKAFKA_BIN is not an executable" >&2
+        exit 1
+    fi
+    export MINIKAFKA_BIN
 fi
-if [ ! -x "$MINIKAFKA_BIN" ]; then
-    echo "run.sh: MINIKAFKA_BIN=$MINIKAFKA_BIN is not an executable" >&2
-    exit 1
-fi
-export MINIKAFKA_BIN
 
 cd "$here"
 export PYTHONDONTWRITEBYTECODE=1

@@ -26,11 +26,13 @@ pub mod schema;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
@@ -342,8 +344,12 @@ request_bodies! {
     DeleteTopics(DeleteTopicsRequest),
     InitProducerId(InitProducerIdRequest),
     DescribeConfigs(DescribeConfigsRequest),
+    DeleteGroups(DeleteGroupsRequest),
     CreatePartitions(CreatePartitionsRequest),
+    OffsetDelete(OffsetDeleteRequest),
     DescribeCluster(DescribeClusterRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 /// A request that passed every check and was decoded.

@@ -19,11 +19,13 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    api_versions_request, create_partitions_request, create_topics_request, delete_topics_request,
+    api_versions_request, consumer_group_describe_request, consumer_group_heartbeat_request,
+    create_partitions_request, create_topics_request, delete_groups_request, delete_topics_request,
     describe_cluster_request, describe_configs_request, describe_groups_request, fetch_request,
     find_coordinator_request, heartbeat_request, init_producer_id_request, join_group_request,
     leave_group_request, list_groups_request, list_offsets_request, metadata_request,
-    offset_commit_request, offset_fetch_request, produce_request, sync_group_request, ApiKey,
+    offset_commit_request, offset_delete_request, offset_fetch_request, produce_request,
+    sync_group_request, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -748,6 +750,100 @@ strukt!(
 );
 message!(DESCRIBE_GROUPS, DescribeGroups, 0, 6, flexible_from 5, DESCRIBE_GROUPS_BODY);
 
+// DeleteGroups (key 42).
+strukt!(
+    DELETE_GROUPS_BODY,
+    delete_groups_request::DeleteGroupsRequest,
+    [field("groups_names", Array(&Str), 0, ANY),]
+);
+message!(DELETE_GROUPS, DeleteGroups, 0, 2, flexible_from 2, DELETE_GROUPS_BODY);
+
+// OffsetDelete (key 47): never flexible.
+strukt!(
+    OFFSET_DELETE_PARTITION,
+    offset_delete_request::OffsetDeleteRequestPartition,
+    [field("partition_index", Int32, 0, ANY),]
+);
+strukt!(
+    OFFSET_DELETE_TOPIC,
+    offset_delete_request::OffsetDeleteRequestTopic,
+    [
+        field("name", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&OFFSET_DELETE_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    OFFSET_DELETE_BODY,
+    offset_delete_request::OffsetDeleteRequest,
+    [
+        field("group_id", Str, 0, ANY),
+        field("topics", Array(&Struct(&OFFSET_DELETE_TOPIC)), 0, ANY),
+    ]
+);
+message!(OFFSET_DELETE, OffsetDelete, 0, 0, flexible_from ANY, OFFSET_DELETE_BODY);
+
+// ConsumerGroupHeartbeat (key 68): flexible in every version.
+strukt!(
+    CONSUMER_GROUP_HEARTBEAT_TOPIC,
+    consumer_group_heartbeat_request::TopicPartitions,
+    [
+        field("topic_id", Uuid, 0, ANY),
+        field("partitions", Array(&Int32), 0, ANY),
+    ]
+);
+strukt!(
+    CONSUMER_GROUP_HEARTBEAT_BODY,
+    consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest,
+    [
+        field("group_id", Str, 0, ANY),
+        field("member_id", Str, 0, ANY),
+        field("member_epoch", Int32, 0, ANY),
+        field("instance_id", NullableStr, 0, ANY),
+        field("rack_id", NullableStr, 0, ANY),
+        field("rebalance_timeout_ms", Int32, 0, ANY),
+        field("subscribed_topic_names", NullableArray(&Str), 0, ANY),
+        field("subscribed_topic_regex", NullableStr, 1, ANY),
+        field("server_assignor", NullableStr, 0, ANY),
+        field(
+            "topic_partitions",
+            NullableArray(&Struct(&CONSUMER_GROUP_HEARTBEAT_TOPIC)),
+            0,
+            ANY
+        ),
+    ]
+);
+message!(
+    CONSUMER_GROUP_HEARTBEAT,
+    ConsumerGroupHeartbeat,
+    0,
+    1,
+    flexible_from 0,
+    CONSUMER_GROUP_HEARTBEAT_BODY
+);
+
+// ConsumerGroupDescribe (key 69): flexible in every version.
+strukt!(
+    CONSUMER_GROUP_DESCRIBE_BODY,
+    consumer_group_describe_request::ConsumerGroupDescribeRequest,
+    [
+        field("group_ids", Array(&Str), 0, ANY),
+        field("include_authorized_operations", Bool, 0, ANY),
+    ]
+);
+message!(
+    CONSUMER_GROUP_DESCRIBE,
+    ConsumerGroupDescribe,
+    0,
+    1,
+    flexible_from 0,
+    CONSUMER_GROUP_DESCRIBE_BODY
+);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -768,8 +864,12 @@ pub static COVERED: &[&MessageSchema] = &[
     &DELETE_TOPICS,
     &INIT_PRODUCER_ID,
     &DESCRIBE_CONFIGS,
+    &DELETE_GROUPS,
     &CREATE_PARTITIONS,
+    &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &CONSUMER_GROUP_HEARTBEAT,
+    &CONSUMER_GROUP_DESCRIBE,
 ];
 
 /// The schema for `api_key`, if the broker covers it.
@@ -828,8 +928,12 @@ mod tests {
             DeleteTopicsRequest,
             InitProducerIdRequest,
             DescribeConfigsRequest,
+            DeleteGroupsRequest,
             CreatePartitionsRequest,
+            OffsetDeleteRequest,
             DescribeClusterRequest,
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupDescribeRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

@@ -156,7 +156,7 @@ fn judge<B: Backend>(
             let guard = state.begin_request();
             let st = Rc::clone(state);
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request).await;
+                let outcome = handlers::handle(&st, request, peer).await;
                 let _ = reply_tx.send(outcome);
             });
             Some(Pending::Reply(reply_rx, guard))

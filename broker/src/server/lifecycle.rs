@@ -3,9 +3,10 @@
 //! (connection → handlers → shard operations → log) offer.
 //!
 //! Contract:
-//! - Startup: shard 0 loads the topic registry; every shard opens its partitions (passing the
-//!   previous run's clean-shutdown flag); every shard binds the listener (`SO_REUSEPORT`);
-//!   only then are connections accepted. Each step ends at a phase barrier (I11).
+//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing and loads the topic
+//!   registry; every shard opens its partitions (passing the previous run's clean-shutdown
+//!   flag) and replays the group coordinators it hosts; every shard binds the listener
+//!   (`SO_REUSEPORT`); only then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
 //!   shard sends as its own task, spawned in arrival order.
 //! - Shutdown (signal flag polled every [`SIGNAL_POLL`]): stop accepting and reading
@@ -22,38 +23,41 @@ use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, S
 
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
-use super::{connection, topics, CLEAN_SHUTDOWN_MARKER};
+use super::{connection, groups, topics, CLEAN_SHUTDOWN_MARKER};
 
 /// How often every shard looks at the signal flag.
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// Longest wait for in-flight requests at shutdown.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Opens every partition of the registry this shard owns; how many it opened.
+/// Partitions a shard opens at once at startup.
+const PARALLEL_OPENS: usize = 16;
+
+/// Opens every partition of the registry this shard owns; how many it opened. A few at a
+/// time: many small partitions (the 50 of `__consumer_offsets`) open in the time of a few,
+/// while recovery of big ones stays bounded in memory.
 async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
-    let mut opened = 0;
+    use futures::stream::{StreamExt, TryStreamExt};
+    let mut owned = Vec::new();
     for topic in state.shared.all_topics() {
         let config = topics::log_config(&state.shared.config, &topic.config)
             .map_err(|e| format!("topic {}: {e}", topic.name))?;
         for (p, signal) in topic.signals.iter().enumerate() {
             let p = p as i32;
-            if state.owner(&topic.name, p) != state.shard {
-                continue;
+            if state.owner(&topic.name, p) == state.shard {
+                owned.push((topic.name.clone(), p, config.clone(), Arc::clone(signal)));
             }
-            let clean_shutdown = state.shared.clean_shutdown;
-            let signal = Arc::clone(signal);
-            state
-                .open_partition(
-                    topic.name.clone(),
-                    p,
-                    config.clone(),
-                    signal,
-                    clean_shutdown,
-                )
-                .await?;
-            opened += 1;
         }
     }
+    let opened = owned.len();
+    let clean_shutdown = state.shared.clean_shutdown;
+    futures::stream::iter(owned)
+        .map(|(topic, p, config, signal)| {
+            state.open_partition(topic, p, config, signal, clean_shutdown)
+        })
+        .buffer_unordered(PARALLEL_OPENS)
+        .try_collect::<Vec<()>>()
+        .await?;
     Ok(opened)
 }
 
@@ -64,13 +68,21 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     spawn_inbox_loop(&state);
 
     if shard == 0 {
-        if let Err(e) = topics::load_registry(&state).await {
+        if let Err(e) = groups::offsets_topic::ensure_stored(&state).await {
+            shared.fail(format!("creating the offsets topic: {e}"));
+        } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
         }
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {
         match open_owned_partitions(&state).await {
-            Ok(n) => tracing::info!(shard, partitions = n, "partitions open"),
+            Ok(n) => {
+                tracing::info!(shard, partitions = n, "partitions open");
+                // Coordinators replay before any shard accepts a connection.
+                if let Err(e) = groups::host::GroupHosts::load(&state).await {
+                    shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
+                }
+            }
             Err(e) => shared.fail(format!("shard {shard}: {e}")),
         }
     }
@@ -227,6 +239,9 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     state.backend.spawn_local(async move {
         while sleep_or_stop(&st, retention_every).await {
             for (topic, p, log) in st.owned_logs() {
+                if groups::offsets_topic::is_internal(&topic) {
+                    continue;
+                }
                 match log.apply_retention(st.backend.wall_clock_ms()).await {
                     Ok(outcome) if !outcome.deleted_base_offsets.is_empty() => tracing::info!(
                         topic,

@@ -22,9 +22,11 @@
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
+//! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 
 pub mod config_entries;
 pub mod connection;
+pub mod groups;
 pub mod handlers;
 pub mod lifecycle;
 pub mod partition_ops;

@@ -10,14 +10,15 @@
 //!   ([`ShardState::dispatch`](super::shard::ShardState::dispatch)).
 //! - A dropped call (its shard stopped taking calls) drops its reply: the caller then answers
 //!   with its "unavailable" value (UNKNOWN_SERVER_ERROR), never waits forever.
-//! - Adding a kind (e.g. a consumer-group request forwarded to the shard owning the group's
-//!   `__consumer_offsets` partition) is a new variant here and its arm in
-//!   `ShardState::execute`; routing and shipping stay as they are.
+//! - Adding a kind is a new variant here and its arm in `ShardState::execute`; routing and
+//!   shipping stay as they are. Group requests are one: [`PartitionOp::Group`], addressed to
+//!   the `__consumer_offsets` partition whose coordinator owns the group.
 
 use std::sync::Arc;
 
 use futures::channel::oneshot;
 use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::wakeup::PartitionSignal;
 
 use crate::log::LogConfig;
@@ -75,6 +76,13 @@ pub enum PartitionOp {
     Remove {
         /// Where success (or the reason it failed) goes.
         reply: Reply<Result<(), String>>,
+    },
+    /// Run a group request on the coordinator of this `__consumer_offsets` partition.
+    Group {
+        /// The request, in core's form.
+        request: GroupRequest,
+        /// Where the answer (or why the coordinator could not take it) goes.
+        reply: Reply<Result<GroupResponse, ErrorCode>>,
     },
 }
 

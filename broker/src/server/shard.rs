@@ -27,9 +27,12 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
+use super::groups::host::GroupHosts;
+use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{Appended, ListedOffset, PartitionRead};
 use super::partition_ops::{PartitionCall, PartitionKey, PartitionOp, Reply};
 use super::routing;
@@ -67,6 +70,8 @@ pub struct ShardState<B: Backend> {
     /// Completes (with an error) once shutdown began: every long wait selects on it.
     pub stop: async_channel::Receiver<()>,
     stop_tx: async_channel::Sender<()>,
+    /// The group coordinators this shard hosts.
+    pub groups: GroupHosts,
 }
 
 /// Counts one request in flight on a shard until dropped.
@@ -98,6 +103,7 @@ impl<B: Backend> ShardState<B> {
             in_flight: Cell::new(0),
             stop,
             stop_tx,
+            groups: GroupHosts::new(),
         }
     }
 
@@ -186,6 +192,9 @@ impl<B: Backend> ShardState<B> {
             PartitionOp::Remove { reply } => {
                 let _ = reply.send(self.remove_owned(&key).await);
             }
+            PartitionOp::Group { request, reply } => {
+                let _ = reply.send(self.group_owned(&key, request).await);
+            }
         }
     }
 
@@ -264,11 +273,41 @@ impl<B: Backend> ShardState<B> {
         self.ask(key(topic, partition), op, unavailable).await
     }
 
-    fn owned(&self, key: &PartitionKey) -> Option<OwnedPartition<B>> {
+    /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`, on
+    /// its owner. NOT_COORDINATOR when the owner no longer takes calls or is shutting down,
+    /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    pub async fn group_request(
+        self: &Rc<Self>,
+        partition: i32,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode> {
+        let op = |reply| PartitionOp::Group { request, reply };
+        let unavailable = Err(ErrorCode::NOT_COORDINATOR);
+        self.ask(key(OFFSETS_TOPIC, partition), op, unavailable)
+            .await
+    }
+
+    async fn group_owned(
+        &self,
+        key: &PartitionKey,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode> {
+        let Some(host) = self.groups.get(key.partition) else {
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        };
+        host.submit(self, request)
+            .await
+            .ok_or(ErrorCode::NOT_COORDINATOR)
+    }
+
+    /// The partition, if this shard owns it (and it is open).
+    pub(crate) fn owned(&self, key: &PartitionKey) -> Option<OwnedPartition<B>> {
         self.partitions.borrow().get(key).cloned()
     }
 
-    async fn append_owned(
+    /// Appends `batch` to a partition this shard owns (what [`ShardState::append`] runs on
+    /// the owner).
+    pub(crate) async fn append_owned(
         &self,
         key: &PartitionKey,
         batch: Vec<u8>,

@@ -22,6 +22,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::groups::offsets_topic::is_internal;
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
 use crate::config::BrokerConfig;
@@ -204,11 +205,23 @@ async fn open_partitions<B: Backend>(
     Ok(())
 }
 
+/// Refuses a change to an internal topic: no principal holds that right here.
+fn refuse_internal(name: &str, what: &str) -> Result<(), AdminError> {
+    if is_internal(name) {
+        return Err((
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            format!("the internal topic {name} cannot be {what}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Deletes a topic and its data; returns its id.
 pub async fn delete_topic<B: Backend>(
     state: &Rc<ShardState<B>>,
     name: &str,
 ) -> Result<Uuid, AdminError> {
+    refuse_internal(name, "deleted")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
     let Some(info) = shared.unpublish_topic(name) else {
@@ -244,6 +257,7 @@ pub async fn add_partitions<B: Backend>(
     count: i32,
     validate_only: bool,
 ) -> Result<(), AdminError> {
+    refuse_internal(name, "given more partitions")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
     let Some(info) = shared.topic(name) else {

@@ -76,22 +76,6 @@ use super::consumer_records::{
 use super::records::GroupRecord;
 pub use super::ErrorCode;
 
-/// Kafka's numbers for the codes this module answers (`ErrorCode` names only some of them
-/// until the crate-wide error code type lands).
-mod kafka_error {
-    use super::ErrorCode;
-    pub(super) const NONE: ErrorCode = ErrorCode(0);
-    pub(super) const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
-    pub(super) const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub(super) const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
-    pub(super) const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
-    pub(super) const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
-    pub(super) const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
-    pub(super) const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
-    pub(super) const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
-    pub(super) const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(130);
-}
-
 /// The member epoch that joins the group.
 pub const JOIN_EPOCH: i32 = 0;
 /// The member epoch that leaves the group.
@@ -531,15 +515,15 @@ impl ConsumerGroup {
     /// ahead of the member's → FENCED_MEMBER_EPOCH, behind it → STALE_MEMBER_EPOCH.
     pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32) -> ErrorCode {
         if member_epoch < 0 && self.is_empty() {
-            return kafka_error::NONE;
+            return ErrorCode::NONE;
         }
         let Some(cur) = self.durable.current.get(member_id) else {
-            return kafka_error::UNKNOWN_MEMBER_ID;
+            return ErrorCode::UNKNOWN_MEMBER_ID;
         };
         match member_epoch.cmp(&cur.member_epoch) {
-            std::cmp::Ordering::Greater => kafka_error::FENCED_MEMBER_EPOCH,
-            std::cmp::Ordering::Less => kafka_error::STALE_MEMBER_EPOCH,
-            std::cmp::Ordering::Equal => kafka_error::NONE,
+            std::cmp::Ordering::Greater => ErrorCode::FENCED_MEMBER_EPOCH,
+            std::cmp::Ordering::Less => ErrorCode::STALE_MEMBER_EPOCH,
+            std::cmp::Ordering::Equal => ErrorCode::NONE,
         }
     }
 
@@ -723,7 +707,7 @@ impl ConsumerGroup {
         Ok((
             records,
             ConsumerGroupHeartbeatResponse {
-                error_code: kafka_error::NONE,
+                error_code: ErrorCode::NONE,
                 member_id,
                 member_epoch: next.member_epoch,
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,
@@ -857,7 +841,7 @@ impl ConsumerGroup {
             })
             .collect();
         ConsumerGroupDescription {
-            error_code: kafka_error::NONE,
+            error_code: ErrorCode::NONE,
             group_id: self.group_id.clone(),
             state: self.state(),
             group_epoch: d.group_epoch,
@@ -897,37 +881,36 @@ impl ConsumerGroup {
     }
 
     fn validate_request(&mut self, req: &ConsumerGroupHeartbeatRequest) -> Result<(), ErrorCode> {
-        use kafka_error::*;
         if req.group_id.is_empty() || req.group_id != self.group_id {
-            return Err(INVALID_REQUEST);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         if req.instance_id.as_deref() == Some("") || req.rack_id.as_deref() == Some("") {
-            return Err(INVALID_REQUEST);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         if req.member_epoch < STATIC_LEAVE_EPOCH {
-            return Err(INVALID_REQUEST);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         if req.member_id.is_empty() && (req.version >= 1 || req.member_epoch != JOIN_EPOCH) {
-            return Err(INVALID_REQUEST);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         if req.member_epoch == JOIN_EPOCH {
             if req.rebalance_timeout_ms == -1 {
-                return Err(INVALID_REQUEST);
+                return Err(ErrorCode::INVALID_REQUEST);
             }
             if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
-                return Err(INVALID_REQUEST);
+                return Err(ErrorCode::INVALID_REQUEST);
             }
             if req.topic_partitions.as_ref().is_some_and(|t| !t.is_empty()) {
-                return Err(INVALID_REQUEST);
+                return Err(ErrorCode::INVALID_REQUEST);
             }
         }
         if req.rebalance_timeout_ms < -1 {
-            return Err(INVALID_REQUEST);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         if let Some(name) = &req.server_assignor {
             match Assignor::from_name(name) {
                 Some(a) if self.config.assignors.contains(&a) => {}
-                _ => return Err(UNSUPPORTED_ASSIGNOR),
+                _ => return Err(ErrorCode::UNSUPPORTED_ASSIGNOR),
             }
         }
         if let Some(r) = req
@@ -936,7 +919,7 @@ impl ConsumerGroup {
             .filter(|r| !r.is_empty())
         {
             if self.compiled_regex(r).is_none() {
-                return Err(INVALID_REGULAR_EXPRESSION);
+                return Err(ErrorCode::INVALID_REGULAR_EXPRESSION);
             }
         }
         Ok(())
@@ -984,7 +967,7 @@ impl ConsumerGroup {
             if let Some(old_id) = holder {
                 let old = self.durable.current.get(&old_id).cloned();
                 if old.as_ref().map(|c| c.member_epoch) != Some(STATIC_LEAVE_EPOCH) {
-                    return Err(kafka_error::UNRELEASED_INSTANCE_ID);
+                    return Err(ErrorCode::UNRELEASED_INSTANCE_ID);
                 }
                 self.replace_static_member(&old_id, &member_id, old, records);
                 return Ok(member_id);
@@ -993,7 +976,7 @@ impl ConsumerGroup {
         if !self.durable.members.contains_key(&member_id)
             && self.durable.members.len() >= self.config.max_size
         {
-            return Err(kafka_error::GROUP_MAX_SIZE_REACHED);
+            return Err(ErrorCode::GROUP_MAX_SIZE_REACHED);
         }
         Ok(member_id)
     }
@@ -1069,17 +1052,17 @@ impl ConsumerGroup {
             .durable
             .members
             .get(&req.member_id)
-            .ok_or(kafka_error::UNKNOWN_MEMBER_ID)?;
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
         if req.instance_id.is_some() && meta.instance_id != req.instance_id {
-            return Err(kafka_error::FENCED_INSTANCE_ID);
+            return Err(ErrorCode::FENCED_INSTANCE_ID);
         }
         let cur = self
             .durable
             .current
             .get(&req.member_id)
-            .ok_or(kafka_error::UNKNOWN_MEMBER_ID)?;
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
         if req.member_epoch > cur.member_epoch {
-            return Err(kafka_error::FENCED_MEMBER_EPOCH);
+            return Err(ErrorCode::FENCED_MEMBER_EPOCH);
         }
         if req.member_epoch < cur.member_epoch {
             // A member that lost the response of its last epoch bump may retry with the
@@ -1090,7 +1073,7 @@ impl ConsumerGroup {
                     .all(|(t, p)| cur.assigned.get(t).is_some_and(|ps| ps.contains(p)))
             });
             if req.member_epoch != cur.previous_member_epoch || !subset {
-                return Err(kafka_error::FENCED_MEMBER_EPOCH);
+                return Err(ErrorCode::FENCED_MEMBER_EPOCH);
             }
         }
         Ok(())
@@ -1106,9 +1089,9 @@ impl ConsumerGroup {
             .members
             .get(&req.member_id)
             .cloned()
-            .ok_or(kafka_error::UNKNOWN_MEMBER_ID)?;
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
         if req.instance_id.is_some() && meta.instance_id != req.instance_id {
-            return Err(kafka_error::FENCED_INSTANCE_ID);
+            return Err(ErrorCode::FENCED_INSTANCE_ID);
         }
         let mut records = Vec::new();
         if req.member_epoch == STATIC_LEAVE_EPOCH && meta.instance_id.is_some() {
@@ -1137,7 +1120,7 @@ impl ConsumerGroup {
         Ok((
             records,
             ConsumerGroupHeartbeatResponse {
-                error_code: kafka_error::NONE,
+                error_code: ErrorCode::NONE,
                 member_id: req.member_id.clone(),
                 member_epoch: req.member_epoch,
                 heartbeat_interval_ms: self.config.heartbeat_interval_ms,

@@ -485,12 +485,13 @@ impl Coordinator {
                 }
             },
             RecordKey::Consumer { group, .. } => {
-                let entry = self
-                    .groups
-                    .entry(group.clone())
-                    .or_insert_with(|| Group::Consumer(ConsumerGroup::new(group)));
+                let consumer_config = &self.config.consumer;
+                let entry = self.groups.entry(group.clone()).or_insert_with(|| {
+                    Group::Consumer(ConsumerGroup::with_config(group, consumer_config.clone()))
+                });
                 if let Group::Classic(_) = entry {
-                    *entry = Group::Consumer(ConsumerGroup::new(group));
+                    *entry =
+                        Group::Consumer(ConsumerGroup::with_config(group, consumer_config.clone()));
                 }
                 if let Group::Consumer(c) = entry {
                     c.replay_stored(record)?;
@@ -811,8 +812,13 @@ impl Coordinator {
             Some(Group::Classic(_)) | None => true,
         };
         let previous = if created {
-            self.groups
-                .insert(gid.clone(), Group::Consumer(ConsumerGroup::new(&gid)))
+            self.groups.insert(
+                gid.clone(),
+                Group::Consumer(ConsumerGroup::with_config(
+                    &gid,
+                    self.config.consumer.clone(),
+                )),
+            )
         } else {
             None
         };

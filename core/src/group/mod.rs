@@ -114,6 +114,8 @@ pub struct GroupConfig {
     pub member_metadata_max_bytes: usize,
     /// Protocols one member may offer (ours). Beyond it: INVALID_REQUEST. Default 64.
     pub member_protocols_max: usize,
+    /// Settings of consumer-protocol (KIP-848) groups (`group.consumer.*`).
+    pub consumer: consumer::ConsumerGroupConfig,
 }
 
 impl Default for GroupConfig {
@@ -128,6 +130,7 @@ impl Default for GroupConfig {
             offsets_retention_check_interval_ms: 600_000,
             member_metadata_max_bytes: 1 << 20,
             member_protocols_max: 64,
+            consumer: consumer::ConsumerGroupConfig::default(),
         }
     }
 }

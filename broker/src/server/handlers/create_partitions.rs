@@ -2,7 +2,8 @@
 //!
 //! Contract: the new count must exceed the current one (INVALID_PARTITIONS, 37); a manual
 //! assignment may only name this node (INVALID_REPLICA_ASSIGNMENT, 39); unknown topic:
-//! UNKNOWN_TOPIC_OR_PARTITION (3). `validate_only` changes nothing.
+//! UNKNOWN_TOPIC_OR_PARTITION (3); an internal topic (`__consumer_offsets`, whose partition
+//! count places every group): TOPIC_AUTHORIZATION_FAILED (29). `validate_only` changes nothing.
 
 use std::rc::Rc;
 

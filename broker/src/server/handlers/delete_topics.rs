@@ -2,7 +2,8 @@
 //!
 //! Contract: each topic is unpublished, its partitions closed and their data removed, its
 //! metadata removed. Unknown name: UNKNOWN_TOPIC_OR_PARTITION (3); unknown id:
-//! UNKNOWN_TOPIC_ID (100).
+//! UNKNOWN_TOPIC_ID (100); an internal topic (`__consumer_offsets`):
+//! TOPIC_AUTHORIZATION_FAILED (29).
 
 use std::rc::Rc;
 

@@ -8,6 +8,7 @@
 //!   with `num.partitions` when `auto.create.topics.enable` and the request allow it (v4+
 //!   carries the flag), else UNKNOWN_TOPIC_OR_PARTITION (3) / UNKNOWN_TOPIC_ID (100); an
 //!   illegal name gets INVALID_TOPIC_EXCEPTION (17).
+//! - `__consumer_offsets` is listed like any topic, with `is_internal` set (v1+).
 //! - Partitions: leader = replicas = ISR = this node, leader epoch 0.
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
+use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
 use crate::server::shared::TopicInfo;
 use crate::server::topics;
@@ -30,6 +32,7 @@ use minikafka_core::error_code::ErrorCode;
 pub fn topic_entry(info: &TopicInfo, node_id: i32, version: i16) -> MetadataResponseTopic {
     let mut topic = MetadataResponseTopic::default();
     topic.name = Some(TopicName(str_bytes(&info.name)));
+    topic.is_internal = offsets_topic::is_internal(&info.name);
     if version >= 10 {
         topic.topic_id = info.id;
     }

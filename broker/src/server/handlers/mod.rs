@@ -4,8 +4,8 @@
 //! - Input: a [`DecodedRequest`] (already judged against [`served_versions`]) on the shard
 //!   that owns the connection.
 //! - Output: an [`Outcome`]: the encoded response, nothing (`acks=0` produce), or a reason
-//!   to close the connection (an API we accept for decoding but do not serve, an encoding
-//!   failure).
+//!   to close the connection (an encoding failure, an `acks=0` produce that failed). Every
+//!   API the pre-check covers has a handler: the dispatch `match` is exhaustive.
 //! - Never: touches a partition log directly (they are reached through
 //!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
 //!   [`served_versions`] does not list.
@@ -17,11 +17,17 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod group_consumer;
+pub mod group_membership;
+pub mod group_offsets;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -46,9 +52,8 @@ pub enum Outcome {
 }
 
 /// The APIs and version ranges the broker accepts: each is the intersection of what the
-/// protocol layer pre-checks and what the handler implements. Group APIs (FindCoordinator,
-/// JoinGroup, …) and OffsetCommit/OffsetFetch are left out until they are implemented: a
-/// request for them closes the connection.
+/// protocol layer pre-checks and what the handler implements. An API left out closes the
+/// connection.
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
@@ -61,6 +66,19 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -99,8 +117,12 @@ pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-/// Handles one request.
-pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedRequest) -> Outcome {
+/// Handles one request from `peer`.
+pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: DecodedRequest,
+    peer: SocketAddr,
+) -> Outcome {
     let version = request.api_version;
     let correlation_id = request.header.correlation_id;
     match request.body {
@@ -164,12 +186,88 @@ pub async fn handle<B: Backend>(state: &Rc<ShardState<B>>, request: DecodedReque
             correlation_id,
             &describe_cluster::handle(state, req, version),
         ),
+        RequestBody::FindCoordinator(req) => respond(
+            version,
+            correlation_id,
+            &find_coordinator::handle(state, req, version),
+        ),
+        RequestBody::JoinGroup(req) => {
+            let client = groups::ClientInfo::new(
+                request.header.client_id.as_ref().map(|c| c.as_str()),
+                peer,
+            );
+            respond(
+                version,
+                correlation_id,
+                &group_membership::join_group(state, req, version, &client).await,
+            )
+        }
+        RequestBody::SyncGroup(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::sync_group(state, req, version).await,
+        ),
+        RequestBody::Heartbeat(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::heartbeat(state, req, version).await,
+        ),
+        RequestBody::LeaveGroup(req) => respond(
+            version,
+            correlation_id,
+            &group_membership::leave_group(state, req, version).await,
+        ),
+        RequestBody::OffsetCommit(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_commit(state, req, version).await,
+        ),
+        RequestBody::OffsetFetch(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_fetch(state, req, version).await,
+        ),
+        RequestBody::OffsetDelete(req) => respond(
+            version,
+            correlation_id,
+            &group_offsets::offset_delete(state, req).await,
+        ),
+        RequestBody::DeleteGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::delete_groups(state, req).await,
+        ),
+        RequestBody::ListGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::list_groups(state, req, version).await,
+        ),
+        RequestBody::DescribeGroups(req) => respond(
+            version,
+            correlation_id,
+            &groups::describe_groups(state, req, version).await,
+        ),
+        RequestBody::ConsumerGroupHeartbeat(req) => {
+            let client = groups::ClientInfo::new(
+                request.header.client_id.as_ref().map(|c| c.as_str()),
+                peer,
+            );
+            respond(
+                version,
+                correlation_id,
+                &group_consumer::heartbeat(state, req, version, &client).await,
+            )
+        }
+        RequestBody::ConsumerGroupDescribe(req) => respond(
+            version,
+            correlation_id,
+            &group_consumer::describe(state, req, version).await,
+        ),
         RequestBody::InitProducerId(req) => respond(
             version,
             correlation_id,
             &init_producer_id::handle_request(state, req, version).await,
         ),
-        other => Outcome::Close(format!("{:?} is not served", other.api_key())),
     }
 }
 
@@ -190,10 +288,7 @@ mod tests {
             .collect();
         let table = SupportedVersions::new(ranges).expect("served ranges are covered");
         assert_eq!(table.ranges().len(), SERVED.len());
-        assert!(schema::schema_for(ApiKey::JoinGroup).is_some());
-        assert!(
-            table.get(ApiKey::JoinGroup).is_none(),
-            "group APIs are not advertised"
-        );
+        assert!(schema::schema_for(ApiKey::ElectLeaders).is_none());
+        assert!(table.get(ApiKey::ElectLeaders).is_none());
     }
 }

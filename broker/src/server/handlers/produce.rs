@@ -9,6 +9,7 @@
 //!   or empty); the owning shard appends it,
 //!   where core validates it (CRC, structure, size against the topic's `max.message.bytes`:
 //!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
+//! - Internal topics (`__consumer_offsets`) refuse user produce: INVALID_TOPIC_EXCEPTION (17).
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
 //!   order with base offset, log-append time -1 and log start offset.
 
@@ -19,6 +20,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
 
+use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
 
@@ -91,6 +93,11 @@ pub async fn handle<B: Backend>(
                     None => Some(unknown),
                     Some(info) if index < 0 || index >= info.partition_count() => {
                         Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+                    }
+                    // Only the group coordinators append to internal topics (Kafka answers
+                    // the same).
+                    Some(info) if offsets_topic::is_internal(&info.name) => {
+                        Some(ErrorCode::INVALID_TOPIC_EXCEPTION)
                     }
                     Some(_) => match partition.records.as_deref().map(single_batch) {
                         None => Some(ErrorCode::CORRUPT_MESSAGE),

@@ -1,0 +1,99 @@
+//! The internal topic `__consumer_offsets`: where group coordinators keep committed offsets
+//! and group metadata as records.
+//!
+//! Contract:
+//! - Startup (shard 0, before the registry loads): if the topic's metadata file is missing,
+//!   it is written with `offsets.topic.num.partitions` partitions and [`stored_overrides`];
+//!   the registry then loads it like any topic and every shard opens its partitions (empty
+//!   partitions cost one directory and one segment each, created in parallel across shards).
+//!   An existing topic keeps its partition count, whatever the setting says now: a group's
+//!   partition is chosen by that count, so changing it would strand committed offsets.
+//! - It is exempt from size and time retention: its stored overrides say `retention.ms=-1`
+//!   and `retention.bytes=-1`, and the retention timer skips it regardless ([`is_internal`]).
+//! - Only the coordinator hosts write to it (through the shard's append path, so the flush
+//!   policy and group commit apply). Users may read it (Kafka allows that too) but not
+//!   produce to it (INVALID_TOPIC_EXCEPTION, as Kafka answers), delete it or add partitions
+//!   to it (TOPIC_AUTHORIZATION_FAILED: no principal holds that right here). Metadata marks
+//!   it `is_internal`.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use minikafka_core::backend::Backend;
+
+use crate::log::{LogError, TopicMeta, TopicStore};
+use crate::server::shard::ShardState;
+use crate::server::shared::TOPIC_ID_KEY;
+
+/// The internal topic's name, as in Kafka.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Whether `topic` is an internal topic (only `__consumer_offsets` today).
+pub fn is_internal(topic: &str) -> bool {
+    topic == OFFSETS_TOPIC
+}
+
+/// The topic-level configuration stored with `__consumer_offsets` when it is created.
+pub fn stored_overrides(segment_bytes: u64) -> BTreeMap<String, String> {
+    [
+        ("retention.ms", "-1".to_string()),
+        ("retention.bytes", "-1".to_string()),
+        ("segment.bytes", segment_bytes.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Writes `__consumer_offsets`'s metadata file if it is missing (see the module
+/// documentation). Returns the partition count the topic has.
+pub async fn ensure_stored<B: Backend>(state: &Rc<ShardState<B>>) -> Result<i32, LogError> {
+    let config = &state.shared.config;
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
+    if let Some(meta) = store.load(OFFSETS_TOPIC).await? {
+        if meta.partition_count != config.offsets_topic_num_partitions {
+            tracing::warn!(
+                partitions = meta.partition_count,
+                setting = config.offsets_topic_num_partitions,
+                "{OFFSETS_TOPIC} keeps its partition count; offsets.topic.num.partitions \
+                 applies only when it is created"
+            );
+        }
+        return Ok(meta.partition_count);
+    }
+    let mut stored = stored_overrides(config.offsets_topic_segment_bytes);
+    stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
+    let meta = TopicMeta {
+        name: OFFSETS_TOPIC.to_string(),
+        partition_count: config.offsets_topic_num_partitions,
+        config: stored,
+    };
+    store.save(&meta).await?;
+    tracing::info!(
+        partitions = meta.partition_count,
+        "created the internal topic {OFFSETS_TOPIC}"
+    );
+    Ok(meta.partition_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_offsets_topic_is_internal() {
+        assert!(is_internal("__consumer_offsets"));
+        assert!(!is_internal("__consumer_offsets2"));
+        assert!(!is_internal("orders"));
+    }
+
+    #[test]
+    fn stored_overrides_disable_retention() {
+        let config = crate::config::BrokerConfig::default();
+        let overrides = stored_overrides(config.offsets_topic_segment_bytes);
+        let log = crate::server::topics::log_config(&config, &overrides).expect("valid");
+        assert_eq!(log.retention_ms, None);
+        assert_eq!(log.retention_bytes, None);
+        assert_eq!(log.segment_bytes, 104_857_600);
+    }
+}

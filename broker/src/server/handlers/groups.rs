@@ -1,0 +1,284 @@
+//! Group administration: ListGroups (key 16, v0–5), DescribeGroups (key 15, v0–5) and
+//! DeleteGroups (key 42, v0–2), plus what every group handler shares.
+//!
+//! Contract:
+//! - Requests are translated into `core::group` requests, run on the coordinators that own
+//!   the groups ([`route`]), and their answers translated back at the request's version
+//!   (fields a version lacks are left at their defaults: kafka-protocol refuses to encode
+//!   them otherwise).
+//! - ListGroups asks every coordinator (every `__consumer_offsets` partition) and answers
+//!   the union sorted by group id, with the v4 state and v5 type filters applied by them.
+//! - DescribeGroups and DeleteGroups split their groups by coordinator, run the parts in
+//!   parallel and answer in request order. A group no coordinator knows is described as
+//!   `Dead` with no error (v0–5 semantics).
+//! - A coordinator that cannot take a request (shutting down, missing) gives its groups
+//!   NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, which clients retry.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse,
+};
+use minikafka_core::backend::Backend;
+use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
+
+use super::str_bytes;
+use crate::server::groups::route::{self, coordinator_partition, offsets_partition_count};
+use crate::server::shard::ShardState;
+
+/// Who sent a group request (JoinGroup records it; DescribeGroups shows it).
+#[derive(Clone, Debug)]
+pub struct ClientInfo {
+    /// The request header's client id.
+    pub client_id: String,
+    /// The peer, as Kafka shows it (`/127.0.0.1`).
+    pub client_host: String,
+}
+
+impl ClientInfo {
+    /// The client of a request with `client_id` from `peer`.
+    pub fn new(client_id: Option<&str>, peer: SocketAddr) -> Self {
+        ClientInfo {
+            client_id: client_id.unwrap_or_default().to_string(),
+            client_host: format!("/{}", peer.ip()),
+        }
+    }
+}
+
+/// Kafka's "authorized operations not requested" value.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// A string field of a request.
+pub fn text(s: &kafka_protocol::protocol::StrBytes) -> String {
+    s.as_str().to_string()
+}
+
+/// The groups of a request that one coordinator owns: their positions in the request, and
+/// their ids.
+pub type CoordinatorPart = (Vec<usize>, Vec<String>);
+
+/// Groups of a request split by coordinator partition; `None` without an offsets topic.
+pub fn split_by_coordinator<B: Backend>(
+    state: &ShardState<B>,
+    group_ids: &[String],
+) -> Option<BTreeMap<i32, CoordinatorPart>> {
+    let mut parts: BTreeMap<i32, CoordinatorPart> = BTreeMap::new();
+    for (i, id) in group_ids.iter().enumerate() {
+        let partition = coordinator_partition(state, id)?;
+        let part = parts.entry(partition).or_default();
+        part.0.push(i);
+        part.1.push(id.clone());
+    }
+    Some(parts)
+}
+
+/// ListGroups.
+pub async fn list_groups<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
+    let mut response = ListGroupsResponse::default();
+    let Some(count) = offsets_partition_count(state) else {
+        response.error_code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
+        return response;
+    };
+    let core_request = core_group::ListGroupsRequest {
+        states_filter: if version >= 4 {
+            request.states_filter.iter().map(text).collect()
+        } else {
+            Vec::new()
+        },
+        types_filter: if version >= 5 {
+            request.types_filter.iter().map(text).collect()
+        } else {
+            Vec::new()
+        },
+    };
+    let asks = (0..count).map(|partition| {
+        route::submit(
+            state,
+            partition,
+            GroupRequest::ListGroups(core_request.clone()),
+        )
+    });
+    let mut listed = Vec::new();
+    for answer in futures::future::join_all(asks).await {
+        match answer {
+            Ok(GroupResponse::ListGroups(r)) => {
+                if !r.error_code.is_ok() {
+                    response.error_code = r.error_code.0;
+                }
+                listed.extend(r.groups);
+            }
+            Ok(_) => response.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            Err(code) => response.error_code = code.code(),
+        }
+    }
+    listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    response.groups = listed
+        .into_iter()
+        .map(|g| {
+            let mut out = ListedGroup::default();
+            out.group_id = GroupId(str_bytes(&g.group_id));
+            out.protocol_type = str_bytes(&g.protocol_type);
+            if version >= 4 {
+                out.group_state = str_bytes(&g.group_state);
+            }
+            if version >= 5 {
+                out.group_type = str_bytes(&g.group_type);
+            }
+            out
+        })
+        .collect();
+    response
+}
+
+fn described(group: core_group::DescribedGroup, version: i16, with_ops: bool) -> DescribedGroup {
+    let mut out = DescribedGroup::default();
+    out.group_id = GroupId(str_bytes(&group.group_id));
+    if group.error_code == ErrorCode::GROUP_ID_NOT_FOUND {
+        // v0–5: an unknown group is Dead, without an error.
+        out.group_state = str_bytes("Dead");
+    } else {
+        out.error_code = group.error_code.0;
+        out.group_state = str_bytes(&group.group_state);
+        out.protocol_type = str_bytes(&group.protocol_type);
+        out.protocol_data = str_bytes(&group.protocol_data);
+        out.members = group
+            .members
+            .into_iter()
+            .map(|m| {
+                let mut member = DescribedGroupMember::default();
+                member.member_id = str_bytes(&m.member_id);
+                if version >= 4 {
+                    member.group_instance_id = m.group_instance_id.as_deref().map(str_bytes);
+                }
+                member.client_id = str_bytes(&m.client_id);
+                member.client_host = str_bytes(&m.client_host);
+                member.member_metadata = m.member_metadata.into();
+                member.member_assignment = m.member_assignment.into();
+                member
+            })
+            .collect();
+    }
+    out.authorized_operations = if version >= 3 && with_ops {
+        // Every group operation (read, delete, describe): no ACLs here.
+        (1 << 3) | (1 << 6) | (1 << 8)
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    out
+}
+
+fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
+    let mut out = DescribedGroup::default();
+    out.group_id = GroupId(str_bytes(group_id));
+    out.error_code = code.code();
+    out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out
+}
+
+/// DescribeGroups.
+pub async fn describe_groups<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let ids: Vec<String> = request.groups.iter().map(|g| text(&g.0)).collect();
+    let with_ops = version >= 3 && request.include_authorized_operations;
+    let mut slots: Vec<Option<DescribedGroup>> = vec![None; ids.len()];
+    if let Some(parts) = split_by_coordinator(state, &ids) {
+        let asks = parts
+            .into_iter()
+            .map(|(partition, (positions, group_ids))| async move {
+                let answer = route::submit(
+                    state,
+                    partition,
+                    GroupRequest::DescribeGroups(core_group::DescribeGroupsRequest { group_ids }),
+                )
+                .await;
+                (positions, answer)
+            });
+        for (positions, answer) in futures::future::join_all(asks).await {
+            match answer {
+                Ok(GroupResponse::DescribeGroups(r)) => {
+                    for (pos, group) in positions.into_iter().zip(r.groups) {
+                        slots[pos] = Some(described(group, version, with_ops));
+                    }
+                }
+                Ok(_) => {}
+                Err(code) => {
+                    for pos in positions {
+                        slots[pos] = Some(describe_error(&ids[pos], code));
+                    }
+                }
+            }
+        }
+    }
+    let mut response = DescribeGroupsResponse::default();
+    response.groups = slots
+        .into_iter()
+        .zip(&ids)
+        .map(|(slot, id)| {
+            slot.unwrap_or_else(|| describe_error(id, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        })
+        .collect();
+    response
+}
+
+/// DeleteGroups.
+pub async fn delete_groups<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let ids: Vec<String> = request.groups_names.iter().map(|g| text(&g.0)).collect();
+    let mut codes: Vec<ErrorCode> = vec![ErrorCode::COORDINATOR_NOT_AVAILABLE; ids.len()];
+    if let Some(parts) = split_by_coordinator(state, &ids) {
+        let asks = parts
+            .into_iter()
+            .map(|(partition, (positions, group_ids))| async move {
+                let answer = route::submit(
+                    state,
+                    partition,
+                    GroupRequest::DeleteGroups(core_group::DeleteGroupsRequest { group_ids }),
+                )
+                .await;
+                (positions, answer)
+            });
+        for (positions, answer) in futures::future::join_all(asks).await {
+            match answer {
+                Ok(GroupResponse::DeleteGroups(r)) => {
+                    for (pos, (_, code)) in positions.into_iter().zip(r.results) {
+                        codes[pos] = code;
+                    }
+                }
+                Ok(_) => {}
+                Err(code) => {
+                    for pos in positions {
+                        codes[pos] = code;
+                    }
+                }
+            }
+        }
+    }
+    let mut response = DeleteGroupsResponse::default();
+    response.results = ids
+        .iter()
+        .zip(codes)
+        .map(|(id, code)| {
+            let mut r = DeletableGroupResult::default();
+            r.group_id = GroupId(str_bytes(id));
+            r.error_code = code.code();
+            r
+        })
+        .collect();
+    response
+}
