@@ -16,7 +16,6 @@
 //! Values that reach the wire go through `ErrorCode::code()`; codes read from a response
 //! become `ErrorCode(field)`. Both are variables, never literals, so neither trips the scan.
 
-#[allow(dead_code)]
 #[path = "../../core/tests/source_scan/mod.rs"]
 mod source_scan;
 

@@ -18,7 +18,6 @@
 //! timer. `std::thread::available_parallelism` (the default `num.shards`) reads neither a
 //! clock nor starts a thread, so it is allowed.
 
-#[allow(dead_code)]
 #[path = "../../core/tests/source_scan/mod.rs"]
 mod source_scan;
 
