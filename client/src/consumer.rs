@@ -8,7 +8,7 @@
 //!   again next time.
 //! - Every batch's CRC is verified (`validate_batch`, the broker's own check, I3) and every
 //!   record is walked; a bad batch fails the poll with [`Error::CorruptBatch`]. Compressed
-//!   batches are decompressed (bounded by `max_decompressed_bytes`, I10) and their records
+//!   batches are decompressed (at most `max_decompressed_bytes` per Fetch response, I10) and their records
 //!   checked the same way. Control batches (transaction markers) are skipped.
 //! - A poll is one Fetch for all assigned partitions, waiting up to `max_wait` at the broker
 //!   for `min_bytes`. Pending seeks (earliest, latest, by time) are resolved with ListOffsets
@@ -100,7 +100,8 @@ pub struct ConsumerConfig {
     pub partition_max_bytes: i32,
     /// Where newly assigned partitions start, and where out-of-range positions go.
     pub auto_offset_reset: OffsetReset,
-    /// Most bytes one compressed batch may inflate to.
+    /// Most bytes the compressed batches of one Fetch response may inflate to, together: a
+    /// response of many small batches that each inflate to the limit cannot multiply it (I10).
     pub max_decompressed_bytes: usize,
 }
 
@@ -153,6 +154,8 @@ pub struct DecodedRecords {
     pub records: Vec<ConsumerRecord>,
     /// The offset after the last whole batch seen (`None` when no whole batch was present).
     pub next_offset: Option<Offset>,
+    /// Bytes the compressed batches inflated to, together.
+    pub decompressed_bytes: usize,
 }
 
 fn slice_of(owner: &Bytes, part: &[u8]) -> Bytes {
@@ -165,6 +168,7 @@ fn slice_of(owner: &Bytes, part: &[u8]) -> Bytes {
 
 /// Decodes the record batches `records` fetched for `topic`/`partition`, keeping records at or
 /// after `from`. Verifies each batch's CRC and structure; tolerates a partial last batch.
+/// `max_decompressed_bytes` bounds what all its compressed batches inflate to together (I10).
 pub fn decode_records(
     topic: &str,
     partition: i32,
@@ -192,11 +196,10 @@ pub fn decode_records(
         let section: Bytes = if codec == Compression::None {
             slice_of(records, view.records_bytes())
         } else {
-            Bytes::from(compression::decompress(
-                codec,
-                view.records_bytes(),
-                max_decompressed_bytes,
-            )?)
+            let left_bytes = max_decompressed_bytes.saturating_sub(out.decompressed_bytes);
+            let inflated = compression::decompress(codec, view.records_bytes(), left_bytes)?;
+            out.decompressed_bytes += inflated.len();
+            Bytes::from(inflated)
         };
         let mut count = 0i64;
         for (index, record) in RecordIter::new(&section).enumerate() {
@@ -426,6 +429,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
         let response = self.conn.request(&request).await?;
         Error::check(response.error_code, || "fetch".to_string())?;
         let mut out = Vec::new();
+        // One inflation budget for the whole response, shared by its partitions (I10).
+        let mut inflate_left_bytes = self.config.max_decompressed_bytes;
         for topic in response.responses {
             let name = topic.topic.0.to_string();
             for p in topic.partitions {
@@ -448,13 +453,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
                         .insert(tp.clone(), Offset(p.high_watermark));
                 }
                 let Some(records) = p.records else { continue };
-                let decoded = decode_records(
-                    &tp.topic,
-                    tp.partition,
-                    &records,
-                    from,
-                    self.config.max_decompressed_bytes,
-                )?;
+                let decoded =
+                    decode_records(&tp.topic, tp.partition, &records, from, inflate_left_bytes)?;
+                inflate_left_bytes -= decoded.decompressed_bytes;
                 if let Some(next) = decoded.next_offset {
                     if next > from {
                         self.positions.insert(tp, Position::Known(next));

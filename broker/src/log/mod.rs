@@ -55,3 +55,18 @@ pub const LEADER_EPOCH: i32 = 0;
 
 /// Result type of the log.
 pub type Result<T> = std::result::Result<T, LogError>;
+
+/// Creates `dir` (and its parents) and makes its entry durable in its parent directory.
+/// Without the parent's sync a crash may lose the directory itself, and with it every file
+/// synced inside (found by the simulator: an acknowledged record lost with its partition
+/// directory). Syncing an existing directory's parent is harmless, so this runs every open.
+pub async fn create_dir_durably<B: minikafka_core::backend::Backend>(
+    backend: &B,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    backend.create_dir_all(dir).await?;
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => backend.sync_dir(parent).await,
+        _ => Ok(()),
+    }
+}

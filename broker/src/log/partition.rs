@@ -158,7 +158,7 @@ impl<B: Backend> PartitionLog<B> {
         now_ms: i64,
     ) -> Result<Self> {
         config.validate()?;
-        backend.create_dir_all(dir).await?;
+        super::create_dir_durably(&backend, dir).await?;
         let mut log_bases = Vec::new();
         let mut index_bases = Vec::new();
         let mut snapshot_offsets = Vec::new();

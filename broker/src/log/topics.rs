@@ -162,7 +162,7 @@ impl<B: Backend> TopicStore<B> {
     /// Opens the store in `<data_dir>/topics`, creating it, and removes leftover `.tmp` files.
     pub async fn open(backend: B, data_dir: &Path) -> Result<Self> {
         let dir = data_dir.join("topics");
-        backend.create_dir_all(&dir).await?;
+        super::create_dir_durably(&backend, &dir).await?;
         for path in backend.list_dir(&dir).await? {
             if path.extension().and_then(|e| e.to_str()) == Some(TMP_SUFFIX) {
                 backend.remove_file(&path).await?;

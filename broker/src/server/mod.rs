@@ -186,10 +186,26 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     }
     let clean_shutdown = take_clean_shutdown_marker(&dir).map_err(data_dir_error(&dir))?;
     let cluster_id = load_or_create_cluster_id(&dir).map_err(data_dir_error(&dir))?;
+    let served = serve::<B>(config, shutdown, cluster_id, clean_shutdown);
+    drop(lock);
+    served
+}
+
+/// Runs the broker's shards on backend `B` until `shutdown` is set, with the data directory
+/// already prepared: `cluster_id` loaded and the clean-shutdown marker taken (`clean_shutdown`
+/// says whether it was there). [`run`] prepares the directory on the host file system first;
+/// a simulated backend, whose disk is not the host's, prepares it on its own disk and calls
+/// this directly.
+pub fn serve<B: Backend>(
+    config: BrokerConfig,
+    shutdown: Arc<AtomicBool>,
+    cluster_id: String,
+    clean_shutdown: bool,
+) -> Result<(), ServerError> {
     tracing::info!(
         shards = config.num_shards,
         clean_shutdown,
-        data = %dir.display(),
+        data = %config.log_dir.display(),
         "starting"
     );
     let num_shards = config.num_shards;
@@ -205,7 +221,6 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
         lifecycle::shard_main(backend, Arc::clone(&for_shards))
     })
     .map_err(ServerError::Runtime)?;
-    drop(lock);
     match shared.fatal_error() {
         Some(e) => Err(ServerError::Fatal(e)),
         None => Ok(()),

@@ -1,0 +1,310 @@
+//! Hostile and greedy clients against the real `minikafka` binary over TCP on 127.0.0.1:
+//!
+//! - a huge array count in every request type the broker serves (the table is the broker's own
+//!   ApiVersions answer; the count is written where each API's first array sits, found from the
+//!   pre-check schema), at its lowest and highest version: each costs only its connection;
+//! - requests pipelined far beyond the per-connection in-flight limit: all answered, in order;
+//! - a client that never reads its responses: the broker stops reading from it (back-pressure,
+//!   the client's writes stall) instead of buffering responses without bound, its memory stays
+//!   bounded, and other clients are served meanwhile.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::ApiKey;
+use minikafka_broker::protocol::schema::{schema_for, Kind, MessageSchema, StructSchema};
+
+mod common;
+
+use common::librdkafka::{create_topics, expect_all_ok, Rec, TestProducer};
+use common::raw::{connect, read_frame, request};
+use common::{bounded, Broker};
+
+const TEST_LIMIT: Duration = Duration::from_secs(180);
+
+/// The (api key, min version, max version) rows of an ApiVersions v0 answer.
+fn served_apis(stream: &mut TcpStream) -> Vec<(i16, i16, i16)> {
+    stream
+        .write_all(&request(18, 0, 1, &[]))
+        .expect("write ApiVersions");
+    let body = read_frame(stream).expect("ApiVersions response");
+    assert_eq!(&body[4..6], &[0, 0], "ApiVersions error code");
+    let count =
+        usize::try_from(i32::from_be_bytes([body[6], body[7], body[8], body[9]])).expect("count");
+    (0..count)
+        .map(|i| {
+            let at = 10 + i * 6;
+            let field = |o: usize| i16::from_be_bytes([body[at + o], body[at + o + 1]]);
+            (field(0), field(2), field(4))
+        })
+        .collect()
+}
+
+/// Appends the shortest valid encoding of `kind` (zeros, empty strings and arrays).
+fn write_minimal(out: &mut Vec<u8>, kind: &Kind, version: i16, flexible: bool) {
+    let zeros = |out: &mut Vec<u8>, n: usize| out.extend(std::iter::repeat_n(0u8, n));
+    match kind {
+        Kind::Int8 | Kind::Bool => zeros(out, 1),
+        Kind::Int16 => zeros(out, 2),
+        Kind::Int32 => zeros(out, 4),
+        Kind::Int64 | Kind::Float64 => zeros(out, 8),
+        Kind::Uuid => zeros(out, 16),
+        // Compact: length + 1 = 1 (empty).
+        Kind::Str
+        | Kind::NullableStr
+        | Kind::Bytes
+        | Kind::NullableBytes
+        | Kind::Records
+        | Kind::Array(_)
+        | Kind::NullableArray(_)
+            if flexible =>
+        {
+            out.push(1)
+        }
+        Kind::Str | Kind::NullableStr => zeros(out, 2),
+        Kind::Bytes
+        | Kind::NullableBytes
+        | Kind::Records
+        | Kind::Array(_)
+        | Kind::NullableArray(_) => zeros(out, 4),
+        Kind::Struct(s) => write_minimal_struct(out, s, version, flexible, usize::MAX),
+    }
+}
+
+fn write_minimal_struct(
+    out: &mut Vec<u8>,
+    s: &StructSchema,
+    version: i16,
+    flexible: bool,
+    fields: usize,
+) {
+    let present = s
+        .fields
+        .iter()
+        .filter(|f| f.tag.is_none() && f.present_in(version));
+    for f in present.take(fields) {
+        write_minimal(out, &f.kind, version, flexible);
+    }
+    if flexible && fields == usize::MAX {
+        out.push(0); // no tagged fields
+    }
+}
+
+/// A body whose first top-level array (or, lacking one, first string) claims 2^31 - 1
+/// elements (bytes), preceded by the shortest valid encoding of the fields before it. `None`
+/// when the body has neither.
+fn huge_count_body(schema: &MessageSchema, version: i16) -> Option<Vec<u8>> {
+    let flexible = schema.is_flexible(version);
+    let header_v2 = schema.api_key.request_header_version(version) >= 2;
+    let fields: Vec<_> = schema
+        .body
+        .fields
+        .iter()
+        .filter(|f| f.tag.is_none() && f.present_in(version))
+        .collect();
+    let is_array = |k: &Kind| matches!(k, Kind::Array(_) | Kind::NullableArray(_));
+    let is_str = |k: &Kind| matches!(k, Kind::Str | Kind::NullableStr);
+    let target = fields
+        .iter()
+        .position(|f| is_array(&f.kind))
+        .or_else(|| fields.iter().position(|f| is_str(&f.kind)))?;
+    let mut body = Vec::new();
+    if header_v2 {
+        body.push(0); // the request header's (v2) empty tagged-field section
+    }
+    write_minimal_struct(&mut body, schema.body, version, flexible, target);
+    match (flexible, is_array(&fields[target].kind)) {
+        (true, _) => body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]), // 2^31 as count+1
+        (false, true) => body.extend_from_slice(&i32::MAX.to_be_bytes()),
+        (false, false) => body.extend_from_slice(&i16::MAX.to_be_bytes()),
+    }
+    body.extend_from_slice(&[0; 16]); // a little more, nowhere near the claim
+    Some(body)
+}
+
+/// Sends `bytes`, then requires an error answer at most and the connection closed within 5 s.
+fn assert_refused_and_closed(addr: SocketAddr, what: &str, bytes: &[u8]) {
+    let mut stream = connect(addr);
+    let _ = stream.write_all(bytes);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0u8; 4096];
+    let mut received = 0usize;
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                received += n;
+                assert!(
+                    received < 64 * 1024,
+                    "{what}: a large answer to a refused request"
+                );
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{what}: unexpected read error {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: connection still open 5 s later"
+        );
+    }
+}
+
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every served API, at its lowest and highest version, with a 2^31 - 1 count where its first
+/// array (else string) sits: each closes only its own connection, the broker stays small and
+/// keeps answering a connection opened before them all (I10).
+#[test]
+fn a_huge_count_in_every_served_request_costs_only_its_connection_i10() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        let addr = broker.addr();
+        let mut bystander = connect(addr);
+        let apis = served_apis(&mut bystander);
+        let apis_count = apis.len();
+        assert!(apis_count >= 10, "only {apis_count} APIs served");
+        let mut attacked = std::collections::BTreeSet::new();
+        for (key, min, max) in apis {
+            let api = ApiKey::try_from(key).expect("a served key is known");
+            let schema = schema_for(api).expect("every served API has a pre-check schema");
+            for version in [min, max] {
+                let Some(body) = huge_count_body(schema, version) else {
+                    continue;
+                };
+                let what = format!("{api:?} v{version} with a 2^31 count");
+                assert_refused_and_closed(addr, &what, &request(key, version, 7, &body));
+                assert!(broker.is_alive(), "broker died after {what}");
+                attacked.insert(key);
+            }
+        }
+        // Every served API but DescribeCluster (whose body has no length field) was attacked.
+        assert!(
+            attacked.len() >= apis_count - 1,
+            "only {attacked:?} of {apis_count} APIs attacked"
+        );
+        assert!(!served_apis(&mut bystander).is_empty());
+        let pid = broker.pid().expect("pid");
+        if let Some(kib) = resident_kib(pid) {
+            assert!(kib < 512 * 1024, "broker resident memory {kib} KiB");
+        }
+    });
+}
+
+/// 2,000 Metadata requests written in one go (the in-flight limit is 32 per connection): every
+/// one is answered, in request order, on the same connection.
+#[test]
+fn requests_pipelined_far_beyond_the_in_flight_limit_are_all_answered_in_order() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut stream = connect(broker.addr());
+        let count = 2_000i32;
+        let mut burst = Vec::new();
+        for correlation_id in 0..count {
+            // Metadata v1, no topics requested (an empty array).
+            burst.extend(request(3, 1, correlation_id, &[0, 0, 0, 0]));
+        }
+        let writer = {
+            let mut stream = stream.try_clone().expect("clone");
+            std::thread::spawn(move || stream.write_all(&burst).expect("write the burst"))
+        };
+        for correlation_id in 0..count {
+            let body =
+                read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
+            assert_eq!(
+                &body[0..4],
+                &correlation_id.to_be_bytes(),
+                "answered out of order"
+            );
+        }
+        writer.join().expect("writer");
+    });
+}
+
+/// A client pipelines Fetches of a 1 MiB partition and never reads an answer. The broker must
+/// stop reading it (the client's writes stall: back-pressure) rather than queue responses, keep
+/// its memory bounded, and keep serving a producer meanwhile.
+#[test]
+fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        create_topics(&broker, &[("greedy", 1)]);
+        let mut producer = TestProducer::new(&broker, &[]);
+        let value = vec![b'x'; 64 * 1024];
+        let recs: Vec<Rec> = (0..16)
+            .map(|_| Rec::new("greedy", Some(0), &value))
+            .collect();
+        expect_all_ok(&producer.produce_all(&recs));
+
+        // 64 KiB of ignored trailing bytes per request, so socket buffers (a few MiB) fill after
+        // dozens of requests, not thousands: only a broker that stops reading stalls the writer.
+        let mut fetch = fetch_v4_body("greedy", 1 << 20);
+        fetch.resize(fetch.len() + 64 * 1024, 0);
+        let mut greedy = connect(broker.addr());
+        greedy
+            .set_write_timeout(Some(Duration::from_secs(2)))
+            .expect("write timeout");
+        let pid = broker.pid().expect("pid");
+        let mut stalled = false;
+        let mut written = 0i32;
+        // Each answer is ~1 MiB: unbounded reading would take 1.3 GB of requests and buffering
+        // 20 GB of answers long before this.
+        while written < 20_000 {
+            match greedy.write_all(&request(1, 4, written, &fetch)) {
+                Ok(()) => written += 1,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    stalled = true;
+                    break;
+                }
+                Err(e) => panic!("write failed after {written} requests: {e}"),
+            }
+            if written % 500 == 0 {
+                let kib = resident_kib(pid).unwrap_or(0);
+                assert!(
+                    kib < 1024 * 1024,
+                    "broker at {kib} KiB after {written} unread fetches"
+                );
+            }
+        }
+        assert!(
+            stalled,
+            "the broker read all {written} requests of a client that never reads"
+        );
+        let kib = resident_kib(pid).unwrap_or(0);
+        assert!(
+            kib < 1024 * 1024,
+            "broker at {kib} KiB with a stalled client"
+        );
+        // Others are still served while the greedy connection is stuck.
+        let acks = producer.produce_all(&[Rec::new("greedy", Some(0), b"meanwhile")]);
+        assert_eq!(expect_all_ok(&acks).len(), 1);
+        drop(greedy);
+        assert!(broker.is_alive());
+    });
+}
+
+/// A Fetch v4 body (non-flexible): replica -1, max wait 0, min bytes 0, max bytes, isolation 0,
+/// one topic with partition 0 from offset 0 up to `max_bytes`.
+fn fetch_v4_body(topic: &str, max_bytes: i32) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&max_bytes.to_be_bytes());
+    b.push(0);
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    b.extend_from_slice(topic.as_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&max_bytes.to_be_bytes());
+    b
+}

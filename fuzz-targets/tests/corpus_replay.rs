@@ -1,0 +1,123 @@
+//! Replays every committed fuzz corpus file (`fuzz/corpus/<target>/`) through the same target
+//! function the fuzzer runs, on stable, as part of `cargo test --workspace`. Seeds come from
+//! captures of real clients (librdkafka via kcat, kafka-python) and real segment files; bugs
+//! the fuzzer found are kept here as `regression-*` files next to them.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use minikafka_fuzz_targets::{alloc_meter, TARGETS};
+
+#[global_allocator]
+static ALLOCATOR: alloc_meter::MeteredAllocator = alloc_meter::MeteredAllocator;
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target)
+}
+
+fn corpus_files(target: &str) -> Vec<PathBuf> {
+    let dir = corpus_dir(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus folder {}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable corpus folder").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_allocation_meter_is_installed() {
+    // Without it every decode-budget assertion would pass vacuously.
+    assert!(alloc_meter::installed());
+}
+
+#[test]
+fn every_corpus_file_keeps_its_target_contract() {
+    let mut failures = Vec::new();
+    for (name, target) in TARGETS {
+        let files = corpus_files(name);
+        assert!(
+            !files.is_empty(),
+            "{name} has no corpus under {}",
+            corpus_dir(name).display()
+        );
+        for file in files {
+            let bytes = std::fs::read(&file).expect("readable corpus file");
+            if catch_unwind(AssertUnwindSafe(|| target(&bytes))).is_err() {
+                failures.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(failures.is_empty(), "contracts broken by: {failures:#?}");
+}
+
+#[test]
+fn every_corpus_folder_names_a_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    for entry in std::fs::read_dir(&root).expect("fuzz/corpus exists") {
+        let name = entry.expect("entry").file_name();
+        let name = name.to_string_lossy();
+        assert!(
+            TARGETS.iter().any(|(t, _)| *t == name),
+            "fuzz/corpus/{name} has no target"
+        );
+    }
+}
+
+#[test]
+fn frames_captured_from_real_clients_decode() {
+    // The seeds named after their client (librdkafka via kcat, kafka-python) are requests those
+    // clients really sent: each must pass the pre-check and decode, or the fuzzer would start
+    // from refusals only (and the broker would refuse a real client).
+    let mut checked = 0;
+    for file in corpus_files("request_decode") {
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        if !(name.starts_with("rdkafka-") || name.starts_with("kafka-python-")) {
+            continue;
+        }
+        let frame = std::fs::read(&file).expect("readable");
+        let decoded = minikafka_fuzz_targets::protocol::decode_checked(frame.into());
+        assert!(decoded.is_ok(), "{name}: {:?}", decoded.err());
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} captured frames");
+}
+
+#[test]
+fn group_seeds_decode() {
+    // The group seeds are encoder output: each must decode, so the fuzzer starts from
+    // accepted records rather than refusals.
+    use minikafka_core::group::consumer_records::ConsumerGroupRecord;
+    use minikafka_core::group::records::RecordKey;
+    for file in corpus_files("group_records") {
+        let bytes = std::fs::read(&file).expect("readable");
+        let key_len = usize::from(u16::from_be_bytes([bytes[1], bytes[2]]));
+        let (key, value) = bytes[3..].split_at(key_len);
+        let value = (bytes[0] & 1 == 0).then_some(value);
+        let classic = RecordKey::decode(key).is_ok();
+        let consumer = ConsumerGroupRecord::decode(key, value).is_ok();
+        assert!(classic || consumer, "{}", file.display());
+    }
+    for file in corpus_files("consumer_protocol") {
+        let bytes = std::fs::read(&file).expect("readable");
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        use minikafka_client::group::member_metadata::{decode_assignment, decode_subscription};
+        let ok = if name.starts_with("subscription") {
+            decode_subscription(&bytes).is_ok()
+        } else {
+            decode_assignment(&bytes).is_ok()
+        };
+        assert!(ok, "{name}");
+    }
+}

@@ -1,0 +1,204 @@
+//! # minikafka-sim
+//!
+//! Runs the real broker (`server::serve`, its shards, partition logs and producer state) on
+//! the simulated backend, with our client crate as the simulated producers, consumers and
+//! admins, under a seeded random workload, random crashes and restarts, and faults, and checks
+//! everything against [`model::Model`]. One seed is one complete, replayable run.
+//!
+//! A run (`run_seed`): several incarnations of the broker on one simulated disk. Each starts
+//! the broker, verifies every partition against the model (the whole log, from the start),
+//! makes sure the topics exist, lets a few clients produce (idempotent and plain, acks 0/1/all,
+//! retrying idempotent batches after a connection error) and long-poll fetch, then crashes the
+//! broker or shuts it down cleanly. A last incarnation without faults verifies everything.
+//! The first contradiction ends the run with a message naming the seed.
+
+pub mod model;
+mod workload;
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use minikafka_backend_sim::{FaultRates, RunOutcome, SimBackend, SimConfig, SimStats};
+use minikafka_broker::config::BrokerConfig;
+use minikafka_broker::log::FlushPolicy;
+use minikafka_broker::server::{self, CLEAN_SHUTDOWN_MARKER, CLUSTER_ID_FILE};
+
+use model::Model;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// Broker incarnations before the final verifying one.
+    pub incarnations: u32,
+    /// Concurrent clients per incarnation.
+    pub clients: usize,
+    /// Inject faults (rates drawn per seed; some seeds get none).
+    pub faults: bool,
+    /// The deliberately broken disk: `sync_data` succeeds without making anything durable.
+    pub broken_sync_data: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            incarnations: 4,
+            clients: 3,
+            faults: true,
+            broken_sync_data: false,
+        }
+    }
+}
+
+/// What one seed did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SeedReport {
+    /// Virtual time simulated.
+    pub virtual_time: Duration,
+    /// The world's counters (crashes, faults).
+    pub stats: SimStats,
+    /// Records acknowledged.
+    pub acks: u64,
+    /// Broker starts that failed on an injected fault (then restarted).
+    pub failed_starts: u32,
+}
+
+/// The data directory on the simulated disk.
+pub const DATA_DIR: &str = "/sim/data";
+
+fn broker_config() -> BrokerConfig {
+    let mut c = BrokerConfig::from_sources(None, &[]).expect("default broker config is valid");
+    c.listener = "127.0.0.1:9092".parse().expect("address");
+    c.advertised_host = "127.0.0.1".to_string();
+    c.advertised_port = 9092;
+    c.log_dir = PathBuf::from(DATA_DIR);
+    c.segment_bytes = 8 * 1024;
+    c.index_interval_bytes = 512;
+    c.num_partitions = 2;
+    c.auto_create_topics = false;
+    c.flush_policy = FlushPolicy::Fsync;
+    c.num_shards = 2;
+    c
+}
+
+/// Fault rates for `seed`: a third of the seeds run without faults.
+fn fault_rates(seed: u64) -> FaultRates {
+    match seed % 3 {
+        0 => FaultRates::NONE,
+        _ => FaultRates {
+            read_eio: 200,
+            write_eio: 300,
+            write_enospc: 300,
+            sync_eio: 300,
+            latency_spike: 2_000,
+            connection_reset: 1_500,
+            bit_flip_at_crash: 100_000,
+        },
+    }
+}
+
+/// Takes the clean-shutdown marker and loads the cluster id, on the simulated disk (what
+/// `server::run` does on the host's).
+fn prepare_data_dir() -> Result<(String, bool), String> {
+    let dir = PathBuf::from(DATA_DIR);
+    let clean = minikafka_backend_sim::host_remove(&dir.join(CLEAN_SHUTDOWN_MARKER))
+        .map_err(|e| format!("taking the marker: {e}"))?;
+    let id_path = dir.join(CLUSTER_ID_FILE);
+    let id = match minikafka_backend_sim::host_read(&id_path) {
+        Some(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        None => {
+            minikafka_backend_sim::host_put(&id_path, b"simcluster\n")
+                .map_err(|e| format!("writing the cluster id: {e}"))?;
+            "simcluster".to_string()
+        }
+    };
+    Ok((id, clean))
+}
+
+/// Runs seed `seed`; `Err` names the seed and the first contradiction found.
+pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
+    let fail = |e: String| format!("seed {seed}: {e} (replay: mk-sim --seed {seed})");
+    let faults = if options.faults {
+        fault_rates(seed)
+    } else {
+        FaultRates::NONE
+    };
+    let mut config = SimConfig::new(seed);
+    config.faults = faults;
+    config.broken_sync_data = options.broken_sync_data;
+    minikafka_backend_sim::install(config);
+    let model = Rc::new(RefCell::new(Model::default()));
+    let mut report = SeedReport::default();
+    for incarnation in 0..=options.incarnations {
+        let last = incarnation == options.incarnations;
+        if last {
+            minikafka_backend_sim::set_faults(FaultRates::NONE);
+        }
+        let (cluster_id, clean) = prepare_data_dir().map_err(fail)?;
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let plan = workload::Plan {
+            incarnation,
+            clients: options.clients,
+            verify_only: last,
+            shutdown: Arc::clone(&shutdown),
+            model: Rc::clone(&model),
+        };
+        minikafka_backend_sim::spawn_beside_shards(move |backend| workload::drive(backend, plan));
+        let faults_before = minikafka_backend_sim::stats().faults();
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            server::serve::<SimBackend>(broker_config(), shutdown, cluster_id, clean)
+        }));
+        let outcome = minikafka_backend_sim::last_outcome();
+        match served {
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                return Err(fail(format!("incarnation {incarnation}: panic: {message}")));
+            }
+            Ok(Err(e)) => {
+                let faulted = minikafka_backend_sim::stats().faults() > faults_before;
+                if matches!(outcome, Some(RunOutcome::Stalled | RunOutcome::Livelocked))
+                    || last
+                    || !faulted
+                {
+                    return Err(fail(format!("incarnation {incarnation}: {e}")));
+                }
+                // A start or a run that failed on a fault injected meanwhile: restart.
+                report.failed_starts += 1;
+            }
+            Ok(Ok(())) => {}
+        }
+        if let Some(e) = model.borrow().failure.clone() {
+            return Err(fail(format!("incarnation {incarnation}: {e}")));
+        }
+        let flipped = minikafka_backend_sim::flipped_segments();
+        let mut m = model.borrow_mut();
+        for path in flipped {
+            if let Some(name) = path
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str())
+            {
+                if let Some((topic, p)) = name.rsplit_once('-') {
+                    if let Ok(p) = p.parse() {
+                        m.damaged.insert((topic.to_string(), p));
+                    }
+                }
+            }
+        }
+    }
+    let m = model.borrow();
+    if !m.acked.values().any(|log| !log.is_empty()) && m.acks > 0 {
+        return Err(fail("acknowledged records but verified none".into()));
+    }
+    report.acks = m.acks;
+    report.stats = minikafka_backend_sim::stats();
+    report.virtual_time = minikafka_backend_sim::now().0;
+    Ok(report)
+}
