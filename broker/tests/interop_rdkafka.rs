@@ -798,6 +798,26 @@ fn acknowledged_records_survive_sigterm_and_kill9() {
     });
 }
 
+/// A restart right after `kill -9` on the same port starts: the killed broker's listener goes
+/// on accepting for a few milliseconds after the process was reaped (io_uring releases the
+/// ring's files after exit), and startup must not take it for another broker and exit. Several
+/// rounds, each with a client connected at the kill, as a supervisor's restart would see it.
+#[test]
+fn restart_right_after_kill9_on_the_same_port_starts() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::builder().with("flush.policy", "fsync").start();
+        for _ in 0..10 {
+            let client = TcpStream::connect(broker.addr()).expect("connect before the kill");
+            broker.kill9();
+            broker.restart();
+            drop(client);
+        }
+        let mut producer = TestProducer::new(&broker, &[]);
+        let acks = producer.produce_all(&[Rec::new("after-restarts", Some(0), b"still serving")]);
+        assert_eq!(expect_all_ok(&acks), vec![(0, 0)]);
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Idempotent producers (KIP-98)
 // ---------------------------------------------------------------------------------------------

@@ -59,6 +59,11 @@ pub const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
 pub const CLUSTER_ID_FILE: &str = "cluster_id";
 /// How long startup's probe of the listener address waits for a connection.
 pub const LISTEN_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long startup waits for something accepting connections at the listener address to go
+/// away before refusing to start. A broker killed by SIGKILL keeps accepting there for a few
+/// milliseconds after it was reaped (io_uring releases the ring's files after the process
+/// exits), so a supervisor's immediate restart must not take it for another broker.
+pub const LISTEN_PROBE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 /// File in the data directory locked (`flock`) while a broker uses the directory.
 pub const LOCK_FILE: &str = ".lock";
 
@@ -158,19 +163,25 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // broker of the same user: refuse to start if something already accepts connections
     // there. (A plain bind would be the wrong probe: after a `kill -9` the old broker's
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
+    // Only a listener that is still accepting after LISTEN_PROBE_PATIENCE counts: a killed
+    // broker's lingers for milliseconds.
     if config.listener.port() != 0 {
         let mut probe = config.listener;
         if probe.ip().is_unspecified() {
             probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
         }
-        if std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT).is_ok() {
-            return Err(ServerError::Listen {
-                addr: config.listener,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::AddrInUse,
-                    "another process is accepting connections there",
-                ),
-            });
+        let give_up = std::time::Instant::now() + LISTEN_PROBE_PATIENCE;
+        while std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT).is_ok() {
+            if std::time::Instant::now() >= give_up {
+                return Err(ServerError::Listen {
+                    addr: config.listener,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        "another process is accepting connections there",
+                    ),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
     let clean_shutdown = take_clean_shutdown_marker(&dir).map_err(data_dir_error(&dir))?;

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Crash loop: SIGKILL the real broker under an idempotent acks=all producer, then check.
+
+Runs the ``minikafka`` binary (``$MINIKAFKA_BIN``, else ``$CARGO_TARGET_DIR`` or ``target/``,
+release before debug) with ``flush.policy=fsync`` on one data directory for the whole run. One
+librdkafka producer (confluent-kafka; acks=all, enable.idempotence=true, keyed records over
+several partitions) lives across every cycle. Each cycle starts the broker, times how long it
+takes to be ready (it printed ``listening on`` and accepts a TCP connection), produces a batch
+of records and SIGKILLs the broker once a random number (0 to the batch size) of
+acknowledgements arrived in that cycle, so the kill lands during recovery, mid-stream with
+records in flight, or once the producer is idle. Records in flight at a kill are retried by the producer after the
+restart, which is what idempotence is for.
+
+At the end the broker starts once more, the producer flushes, a consumer reads every partition
+from offset 0 to its high watermark, and :func:`check` compares: every acknowledged record
+(partition, offset, key, value from its delivery report) is stored exactly once, at its
+acknowledged offset; every partition's offsets are dense from 0; no value appears twice
+(values are unique per record, so a second copy is a duplicate the producer's retry made).
+
+The kill points and keys come from one seeded RNG; the seed is printed, and ``--seed`` replays
+the same schedule (which records are in flight at a kill still depends on timing). Exit status 0 means
+every check passed, 1 that one failed (the problems are printed), 2 a usage or setup error.
+"""
+
+import argparse
+import os
+import pathlib
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TOPIC = "crash-loop"
+START_LIMIT_S = 60
+FINAL_FLUSH_LIMIT_S = 120
+READ_LIMIT_S = 120
+ACK_LIMIT_S = 60
+
+
+def binary():
+    """The broker binary: $MINIKAFKA_BIN, else the newest build under the cargo target dir."""
+    path = os.environ.get("MINIKAFKA_BIN")
+    if path:
+        return path
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    for candidate in (target / "release" / "minikafka", target / "debug" / "minikafka"):
+        if candidate.exists():
+            return str(candidate)
+    sys.exit("no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """The broker child process on a fixed port and data directory, restarted each cycle."""
+
+    def __init__(self, workdir, partitions):
+        self.workdir = workdir
+        self.port = free_port()
+        self.data_dir = workdir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.log_path = workdir / "broker.log"
+        self.partitions = partitions
+        self.proc = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        """Starts the broker and returns the seconds until it was ready."""
+        self.starts += 1
+        args = [
+            binary(),
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"log.dirs={self.data_dir}",
+            "--override", "flush.policy=fsync",
+            "--override", f"num.partitions={self.partitions}",
+        ]
+        log = open(self.log_path, "ab")
+        log.write(f"\n----- start {self.starts} -----\n".encode())
+        log.flush()
+        began = time.monotonic()
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        mark = f"----- start {self.starts} -----"
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited during start {self.starts} with {self.proc.returncode}:\n{self.tail()}")
+            if "listening on" in self.output().rsplit(mark, 1)[-1]:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                    return time.monotonic() - began
+                except OSError:
+                    pass
+            if time.monotonic() - began > START_LIMIT_S:
+                self.kill()
+                raise RuntimeError(f"broker not ready within {START_LIMIT_S} s (start {self.starts}):\n{self.tail()}")
+            time.sleep(0.005)
+
+    def kill(self):
+        """SIGKILL and reap; a no-op when the broker is not running."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=30)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tail(self, lines=40):
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+def check(acked, stored):
+    """Returns the problems found comparing acknowledged records with the stored log.
+
+    ``acked``: (partition, offset, key, value) per acknowledged record, from delivery reports.
+    ``stored``: partition -> list of (offset, key, value) as read back, in log order.
+    Checked: each acknowledged record is stored once, at its offset, with its key and value;
+    each partition's offsets are dense from 0 (no gap, no repeat, in order); no value is
+    stored twice anywhere (values are unique per produced record). An empty list means sound.
+    """
+    problems = []
+    by_position = {}
+    seen_values = {}
+    for partition, records in sorted(stored.items()):
+        expected = 0
+        for offset, key, value in records:
+            if offset != expected:
+                problems.append(f"partition {partition}: offset {offset} where {expected} was due (offsets not dense)")
+                expected = offset
+            expected += 1
+            if (partition, offset) in by_position:
+                problems.append(f"partition {partition}: offset {offset} read twice")
+            by_position[(partition, offset)] = (key, value)
+            if value in seen_values:
+                first = seen_values[value]
+                problems.append(
+                    f"duplicate: value {value!r} stored at partition {first[0]} offset {first[1]} "
+                    f"and partition {partition} offset {offset}"
+                )
+            else:
+                seen_values[value] = (partition, offset)
+    acked_positions = {}
+    for partition, offset, key, value in acked:
+        if (partition, offset) in acked_positions:
+            problems.append(
+                f"partition {partition} offset {offset} acknowledged twice "
+                f"({acked_positions[(partition, offset)]!r} and {value!r})"
+            )
+        acked_positions[(partition, offset)] = value
+        found = by_position.get((partition, offset))
+        if found is None:
+            problems.append(f"lost: acknowledged {value!r} at partition {partition} offset {offset} is not stored")
+        elif found != (key, value):
+            problems.append(
+                f"wrong record: partition {partition} offset {offset} acknowledged {key!r}={value!r}, "
+                f"stored {found[0]!r}={found[1]!r}"
+            )
+    return problems
+
+
+def read_back(bootstrap, partitions):
+    """Reads every partition from offset 0 to its high watermark."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "crash-loop-check",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+    })
+    stored = {}
+    try:
+        highs = {}
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
+            highs[p] = high
+            stored[p] = []
+        pending = {p for p, h in highs.items() if h > 0}
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in pending])
+        deadline = time.monotonic() + READ_LIMIT_S
+        while pending:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"read-back not done within {READ_LIMIT_S} s; partitions left {sorted(pending)}")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if msg.offset() >= highs[msg.partition()]:
+                        pending.discard(msg.partition())
+                    continue
+                raise RuntimeError(f"consumer error: {msg.error()}")
+            p = msg.partition()
+            if msg.offset() < highs[p]:
+                stored[p].append((msg.offset(), msg.key(), msg.value()))
+            if msg.offset() + 1 >= highs[p]:
+                pending.discard(p)
+        return stored, highs
+    finally:
+        consumer.close()
+
+
+def summary(times):
+    return f"min {min(times) * 1000:.1f} ms, median {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms"
+
+
+def run(args):
+    from confluent_kafka import KafkaException, Producer
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"crash loop: seed {seed}, {args.cycles} cycles, {args.records} records per cycle, "
+          f"{args.partitions} partitions, binary {binary()}", flush=True)
+    rng = random.Random(seed)
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-crash-loop-"))
+    broker = Broker(workdir, args.partitions)
+    acked = []
+    failed = []
+    fatal = []
+    lock = threading.Lock()
+
+    def on_delivery(err, msg):
+        with lock:
+            if err is None:
+                acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+            else:
+                failed.append((err, msg.key(), msg.value()))
+                if err.fatal():
+                    fatal.append(str(err))
+
+    ready_times = []
+    producer = None
+    try:
+        ready_times.append(broker.start())
+        producer = Producer({
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 300000,
+            "reconnect.backoff.ms": 10,
+            "reconnect.backoff.max.ms": 100,
+            "retry.backoff.ms": 10,
+            "topic.metadata.refresh.interval.ms": 1000,
+            # Connection refused / closed by peer at every kill is expected; keep the output
+            # to what matters (fatal errors still come through the delivery reports).
+            "log_level": 2,
+        })
+        produced = 0
+        for cycle in range(args.cycles):
+            if cycle > 0:
+                ready_times.append(broker.start())
+            # The kill lands after a random number of this cycle's acknowledgements: 0 kills
+            # during startup recovery or the producer's reconnect, `records` once it is idle.
+            kill_after = rng.randint(0, args.records)
+            with lock:
+                acked_before = len(acked)
+            cycle_began = time.monotonic()
+
+            def kill_due():
+                with lock:
+                    return len(acked) - acked_before >= kill_after
+
+            for i in range(args.records):
+                value = f"c{cycle}-r{i}".encode()
+                key = f"k{rng.randrange(args.keys)}".encode()
+                while True:
+                    try:
+                        producer.produce(TOPIC, value=value, key=key, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.001)
+                produced += 1
+                producer.poll(0)
+                if broker.alive() and kill_due():
+                    broker.kill()  # the rest of the batch queues and goes after the restart
+            while broker.alive():
+                if kill_due():
+                    broker.kill()
+                    break
+                producer.poll(0.001)
+                if time.monotonic() - cycle_began > ACK_LIMIT_S:
+                    raise RuntimeError(f"cycle {cycle}: {kill_after} acknowledgements not seen within {ACK_LIMIT_S} s")
+            producer.poll(0)
+            if fatal:
+                raise RuntimeError(f"producer fatal error in cycle {cycle}: {fatal[0]}")
+            if (cycle + 1) % max(1, args.cycles // 20) == 0 or cycle + 1 == args.cycles:
+                with lock:
+                    n_acked = len(acked)
+                print(f"  cycle {cycle + 1}/{args.cycles}: {produced} produced, {n_acked} acknowledged, "
+                      f"last restart {ready_times[-1] * 1000:.1f} ms", flush=True)
+        ready_times.append(broker.start())
+        left = producer.flush(FINAL_FLUSH_LIMIT_S)
+        if left:
+            raise RuntimeError(f"{left} records still undelivered {FINAL_FLUSH_LIMIT_S} s after the last restart")
+        if fatal:
+            raise RuntimeError(f"producer fatal error: {fatal[0]}")
+        stored, highs = read_back(broker.bootstrap, args.partitions)
+    except (RuntimeError, KafkaException) as e:
+        broker.kill()
+        print(f"FAIL: {e}\nbroker log: {broker.log_path}", flush=True)
+        return 1
+    finally:
+        broker.kill()
+    problems = check(acked, stored)
+    n_stored = sum(len(r) for r in stored.values())
+    print(f"records: {produced} produced, {len(acked)} acknowledged, {len(failed)} failed, "
+          f"{n_stored} stored (high watermarks {[highs[p] for p in range(args.partitions)]})")
+    print(f"restart to ready over {len(ready_times)} starts: {summary(ready_times)}")
+    if problems:
+        print(f"FAIL: {len(problems)} problems (broker log: {broker.log_path}); first 20:")
+        for problem in problems[:20]:
+            print(f"  {problem}")
+        return 1
+    print(f"PASS: every acknowledged record stored exactly once at its offset; offsets dense; "
+          f"no duplicates (seed {seed})")
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=50, help="kill/restart cycles (default 50)")
+    parser.add_argument("--records", type=int, default=200, help="records produced per cycle (default 200)")
+    parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    parser.add_argument("--keys", type=int, default=64, help="distinct keys (default 64)")
+    args = parser.parse_args()
+    if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1:
+        parser.error("cycles, partitions and keys must be positive; records not negative")
+    sys.exit(run(args))
+
+
+if __name__ == "__main__":
+    main()
