@@ -59,11 +59,15 @@ pub const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
 pub const CLUSTER_ID_FILE: &str = "cluster_id";
 /// How long startup's probe of the listener address waits for a connection.
 pub const LISTEN_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
-/// How long startup waits for something accepting connections at the listener address to go
-/// away before refusing to start. A broker killed by SIGKILL keeps accepting there for a few
-/// milliseconds after it was reaped (io_uring releases the ring's files after the process
+/// How many times startup probes the listener address before refusing to start because
+/// something accepts connections there. A broker killed by SIGKILL keeps accepting there for a
+/// few milliseconds after it was reaped (io_uring releases the ring's files after the process
 /// exits), so a supervisor's immediate restart must not take it for another broker.
-pub const LISTEN_PROBE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+pub const LISTEN_PROBE_ATTEMPTS: u32 = 20;
+/// How long each successful probe waits on its connection for data (none comes: a live broker
+/// waits for a request) before the next probe: the pause between probes, taken without
+/// reading a clock or sleeping a thread. `LISTEN_PROBE_ATTEMPTS` of them give ~2 s of patience.
+pub const LISTEN_PROBE_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 /// File in the data directory locked (`flock`) while a broker uses the directory.
 pub const LOCK_FILE: &str = ".lock";
 
@@ -163,16 +167,19 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // broker of the same user: refuse to start if something already accepts connections
     // there. (A plain bind would be the wrong probe: after a `kill -9` the old broker's
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
-    // Only a listener that is still accepting after LISTEN_PROBE_PATIENCE counts: a killed
+    // Only a listener that is still accepting after LISTEN_PROBE_ATTEMPTS probes counts: a killed
     // broker's lingers for milliseconds.
     if config.listener.port() != 0 {
         let mut probe = config.listener;
         if probe.ip().is_unspecified() {
             probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
         }
-        let give_up = std::time::Instant::now() + LISTEN_PROBE_PATIENCE;
-        while std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT).is_ok() {
-            if std::time::Instant::now() >= give_up {
+        let mut attempts = 0;
+        while let Ok(mut stream) =
+            std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT)
+        {
+            attempts += 1;
+            if attempts >= LISTEN_PROBE_ATTEMPTS {
                 return Err(ServerError::Listen {
                     addr: config.listener,
                     source: std::io::Error::new(
@@ -181,7 +188,10 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
                     ),
                 });
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            // Wait for the lingering listener to go: the read returns after the pause (a live
+            // listener sends nothing) or at once when the dead one resets the connection.
+            let _ = stream.set_read_timeout(Some(LISTEN_PROBE_PAUSE));
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
         }
     }
     let clean_shutdown = take_clean_shutdown_marker(&dir).map_err(data_dir_error(&dir))?;
