@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 300), one after another, in one process on one
-# core (libFuzzer's default; no -jobs/-fork) at the lowest priority, with libFuzzer's memory limits: -rss_limit_mb=512 fails a run whose memory
+# core (libFuzzer's default; no -jobs/-fork) at the lowest priority (FUZZ_NICE=0 for a dedicated run), with libFuzzer's memory limits: -rss_limit_mb=512 fails a run whose memory
 # grows past 512 MB, -malloc_limit_mb=256 fails any single allocation above 256 MB (an
 # allocation sized by input). Needs `cargo +nightly` and `cargo install cargo-fuzz`.
 #
@@ -16,12 +16,12 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
-nice -n 19 cargo +nightly fuzz build -O
+nice -n "${FUZZ_NICE:-19}" cargo +nightly fuzz build -O
 mkdir -p logs
 status=0
 for target in "${targets[@]}"; do
     log="logs/$target.log"
-    if ! nice -n 19 cargo +nightly fuzz run -O "$target" -- \
+    if ! nice -n "${FUZZ_NICE:-19}" cargo +nightly fuzz run -O "$target" -- \
         -max_total_time="$seconds" \
         -rss_limit_mb=512 -malloc_limit_mb=256 -max_len=65536 -print_final_stats=1 \
         >"$log" 2>&1; then
