@@ -23,12 +23,14 @@
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
+//! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod config_entries;
 pub mod connection;
 pub mod groups;
 pub mod handlers;
 pub mod lifecycle;
+pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
 pub mod shard;
