@@ -760,19 +760,19 @@ mod tests {
 
     #[test]
     fn metrics_listener_is_off_by_default_and_takes_an_http_url_or_host_port() {
-        assert_eq!(with(&[]).unwrap().metrics_listener, None);
+        assert_eq!(with(&[]).expect("valid").metrics_listener, None);
         let expected: SocketAddr = ([127, 0, 0, 1], 9644).into();
         for value in [
             "http://127.0.0.1:9644",
             "http://127.0.0.1:9644/metrics",
             "127.0.0.1:9644",
         ] {
-            let config = with(&[("metrics.listener", value)]).unwrap();
+            let config = with(&[("metrics.listener", value)]).expect("valid");
             assert_eq!(config.metrics_listener, Some(expected), "{value}");
         }
         assert_eq!(
             with(&[("metrics.listener", "none")])
-                .unwrap()
+                .expect("valid")
                 .metrics_listener,
             None
         );
@@ -782,8 +782,8 @@ mod tests {
 
     #[test]
     fn log_format_is_text_or_json() {
-        assert_eq!(with(&[]).unwrap().log_format, LogFormat::Text);
-        let json = with(&[("log.format", "json")]).unwrap();
+        assert_eq!(with(&[]).expect("valid").log_format, LogFormat::Text);
+        let json = with(&[("log.format", "json")]).expect("valid");
         assert_eq!(json.log_format, LogFormat::Json);
         assert!(with(&[("log.format", "xml")]).is_err());
     }

@@ -165,9 +165,9 @@ fn scraped_numbers_equal_what_the_workload_did() {
             // Committed: partition 0 at 10 (lag 20), partition 1 at its end (lag 0).
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(topic, 0, Offset::Offset(10))
-                .unwrap();
+                .expect("add partition");
             tpl.add_partition_offset(topic, 1, Offset::Offset(20))
-                .unwrap();
+                .expect("add partition");
             consumer
                 .commit(&tpl, CommitMode::Sync)
                 .expect("commit offsets");

@@ -88,6 +88,14 @@ impl Page {
     }
 }
 
+/// A per-partition family: name, type, help, and the value of one partition.
+type PartitionFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&PartitionSnapshot) -> u64,
+);
+
 /// The API's name as Kafka spells it (`Produce`, `Fetch`, …), or its key.
 pub fn api_name(api_key: i16) -> String {
     match ApiKey::try_from(api_key) {
@@ -113,7 +121,7 @@ pub fn render(snapshot: &BrokerSnapshot) -> String {
         .collect();
     partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
 
-    let per_partition: &[(&str, &str, &str, fn(&PartitionSnapshot) -> u64)] = &[
+    let per_partition: &[PartitionFamily] = &[
         (
             "minikafka_records_in_total",
             "counter",
@@ -465,9 +473,9 @@ mod tests {
         let mut declared = std::collections::HashSet::new();
         for line in page.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
-                declared.insert(rest.split(' ').next().unwrap().to_string());
+                declared.insert(rest.split(' ').next().expect("present").to_string());
             } else if !line.starts_with('#') {
-                let name = line.split(['{', ' ']).next().unwrap();
+                let name = line.split(['{', ' ']).next().expect("present");
                 let family = ["_bucket", "_sum", "_count"]
                     .iter()
                     .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))

@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn responses_carry_their_length_and_close() {
-        let r = String::from_utf8(response(200, "OK", "text/plain", b"abc")).unwrap();
+        let r = String::from_utf8(response(200, "OK", "text/plain", b"abc")).expect("present");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(r.contains("Content-Length: 3\r\n"));
         assert!(r.contains("Connection: close\r\n"));
