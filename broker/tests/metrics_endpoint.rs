@@ -277,8 +277,8 @@ fn the_endpoint_serves_only_get_metrics_and_survives_hostile_requests() {
     });
 }
 
-/// `log.format=json`: every line on stderr is a JSON object; a bad frame gets one warn line
-/// with the peer's address and the reason.
+/// `log.format=json`: every line on stderr is a JSON object; requests are not logged one by
+/// one; a bad frame gets one warn line with the peer's address and the reason.
 #[test]
 fn json_logs_parse_and_name_the_peer_of_a_hostile_connection() {
     bounded(LIMIT, || {
@@ -287,6 +287,15 @@ fn json_logs_parse_and_name_the_peer_of_a_hostile_connection() {
             .with("socket.request.max.bytes", "1000")
             .with("message.max.bytes", "500")
             .start();
+        // No line per request at the default level: 100 requests must not show up as 100 lines.
+        let mut quiet = connect(broker.addr());
+        for i in 0..100 {
+            quiet
+                .write_all(&metadata_request("absent", i))
+                .expect("send Metadata");
+            read_frame(&mut quiet).expect("Metadata response");
+        }
+        drop(quiet);
         let mut stream = connect(broker.addr());
         let peer = stream.local_addr().expect("local addr").to_string();
         stream
@@ -299,6 +308,8 @@ fn json_logs_parse_and_name_the_peer_of_a_hostile_connection() {
         drop(stream);
         broker.stop();
         let output = broker.output();
+        let lines = output.lines().filter(|l| l.starts_with('{')).count();
+        assert!(lines < 100, "{lines} log lines for 100 requests:\n{output}");
         let mut found = false;
         for line in output.lines() {
             // Not log lines: the stdout readiness line and the harness's own markers.
