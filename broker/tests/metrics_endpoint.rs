@@ -9,6 +9,7 @@
 //!   requests the test sent while no other client was connected.
 //! - The HTTP endpoint answers only `GET /metrics`; a garbage or oversized head costs only its
 //!   own connection and the endpoint keeps serving.
+//! - A second broker told to use a metrics address another broker serves refuses to start.
 //! - With `log.format=json` every log line is a JSON object, and a connection the broker
 //!   closes for a bad frame gets one warn line carrying the peer address and the reason.
 
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use common::librdkafka::*;
 use common::raw::{connect, read_frame, request};
-use common::{bounded, free_port, Broker};
+use common::{bounded, free_port, minikafka_bin, Broker};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -274,6 +275,43 @@ fn the_endpoint_serves_only_get_metrics_and_survives_hostile_requests() {
         let _silent = TcpStream::connect(metrics).expect("connect");
         let page = scrape(metrics);
         assert!(page.contains_key("minikafka_connections_open"));
+    });
+}
+
+/// Both brokers would bind the metrics port (SO_REUSEPORT) and scrapes would reach either at
+/// random: the second refuses to start instead.
+#[test]
+fn a_second_broker_on_a_served_metrics_address_refuses_to_start() {
+    bounded(LIMIT, || {
+        let (_first, metrics) = metrics_broker(&[]);
+        let data = tempfile::tempdir().expect("temp dir");
+        let mut child = std::process::Command::new(minikafka_bin())
+            .arg("--override")
+            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{}", free_port()))
+            .arg("--override")
+            .arg(format!("log.dirs={}", data.path().display()))
+            .arg("--override")
+            .arg(format!("metrics.listener=http://{metrics}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn a second broker");
+        // A broker that started instead would never exit: kill it and fail.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let output = loop {
+            if child.try_wait().expect("wait").is_some() {
+                break child.wait_with_output().expect("output");
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("a second broker started on a served metrics address");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&metrics.to_string()), "{stderr}");
     });
 }
 
