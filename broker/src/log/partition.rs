@@ -49,8 +49,8 @@ use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
 use minikafka_core::producer::{
-    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerLimits,
-    ProducerStateTable,
+    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
+    ProducerLimits, ProducerStateTable,
 };
 use minikafka_core::record::{
     check_single_batch, patch_base_offset, patch_leader_epoch, validate_batch_with, BatchHeader,
@@ -328,6 +328,16 @@ impl<B: Backend> PartitionLog<B> {
     /// Number of idempotent producers remembered.
     pub fn producer_count(&self) -> usize {
         self.producers.borrow().len()
+    }
+
+    /// The idempotent producers whose state is live at `now_ms`, least recently appended
+    /// first, with what is remembered of each (DescribeProducers).
+    pub fn live_producers(&self, now_ms: i64) -> Vec<(i64, ProducerEntry)> {
+        self.producers
+            .borrow()
+            .live_producers(now_ms)
+            .map(|(id, entry)| (id, entry.clone()))
+            .collect()
     }
 
     /// Offsets of the producer state snapshots on disk, ascending.
