@@ -17,6 +17,7 @@
 
 pub mod librdkafka;
 pub mod raw;
+pub mod typed;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
