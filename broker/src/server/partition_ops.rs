@@ -132,6 +132,8 @@ pub struct Appended {
     pub base_offset: i64,
     /// The log start offset after the append.
     pub log_start_offset: i64,
+    /// The time the batch was stamped with on a `LogAppendTime` topic, else -1.
+    pub log_append_time_ms: i64,
 }
 
 /// A ListOffsets answer: `(error code, offset, timestamp)`; offset and timestamp -1 when none.

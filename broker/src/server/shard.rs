@@ -361,12 +361,17 @@ impl<B: Backend> ShardState<B> {
             .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
         // The log queues the batch on this first poll, so arrival order decides offsets.
         match owned.log.append(batch, self.backend.wall_clock_ms()).await {
-            Ok(AppendInfo { base_offset, .. }) => {
+            Ok(AppendInfo {
+                base_offset,
+                log_append_time_ms,
+                ..
+            }) => {
                 // The bytes are visible (the log published its high watermark): wake (I7).
                 owned.signal.notify_append();
                 Ok(Appended {
                     base_offset: base_offset.0,
                     log_start_offset: owned.log.log_start_offset().0,
+                    log_append_time_ms: log_append_time_ms.unwrap_or(-1),
                 })
             }
             Err(e) => Err(log_error_code(topic, partition, "append", &e)),
