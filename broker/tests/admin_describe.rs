@@ -210,10 +210,13 @@ fn offset_for_leader_epoch_ends_epoch_0_at_the_log_end_offset() {
     });
 }
 
+/// One listed producer: (id, epoch, last sequence, last timestamp).
+type Described = (i64, i32, i32, i64);
+
 fn describe_producers(
     client: &mut TypedClient,
     partitions: &[(&str, i32)],
-) -> Vec<(i16, Vec<(i64, i32, i32, i64)>)> {
+) -> Vec<(i16, Vec<Described>)> {
     let mut request = DescribeProducersRequest::default();
     for (name, partition) in partitions {
         let mut t = describe_producers_request::TopicRequest::default();
