@@ -97,7 +97,23 @@ fn produce_raw(client: &mut TypedClient, topic: &str) -> (i16, i64) {
     (p.error_code, p.log_append_time_ms)
 }
 
-/// A topic override: consumers see LogAppendTime stamps; the produce response carries the
+/// ListOffsets v7 of `timestamp` on `topic`/0: (error code, offset).
+fn list_offset(client: &mut TypedClient, topic: &str, timestamp: i64) -> (i16, i64) {
+    let mut partition = list_offsets_request::ListOffsetsPartition::default();
+    partition.partition_index = 0;
+    partition.timestamp = timestamp;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![partition];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = (-1).into();
+    request.topics = vec![t];
+    let response: ListOffsetsResponse = client.call(ApiKey::ListOffsets, 7, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// A topic override: consumers see LogAppendTime stamps; timestamp lookups use them; the produce response carries the
 /// stamp; the idempotent producer is described with it; a CreateTime topic beside it keeps
 /// the producer's timestamps and answers -1.
 #[test]
@@ -131,6 +147,12 @@ fn a_log_append_time_topic_is_stamped_and_a_create_time_topic_is_not() {
         assert_eq!(producers.len(), 1);
         assert_eq!(producers[0].last_sequence, 19);
         assert!((before_ms..=after_ms).contains(&producers[0].last_timestamp));
+
+        // Timestamp lookups go by the stamps: the first record at or after the produce
+        // began is offset 0 on the stamped topic; the kept topic has none that late.
+        assert_eq!(list_offset(&mut client, "stamped", before_ms), (0, 0));
+        assert_eq!(list_offset(&mut client, "kept", before_ms), (0, -1));
+        assert_eq!(list_offset(&mut client, "kept", CREATE_TIME_MS), (0, 0));
 
         let before_ms = now_ms();
         let (code, stamp) = produce_raw(&mut client, "stamped");
