@@ -3,8 +3,8 @@
 //!
 //! Contract:
 //! - One operation type, [`PartitionOp`]: one variant per kind (append, read, list offsets,
-//!   open, remove), each carrying its inputs and the [`Reply`] slot its answer goes to. A
-//!   [`PartitionCall`] names the partition ([`PartitionKey`]) it is for.
+//!   open, remove, describe), each carrying its inputs and the [`Reply`] slot its answer goes
+//!   to. A [`PartitionCall`] names the partition ([`PartitionKey`]) it is for.
 //! - Everything here is `Send` (it crosses shard threads) and holds no partition log (those
 //!   stay on their shard, I1). Running a call is the owner's business
 //!   ([`ShardState::dispatch`](super::shard::ShardState::dispatch)).
