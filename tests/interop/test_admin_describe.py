@@ -80,6 +80,7 @@ def test_describe_topic_partitions_pages_every_partition_once(broker):
         admin.close()
 
 
+@pytest.mark.kfake_lacks("its DescribeProducers lists no active producers")
 def test_describe_producers_lists_the_idempotent_producer(broker):
     """describe_producers: kafka-python's idempotent producer (50 records, so its last
     sequence is 49) is listed on the partition it wrote; a plain producer's is not."""
