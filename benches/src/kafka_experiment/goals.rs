@@ -104,10 +104,11 @@ pub fn evaluate(runs: &[RunRecord], baselines: &[BaselineRun]) -> Vec<Target> {
         Some((p50, sync)) => Target {
             goal: "sequential durable writes p50 ≤ fdatasync p50 + 100 µs".into(),
             measured: format!(
-                "{} µs = fdatasync p50 {} µs + {} µs",
+                "{} µs = fdatasync p50 {} µs {} {} µs",
                 fmt_figure(p50),
                 fmt_figure(sync),
-                fmt_figure(p50 - sync)
+                if p50 >= sync { "+" } else { "−" },
+                fmt_figure((p50 - sync).abs())
             ),
             met: Some(p50 <= sync + 100.0),
         },
@@ -190,8 +191,7 @@ pub fn evaluate(runs: &[RunRecord], baselines: &[BaselineRun]) -> Vec<Target> {
 
 /// The goals as a Markdown table: goal, measured, met / **not met** / not measured.
 pub fn markdown(goals: &[Target]) -> String {
-    let mut md =
-        String::from("| goal | measured (ours vs peer, medians) | goal |\n|---|---|---|\n");
+    let mut md = String::from("| goal | measured (ours vs peer, medians) | met |\n|---|---|---|\n");
     for g in goals {
         let met = match g.met {
             Some(true) => "met",
