@@ -162,12 +162,19 @@ impl<B: Backend> PartitionLog<B> {
         now_ms: i64,
     ) -> Result<Self> {
         config.validate()?;
-        super::create_dir_durably(&backend, dir).await?;
+        // An existing directory is listed once; a missing one is created durably first.
+        let listing = match backend.list_dir(dir).await {
+            Ok(listing) => listing,
+            Err(_) => {
+                super::create_dir_durably(&backend, dir).await?;
+                backend.list_dir(dir).await?
+            }
+        };
         let mut log_bases = Vec::new();
         let mut index_bases = Vec::new();
         let mut snapshot_offsets = Vec::new();
         let mut removed_any = false;
-        for path in backend.list_dir(dir).await? {
+        for path in listing {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
