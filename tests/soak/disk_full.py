@@ -12,8 +12,10 @@ binary (``$MINIKAFKA_BIN``, else the newest build under the cargo target dir) wi
    ``ANSWER_LIMIT_S`` (timed: the figure is the slowest answer to a refused produce), and
    further produces keep being refused the same way, not hung.
 3. While full: Metadata answers; fetches of ``other`` and of ``fill`` return every record
-   acknowledged so far; an OffsetCommit of ``other`` is answered (its outcome is reported: it
-   needs disk space too); the broker is alive.
+   acknowledged so far; OffsetCommits of ``other`` are answered (they need disk space too: a
+   small one may still fit in a page the offsets log holds, so they go on until one is
+   refused, and that refusal must be NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, codes the
+   client retries, as Kafka answers a storage error of its offsets log); the broker is alive.
 4. Free space by growing the tmpfs (``mount -o remount,size=``): produce to ``fill`` works again
    without a restart.
 5. Fill again, then free space by deleting the ``fill`` topic: produce to ``other`` and
@@ -44,6 +46,8 @@ from crash_loop import binary, free_port  # noqa: E402
 RECORD_BYTES = 16 * 1024
 ANSWER_LIMIT_S = 30
 STORAGE_ERROR = 56  # Kafka's KAFKA_STORAGE_ERROR
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
 GROUP = "disk-full-group"
 
 
@@ -208,6 +212,34 @@ def commit(bootstrap, offset):
         consumer.close()
 
 
+def commits_until_refused(bootstrap, first, prior):
+    """Commits offsets first, first+1, ... until one is refused.
+
+    Returns the last offset committed (`prior` if none was) and how the refusal came."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                         "enable.auto.commit": False, "log_level": 2})
+    try:
+        for i in range(2000):
+            began = time.monotonic()
+            try:
+                result = consumer.commit(offsets=[TopicPartition("other", 0, first + i)], asynchronous=False)
+                error = result[0].error if result else None
+            except KafkaException as e:
+                error = e.args[0]
+            if error is not None:
+                # A storage error of the offsets log is answered as Kafka does: a code the
+                # client retries (it finds the coordinator again), never UNKNOWN_SERVER_ERROR.
+                if error.code() not in (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE):
+                    raise Failed(f"OffsetCommit on a full disk refused with {error}, not a retriable code")
+                return (first + i - 1 if i else prior), (f"after {i} more commits: {error.name()} in "
+                                       f"{(time.monotonic() - began) * 1000:.0f} ms (the client's retries included)")
+        raise Failed("2000 commits on a full disk all acknowledged")
+    finally:
+        consumer.close()
+
+
 def committed(bootstrap):
     from confluent_kafka import Consumer, TopicPartition
 
@@ -311,6 +343,9 @@ def run(args):
         figures["OffsetCommit while full"] = f"{error or 'committed'} in {took * 1000:.0f} ms"
         if error is None:
             last_commit = 60
+        # Commits are small: they may still fit in a page the offsets log holds. Commit until
+        # one is refused, so the refusal's code is seen (it must be one a client retries).
+        last_commit, figures["OffsetCommit refusal while full"] = commits_until_refused(broker.bootstrap, 61, last_commit)
         code, offset, took = produce_one(prod, "other", b"small-while-full")
         figures["small produce to other while full"] = f"code {code} in {took * 1000:.0f} ms"
         if code == 0:
