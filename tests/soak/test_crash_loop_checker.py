@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from crash_loop import check  # noqa: E402
+from crash_loop import check, check_commits  # noqa: E402
 
 
 def sound():
@@ -76,3 +76,18 @@ def test_changed_value_is_caught():
     stored[1][0] = (0, b"k2", b"corrupt")
     problems = check(acked, stored)
     assert any(p.startswith("wrong record:") for p in problems), problems
+
+
+def test_commits_at_or_above_the_acknowledged_pass():
+    # Equal: the acknowledged commit survived; higher: one in flight at the kill was stored.
+    assert check_commits({0: 40, 1: 20}, {0: 40, 1: 35}) == []
+
+
+def test_commit_regressed_below_the_acknowledged_is_caught():
+    problems = check_commits({0: 40, 1: 20}, {0: 39, 1: 20})
+    assert len(problems) == 1 and problems[0].startswith("commit lost: partition 0"), problems
+
+
+def test_commit_missing_after_a_restart_is_caught():
+    problems = check_commits({0: 40}, {})
+    assert problems and "committed offset -1" in problems[0], problems
