@@ -42,6 +42,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from crash_loop import binary, free_port  # noqa: E402
+from fd_exhaustion import cpu_seconds  # noqa: E402
 
 GREEDY_RSS_LIMIT_MIB = 512
 STALL_LIMIT_BYTES = 64 * 1024 * 1024
@@ -217,7 +218,7 @@ def greedy(port, clients):
                 # Stalled: the broker stopped reading. Give it a moment to read more.
                 if stalled_since is None:
                     stalled_since = time.monotonic()
-                elif time.monotonic() - stalled_since > 1.0:
+                elif time.monotonic() - stalled_since > 0.5:
                     break
                 sel.register(s, selectors.EVENT_WRITE)
                 sel.select(0.2)
@@ -300,7 +301,12 @@ def run(args):
             failures.append(f"a client that never reads wrote {STALL_LIMIT_BYTES} bytes without stalling")
         if (rss3 - rss2) / 1024 > GREEDY_RSS_LIMIT_MIB:
             failures.append(f"broker RSS grew {(rss3 - rss2) / 1024:.0f} MiB for clients that never read")
-        during = round_trips(port, 200)
+        time.sleep(2)  # what the broker read before it stopped reading is answered first
+        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(3)
+        figures["broker CPU while they are stalled (share of one core)"] = \
+            round((cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0), 3)
+        during = round_trips(port, 500)
         figures["normal client p99 beside them (ms)"] = round(p(during, 0.99), 2)
         for s in socks:
             s.close()
@@ -331,7 +337,7 @@ def main():
     parser.add_argument("--slowloris", type=int, default=1000, help="one-byte-a-second connections (default 1000)")
     parser.add_argument("--requests", type=int, default=2000, help="normal client round trips per measurement")
     parser.add_argument("--pipeline", type=int, default=5000, help="requests pipelined in one write")
-    parser.add_argument("--greedy", type=int, default=100, help="clients that never read")
+    parser.add_argument("--greedy", type=int, default=20, help="clients that never read (default 20)")
     parser.add_argument("--hold-s", type=float, default=20.0,
                         help="seconds to keep the flood after measuring (slowloris requests complete)")
     args = parser.parse_args()
