@@ -122,14 +122,19 @@ fn produce_one(producer: &BaseProducer<AckContext>, id: usize, topic: &str) -> A
         if let Some(ack) = producer.context().acks.lock().expect("acks lock").get(&id) {
             return ack.clone();
         }
-        assert!(Instant::now() < deadline, "no answer to produce {id} (hang)");
+        assert!(
+            Instant::now() < deadline,
+            "no answer to produce {id} (hang)"
+        );
     }
 }
 
 fn storage_error(ack: &Ack) -> bool {
     matches!(
         ack,
-        Err(KafkaError::MessageProduction(RDKafkaErrorCode::KafkaStorageError))
+        Err(KafkaError::MessageProduction(
+            RDKafkaErrorCode::KafkaStorageError
+        ))
     )
 }
 
@@ -146,8 +151,8 @@ fn eio_on_sync_is_never_acknowledged_and_takes_only_its_partition_offline() {
             NewTopic::new("healthy", 1, TopicReplication::Fixed(1)),
         ];
         let options = AdminOptions::new().operation_timeout(Some(CALL_LIMIT));
-        for result in futures::executor::block_on(admin.create_topics(&new, &options))
-            .expect("CreateTopics")
+        for result in
+            futures::executor::block_on(admin.create_topics(&new, &options)).expect("CreateTopics")
         {
             result.expect("topic created");
         }
@@ -164,11 +169,17 @@ fn eio_on_sync_is_never_acknowledged_and_takes_only_its_partition_offline() {
         plan.eio_on_sync(true);
         let during = next("failing");
         plan.heal();
-        assert!(storage_error(&during), "produce over a failing sync: {during:?}");
+        assert!(
+            storage_error(&during),
+            "produce over a failing sync: {during:?}"
+        );
 
         // Healed disk: the partition stays offline for writes (I8)...
         let after = next("failing");
-        assert!(storage_error(&after), "produce to the offline partition: {after:?}");
+        assert!(
+            storage_error(&after),
+            "produce to the offline partition: {after:?}"
+        );
         // ...and the rest of the broker serves.
         let healthy = next("healthy").expect("another partition takes produces");
         assert_eq!(healthy.1, 1);

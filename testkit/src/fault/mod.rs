@@ -466,7 +466,10 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = ()> + 'static,
     {
-        let given = NEXT_RUN_PLAN.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let given = NEXT_RUN_PLAN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         Self::run_shards_with_plan(count, given.unwrap_or_default(), main)
     }
 }
