@@ -35,6 +35,7 @@
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
 
+pub mod accept;
 pub mod backend;
 pub mod clock;
 pub mod error_code;

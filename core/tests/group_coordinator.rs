@@ -554,8 +554,9 @@ fn a_commit_is_acknowledged_only_once_durable_and_a_failed_one_changes_nothing()
         ErrorCode::INVALID_COMMIT_OFFSET_SIZE
     );
     d.fail_next = 1;
+    // A full disk or an offline offsets partition: retriable, as Kafka answers it.
     d.failure = AppendError::Storage;
-    assert_eq!(d.commit("", -1, "t", 0, 6), ErrorCode::UNKNOWN_SERVER_ERROR);
+    assert_eq!(d.commit("", -1, "t", 0, 6), ErrorCode::NOT_COORDINATOR);
     assert_eq!(d.fetch(GROUP, "t", 0), 5);
 }
 
@@ -578,6 +579,24 @@ fn a_failed_assignment_store_fails_every_sync_and_rebalances() {
         "nobody got the assignment that was not stored"
     );
     assert_eq!(d.c.durable_state(), before);
+    assert_eq!(d.state(), Some(State::PreparingRebalance));
+}
+
+#[test]
+fn an_assignment_store_failing_for_storage_is_answered_not_coordinator() {
+    // A full disk under the offsets log: SyncGroup gets a code the client retries (Kafka's
+    // mapping of a storage error), and nobody gets the assignment that was not stored.
+    let mut d = Driver::new(config());
+    let (a, b, generation) = two_member_group(&mut d);
+    let tb = d.sync(&b, generation, &[]);
+    d.fail_next = 1;
+    d.failure = AppendError::Storage;
+    let ta = d.sync(&a, generation, &[(&a, b"A"), (&b, b"B")]);
+    let ra = d.sync_answer(ta).expect("expected in this test");
+    let rb = d.sync_answer(tb).expect("expected in this test");
+    assert_eq!(ra.error_code, ErrorCode::NOT_COORDINATOR);
+    assert_eq!(rb.error_code, ErrorCode::NOT_COORDINATOR);
+    assert!(rb.assignment.is_empty());
     assert_eq!(d.state(), Some(State::PreparingRebalance));
 }
 

@@ -11,6 +11,13 @@ acknowledgements arrived in that cycle, so the kill lands during recovery, mid-s
 records in flight, or once the producer is idle. Records in flight at a kill are retried by the producer after the
 restart, which is what idempotence is for.
 
+A consumer-group member (``subscribe``, classic protocol, ``--no-group`` to leave it out)
+lives through every cycle too: it consumes the topic and commits its position asynchronously
+every ``--commit-every`` records, one commit at a time. After every restart a second client reads the group's
+committed offsets (OffsetFetch) and :func:`check_commits` asserts each is the last commit the
+broker acknowledged before the kill or one sent after it (an acknowledged commit survives the
+crash and is never replaced by an older one; nothing is invented).
+
 At the end the broker starts once more, the producer flushes, a consumer reads every partition
 from offset 0 to its high watermark, and :func:`check` compares: every acknowledged record
 (partition, offset, key, value from its delivery report) is stored exactly once, at its
@@ -87,6 +94,9 @@ class Broker:
             "--override", f"log.dirs={self.data_dir}",
             "--override", "flush.policy=fsync",
             "--override", f"num.partitions={self.partitions}",
+            # The group consumer rejoins after every kill; Kafka's 3 s wait for more members
+            # would outlast most cycles.
+            "--override", "group.initial.rebalance.delay.ms=0",
         ]
         log = open(self.log_path, "ab")
         log.write(f"\n----- start {self.starts} -----\n".encode())
@@ -173,6 +183,125 @@ def check(acked, stored):
                 f"stored {found[0]!r}={found[1]!r}"
             )
     return problems
+
+
+def check_commits(last_acked, sent_since, observed):
+    """Returns the problems found comparing the group's commits with the offsets read back.
+
+    ``last_acked``: partition -> the offset of the last acknowledged OffsetCommit (the latest
+    in time, not the highest: a consumer that rejoins re-reads from its committed offset and
+    may commit a lower one). ``sent_since``: partition -> offsets of commits sent after it
+    (refused, failed or in flight at the kill: the broker may have stored them). ``observed``:
+    partition -> the committed offset OffsetFetch returned after a restart (-1 or missing:
+    none). Checked: each committed offset is the last acknowledged commit or one sent after it
+    — an acknowledged commit survived the kill, was not replaced by an older one, and nothing
+    was invented.
+    """
+    problems = []
+    for partition in sorted(set(last_acked) | set(sent_since) | set(observed)):
+        got = observed.get(partition, -1)
+        allowed = set(sent_since.get(partition, ()))
+        allowed.add(last_acked.get(partition, -1))
+        if got not in allowed:
+            problems.append(
+                f"commit lost: partition {partition} committed offset {got} after a restart; the last "
+                f"acknowledged commit is {last_acked.get(partition, -1)}, sent after it "
+                f"{sorted(sent_since.get(partition, ()))}"
+            )
+    return problems
+
+
+class GroupConsumer:
+    """A consumer-group member (subscribe, classic protocol) that commits as it consumes.
+
+    Lives across every cycle like the producer. It commits its position asynchronously every
+    ``commit_every`` records, one commit at a time (the next waits for the previous one's
+    answer, so commits are answered in the order sent and a retried old commit cannot land
+    after a newer one). After each restart :meth:`observe` reads the group's committed offsets
+    with OffsetFetch from a second client and checks them (:func:`check_commits`).
+    """
+
+    GROUP = "crash-loop-group"
+
+    def __init__(self, bootstrap, partitions, commit_every):
+        from confluent_kafka import Consumer
+
+        self.bootstrap = bootstrap
+        self.partitions = partitions
+        self.commit_every = commit_every
+        self.last_acked = {}
+        self.sent_since = {}
+        self.in_flight = False
+        self.consumed = 0
+        self.commits_acked = 0
+        self.commits_failed = 0
+        self.since_commit = 0
+        self.position = {}
+        self.checks = 0
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": self.GROUP,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 30000,
+            "reconnect.backoff.ms": 10,
+            "reconnect.backoff.max.ms": 100,
+            "log_level": 2,
+            "on_commit": self._on_commit,
+        })
+        self.consumer.subscribe([TOPIC])
+
+    def _on_commit(self, err, partitions):
+        self.in_flight = False
+        if err is not None:
+            self.commits_failed += 1
+            return
+        self.commits_acked += 1
+        for tp in partitions:
+            if tp.error is None and tp.offset >= 0:
+                self.last_acked[tp.partition] = tp.offset
+                self.sent_since.pop(tp.partition, None)
+
+    def poll(self):
+        """Consumes what is there (without blocking) and commits every `commit_every` records."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        msg = self.consumer.poll(0)
+        while msg is not None:
+            if not msg.error():
+                self.consumed += 1
+                self.since_commit += 1
+                self.position[msg.partition()] = msg.offset() + 1
+            msg = self.consumer.poll(0)
+        if self.since_commit >= self.commit_every and self.position and not self.in_flight:
+            offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.position.items())]
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException:
+                self.commits_failed += 1  # e.g. no coordinator yet, during a restart
+                return
+            self.in_flight = True
+            for p, o in self.position.items():
+                self.sent_since.setdefault(p, set()).add(o)
+            self.since_commit = 0
+
+    def observe(self):
+        """Reads the committed offsets (a second client, OffsetFetch); returns the problems."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP,
+                           "enable.auto.commit": False, "log_level": 2})
+        try:
+            committed = reader.committed([TopicPartition(TOPIC, p) for p in range(self.partitions)], timeout=30)
+        finally:
+            reader.close()
+        # librdkafka says -1001 (OFFSET_INVALID) where the group has no committed offset.
+        observed = {tp.partition: tp.offset for tp in committed if tp.error is None and tp.offset >= 0}
+        self.checks += 1
+        return check_commits(self.last_acked, self.sent_since, observed)
+
+    def close(self):
+        self.consumer.close()
 
 
 def read_back(bootstrap, partitions):
@@ -263,10 +392,17 @@ def run(args):
             # to what matters (fatal errors still come through the delivery reports).
             "log_level": 2,
         })
+        group = GroupConsumer(broker.bootstrap, args.partitions, args.commit_every) if args.group else None
+        commit_problems = []
         produced = 0
         for cycle in range(args.cycles):
             if cycle > 0:
                 ready_times.append(broker.start())
+                if group is not None:
+                    # Every acknowledged commit survived the kill (and nothing was invented).
+                    commit_problems += group.observe()
+                    if commit_problems:
+                        raise RuntimeError(f"cycle {cycle}: {commit_problems[0]}")
             # The kill lands after a random number of this cycle's acknowledgements: 0 kills
             # during startup recovery or the producer's reconnect, `records` once it is idle.
             kill_after = rng.randint(0, args.records)
@@ -289,6 +425,8 @@ def run(args):
                         producer.poll(0.001)
                 produced += 1
                 producer.poll(0)
+                if group is not None:
+                    group.poll()
                 if broker.alive() and kill_due():
                     broker.kill()  # the rest of the batch queues and goes after the restart
             while broker.alive():
@@ -296,6 +434,8 @@ def run(args):
                     broker.kill()
                     break
                 producer.poll(0.001)
+                if group is not None:
+                    group.poll()
                 if time.monotonic() - cycle_began > ACK_LIMIT_S:
                     raise RuntimeError(f"cycle {cycle}: {kill_after} acknowledgements not seen within {ACK_LIMIT_S} s")
             producer.poll(0)
@@ -304,14 +444,20 @@ def run(args):
             if (cycle + 1) % max(1, args.cycles // 20) == 0 or cycle + 1 == args.cycles:
                 with lock:
                     n_acked = len(acked)
+                commits = (f", group consumed {group.consumed}, commits acknowledged {group.commits_acked}"
+                           if group is not None else "")
                 print(f"  cycle {cycle + 1}/{args.cycles}: {produced} produced, {n_acked} acknowledged, "
-                      f"last restart {ready_times[-1] * 1000:.1f} ms", flush=True)
+                      f"last restart {ready_times[-1] * 1000:.1f} ms{commits}", flush=True)
         ready_times.append(broker.start())
         left = producer.flush(FINAL_FLUSH_LIMIT_S)
         if left:
             raise RuntimeError(f"{left} records still undelivered {FINAL_FLUSH_LIMIT_S} s after the last restart")
         if fatal:
             raise RuntimeError(f"producer fatal error: {fatal[0]}")
+        if group is not None:
+            commit_problems += group.observe()
+            if commit_problems:
+                raise RuntimeError(f"after the last restart: {commit_problems[0]}")
         stored, highs = read_back(broker.bootstrap, args.partitions)
     except (RuntimeError, KafkaException) as e:
         broker.kill()
@@ -324,6 +470,12 @@ def run(args):
     print(f"records: {produced} produced, {len(acked)} acknowledged, {len(failed)} failed, "
           f"{n_stored} stored (high watermarks {[highs[p] for p in range(args.partitions)]})")
     print(f"restart to ready over {len(ready_times)} starts: {summary(ready_times)}")
+    if group is not None:
+        print(f"group consumer: {group.consumed} records consumed, {group.commits_acked} commits acknowledged "
+              f"({group.commits_failed} refused or failed, retried by the next), committed offsets checked "
+              f"after {group.checks} restarts: each the last acknowledged commit or one sent after it; last acknowledged "
+              f"{dict(sorted(group.last_acked.items()))}")
+        group.close()
     if problems:
         print(f"FAIL: {len(problems)} problems (broker log: {broker.log_path}); first 20:")
         for problem in problems[:20]:
@@ -341,6 +493,10 @@ def main():
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     parser.add_argument("--keys", type=int, default=64, help="distinct keys (default 64)")
+    parser.add_argument("--no-group", dest="group", action="store_false",
+                        help="without the consumer-group consumer that commits during the cycles")
+    parser.add_argument("--commit-every", type=int, default=20,
+                        help="the group consumer commits after this many records (default 20)")
     args = parser.parse_args()
     if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1:
         parser.error("cycles, partitions and keys must be positive; records not negative")

@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use minikafka_core::accept::AcceptBackoff;
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
 
 use super::shard::{sleep_or_stop, ShardState};
@@ -203,6 +204,8 @@ async fn listen<B: Backend>(state: &Rc<ShardState<B>>) -> std::io::Result<B::Lis
 
 async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener) {
     let shared = Arc::clone(&state.shared);
+    // Out of descriptors, accept fails at once until one is freed: back off, log a streak once.
+    let mut backoff = AcceptBackoff::default();
     loop {
         let accepted = {
             let accept = std::pin::pin!(listener.accept());
@@ -214,6 +217,10 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
         };
         match accepted {
             Ok((stream, peer)) => {
+                let failed = backoff.on_success();
+                if failed > 1 {
+                    tracing::warn!(failed, "accepting again after failed accepts");
+                }
                 if !shared.connections.try_acquire() {
                     state.metrics.connection_refused();
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
@@ -228,8 +235,11 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                     .spawn_local(connection::serve(conn_state, stream, peer));
             }
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                state.backend.sleep(Duration::from_millis(10)).await;
+                let after = backoff.on_failure();
+                if let Some(failures) = after.log {
+                    tracing::warn!(failures, "accept failed: {e}; backing off");
+                }
+                state.backend.sleep(after.wait).await;
             }
         }
     }

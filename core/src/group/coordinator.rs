@@ -44,7 +44,9 @@ pub enum AppendError {
     /// The records exceed the partition's size limit: INVALID_COMMIT_OFFSET_SIZE for a
     /// commit, UNKNOWN_SERVER_ERROR otherwise.
     TooLarge,
-    /// Any other storage failure: UNKNOWN_SERVER_ERROR.
+    /// Any other storage failure (a full disk, an offline offsets partition):
+    /// NOT_COORDINATOR, as Kafka answers a storage error of its offsets log, so the client
+    /// finds the coordinator again and retries; once space is freed the retry succeeds.
     Storage,
 }
 
@@ -56,7 +58,8 @@ impl AppendError {
             AppendError::TooLarge if matches!(response, GroupResponse::OffsetCommit(_)) => {
                 ErrorCode::INVALID_COMMIT_OFFSET_SIZE
             }
-            AppendError::TooLarge | AppendError::Storage => ErrorCode::UNKNOWN_SERVER_ERROR,
+            AppendError::TooLarge => ErrorCode::UNKNOWN_SERVER_ERROR,
+            AppendError::Storage => ErrorCode::NOT_COORDINATOR,
         }
     }
 }
@@ -1012,7 +1015,8 @@ impl Coordinator {
         let code = match failure {
             None => ErrorCode::NONE,
             Some(AppendError::Unavailable) => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-            Some(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            Some(AppendError::Storage) => ErrorCode::NOT_COORDINATOR,
+            Some(AppendError::TooLarge) => ErrorCode::UNKNOWN_SERVER_ERROR,
         };
         let event = if failure.is_none() {
             Event::AssignmentDurable

@@ -123,6 +123,9 @@ fn eio() -> io::Error {
     io::Error::from_raw_os_error(EIO_RAW)
 }
 
+/// The plan the next [`Backend::run_shards`] takes ([`FaultPlan::use_for_next_run`]).
+static NEXT_RUN_PLAN: Mutex<Option<FaultPlan>> = Mutex::new(None);
+
 /// The faults a [`FaultyBackend`] injects. A cheap handle: clones share one plan, so a test
 /// keeps one and changes it while shards run.
 #[derive(Clone, Debug)]
@@ -157,6 +160,14 @@ impl FaultPlan {
                 injected_count: 0,
             })),
         }
+    }
+
+    /// Makes the next [`Backend::run_shards`] of a [`FaultyBackend`] use this plan instead of
+    /// a fresh one (once; later runs get fresh plans again). For code that starts the shards
+    /// itself, such as the broker's `server::run::<FaultyBackend<_>>`, so a test can keep this
+    /// handle and inject faults into a whole running broker.
+    pub fn use_for_next_run(&self) {
+        *NEXT_RUN_PLAN.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.clone());
     }
 
     fn lock(&self) -> MutexGuard<'_, PlanState> {
@@ -466,15 +477,20 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.spawn_local(task);
     }
 
-    /// Runs `B`'s shards with one fresh [`FaultPlan`] (seed 0, no faults) shared by all of
-    /// them; reach it with [`FaultyBackend::plan`]. Use
-    /// [`FaultyBackend::run_shards_with_plan`] to choose the plan.
+    /// Runs `B`'s shards with one [`FaultPlan`] shared by all of them: the one given to
+    /// [`FaultPlan::use_for_next_run`] if any, else a fresh one (seed 0, no faults); reach it
+    /// with [`FaultyBackend::plan`]. Use [`FaultyBackend::run_shards_with_plan`] to choose
+    /// the plan directly.
     fn run_shards<F, Fut>(count: usize, main: F) -> io::Result<()>
     where
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = ()> + 'static,
     {
-        Self::run_shards_with_plan(count, FaultPlan::new(), main)
+        let given = NEXT_RUN_PLAN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        Self::run_shards_with_plan(count, given.unwrap_or_default(), main)
     }
 }
 
