@@ -42,7 +42,8 @@
 
 use crate::index::{self, IndexEntry, IndexPlacer};
 use crate::record::{
-    validate_batch_with, BatchCheck, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
+    validate_batch_with, BatchCheck, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
+    LOG_OVERHEAD,
 };
 use crate::time_index::{TimeIndexEntry, TimePlacer};
 use crate::types::{FilePos, Offset};
@@ -781,7 +782,10 @@ mod tests {
             ..config(0, bytes.len(), 4096)
         };
         let out = scan_slice(sealed, &bytes);
-        assert_eq!((out.stop, out.next_offset), (StopReason::CleanEnd, Offset(5)));
+        assert_eq!(
+            (out.stop, out.next_offset),
+            (StopReason::CleanEnd, Offset(5))
+        );
         patch_base_offset(&mut bytes[starts[1]..], Offset(1));
         assert_eq!(scan_slice(sealed, &bytes).stop, StopReason::WrongBaseOffset);
         patch_base_offset(&mut bytes[starts[1]..], Offset(3));

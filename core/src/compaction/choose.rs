@@ -10,7 +10,10 @@
 //!   may end inside a segment), as clean otherwise; the dirty ratio is dirty bytes over all
 //!   bytes below the first uncleanable offset.
 //! - The partition is due when the ratio reaches `min.cleanable.dirty.ratio`, or when its
-//!   first dirty segment's newest record is older than `max.compaction.lag.ms`.
+//!   first dirty segment's newest record is older than `max.compaction.lag.ms`, or when a
+//!   tombstone an earlier cleaning kept has passed `delete.retention.ms` (so a quiet log
+//!   still drops its deletes; Kafka does the same since KIP-534). Such a cleaning may have an
+//!   empty dirty part: `first_dirty == end`, and only expired tombstones go.
 //! - Never: plans over the active segment, or past a segment too young for the minimum lag.
 
 use super::policy::CompactionConfig;
@@ -40,6 +43,8 @@ pub enum Due {
     DirtyRatio,
     /// A dirty record is older than `max.compaction.lag.ms`.
     MaxCompactionLag,
+    /// A tombstone kept by an earlier cleaning has passed `delete.retention.ms`.
+    TombstoneExpired,
 }
 
 /// A cleaning to carry out: rewrite `[log start, end)`, keying on the dirty part
@@ -73,9 +78,13 @@ pub enum Idle {
 }
 
 /// Decides whether and over which offsets to clean. See the module contract.
+///
+/// `oldest_kept_tombstone_ms` is the smallest timestamp of a tombstone the last cleaning kept
+/// below its pass end (`None` when it kept none).
 pub fn choose(
     segments: &[SegmentFacts],
     first_dirty: Offset,
+    oldest_kept_tombstone_ms: Option<i64>,
     config: &CompactionConfig,
     now_ms: i64,
 ) -> Result<CleanPlan, Idle> {
@@ -103,7 +112,20 @@ pub fn choose(
     let Some(end) = end else {
         return Err(Idle::NothingCleanable);
     };
+    let tombstone_expired = oldest_kept_tombstone_ms
+        .is_some_and(|ts| ts <= now_ms.saturating_sub(config.delete_retention_ms.max(0)));
     let Some(first_dirty_max_ts) = first_dirty_max_ts else {
+        if tombstone_expired {
+            let first_dirty = first_dirty.min(end);
+            return Ok(CleanPlan {
+                first_dirty,
+                end: first_dirty,
+                clean_bytes,
+                dirty_bytes: 0,
+                dirty_ratio_ppm: 0,
+                due: Due::TombstoneExpired,
+            });
+        }
         return Err(Idle::NothingDirty);
     };
     let total = clean_bytes + dirty_bytes;
@@ -112,12 +134,14 @@ pub fn choose(
     } else {
         (u128::from(dirty_bytes) * 1_000_000 / u128::from(total)) as u32
     };
-    let lag_passed = now_ms.saturating_sub(first_dirty_max_ts.max(0))
-        > config.max_compaction_lag_ms.max(0);
+    let lag_passed =
+        now_ms.saturating_sub(first_dirty_max_ts.max(0)) > config.max_compaction_lag_ms.max(0);
     let due = if dirty_ratio_ppm >= config.min_cleanable_dirty_ratio_ppm {
         Due::DirtyRatio
     } else if lag_passed {
         Due::MaxCompactionLag
+    } else if tombstone_expired {
+        Due::TombstoneExpired
     } else {
         return Err(Idle::BelowRatio(dirty_ratio_ppm));
     };
@@ -156,23 +180,37 @@ mod tests {
     fn the_active_segment_is_never_planned() {
         let s = segs(&[(10, 100, 0, false)]);
         let c = CompactionConfig::default();
-        assert_eq!(choose(&s, Offset(0), &c, 1000), Err(Idle::NothingCleanable));
+        assert_eq!(
+            choose(&s, Offset(0), None, &c, 1000),
+            Err(Idle::NothingCleanable)
+        );
         let s = segs(&[(10, 100, 0, true), (5, 100, 0, false)]);
-        let plan = choose(&s, Offset(0), &c, 1000).expect("due");
+        let plan = choose(&s, Offset(0), None, &c, 1000).expect("due");
         assert_eq!((plan.first_dirty, plan.end), (Offset(0), Offset(10)));
         assert_eq!(plan.due, Due::DirtyRatio);
     }
 
     #[test]
     fn min_lag_stops_at_the_first_young_segment() {
-        let s = segs(&[(10, 100, 100, true), (10, 100, 900, true), (10, 100, 0, true)]);
+        let s = segs(&[
+            (10, 100, 100, true),
+            (10, 100, 900, true),
+            (10, 100, 0, true),
+        ]);
         let c = CompactionConfig {
             min_compaction_lag_ms: 500,
             ..CompactionConfig::default()
         };
-        let plan = choose(&s, Offset(0), &c, 1000).expect("due");
-        assert_eq!(plan.end, Offset(10), "the old third segment waits behind the young one");
-        assert_eq!(choose(&s, Offset(0), &c, 500), Err(Idle::NothingCleanable));
+        let plan = choose(&s, Offset(0), None, &c, 1000).expect("due");
+        assert_eq!(
+            plan.end,
+            Offset(10),
+            "the old third segment waits behind the young one"
+        );
+        assert_eq!(
+            choose(&s, Offset(0), None, &c, 500),
+            Err(Idle::NothingCleanable)
+        );
     }
 
     #[test]
@@ -180,20 +218,39 @@ mod tests {
         let s = segs(&[(10, 300, 0, true), (10, 100, 50, true), (1, 10, 0, false)]);
         let c = CompactionConfig::default(); // 0.5
         assert_eq!(
-            choose(&s, Offset(10), &c, 100),
+            choose(&s, Offset(10), None, &c, 100),
             Err(Idle::BelowRatio(250_000))
         );
-        assert_eq!(choose(&s, Offset(20), &c, 100), Err(Idle::NothingDirty));
+        assert_eq!(
+            choose(&s, Offset(20), None, &c, 100),
+            Err(Idle::NothingDirty)
+        );
         let lagged = CompactionConfig {
             max_compaction_lag_ms: 40,
             ..c
         };
-        let plan = choose(&s, Offset(10), &lagged, 100).expect("lag passed");
+        let plan = choose(&s, Offset(10), None, &lagged, 100).expect("lag passed");
         assert_eq!(plan.due, Due::MaxCompactionLag);
         assert_eq!((plan.clean_bytes, plan.dirty_bytes), (300, 100));
         // A checkpoint below the log start is raised to it.
-        let plan = choose(&s, Offset(-5), &c, 100).expect("all dirty");
+        let plan = choose(&s, Offset(-5), None, &c, 100).expect("all dirty");
         assert_eq!(plan.first_dirty, Offset(0));
         assert_eq!(plan.dirty_ratio_ppm, 1_000_000);
+    }
+
+    #[test]
+    fn an_expired_kept_tombstone_makes_a_clean_log_due() {
+        let s = segs(&[(10, 300, 0, true), (1, 10, 0, false)]);
+        let c = CompactionConfig {
+            delete_retention_ms: 100,
+            ..CompactionConfig::default()
+        };
+        assert_eq!(
+            choose(&s, Offset(10), Some(50), &c, 149),
+            Err(Idle::NothingDirty)
+        );
+        let plan = choose(&s, Offset(10), Some(50), &c, 150).expect("due");
+        assert_eq!(plan.due, Due::TombstoneExpired);
+        assert_eq!((plan.first_dirty, plan.end), (Offset(10), Offset(10)));
     }
 }

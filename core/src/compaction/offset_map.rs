@@ -146,8 +146,12 @@ mod tests {
         map.add_batch([(Offset(10), &b"a"[..]), (Offset(11), b"b")], Offset(12))
             .expect("fits exactly");
         // An old key costs nothing more.
-        map.add_batch([(Offset(12), &b"a"[..])], Offset(13)).expect("old key");
-        assert_eq!(map.add_batch([(Offset(13), &b"c"[..])], Offset(14)), Err(MapFull));
+        map.add_batch([(Offset(12), &b"a"[..])], Offset(13))
+            .expect("old key");
+        assert_eq!(
+            map.add_batch([(Offset(13), &b"c"[..])], Offset(14)),
+            Err(MapFull)
+        );
         assert_eq!(map.pass_end(), Offset(13), "unchanged by the refused batch");
         assert_eq!(map.latest(b"c"), None);
     }

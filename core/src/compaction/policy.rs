@@ -112,8 +112,7 @@ pub fn parse_ratio_ppm(value: &str) -> Option<u32> {
     if whole.is_empty() && fraction.is_empty() {
         return None;
     }
-    if !whole.chars().all(|c| c.is_ascii_digit()) || !fraction.chars().all(|c| c.is_ascii_digit())
-    {
+    if !whole.chars().all(|c| c.is_ascii_digit()) || !fraction.chars().all(|c| c.is_ascii_digit()) {
         return None;
     }
     let whole: u64 = if whole.is_empty() {

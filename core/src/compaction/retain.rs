@@ -73,7 +73,10 @@ pub fn keep_record(
     map: &KeyOffsetMap,
     tombstones: TombstoneHorizon,
 ) -> Verdict {
-    debug_assert!(record.offset < map.pass_end(), "only records below the pass end");
+    debug_assert!(
+        record.offset < map.pass_end(),
+        "only records below the pass end"
+    );
     let Some(key) = record.key else {
         return Verdict::Drop(DropReason::Keyless);
     };

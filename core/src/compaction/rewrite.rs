@@ -98,6 +98,8 @@ pub struct FilterCounts {
     pub keyless: u64,
     /// Expired tombstones dropped.
     pub tombstones: u64,
+    /// The smallest timestamp of a tombstone kept (when it expires, the log is due again).
+    pub oldest_kept_tombstone_ms: Option<i64>,
 }
 
 impl FilterCounts {
@@ -107,6 +109,13 @@ impl FilterCounts {
         self.superseded += other.superseded;
         self.keyless += other.keyless;
         self.tombstones += other.tombstones;
+        self.oldest_kept_tombstone_ms = match (
+            self.oldest_kept_tombstone_ms,
+            other.oldest_kept_tombstone_ms,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Records dropped for any reason.
@@ -261,6 +270,12 @@ pub fn filter_batch(
     for (span, facts) in decoded.spans.iter().zip(decoded.facts()) {
         match verdict(&facts) {
             Verdict::Keep => {
+                if facts.is_tombstone {
+                    let oldest = counts
+                        .oldest_kept_tombstone_ms
+                        .get_or_insert(facts.timestamp_ms);
+                    *oldest = (*oldest).min(facts.timestamp_ms);
+                }
                 counts.kept += 1;
                 kept_count += 1;
                 kept.extend_from_slice(&decoded.section[span.start..span.end]);
@@ -345,7 +360,11 @@ mod tests {
         assert_eq!(header.last_offset_delta, old.last_offset_delta);
         assert_eq!(header.base_timestamp, old.base_timestamp);
         assert_eq!(
-            (header.producer_id, header.producer_epoch, header.base_sequence),
+            (
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence
+            ),
             (7, 2, 40)
         );
         assert_eq!(header.records_count, 2);
@@ -358,10 +377,17 @@ mod tests {
             .records()
             .map(|r| {
                 let r = r.expect("record");
-                (r.offset_delta, r.value.map(<[u8]>::to_vec), r.headers_count())
+                (
+                    r.offset_delta,
+                    r.value.map(<[u8]>::to_vec),
+                    r.headers_count(),
+                )
             })
             .collect();
-        assert_eq!(got, vec![(1, Some(b"2".to_vec()), 1), (2, Some(b"3".to_vec()), 1)]);
+        assert_eq!(
+            got,
+            vec![(1, Some(b"2".to_vec()), 1), (2, Some(b"3".to_vec()), 1)]
+        );
     }
 
     #[test]

@@ -142,9 +142,7 @@ mod tests {
             let matching: Vec<_> = cases
                 .iter()
                 .filter(|c| match c {
-                    SwapRecovery::DiscardCleaned => {
-                        !checks.swap_present && checks.cleaned_present
-                    }
+                    SwapRecovery::DiscardCleaned => !checks.swap_present && checks.cleaned_present,
                     SwapRecovery::FinishSwap => checks.swap_present && checks.first_old_present,
                     SwapRecovery::FinishSwapNoFirst => {
                         checks.swap_present && !checks.first_old_present
