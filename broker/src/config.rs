@@ -63,6 +63,8 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
+    pub cleaner: crate::log::cleaner::CleanerSettings,
     /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
     /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
     pub explicit: BTreeSet<String>,
@@ -209,6 +211,7 @@ impl Default for BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             groups: GroupSettings::default(),
+            cleaner: crate::log::cleaner::CleanerSettings::default(),
             explicit: BTreeSet::new(),
         }
     }
@@ -373,6 +376,9 @@ impl BrokerConfig {
                     config.retention_check_interval_ms = parse_positive(k, v)?
                 }
                 "log.index.interval.bytes" => config.index_interval_bytes = parse_num(k, v)?,
+                k if crate::log::cleaner::CleanerSettings::KEYS.contains(&k) => {
+                    config.cleaner.apply(k, v).map_err(|why| invalid(k, v, why))?;
+                }
                 "num.partitions" => config.num_partitions = parse_positive(k, v)?,
                 "auto.create.topics.enable" => {
                     config.auto_create_topics = match v {
