@@ -51,17 +51,20 @@ fn keyed_batch(records: &[(&str, Option<&str>)], timestamp_ms: i64) -> Vec<u8> {
     b.build(Offset(0))
 }
 
-/// The workload: 4 segments of overwrites of 5 keys, a tombstone for `k1`; an active segment
-/// with one more batch. Returns every row written, in offset order.
-async fn write_workload<B: Backend>(log: &PartitionLog<B>) -> Result<Vec<Row>, String> {
+/// The workload: `rounds` segments of overwrites of 5 keys, a tombstone for `k1` in the last;
+/// an active segment with one more batch. Returns every row written, in offset order.
+async fn write_workload<B: Backend>(
+    log: &PartitionLog<B>,
+    rounds: usize,
+) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
-    for round in 0..4 {
+    for round in 0..rounds {
         for batch in 0..3 {
             let values: Vec<String> = (0..5).map(|k| format!("v{round}.{batch}.{k}")).collect();
             let mut records: Vec<(String, Option<&str>)> = (0..5)
                 .map(|k| (format!("k{k}"), Some(values[k].as_str())))
                 .collect();
-            if round == 3 && batch == 2 {
+            if round + 1 == rounds && batch == 2 {
                 records[1].1 = None; // delete k1
             }
             let refs: Vec<(&str, Option<&str>)> =
@@ -153,7 +156,7 @@ async fn clean_once<B: Backend>(
 pub async fn check_compaction_keeps_latest_per_key<B: Backend>(backend: &B, dir: &Path) -> Check {
     let cfg = compacted_config();
     let log = open(backend, dir, &cfg, false).await?;
-    let rows = write_workload(&log).await?;
+    let rows = write_workload(&log, 4).await?;
     let size_before = log.size_bytes();
     let end = log.segments().last().ok_or("no segment")?.base_offset().0;
     let outcome = clean_once(backend, &log, NOW_MS)
@@ -212,7 +215,7 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
     let (rows, total_ops, end) = {
         let sub = dir.join("count");
         let log = open(backend, &sub, &cfg, false).await?;
-        let rows = write_workload(&log).await?;
+        let rows = write_workload(&log, 2).await?;
         drop(log);
         let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
         let log = open(&faulty, &sub, &cfg, false).await?;
@@ -228,7 +231,7 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
     for n in 0..=total_ops {
         let sub = dir.join(format!("crash-{n}"));
         let log = open(backend, &sub, &cfg, false).await?;
-        write_workload(&log).await?;
+        write_workload(&log, 2).await?;
         log.close().await.step("close")?;
         let plan = FaultPlan::new();
         let faulty = FaultyBackend::new(backend.clone(), plan.clone());
@@ -266,7 +269,7 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
 pub async fn check_read_in_flight_survives_cleaning<B: Backend>(backend: &B, dir: &Path) -> Check {
     let cfg = compacted_config();
     let log = open(backend, dir, &cfg, false).await?;
-    write_workload(&log).await?;
+    write_workload(&log, 4).await?;
     let first = log.segments().first().cloned().ok_or("no segment")?;
     let old_bytes = first.read_log(0, first.size_bytes() as usize).await.step("read")?;
     clean_once(backend, &log, NOW_MS).await?.ok_or("not cleaned")?;
