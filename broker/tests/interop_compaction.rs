@@ -1,7 +1,8 @@
 //! Compacted topics with librdkafka (the `rdkafka` crate) against the real `minikafka` binary:
-//! a topic created with `cleanup.policy=compact` refuses keyless records (INVALID_RECORD),
-//! shrinks to the latest record per key at their original offsets (librdkafka reads across the
-//! gaps), and a consumer reading while the cleaner works sees offsets that only increase and,
+//! a topic created with `cleanup.policy=compact` refuses keyless records (INVALID_RECORD, in a
+//! gzip batch),
+//! shrinks to the latest record per key at their original offsets — its gzip batches
+//! recompressed — (librdkafka reads across the gaps), and a consumer reading while the cleaner works sees offsets that only increase and,
 //! at the end, the same latest value per key.
 
 mod common;
@@ -73,7 +74,10 @@ fn compacted_topic_keeps_the_latest_value_per_key() {
                 .expect("CreateTopics");
         assert!(results.iter().all(Result::is_ok), "{results:?}");
 
-        let mut producer = TestProducer::new(&broker, &[("linger.ms", "5")]);
+        // gzip: the cleaner decompresses, filters and recompresses with the same codec, and
+        // the produce path decompresses to find the keyless record.
+        let mut producer =
+            TestProducer::new(&broker, &[("linger.ms", "5"), ("compression.codec", "gzip")]);
         // A record without a key is refused, as Kafka refuses it.
         let keyless = producer.produce_all(&[Rec::new(TOPIC, Some(0), b"no key")]);
         assert!(

@@ -76,10 +76,13 @@ async fn visit<B: Backend>(
     if entry.0 != identity {
         *entry = (identity, CleanerCheckpoint::default());
     }
+    let started = st.backend.now();
     match clean_partition(&st.backend, log, &mut entry.1, settings, now_ms).await {
         Ok(Some(outcome)) => tracing::info!(
             topic,
             partition,
+            elapsed_us = st.backend.now().saturating_duration_since(started).as_micros() as u64,
+            io_bytes = outcome.io_bytes,
             due = ?outcome.plan.due,
             pass_end = outcome.pass_end.0,
             groups = outcome.groups_swapped,
