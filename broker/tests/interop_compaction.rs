@@ -139,3 +139,62 @@ fn compacted_topic_keeps_the_latest_value_per_key() {
         assert_eq!(acks[0].1, last_offset + 1);
     });
 }
+
+/// Total bytes of the `.log` files under `dir`.
+fn log_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// `__consumer_offsets` is compacted: 300 commits of one group's offset shrink to about one
+/// record in the sealed segments, and after a restart the group's offset is the last commit
+/// (startup replays the live keys).
+#[test]
+fn consumer_offsets_are_compacted_and_replayed() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::builder()
+            .with("log.cleaner.backoff.ms", "100")
+            .with("offsets.topic.num.partitions", "1")
+            .with("offsets.topic.segment.bytes", "4096")
+            .start();
+        create_topics(&broker, &[("committed", 1)]);
+        let group = consumer(&broker, &[("group.id", "compacted-group")]);
+        for i in 1..=300 {
+            let mut tpl = rdkafka::TopicPartitionList::new();
+            tpl.add_partition_offset("committed", 0, Offset::Offset(i))
+                .expect("offset");
+            rdkafka::consumer::Consumer::commit(&group, &tpl, rdkafka::consumer::CommitMode::Sync)
+                .expect("commit");
+        }
+        let dir = broker.data_dir().join("__consumer_offsets-0");
+        let written = log_bytes(&dir);
+        let deadline = Instant::now() + DATA_LIMIT;
+        // The active segment (at most 4 KiB) plus one cleaned record per key; the 300 commit
+        // batches (over 61 bytes of header each) took more than 18 KB.
+        while log_bytes(&dir) > 4096 + 1024 {
+            assert!(
+                Instant::now() < deadline,
+                "__consumer_offsets not compacted: {} of {written} bytes left",
+                log_bytes(&dir)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(group);
+        assert!(broker.stop().success(), "clean shutdown");
+        broker.restart();
+        let group = consumer(&broker, &[("group.id", "compacted-group")]);
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition("committed", 0);
+        let got = rdkafka::consumer::Consumer::committed_offsets(&group, tpl, CALL_LIMIT)
+            .expect("OffsetFetch");
+        assert_eq!(got.elements()[0].offset(), Offset::Offset(300));
+    });
+}
