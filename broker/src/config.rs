@@ -377,7 +377,10 @@ impl BrokerConfig {
                 }
                 "log.index.interval.bytes" => config.index_interval_bytes = parse_num(k, v)?,
                 k if crate::log::cleaner::CleanerSettings::KEYS.contains(&k) => {
-                    config.cleaner.apply(k, v).map_err(|why| invalid(k, v, why))?;
+                    config
+                        .cleaner
+                        .apply(k, v)
+                        .map_err(|why| invalid(k, v, why))?;
                 }
                 "num.partitions" => config.num_partitions = parse_positive(k, v)?,
                 "auto.create.topics.enable" => {

@@ -40,7 +40,10 @@ fn read_to(broker: &Broker, last_offset: i64) -> Vec<(i64, Vec<u8>, Option<Vec<u
     let deadline = Instant::now() + DATA_LIMIT;
     let mut rows = Vec::new();
     loop {
-        assert!(Instant::now() < deadline, "did not reach offset {last_offset}: {rows:?}");
+        assert!(
+            Instant::now() < deadline,
+            "did not reach offset {last_offset}: {rows:?}"
+        );
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(msg)) => {
                 rows.push((
@@ -69,21 +72,24 @@ fn compacted_topic_keeps_the_latest_value_per_key() {
             .set("cleanup.policy", "compact")
             .set("segment.ms", "200")
             .set("min.cleanable.dirty.ratio", "0.01");
-        let results =
-            futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
-                .expect("CreateTopics");
+        let results = futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
+            .expect("CreateTopics");
         assert!(results.iter().all(Result::is_ok), "{results:?}");
 
         // gzip: the cleaner decompresses, filters and recompresses with the same codec, and
         // the produce path decompresses to find the keyless record.
-        let mut producer =
-            TestProducer::new(&broker, &[("linger.ms", "5"), ("compression.codec", "gzip")]);
+        let mut producer = TestProducer::new(
+            &broker,
+            &[("linger.ms", "5"), ("compression.codec", "gzip")],
+        );
         // A record without a key is refused, as Kafka refuses it.
         let keyless = producer.produce_all(&[Rec::new(TOPIC, Some(0), b"no key")]);
         assert!(
             matches!(
                 &keyless[0],
-                Err(KafkaError::MessageProduction(RDKafkaErrorCode::InvalidRecord))
+                Err(KafkaError::MessageProduction(
+                    RDKafkaErrorCode::InvalidRecord
+                ))
             ),
             "{keyless:?}"
         );
@@ -110,7 +116,10 @@ fn compacted_topic_keeps_the_latest_value_per_key() {
         let total = 30;
         // A consumer reading while the cleaner runs: offsets only increase.
         let during = read_to(&broker, last_offset);
-        assert!(during.windows(2).all(|w| w[0].0 < w[1].0), "offsets out of order");
+        assert!(
+            during.windows(2).all(|w| w[0].0 < w[1].0),
+            "offsets out of order"
+        );
 
         // Wait (bounded) until the log holds exactly the latest record per key.
         let want: Vec<(i64, Vec<u8>, Option<Vec<u8>>)> = {

@@ -184,7 +184,8 @@ pub fn decode_records(
     let mut out = DecodedRecords::default();
     for view in BatchIter::new(records)
         .with_options(ValidateOptions::stored())
-        .lenient_tail() {
+        .lenient_tail()
+    {
         let view = view.map_err(corrupt)?;
         let header = view.header;
         out.next_offset = Some(header.next_offset());

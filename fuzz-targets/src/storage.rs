@@ -4,8 +4,8 @@
 
 use minikafka_core::index::{self, IndexEntry, OffsetIndex};
 use minikafka_core::record::{
-    compute_crc, patch_base_offset, validate_batch, BatchIter, Compression, RecordIter,
-    OffsetRule, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
+    compute_crc, patch_base_offset, validate_batch, BatchIter, Compression, OffsetRule, RecordIter,
+    ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
 };
 use minikafka_core::recovery::{scan_slice, ScanConfig, StopReason};
 use minikafka_core::time_index::{self, search_batch, search_slice, TimeIndex};

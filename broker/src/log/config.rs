@@ -153,8 +153,8 @@ impl LogConfig {
                 }
                 "max.message.bytes" => out.max_batch_bytes = parse(key, value)?,
                 "cleanup.policy" => {
-                    out.cleanup_policy = CleanupPolicy::parse(value)
-                        .map_err(|e| config_error(key, e.to_string()))?
+                    out.cleanup_policy =
+                        CleanupPolicy::parse(value).map_err(|e| config_error(key, e.to_string()))?
                 }
                 "min.cleanable.dirty.ratio" => {
                     out.compaction.min_cleanable_dirty_ratio_ppm = parse_ratio_ppm(value)

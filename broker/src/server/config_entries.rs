@@ -56,7 +56,11 @@ fn opt_i64(v: Option<i64>) -> String {
 
 fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
     vec![
-        ("cleanup.policy", c.cleanup_policy.as_str().to_string(), TYPE_LIST),
+        (
+            "cleanup.policy",
+            c.cleanup_policy.as_str().to_string(),
+            TYPE_LIST,
+        ),
         (
             "min.cleanable.dirty.ratio",
             minikafka_core::compaction::policy::format_ratio_ppm(

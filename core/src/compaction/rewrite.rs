@@ -312,7 +312,10 @@ mod tests {
     use super::*;
     use crate::record::{validate_batch_with, BatchBuilder, BatchIter, NewRecord, ValidateOptions};
 
-    fn batch(records: &[(Option<&[u8]>, Option<&[u8]>)], base: i64) -> Vec<u8> {
+    /// A record's key and value, each nullable.
+    type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+    fn batch(records: &[KeyValue<'_>], base: i64) -> Vec<u8> {
         let mut b = BatchBuilder::new();
         b.producer_id = 7;
         b.producer_epoch = 2;

@@ -145,9 +145,15 @@ async fn clean_once<B: Backend>(
     now_ms: i64,
 ) -> Result<Option<minikafka_broker::log::cleaner::CleanOutcome>, String> {
     let mut checkpoint = CleanerCheckpoint::default();
-    clean_partition(backend, log, &mut checkpoint, &CleanerSettings::default(), now_ms)
-        .await
-        .step("clean")
+    clean_partition(
+        backend,
+        log,
+        &mut checkpoint,
+        &CleanerSettings::default(),
+        now_ms,
+    )
+    .await
+    .step("clean")
 }
 
 /// A cleaning keeps the latest record per key at its offset (gaps elsewhere), shrinks the log,
@@ -169,21 +175,28 @@ pub async fn check_compaction_keeps_latest_per_key<B: Backend>(backend: &B, dir:
     ensure(read_rows(&log).await? == expected, || {
         "after cleaning: not the latest row per key".into()
     })?;
-    ensure(log.size_bytes() < size_before, || "the log did not shrink".into())?;
-    ensure(
-        expected.iter().any(|r| r.2.is_none()),
-        || "the young tombstone went".into(),
-    )?;
+    ensure(log.size_bytes() < size_before, || {
+        "the log did not shrink".into()
+    })?;
+    ensure(expected.iter().any(|r| r.2.is_none()), || {
+        "the young tombstone went".into()
+    })?;
     // A later cleaning past delete.retention.ms drops the tombstone.
     let later = NOW_MS + cfg.compaction.delete_retention_ms;
     let mut checkpoint = CleanerCheckpoint {
         first_dirty: Offset(end),
         oldest_kept_tombstone_ms: outcome.counts.oldest_kept_tombstone_ms,
     };
-    clean_partition(backend, &log, &mut checkpoint, &CleanerSettings::default(), later)
-        .await
-        .step("clean for tombstones")?
-        .ok_or("an expired tombstone did not make the log due")?;
+    clean_partition(
+        backend,
+        &log,
+        &mut checkpoint,
+        &CleanerSettings::default(),
+        later,
+    )
+    .await
+    .step("clean for tombstones")?
+    .ok_or("an expired tombstone did not make the log due")?;
     let expected = expected_after_clean(&rows, end, true);
     ensure(read_rows(&log).await? == expected, || {
         "after the tombstone's expiry".into()
@@ -191,18 +204,24 @@ pub async fn check_compaction_keeps_latest_per_key<B: Backend>(backend: &B, dir:
     // Crash (no close) and reopen, then a clean close and reopen: the same rows.
     drop(log);
     let log = open(backend, dir, &cfg, false).await?;
-    ensure(read_rows(&log).await? == expected, || "after a crash".into())?;
+    ensure(read_rows(&log).await? == expected, || {
+        "after a crash".into()
+    })?;
     let hw = log.high_watermark();
     let info = log
         .append(keyed_batch(&[("k9", Some("new"))], NOW_MS), NOW_MS)
         .await
         .step("append after reopen")?;
-    ensure(info.base_offset == hw, || "append not at the high watermark (I1)".into())?;
+    ensure(info.base_offset == hw, || {
+        "append not at the high watermark (I1)".into()
+    })?;
     log.close().await.step("close")?;
     let log = open(backend, dir, &cfg, true).await?;
     let mut expected = expected;
     expected.push((hw.0, b"k9".to_vec(), Some(b"new".to_vec())));
-    ensure(read_rows(&log).await? == expected, || "after a clean reopen".into())?;
+    ensure(read_rows(&log).await? == expected, || {
+        "after a clean reopen".into()
+    })?;
     Ok(())
 }
 
@@ -221,7 +240,9 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
         let log = open(&faulty, &sub, &cfg, false).await?;
         let before = faulty.plan().op_count();
         let end = log.segments().last().ok_or("no segment")?.base_offset().0;
-        clean_once(&faulty, &log, NOW_MS).await?.ok_or("not cleaned")?;
+        clean_once(&faulty, &log, NOW_MS)
+            .await?
+            .ok_or("not cleaned")?;
         (rows, faulty.plan().op_count() - before, end)
     };
     let old = rows.clone();
@@ -248,19 +269,25 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
         } else if got == new {
             saw_new = true;
         } else {
-            return Err(format!("crash at op {n}: the log is neither the old nor the new one"));
+            return Err(format!(
+                "crash at op {n}: the log is neither the old nor the new one"
+            ));
         }
         let hw = log.high_watermark();
         let info = log
             .append(keyed_batch(&[("k0", Some("after"))], NOW_MS), NOW_MS)
             .await
             .step("append after recovery")?;
-        ensure(info.base_offset == hw, || format!("crash at op {n}: append off the end"))?;
+        ensure(info.base_offset == hw, || {
+            format!("crash at op {n}: append off the end")
+        })?;
         drop(log);
         backend.remove_dir_all(&sub).await.step("cleanup")?;
     }
     ensure(saw_old && saw_new, || {
-        format!("expected both outcomes over {total_ops} crash points (old {saw_old}, new {saw_new})")
+        format!(
+            "expected both outcomes over {total_ops} crash points (old {saw_old}, new {saw_new})"
+        )
     })
 }
 
@@ -271,10 +298,20 @@ pub async fn check_read_in_flight_survives_cleaning<B: Backend>(backend: &B, dir
     let log = open(backend, dir, &cfg, false).await?;
     write_workload(&log, 4).await?;
     let first = log.segments().first().cloned().ok_or("no segment")?;
-    let old_bytes = first.read_log(0, first.size_bytes() as usize).await.step("read")?;
-    clean_once(backend, &log, NOW_MS).await?.ok_or("not cleaned")?;
-    let again = first.read_log(0, old_bytes.len()).await.step("read in flight")?;
-    ensure(again == old_bytes, || "the old segment changed under its reader".into())?;
+    let old_bytes = first
+        .read_log(0, first.size_bytes() as usize)
+        .await
+        .step("read")?;
+    clean_once(backend, &log, NOW_MS)
+        .await?
+        .ok_or("not cleaned")?;
+    let again = first
+        .read_log(0, old_bytes.len())
+        .await
+        .step("read in flight")?;
+    ensure(again == old_bytes, || {
+        "the old segment changed under its reader".into()
+    })?;
     let now_first = log.segments().first().cloned().ok_or("no segment")?;
     ensure(now_first.size_bytes() < first.size_bytes(), || {
         "the cleaned segment is not in place".into()

@@ -119,7 +119,10 @@ impl<'a, B: Backend> BatchWindows<'a, B> {
             return Ok(None);
         }
         let left = (self.end_bytes - self.pos) as usize;
-        let mut window = self.segment.read_log(self.pos, WINDOW_BYTES.min(left)).await?;
+        let mut window = self
+            .segment
+            .read_log(self.pos, WINDOW_BYTES.min(left))
+            .await?;
         let mut whole = whole_batches_len(&window);
         if whole == 0 {
             // A batch larger than the window: read exactly it.
@@ -127,11 +130,17 @@ impl<'a, B: Backend> BatchWindows<'a, B> {
                 .and_then(|(_, len)| usize::try_from(len).ok())
                 .map(|len| len + LOG_OVERHEAD)
                 .filter(|total| *total <= left)
-                .ok_or_else(|| corrupt(self.segment, self.pos, "batch length runs past the segment"))?;
+                .ok_or_else(|| {
+                    corrupt(self.segment, self.pos, "batch length runs past the segment")
+                })?;
             window = self.segment.read_log(self.pos, total).await?;
             whole = whole_batches_len(&window);
             if whole == 0 {
-                return Err(corrupt(self.segment, self.pos, "short read of a sealed segment"));
+                return Err(corrupt(
+                    self.segment,
+                    self.pos,
+                    "short read of a sealed segment",
+                ));
             }
         }
         window.truncate(whole);
@@ -239,7 +248,10 @@ pub async fn clean_partition<B: Backend>(
                     }
                     let decoded = batch_records(&view, &mut codec, MAX_DECOMPRESSED_BYTES)
                         .map_err(|e| filter_error(segment, e))?;
-                    if map.add_batch(decoded.keyed(), view.header.next_offset()).is_err() {
+                    if map
+                        .add_batch(decoded.keyed(), view.header.next_offset())
+                        .is_err()
+                    {
                         break 'build;
                     }
                 }
@@ -340,7 +352,11 @@ pub async fn clean_partition<B: Backend>(
         // Retention of a compacted topic runs in this same task (see the shard's cleaner), so
         // nothing else removes segments between the check above and here.
         if !log.replace_segments(&members, Rc::new(segment)) {
-            tracing::error!(?dir, base = range.base.0, "cleaned segment could not be put in place");
+            tracing::error!(
+                ?dir,
+                base = range.base.0,
+                "cleaned segment could not be put in place"
+            );
         }
         outcome.groups_swapped += 1;
         outcome.bytes_before += bytes_before;

@@ -21,6 +21,7 @@ impl RecordsCodec for KafkaCodecs {
     }
 
     fn compress(&mut self, codec: Compression, records: &[u8]) -> Result<Vec<u8>, CodecError> {
-        minikafka_client::compression::compress(codec, records).map_err(|e| CodecError(e.to_string()))
+        minikafka_client::compression::compress(codec, records)
+            .map_err(|e| CodecError(e.to_string()))
     }
 }

@@ -140,7 +140,10 @@ mod tests {
         }
         assert_eq!(s.default_policy, CleanupPolicy::COMPACT);
         assert_eq!(s.io_max_bytes_per_second, Some(1 << 20));
-        assert_eq!(s.compaction_defaults().min_cleanable_dirty_ratio_ppm, 100_000);
+        assert_eq!(
+            s.compaction_defaults().min_cleanable_dirty_ratio_ppm,
+            100_000
+        );
         for (key, bad) in [
             ("log.cleaner.enable", "yes"),
             ("log.cleaner.backoff.ms", "0"),
@@ -153,8 +156,11 @@ mod tests {
         assert_eq!(s.apply("log.retention.ms", "1"), Ok(false));
         // Kafka's default for the rate parses as unthrottled.
         let mut d = CleanerSettings::default();
-        d.apply("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308")
-            .expect("Double.MaxValue");
+        d.apply(
+            "log.cleaner.io.max.bytes.per.second",
+            "1.7976931348623157E308",
+        )
+        .expect("Double.MaxValue");
         assert_eq!(d.io_max_bytes_per_second, None);
     }
 }

@@ -19,7 +19,9 @@ use minikafka_core::compaction::swap::{
 };
 use minikafka_core::types::Offset;
 
-use crate::log::segment::{classify, index_file_name, log_file_name, time_index_file_name, SegmentFile};
+use crate::log::segment::{
+    classify, index_file_name, log_file_name, time_index_file_name, SegmentFile,
+};
 
 /// Removes `path`, treating a missing file as removed.
 pub(crate) async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<()> {
@@ -72,7 +74,11 @@ impl<F: BackendFile> CleanedWriter<F> {
 }
 
 /// Removes a `.cleaned` file the cleaner gave up on (nothing to swap, or an error).
-pub async fn discard_cleaned<B: Backend>(backend: &B, dir: &Path, range: SwapRange) -> io::Result<()> {
+pub async fn discard_cleaned<B: Backend>(
+    backend: &B,
+    dir: &Path,
+    range: SwapRange,
+) -> io::Result<()> {
     remove_if_present(backend, &dir.join(file_name(range, SwapStage::Cleaned))).await
 }
 
@@ -150,8 +156,7 @@ pub async fn recover_swaps<B: Backend>(
         let case = recovery_case(checks);
         match case {
             SwapRecovery::DiscardCleaned => {
-                remove_if_present(backend, &dir.join(file_name(range, SwapStage::Cleaned)))
-                    .await?;
+                remove_if_present(backend, &dir.join(file_name(range, SwapStage::Cleaned))).await?;
                 backend.sync_dir(dir).await?;
             }
             SwapRecovery::FinishSwap | SwapRecovery::FinishSwapNoFirst => {
@@ -163,7 +168,13 @@ pub async fn recover_swaps<B: Backend>(
             }
             SwapRecovery::Nothing => {}
         }
-        tracing::info!(?dir, base = range.base.0, end = range.end.0, ?case, "segment swap recovered");
+        tracing::info!(
+            ?dir,
+            base = range.base.0,
+            end = range.end.0,
+            ?case,
+            "segment swap recovered"
+        );
         done.push((range, case));
     }
     Ok(done)

@@ -82,7 +82,8 @@ pub async fn replay_log<B: Backend>(
         let before = offset;
         for batch in BatchIter::new(&read.bytes)
             .with_options(ValidateOptions::stored())
-            .lenient_tail() {
+            .lenient_tail()
+        {
             let batch = match batch {
                 Ok(batch) => batch,
                 Err(e) => {
