@@ -105,7 +105,7 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
         ("compression.type", "producer".to_string(), TYPE_STRING),
         (
             "message.timestamp.type",
-            "CreateTime".to_string(),
+            c.timestamp_type.name().to_string(),
             TYPE_STRING,
         ),
     ]
@@ -130,6 +130,7 @@ fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
         "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
         "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
         "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
+        "message.timestamp.type" => &["log.message.timestamp.type"],
         _ => &[],
     }
 }
@@ -270,10 +271,22 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             TYPE_LONG,
         ),
         ("max.connections", c.max_connections.to_string(), TYPE_INT),
+        (
+            "log.message.timestamp.type",
+            c.log_message_timestamp_type.name().to_string(),
+            TYPE_STRING,
+        ),
         ("flush.policy", flush_policy.to_string(), TYPE_STRING),
         ("flush.interval.ms", flush_interval, TYPE_LONG),
         ("num.shards", c.num_shards.to_string(), TYPE_INT),
         ("node.id", c.node_id.to_string(), TYPE_INT),
+        (
+            "metrics.listener",
+            c.metrics_listener
+                .map_or_else(String::new, |a| format!("http://{a}")),
+            TYPE_STRING,
+        ),
+        ("log.format", c.log_format.as_str().to_string(), TYPE_STRING),
     ]
 }
 

@@ -48,6 +48,7 @@ pub fn log_config(
         flush: config.flush_policy,
         cleanup_policy: config.cleaner.default_policy,
         compaction: config.cleaner.compaction_defaults(),
+        timestamp_type: config.log_message_timestamp_type,
     };
     base.with_overrides(overrides)
 }

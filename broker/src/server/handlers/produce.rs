@@ -13,7 +13,8 @@
 //! - On a compacted topic (`cleanup.policy` with `compact`) a record without a key is
 //!   INVALID_RECORD (87), as in Kafka.
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
-//!   order with base offset, log-append time -1 and log start offset.
+//!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
+//!   LogAppendTime` topic, else -1) and log start offset.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -173,6 +174,7 @@ pub async fn handle<B: Backend>(
             Ok(appended) => {
                 entry.base_offset = appended.base_offset;
                 entry.log_start_offset = appended.log_start_offset;
+                entry.log_append_time_ms = appended.log_append_time_ms;
             }
             Err(code) => entry.error_code = code.code(),
         }
