@@ -131,7 +131,7 @@ impl PortableBackend {
 
 /// Largest `write_at` done inline on the shard's thread (`pwrite` into the page cache);
 /// larger ones go to smol's blocking pool. See the crate documentation.
-pub const INLINE_WRITE_MAX_BYTES: usize = 64 * 1024;
+pub use minikafka_core::backend::INLINE_WRITE_MAX_BYTES;
 
 /// An open file of the portable backend. The descriptor is shared (`Arc`) with the blocking
 /// closures that use it, so a cancelled operation never leaves it dangling.

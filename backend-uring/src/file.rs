@@ -1,7 +1,14 @@
 //! [`UringFile`]: a [`BackendFile`] over glommio's `BufferedFile`.
 //!
 //! Contract:
-//! - Reads, writes, `fdatasync` and close are io_uring submissions (counted in [`crate::stats`]).
+//! - Reads, `fdatasync`, close and large writes are io_uring submissions (counted in
+//!   [`crate::stats`]). Small writes (at most [`INLINE_WRITE_MAX_BYTES`]) take the path the
+//!   file's filesystem makes cheap, decided by the file's first small write, which is a
+//!   `pwritev2(RWF_NOWAIT)` on the shard's thread: where the filesystem does non-blocking
+//!   buffered writes, later writes go through the ring, which completes them inline; where it
+//!   refuses (`EOPNOTSUPP`: ext4, for one), io_uring would punt every buffered write to a
+//!   kernel worker (a thread hop per write), so they are plain `pwrite`s on the shard's
+//!   thread, from the caller's buffer (no copy), as the portable backend does.
 //!   `truncate` runs `ftruncate` on glommio's blocking thread (glommio 0.9 has no io_uring
 //!   truncate). `len` is a direct `fstat(2)` on the descriptor: it never blocks on the disk
 //!   for an open inode, and unlike glommio's path-based `statx` it stays right after the file
@@ -12,13 +19,15 @@
 //! - Never: allocates more than [`READ_CHUNK_BYTES`] ahead of the bytes actually read, so a
 //!   large `len` at the end of a file costs only what the file holds.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io;
 use std::mem::ManuallyDrop;
+use std::os::unix::fs::FileExt;
 use std::os::unix::io::{AsRawFd, FromRawFd};
 
 use glommio::io::BufferedFile;
-use minikafka_core::backend::BackendFile;
+use minikafka_core::backend::{BackendFile, INLINE_WRITE_MAX_BYTES};
 
 use crate::error::os_error;
 use crate::stats;
@@ -26,15 +35,106 @@ use crate::stats;
 /// Largest single read submitted to the ring; longer reads are split.
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
+/// How a file's small writes are issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmallWritePath {
+    /// Not known yet: the next small write asks the filesystem (`RWF_NOWAIT`).
+    Undecided,
+    /// Through the ring: the filesystem does non-blocking buffered writes.
+    Ring,
+    /// `pwrite(2)` on the shard's thread: the filesystem refuses non-blocking buffered
+    /// writes, so the ring would punt each one to a kernel worker.
+    OnShard,
+}
+
+/// What the filesystem said to a non-blocking buffered write.
+fn path_after_nowait(result: &io::Result<usize>) -> SmallWritePath {
+    match result {
+        Ok(_) => SmallWritePath::Ring,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => SmallWritePath::OnShard,
+        // EAGAIN (it would block right now) and real errors say nothing about support.
+        Err(_) => SmallWritePath::Undecided,
+    }
+}
+
 /// An open file on a uring shard. Must be used on the shard that opened it.
 #[derive(Debug)]
 pub struct UringFile {
     inner: BufferedFile,
+    small_writes: Cell<SmallWritePath>,
 }
 
 impl UringFile {
     pub(crate) fn new(inner: BufferedFile) -> UringFile {
-        UringFile { inner }
+        UringFile {
+            inner,
+            small_writes: Cell::new(SmallWritePath::Undecided),
+        }
+    }
+
+    /// How this file's small writes go (decided by its first one).
+    pub fn small_write_path(&self) -> SmallWritePath {
+        self.small_writes.get()
+    }
+
+    /// The descriptor as a `File` that does not close it.
+    fn raw_file(&self) -> ManuallyDrop<File> {
+        // SAFETY: the descriptor is owned by `self.inner`, open for the whole borrow of
+        // `self`, and `ManuallyDrop` keeps this temporary `File` from closing it.
+        ManuallyDrop::new(unsafe { File::from_raw_fd(self.inner.as_raw_fd()) })
+    }
+
+    /// One `pwritev2(RWF_NOWAIT)` of `buf` at `pos` on the shard's thread.
+    fn write_nowait(&self, buf: &[u8], pos: u64) -> io::Result<usize> {
+        let offset = libc::off_t::try_from(pos)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write past off_t"))?;
+        let iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: `iov` points at `buf`, alive and unaliased for the call; the descriptor is
+        // open for the borrow of `self`.
+        let n =
+            unsafe { libc::pwritev2(self.inner.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// A small write on the shard's thread: the first one of the file asks the filesystem
+    /// whether it does non-blocking buffered writes. `Ok(false)` when the write should go
+    /// through the ring instead (nothing was written then).
+    fn write_small_on_shard(&self, buf: &[u8], pos: u64) -> io::Result<bool> {
+        let mut done_bytes = 0;
+        if self.small_writes.get() == SmallWritePath::Undecided {
+            let first = self.write_nowait(buf, pos);
+            self.small_writes.set(path_after_nowait(&first));
+            match first {
+                // The filesystem wrote without blocking: later writes go through the ring
+                // (which completes them inline); this one finishes here.
+                Ok(n) => done_bytes = n,
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(false)
+                }
+                Err(e) => return Err(e),
+            }
+            if done_bytes == 0 && self.small_writes.get() == SmallWritePath::Ring {
+                return Ok(false);
+            }
+        }
+        if done_bytes < buf.len() {
+            let at = pos
+                .checked_add(done_bytes as u64)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past u64"))?;
+            // `write_all_at` retries EINTR and short writes, failing with WriteZero on none.
+            self.raw_file().write_all_at(&buf[done_bytes..], at)?;
+        }
+        stats::record_write_on_shard();
+        Ok(true)
     }
 
     async fn read_into(&self, buf: &mut Vec<u8>, pos: u64, len: usize) -> io::Result<()> {
@@ -56,6 +156,13 @@ impl UringFile {
     }
 
     async fn write_from(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        if !buf.is_empty()
+            && buf.len() <= INLINE_WRITE_MAX_BYTES
+            && self.small_writes.get() != SmallWritePath::Ring
+            && self.write_small_on_shard(buf, pos)?
+        {
+            return Ok(());
+        }
         let mut done_bytes = 0usize;
         while done_bytes < buf.len() {
             let at = pos
@@ -101,13 +208,26 @@ impl BackendFile for UringFile {
     }
 
     async fn len(&self) -> io::Result<u64> {
-        // SAFETY: the descriptor is owned by `self.inner`, open for the whole borrow of
-        // `self`, and `ManuallyDrop` keeps this temporary `File` from closing it.
-        let file = ManuallyDrop::new(unsafe { File::from_raw_fd(self.inner.as_raw_fd()) });
-        Ok(file.metadata()?.len())
+        Ok(self.raw_file().metadata()?.len())
     }
 
     async fn close(self) -> io::Result<()> {
         self.inner.close().await.map_err(os_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filesystems_answer_to_rwf_nowait_picks_the_small_write_path() {
+        assert_eq!(path_after_nowait(&Ok(10)), SmallWritePath::Ring);
+        let refused = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
+        assert_eq!(path_after_nowait(&Err(refused)), SmallWritePath::OnShard);
+        let busy = io::Error::from_raw_os_error(libc::EAGAIN);
+        assert_eq!(path_after_nowait(&Err(busy)), SmallWritePath::Undecided);
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(path_after_nowait(&Err(full)), SmallWritePath::Undecided);
     }
 }

@@ -21,6 +21,7 @@ thread_local! {
 struct Counters {
     file_reads: Cell<u64>,
     file_writes: Cell<u64>,
+    file_writes_on_shard: Cell<u64>,
     file_syncs: Cell<u64>,
     ring_buffered_reads: Cell<u64>,
     ring_buffered_bytes_read: Cell<u64>,
@@ -34,6 +35,7 @@ impl Counters {
         Counters {
             file_reads: Cell::new(0),
             file_writes: Cell::new(0),
+            file_writes_on_shard: Cell::new(0),
             file_syncs: Cell::new(0),
             ring_buffered_reads: Cell::new(0),
             ring_buffered_bytes_read: Cell::new(0),
@@ -59,6 +61,11 @@ pub struct UringIoStats {
     pub file_reads: u64,
     /// Buffered writes issued by this backend that completed (one io_uring `WRITE` each).
     pub file_writes: u64,
+    /// Small writes done with `pwrite(2)` on the shard's own thread instead (see
+    /// [`crate::file`]: the filesystem cannot do non-blocking buffered writes, so the ring
+    /// would punt each one to a kernel worker), and the first write of a file, which asks the
+    /// filesystem with `RWF_NOWAIT`.
+    pub file_writes_on_shard: u64,
     /// `fdatasync`s issued by this backend that completed (one io_uring `FSYNC` each).
     pub file_syncs: u64,
     /// Buffered reads completed by glommio's rings (glommio's own count).
@@ -83,6 +90,11 @@ pub(crate) fn record_write() {
     COUNTERS.with(|c| bump(&c.file_writes, 1));
 }
 
+/// Records one completed write done on the shard's thread (not through the ring).
+pub(crate) fn record_write_on_shard() {
+    COUNTERS.with(|c| bump(&c.file_writes_on_shard, 1));
+}
+
 /// Records one completed `fdatasync`.
 pub(crate) fn record_sync() {
     COUNTERS.with(|c| bump(&c.file_syncs, 1));
@@ -104,6 +116,7 @@ pub(crate) fn snapshot() -> UringIoStats {
         UringIoStats {
             file_reads: c.file_reads.get(),
             file_writes: c.file_writes.get(),
+            file_writes_on_shard: c.file_writes_on_shard.get(),
             file_syncs: c.file_syncs.get(),
             ring_buffered_reads: c.ring_buffered_reads.get(),
             ring_buffered_bytes_read: c.ring_buffered_bytes_read.get(),

@@ -1,13 +1,16 @@
-//! Proof that file reads, writes and syncs go through io_uring, not blocking syscalls.
+//! Proof that file reads and syncs go through io_uring, and writes through io_uring or, for
+//! small ones on a filesystem that refuses non-blocking buffered writes, as `pwrite` on the
+//! shard's own thread (never a thread pool).
 //!
-//! The backend counts each glommio operation it issues; glommio's reactor separately counts
-//! each buffered read and write completion it reaps from its rings. If a build ever served file
-//! I/O with plain `pread`/`pwrite` (or a thread pool), glommio's ring counters would not move
+//! The backend counts each glommio operation it issues and each write it does on the shard;
+//! glommio's reactor separately counts each buffered read and write completion it reaps from
+//! its rings. If a build ever served file I/O any other way, the counters would not add up
 //! and this test would fail.
 
 mod common;
 
 use common::{on_one_shard, TempDir};
+use minikafka_backend_uring::SmallWritePath;
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use std::sync::Arc;
 
@@ -45,19 +48,27 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
             let after = backend.io_stats();
 
             // The backend's own counters: exactly one operation per call.
-            assert_eq!(after.file_writes - before.file_writes, OPS);
+            let ring_writes = after.file_writes - before.file_writes;
+            let shard_writes = after.file_writes_on_shard - before.file_writes_on_shard;
+            assert_eq!(ring_writes + shard_writes, OPS);
             assert_eq!(after.file_syncs - before.file_syncs, OPS);
             assert_eq!(after.file_reads - before.file_reads, OPS);
-            // glommio's ring counters moved by exactly the same amounts.
+            // The first write asked the filesystem; every later one took the path it chose.
+            match file.small_write_path() {
+                SmallWritePath::OnShard => assert_eq!(shard_writes, OPS),
+                SmallWritePath::Ring => assert_eq!(shard_writes, 1),
+                SmallWritePath::Undecided => assert_eq!(shard_writes, 0),
+            }
+            // glommio's ring counters moved by exactly the backend's ring writes and reads.
             assert_eq!(
                 after.ring_buffered_writes - before.ring_buffered_writes,
-                OPS
+                ring_writes
             );
             assert_eq!(after.ring_buffered_reads - before.ring_buffered_reads, OPS);
             let total_bytes = OPS * BLOCK_BYTES as u64;
             assert_eq!(
                 after.ring_buffered_bytes_written - before.ring_buffered_bytes_written,
-                total_bytes
+                ring_writes * BLOCK_BYTES as u64
             );
             assert_eq!(
                 after.ring_buffered_bytes_read - before.ring_buffered_bytes_read,
@@ -68,6 +79,38 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
             let idle = backend.io_stats();
             file.len().await.expect("len");
             assert_eq!(backend.io_stats(), idle);
+            file.close().await.expect("close");
+        }
+    });
+}
+
+/// A large write always goes through the ring, whatever the filesystem said to small ones.
+#[test]
+fn large_writes_go_through_the_ring() {
+    let dir = Arc::new(TempDir::new("proof-large"));
+    let root = dir.path().to_path_buf();
+    on_one_shard(move |backend| {
+        let path = root.join("large.log");
+        async move {
+            let file = backend
+                .open(&path, OpenMode::CreateNew)
+                .await
+                .expect("open");
+            let (res, _) = file.write_at(vec![1u8; 16], 0).await;
+            res.expect("small write");
+            let before = backend.io_stats();
+            let large = vec![7u8; minikafka_core::backend::INLINE_WRITE_MAX_BYTES + 1];
+            let (res, back) = file.write_at(large, 16).await;
+            res.expect("large write");
+            let after = backend.io_stats();
+            assert!(
+                after.file_writes > before.file_writes,
+                "{before:?} {after:?}"
+            );
+            assert_eq!(after.file_writes_on_shard, before.file_writes_on_shard);
+            let (res, read) = file.read_at(Vec::new(), 16, back.len()).await;
+            res.expect("read");
+            assert_eq!(read, back);
             file.close().await.expect("close");
         }
     });

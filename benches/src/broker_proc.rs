@@ -10,15 +10,19 @@
 //!   the child's pid. Dropping the handle kills the child and removes its data directory.
 //! - Readiness is the broker's own stdout line `minikafka: listening on <addr> (backend …)`;
 //!   no port is probed. Its stderr goes to `broker.log` next to the data directory.
-//! - Never: reuses a data directory (each start gets a new one), or leaves a child running.
+//! - [`BrokerHandle::kill_and_restart`] kills the child with SIGKILL (no shutdown, so the next
+//!   start recovers) and starts the same command again on the same data directory and port.
+//! - Never: reuses a data directory (each start gets a new one, restarts aside), or leaves a
+//!   child running.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::BenchError;
 
@@ -61,6 +65,28 @@ pub struct BrokerHandle {
     pub flush: String,
     child: Option<Child>,
     data_dir: Option<PathBuf>,
+    /// The command that started the child (for [`BrokerHandle::kill_and_restart`]).
+    respawn: Option<Respawn>,
+}
+
+/// How a child broker was started: program, arguments, environment, and its log.
+#[derive(Clone, Debug)]
+struct Respawn {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    log_path: PathBuf,
+}
+
+impl Respawn {
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
 }
 
 impl BrokerHandle {
@@ -72,6 +98,51 @@ impl BrokerHandle {
     /// The `host:port` text librdkafka's `bootstrap.servers` takes.
     pub fn bootstrap(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Kills the broker with SIGKILL (it gets no chance to shut down: the next start
+    /// recovers), starts the same command on the same data directory and port, and returns
+    /// the time from the new process's start until `answers(addr)` first returns true (the
+    /// probe is retried every millisecond until `timeout`).
+    pub fn kill_and_restart(
+        &mut self,
+        mut answers: impl FnMut(SocketAddr) -> bool,
+        timeout: Duration,
+    ) -> Result<Duration, BenchError> {
+        let respawn = self
+            .respawn
+            .clone()
+            .ok_or_else(|| BenchError::Broker("an external broker cannot be restarted".into()))?;
+        if let Some(child) = self.child.as_mut() {
+            child.kill()?;
+            child.wait()?;
+        }
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&respawn.log_path)?;
+        let start = Instant::now();
+        let child = respawn
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .map_err(|e| {
+                BenchError::Broker(format!("cannot restart {}: {e}", respawn.program.display()))
+            })?;
+        self.child = Some(child);
+        while !answers(self.addr) {
+            if start.elapsed() > timeout {
+                return Err(BenchError::Broker(format!(
+                    "{} did not answer within {}s of a restart",
+                    respawn.program.display(),
+                    timeout.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(start.elapsed())
     }
 }
 
@@ -130,6 +201,7 @@ impl BrokerSource {
                     flush: "external".into(),
                     child: None,
                     data_dir: None,
+                    respawn: None,
                 })
             }
             BrokerSource::Spawn {
@@ -218,8 +290,15 @@ fn spawn(
     if let Some(n) = shards {
         cmd.arg("--override").arg(format!("num.shards={n}"));
     }
+    let env = vec![("RUST_LOG".to_owned(), "warn".to_owned())];
+    let respawn = Respawn {
+        program: bin.to_path_buf(),
+        args: cmd.get_args().map(|a| a.to_owned()).collect(),
+        env: env.clone(),
+        log_path: log_path.clone(),
+    };
     let child = cmd
-        .env("RUST_LOG", "warn")
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
@@ -231,6 +310,7 @@ fn spawn(
         flush: flush.name().into(),
         child: Some(child),
         data_dir: Some(data_dir.to_path_buf()),
+        respawn: Some(respawn),
     };
     await_ready(handle, bin, &log_path, parse_listening_line)
 }
@@ -351,6 +431,12 @@ impl PeerCommand {
         if durable {
             cmd.arg(&self.durable_flag);
         }
+        let respawn = Respawn {
+            program: self.program.clone(),
+            args: cmd.get_args().map(|a| a.to_owned()).collect(),
+            env: Vec::new(),
+            log_path: log_path.clone(),
+        };
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -365,6 +451,7 @@ impl PeerCommand {
             flush: self.flush_label(durable),
             child: Some(child),
             data_dir: Some(data_dir),
+            respawn: Some(respawn),
         };
         let mut handle = await_ready(handle, &self.program, &log_path, parse_peer_ready)?;
         handle.backend = self.name();

@@ -25,6 +25,7 @@
 //! - [`error`]: the harness error type, `BenchError`.
 
 pub mod broker_proc;
+pub mod doc_section;
 pub mod error;
 pub mod fio;
 pub mod kafka_experiment;

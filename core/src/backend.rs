@@ -37,6 +37,11 @@ pub enum OpenMode {
     ReadOnly,
 }
 
+/// Largest `write_at` a backend may do inline on the shard's thread (a `pwrite` into the page
+/// cache, microseconds) rather than hand to a worker: both backends use this bound, so a
+/// small append (a produce request) costs no thread hop, a large one does not stall the shard.
+pub const INLINE_WRITE_MAX_BYTES: usize = 64 * 1024;
+
 /// An open file. Reads and writes are positional; there is no cursor.
 #[allow(clippy::len_without_is_empty)] // a file's length is an async query, not a container's
 pub trait BackendFile: 'static {

@@ -10,7 +10,8 @@
 //! - `mk-bench side-by-side [--quick] [--out DIR] [--peer CMD] [--peer-durable-flag FLAG]
 //!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH]`: the librdkafka
 //!   workloads on our broker and a peer broker (kfake by default), alternating, with broker
-//!   CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`).
+//!   CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
+//!   `--doc docs/BENCHMARKS.md` also writes the goals, table and plots into the document.
 //!
 //! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
 //! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
@@ -24,10 +25,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use minikafka_benches::broker_proc::{self, BrokerSource, PeerCommand};
 use minikafka_benches::error::BenchError;
 use minikafka_benches::fio::{self, FioError};
+use minikafka_benches::kafka_experiment::goals;
 use minikafka_benches::kafka_experiment::side_by_side::{self, SideBySideOptions, SideBySideSizes};
 use minikafka_benches::kafka_experiment::{self, KafkaOptions, KafkaSizes};
 use minikafka_benches::log_experiment::{self, BackendKind, LogOptions, LogSizes};
-use minikafka_benches::{machine, plots, report};
+use minikafka_benches::{doc_section, machine, plots, report};
 
 #[derive(Debug, Parser)]
 #[command(name = "mk-bench", about = "minikafka benchmark harness", version)]
@@ -79,6 +81,11 @@ struct SideBySideArgs {
     /// system temporary directory).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Also write the goals, the table and the plots (linked from `--out`, which should then
+    /// be a committed folder such as `results/side-by-side`) into this Markdown document,
+    /// between its `side-by-side results` markers, with the command that reproduces them.
+    #[arg(long)]
+    doc: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -450,6 +457,9 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
             ""
         }
     );
+    let judged = goals::evaluate(&runs, &baselines);
+    md.push_str(&goals::markdown(&judged));
+    md.push('\n');
     md.push_str(&side_by_side::table_markdown(&runs, &opts.sizes));
     md.push('\n');
     md.push_str(&side_by_side::baselines_markdown(&baselines));
@@ -471,10 +481,16 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
     written.push(baselines_path);
     let plot_dir = out.join("plots");
     std::fs::create_dir_all(&plot_dir)?;
+    let mut plot_paths = Vec::new();
     for (name, chart) in side_by_side::charts(&runs) {
         let path = plot_dir.join(format!("{name}.svg"));
         plots::render_svg(&chart, &path)?;
+        plot_paths.push((chart.title.clone(), path.clone()));
         written.push(path);
+    }
+    if let Some(doc) = &args.doc {
+        write_doc_section(doc, &md, &plot_paths)?;
+        written.push(doc.clone());
     }
     let meta = serde_json::json!({
         "command": command,
@@ -498,6 +514,37 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
         started.elapsed().as_secs_f64(),
         list(&written)
     );
+    Ok(())
+}
+
+/// Name of the document section `--doc` writes.
+const SIDE_BY_SIDE_SECTION: &str = "side-by-side results";
+
+/// Writes the run's Markdown (`md`, whose first line is a heading) and its plots, linked
+/// relative to the document, between the document's markers.
+fn write_doc_section(doc: &Path, md: &str, plots: &[(String, PathBuf)]) -> Result<(), BenchError> {
+    let text = std::fs::read_to_string(doc)?;
+    let doc_dir = std::fs::canonicalize(doc)?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    // Our heading one level below the document's side-by-side section.
+    let mut body = md.replacen("# Side by side", "### Results: side by side", 1);
+    body.push_str("\n#### Plots\n\n");
+    for (title, path) in plots {
+        let link = doc_section::relative_path(&doc_dir, &std::fs::canonicalize(path)?);
+        body.push_str(&format!("![{title}]({link})\n"));
+    }
+    let new =
+        doc_section::replace_section(&text, SIDE_BY_SIDE_SECTION, &body).ok_or_else(|| {
+            BenchError::Broker(format!(
+                "{} has no `{}` / `{}` markers: add them where the results belong",
+                doc.display(),
+                doc_section::begin_marker(SIDE_BY_SIDE_SECTION),
+                doc_section::end_marker(SIDE_BY_SIDE_SECTION)
+            ))
+        })?;
+    std::fs::write(doc, new)?;
     Ok(())
 }
 

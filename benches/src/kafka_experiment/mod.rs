@@ -41,10 +41,12 @@ use crate::stats::{percentile, Summary};
 
 mod consume;
 mod durability;
+pub mod goals;
 mod latency;
 mod output;
 mod produce;
 mod rdkafka_saturation;
+pub mod restart;
 mod scaling;
 mod sequential_writes;
 pub mod side_by_side;

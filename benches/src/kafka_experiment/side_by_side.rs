@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::*;
 use crate::broker_proc::PeerCommand;
+use crate::kafka_experiment::restart;
 use crate::plots::Series;
 use crate::proc_stats;
 use crate::rdkafka_workloads::{consume_assigned, produce_count};
@@ -29,6 +30,12 @@ use crate::report::fmt_figure;
 
 /// Unmeasured sequential writes before the timed ones.
 const SEQUENTIAL_WARMUP: usize = 200;
+
+/// Longest a restarted broker may take to answer Metadata.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Name of the restart run's figure.
+pub const UNTIL_METADATA: &str = "until Metadata answers";
 
 /// Sizes of the side-by-side runs.
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +66,8 @@ pub struct SideBySideSizes {
     pub e2e_duration: Duration,
     /// Warm-up excluded from the end-to-end samples.
     pub e2e_warmup: Duration,
+    /// Partitions of the restart run (one record each).
+    pub restart_partitions: i32,
     /// Length of the loopback TCP stream baseline.
     pub tcp_duration: Duration,
     /// Size of the fio fdatasync job (4 KiB per sync).
@@ -82,6 +91,7 @@ impl SideBySideSizes {
             e2e_value_bytes: 100,
             e2e_duration: Duration::from_secs(3),
             e2e_warmup: Duration::from_millis(500),
+            restart_partitions: 4000,
             tcp_duration: Duration::from_secs(1),
             fio_sync_bytes: 8 << 20,
         }
@@ -97,6 +107,7 @@ impl SideBySideSizes {
             consume_records: 20_000,
             e2e_duration: Duration::from_millis(500),
             e2e_warmup: Duration::from_millis(100),
+            restart_partitions: 100,
             tcp_duration: Duration::from_millis(200),
             fio_sync_bytes: 256 << 10,
             ..SideBySideSizes::full()
@@ -140,16 +151,20 @@ pub enum Workload {
     Consume,
     /// Our client producing at a fixed rate while a consumer long-polls: send to receipt.
     EndToEnd,
+    /// Many partitions, one record each, the broker killed with SIGKILL and started again:
+    /// time until Metadata answers.
+    Restart,
 }
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Saturation,
         Workload::Sequential,
         Workload::Outstanding,
         Workload::Consume,
         Workload::EndToEnd,
+        Workload::Restart,
     ];
 
     /// Short name for files and data directories.
@@ -160,6 +175,7 @@ impl Workload {
             Workload::Outstanding => "outstanding",
             Workload::Consume => "consume",
             Workload::EndToEnd => "end_to_end",
+            Workload::Restart => "restart",
         }
     }
 
@@ -188,6 +204,10 @@ impl Workload {
                 "end to end at {} msg/s, {} B (minikafka-client producer and consumer)",
                 count_label(s.e2e_rate_per_s as u64),
                 s.e2e_value_bytes
+            ),
+            Workload::Restart => format!(
+                "restart after kill -9 with {} partitions (1 record each), until Metadata answers",
+                s.restart_partitions
             ),
         }
     }
@@ -336,10 +356,14 @@ fn run_one(
     rep: usize,
     s: &SideBySideSizes,
 ) -> Result<RunRecord, BenchError> {
-    let broker = contender.start(durable, workload.slug())?;
+    let mut broker = contender.start(durable, workload.slug())?;
     let idempotence = kw::advertises_init_producer_id(broker.addr)?;
     let topic = format!("{}-{rep}", workload.slug());
-    create_topic(broker.addr, &topic, 1)?;
+    let partitions = match workload {
+        Workload::Restart => s.restart_partitions,
+        _ => 1,
+    };
+    create_topic(broker.addr, &topic, partitions)?;
     let bootstrap = broker.bootstrap();
     let pid = broker.pid();
     let cpu_now = || pid.and_then(proc_stats::cpu_seconds);
@@ -449,11 +473,27 @@ fn run_one(
             ];
             (run.sent, metrics, cpu)
         }
+        Workload::Restart => {
+            restart::fill_every_partition(broker.addr, &topic, partitions, 100)?;
+            let took = broker.kill_and_restart(
+                |addr| restart::answers_with_every_partition(addr, &topic, partitions),
+                RESTART_TIMEOUT,
+            )?;
+            // The restarted process's CPU is all startup (and the probes' Metadata answers).
+            let cpu = broker.pid().and_then(proc_stats::cpu_seconds);
+            restart::check_every_partition_holds(broker.addr, &topic, 1)?;
+            let mut metrics = vec![metric(UNTIL_METADATA, "s", took.as_secs_f64())];
+            if let Some(cpu) = cpu {
+                metrics.push(metric("startup CPU", "s", cpu));
+            }
+            // Per-record CPU means nothing for a restart: count no records.
+            (0, metrics, None)
+        }
     };
     if let Some(cpu) = cpu_s.filter(|_| records > 0) {
         metrics.push(metric(CPU_PER_RECORD, "µs", cpu * 1e6 / records as f64));
     }
-    if let Some(peak) = pid.and_then(proc_stats::peak_rss_bytes) {
+    if let Some(peak) = broker.pid().and_then(proc_stats::peak_rss_bytes) {
         metrics.push(metric(PEAK_RSS, "MB", peak as f64 / 1e6));
     }
     Ok(RunRecord {
@@ -516,7 +556,13 @@ pub fn run(
 }
 
 /// The values of `metric` of `workload` over the runs of one side and durability.
-fn values(runs: &[RunRecord], workload: &str, metric: &str, side: Side, durable: bool) -> Vec<f64> {
+pub fn values(
+    runs: &[RunRecord],
+    workload: &str,
+    metric: &str,
+    side: Side,
+    durable: bool,
+) -> Vec<f64> {
     runs.iter()
         .filter(|r| r.workload == workload && r.side == side && r.durable == durable)
         .filter_map(|r| r.metrics.iter().find(|m| m.name == metric))

@@ -61,11 +61,17 @@ pub type Result<T> = std::result::Result<T, LogError>;
 /// Creates `dir` (and its parents) and makes its entry durable in its parent directory.
 /// Without the parent's sync a crash may lose the directory itself, and with it every file
 /// synced inside (found by the simulator: an acknowledged record lost with its partition
-/// directory). Syncing an existing directory's parent is harmless, so this runs every open.
+/// directory). A directory that already exists is left alone: the broker syncs its log
+/// directory once at startup, before any partition opens (`server::lifecycle`), which makes
+/// every directory an earlier run left there durable — one sync per start instead of one per
+/// partition. Other callers opening an existing directory sync its parent themselves.
 pub async fn create_dir_durably<B: minikafka_core::backend::Backend>(
     backend: &B,
     dir: &std::path::Path,
 ) -> std::io::Result<()> {
+    if backend.list_dir(dir).await.is_ok() {
+        return Ok(());
+    }
     backend.create_dir_all(dir).await?;
     match dir.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => backend.sync_dir(parent).await,

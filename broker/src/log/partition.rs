@@ -162,14 +162,31 @@ impl<B: Backend> PartitionLog<B> {
         now_ms: i64,
     ) -> Result<Self> {
         config.validate()?;
-        super::create_dir_durably(&backend, dir).await?;
-        // A cleaning a crash interrupted is finished or discarded first (I24).
-        super::cleaner::swap::recover_swaps(&backend, dir).await?;
+        // An existing directory is listed once; a missing one is created durably first.
+        let mut listing = match backend.list_dir(dir).await {
+            Ok(listing) => listing,
+            Err(_) => {
+                super::create_dir_durably(&backend, dir).await?;
+                backend.list_dir(dir).await?
+            }
+        };
+        // A cleaning a crash interrupted is finished or discarded first (I24); the directory
+        // is listed again only then.
+        let swap_left = listing.iter().any(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(minikafka_core::compaction::swap::parse_file_name)
+                .is_some()
+        });
+        if swap_left {
+            super::cleaner::swap::recover_swaps(&backend, dir).await?;
+            listing = backend.list_dir(dir).await?;
+        }
         let mut log_bases = Vec::new();
         let mut index_bases = Vec::new();
         let mut snapshot_offsets = Vec::new();
         let mut removed_any = false;
-        for path in backend.list_dir(dir).await? {
+        for path in listing {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };

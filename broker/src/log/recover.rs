@@ -20,7 +20,8 @@
 //! - The max timestamp of a trusted segment is exact: the time index's last entry combined
 //!   with the batches of the tail (see `minikafka_core::time_index`).
 //! - Writes: a truncated log (at the first invalid batch, I3) and rebuilt indexes, each written
-//!   to a `.tmp` file, synced, renamed over the old one, with the directory synced.
+//!   to a `.tmp` file, synced, renamed over the old one, with the directory synced; an index
+//!   file that already holds exactly the rebuilt bytes is left as it is.
 //! - Never: trusts a tail that does not parse (it falls back to a scan), allocates more than
 //!   the file's size for an index (I10), or loops without progress (the scanner's feed bound
 //!   is asserted).
@@ -83,7 +84,7 @@ pub(crate) async fn open_segment<B: Backend>(
     let log = backend.open(&log_path, OpenMode::ReadWrite).await?;
     let log_len = log.len().await?;
 
-    let index_read = read_index(backend, &index_path, log_len, ENTRY_BYTES).await?;
+    let (index_read, index_handle) = read_index(backend, &index_path, log_len, ENTRY_BYTES).await?;
     let checks = segment_trust::offset_index_checks(
         is_active,
         clean_shutdown,
@@ -99,8 +100,11 @@ pub(crate) async fn open_segment<B: Backend>(
         truncated_bytes: 0,
         time_index_problem: None,
     };
+    // The time index as read by the trust path, for the scan when the trust fails.
+    let mut time_index_state = None;
     if action == Action::Trust {
-        let time_read = read_index(backend, &time_index_path, log_len, TIME_ENTRY_BYTES).await?;
+        let (time_read, time_handle) =
+            read_index(backend, &time_index_path, log_len, TIME_ENTRY_BYTES).await?;
         let limits = TailLimits {
             index_interval_bytes: config.index_interval_bytes,
             max_batch_bytes: config.max_batch_bytes,
@@ -118,8 +122,8 @@ pub(crate) async fn open_segment<B: Backend>(
         };
         match verdict {
             (TailVerdict::Trusted(trusted), entries) => {
-                let index_file = backend.open(&index_path, OpenMode::ReadWrite).await?;
-                let time_index_file = backend.open(&time_index_path, OpenMode::ReadWrite).await?;
+                let index_file = kept_or_open(backend, &index_path, index_handle).await?;
+                let time_index_file = kept_or_open(backend, &time_index_path, time_handle).await?;
                 let mut index = OffsetIndex::new();
                 for entry in &entries {
                     index.push(*entry);
@@ -149,6 +153,7 @@ pub(crate) async fn open_segment<B: Backend>(
                 return Ok((segment, report));
             }
             (verdict, _) => {
+                time_index_state = Some((time_read, time_handle));
                 report.action = segment_trust::action_when_untrusted(is_active, &verdict);
                 if let TailVerdict::TimeIndexUntrusted(problem) = verdict {
                     tracing::warn!(
@@ -183,22 +188,33 @@ pub(crate) async fn open_segment<B: Backend>(
         log.sync_data().await?;
         report.truncated_bytes = log_len - outcome.valid_len_bytes;
     }
-    write_index_file(
+    // After a kill the active segment is scanned although its indexes are usually whole:
+    // an index that already holds exactly the rebuilt bytes is kept, which saves two
+    // synced rewrites per partition at startup. Kept files are as durable as rewritten
+    // ones would be: an active segment's indexes are synced at every close and rescanned
+    // after every unclean shutdown, a sealed one's were synced at its roll (I5).
+    let index_bytes = index::encode_all(&outcome.index_entries);
+    let index_file = keep_or_rewrite(
         backend,
         dir,
         &index_path,
-        index::encode_all(&outcome.index_entries),
+        (&index_read, index_handle),
+        index_bytes,
     )
     .await?;
-    write_index_file(
+    let (time_read, time_handle) = match time_index_state {
+        Some(state) => state,
+        None => read_index(backend, &time_index_path, log_len, TIME_ENTRY_BYTES).await?,
+    };
+    let time_index_bytes = time_index::encode_all(&outcome.time_index_entries);
+    let time_index_file = keep_or_rewrite(
         backend,
         dir,
         &time_index_path,
-        time_index::encode_all(&outcome.time_index_entries),
+        (&time_read, time_handle),
+        time_index_bytes,
     )
     .await?;
-    let index_file = backend.open(&index_path, OpenMode::ReadWrite).await?;
-    let time_index_file = backend.open(&time_index_path, OpenMode::ReadWrite).await?;
     let mut index = OffsetIndex::new();
     for entry in &outcome.index_entries {
         index.push(*entry);
@@ -236,6 +252,11 @@ enum IndexRead {
 }
 
 impl IndexRead {
+    /// True when the file was read and holds exactly `bytes`.
+    fn holds(&self, bytes: &[u8]) -> bool {
+        matches!(self, IndexRead::Bytes(b) if b == bytes)
+    }
+
     fn as_file(&self) -> IndexFile<'_> {
         match self {
             IndexRead::Missing => IndexFile::Missing,
@@ -246,29 +267,64 @@ impl IndexRead {
 }
 
 /// Reads an index file (of `entry_bytes` entries) whole, unless it is missing or larger than
-/// core says any index of a log of `log_len` bytes could be (I10).
+/// core says any index of a log of `log_len` bytes could be (I10). The file is opened for
+/// writing and handed back open, so a segment that keeps it opens it once (each open is an
+/// `openat` and a `statx` on the ring, the `statx` punted to a kernel worker).
 async fn read_index<B: Backend>(
     backend: &B,
     path: &Path,
     log_len: u64,
     entry_bytes: usize,
-) -> Result<IndexRead> {
-    let file = match backend.open(path, OpenMode::ReadOnly).await {
+) -> Result<(IndexRead, Option<B::File>)> {
+    let file = match backend.open(path, OpenMode::ReadWrite).await {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(IndexRead::Missing),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((IndexRead::Missing, None)),
         Err(e) => return Err(e.into()),
     };
     let len = file.len().await?;
     if len > segment_trust::max_index_file_bytes(log_len, entry_bytes) {
-        return Ok(IndexRead::TooLarge);
+        return Ok((IndexRead::TooLarge, Some(file)));
     }
     let len_usize = usize::try_from(len).map_err(|_| io::Error::other("index too large"))?;
     let (result, bytes) = file
         .read_at(Vec::with_capacity(len_usize), 0, len_usize)
         .await;
     result?;
-    let _ = file.close().await;
-    Ok(IndexRead::Bytes(bytes))
+    Ok((IndexRead::Bytes(bytes), Some(file)))
+}
+
+/// The index file `handle` read, or `path` opened when there was none.
+async fn kept_or_open<B: Backend>(
+    backend: &B,
+    path: &Path,
+    handle: Option<B::File>,
+) -> Result<B::File> {
+    match handle {
+        Some(file) => Ok(file),
+        None => Ok(backend.open(path, OpenMode::ReadWrite).await?),
+    }
+}
+
+/// The index file at `path` holding `bytes`: the one read (`read`, still open) when it holds
+/// exactly them, else a rewrite ([`write_index_file`]) opened afresh (the old handle names
+/// the replaced file).
+async fn keep_or_rewrite<B: Backend>(
+    backend: &B,
+    dir: &Path,
+    path: &Path,
+    read: (&IndexRead, Option<B::File>),
+    bytes: Vec<u8>,
+) -> Result<B::File> {
+    let (read, handle) = read;
+    if read.holds(&bytes) {
+        if let Some(file) = handle {
+            return Ok(file);
+        }
+    } else if let Some(file) = handle {
+        let _ = file.close().await;
+    }
+    write_index_file(backend, dir, path, bytes).await?;
+    Ok(backend.open(path, OpenMode::ReadWrite).await?)
 }
 
 /// For a segment the table trusts, with validated offset index `entries`: reads the tail core

@@ -3,10 +3,11 @@
 //! (connection → handlers → shard operations → log) offer.
 //!
 //! Contract:
-//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing and loads the topic
-//!   registry; every shard opens its partitions (passing the previous run's clean-shutdown
-//!   flag) and replays the group coordinators it hosts; every shard binds the listener
-//!   (`SO_REUSEPORT`); only then are connections accepted. Each step ends at a phase barrier (I11).
+//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing, loads the topic
+//!   registry and syncs the log directory (every directory in it is then durable); every
+//!   shard opens its partitions (passing the previous run's clean-shutdown flag) and replays
+//!   the group coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
+//!   then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
 //!   shard sends as its own task, spawned in arrival order.
 //! - Shutdown (signal flag polled every [`SIGNAL_POLL`]): stop accepting and reading
@@ -73,6 +74,10 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             shared.fail(format!("creating the offsets topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
+        } else if let Err(e) = backend.sync_dir(&shared.config.log_dir).await {
+            // Makes every partition directory an earlier run left durable in one sync, so
+            // opening a partition need not sync its parent (`log::create_dir_durably`).
+            shared.fail(format!("syncing the log directory: {e}"));
         }
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {

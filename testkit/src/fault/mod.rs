@@ -99,6 +99,8 @@ struct PlanState {
     seed: u64,
     rng: SplitMix64,
     op_count: u64,
+    /// Calls seen so far by kind, in the order kinds were first seen.
+    op_counts_by_kind: Vec<(FileOp, u64)>,
     crash_at_op: Option<u64>,
     tear: Option<Tear>,
     enospc_on_write: bool,
@@ -147,6 +149,7 @@ impl FaultPlan {
                 seed,
                 rng: SplitMix64(seed),
                 op_count: 0,
+                op_counts_by_kind: Vec::new(),
                 crash_at_op: None,
                 tear: None,
                 enospc_on_write: false,
@@ -219,6 +222,15 @@ impl FaultPlan {
         self.lock().op_count
     }
 
+    /// Calls of kind `op` seen so far (faulted or not).
+    pub fn op_count_of(&self, op: FileOp) -> u64 {
+        self.lock()
+            .op_counts_by_kind
+            .iter()
+            .find(|(kind, _)| *kind == op)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// Faults injected so far.
     pub fn injected_count(&self) -> u64 {
         self.lock().injected_count
@@ -236,6 +248,14 @@ impl FaultPlan {
         let mut state = self.lock();
         let index = state.op_count;
         state.op_count += 1;
+        match state
+            .op_counts_by_kind
+            .iter_mut()
+            .find(|(kind, _)| *kind == op)
+        {
+            Some((_, n)) => *n += 1,
+            None => state.op_counts_by_kind.push((op, 1)),
+        }
         let verdict = if state.crash_at_op.is_some_and(|at| index >= at) {
             Verdict::Fail(eio())
         } else {

@@ -11,8 +11,10 @@ use crate::check::Check;
 use crate::check::Step;
 use crate::fault::FaultPlan;
 use crate::fault::FaultyBackend;
+use crate::fault::FileOp;
 use minikafka_broker::log::segment::index_file_name;
 use minikafka_broker::log::segment::log_file_name;
+use minikafka_broker::log::segment::time_index_file_name;
 use minikafka_broker::log::FlushPolicy;
 use minikafka_broker::log::LogConfig;
 use minikafka_core::backend::Backend;
@@ -354,4 +356,90 @@ pub async fn check_clean_reopen_does_not_scan<B: Backend>(backend: &B, dir: &Pat
     ensure(ops[0] == ops[1], || {
         format!("clean reopen made {} calls for 20 KB segments, {} for 80 KB ones: it reads segment bytes", ops[0], ops[1])
     })
+}
+
+/// After a kill (no close: the files are as the process left them, indexes whole) the
+/// reopen scans the active segment (I3) but keeps its indexes, which already hold the rebuilt
+/// bytes: no rename, no sync of a file or directory (startup cost per partition). An active
+/// index that lost its last entry is still rewritten, and reads through it stay right.
+pub async fn check_unclean_reopen_keeps_whole_indexes<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    let cfg = config(6000, 512, FlushPolicy::None);
+    let log = open(backend, dir, &cfg, false).await?;
+    let batches: Vec<Vec<u8>> = (0..60)
+        .map(|i| test_batch(i, 1 + (i as usize % 2), 60, NOW_MS))
+        .collect();
+    let mut model = BTreeMap::new();
+    append_all(&log, &batches, &mut model).await?;
+    let active = log
+        .segments()
+        .last()
+        .map(|s| s.base_offset())
+        .ok_or("no segment")?;
+    let active_entries = log
+        .segments()
+        .last()
+        .map(|s| s.index_entries())
+        .unwrap_or_default();
+    ensure(
+        log.segments().len() >= 2 && active_entries.len() >= 2,
+        || {
+            format!(
+                "{} segments, {} active index entries",
+                log.segments().len(),
+                active_entries.len()
+            )
+        },
+    )?;
+    drop(log); // killed: no close, no sync, no clean-shutdown marker
+
+    let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+    let log = open(&faulty, dir, &cfg, false).await?;
+    let report = log.recovery_report().to_vec();
+    let last = report.last().ok_or("no recovery report")?;
+    ensure(
+        last.action == Action::ScanAndTruncate && last.truncated_bytes == 0,
+        || format!("the active segment after a kill: {last:?}"),
+    )?;
+    let plan = faulty.plan();
+    let (renames, syncs, dir_syncs, writes) = (
+        plan.op_count_of(FileOp::Rename),
+        plan.op_count_of(FileOp::SyncData),
+        plan.op_count_of(FileOp::SyncDir),
+        plan.op_count_of(FileOp::WriteAt),
+    );
+    ensure(renames + syncs + dir_syncs + writes == 0, || {
+        format!(
+            "reopen after a kill rewrote whole indexes: {renames} renames, {syncs} file \
+             syncs, {dir_syncs} directory syncs, {writes} writes"
+        )
+    })?;
+    expect_model(&log, &model).await?;
+    drop(log);
+
+    // The active index loses its last entry (as if the kill came between the log write and
+    // the index write): the scan's index differs, so it is rewritten.
+    let index_path = dir.join(index_file_name(active));
+    let whole = read_file(backend, &index_path).await?;
+    write_file(backend, &index_path, &whole[..whole.len() - ENTRY_BYTES]).await?;
+    let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+    let log = open(&faulty, dir, &cfg, false).await?;
+    ensure(faulty.plan().op_count_of(FileOp::Rename) >= 1, || {
+        "a short active index was kept".into()
+    })?;
+    ensure(read_file(backend, &index_path).await? == whole, || {
+        "the rewritten active index differs from the one the appends wrote".into()
+    })?;
+    ensure(
+        read_file(backend, &dir.join(time_index_file_name(active)))
+            .await?
+            .len()
+            % minikafka_core::time_index::TIME_ENTRY_BYTES
+            == 0,
+        || "the active time index is not whole entries".into(),
+    )?;
+    expect_model(&log, &model).await?;
+    log.close().await.step("close")
 }

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Load-independent counters of the broker (syscalls, io_uring submissions and punts, context
+# switches): figures for a loaded machine, where wall-clock times mean little.
+#
+#   benches/scripts/counters.sh restart BIN_DIR strace|perf|bare [PARTITIONS] [SHARDS]
+#     Start BIN_DIR/minikafka (flush none), create a topic of PARTITIONS (4000) partitions,
+#     write 3 × PARTITIONS keyed records with BIN_DIR/mk, kill -9, start it again under the
+#     counter and time until `mk topics describe` answers; the restarted broker is killed
+#     with SIGKILL too, so the counts are startup (and the describe probes) only.
+#   benches/scripts/counters.sh produce BIN_DIR strace|perf
+#     One shard, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record Produce
+#     requests one at a time for 3 s on a blocking socket, then 3 s through the async client;
+#     divide the counts by the requests it reports (both runs' req/s × 3).
+#
+# Writes under ${OUT:-/tmp/mk-counters}/<mode>-<what>; prints the counts.
+set -u
+WHAT=$1; BIN=$2; MODE=$3; N=${4:-4000}; SHARDS=${5:-2}
+W=${OUT:-/tmp/mk-counters}/$MODE-$WHAT; rm -rf "$W"; mkdir -p "$W"
+PORT=$((20000 + RANDOM % 20000))
+case $MODE in
+  strace) WRAP="strace -c -f -o $W/counts.txt" ;;
+  perf) WRAP="perf stat -e io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,context-switches,task-clock -o $W/counts.txt" ;;
+  bare) WRAP="" ;;
+  *) echo "mode: strace, perf or bare" >&2; exit 2 ;;
+esac
+ARGS="--override listeners=PLAINTEXT://127.0.0.1:$PORT --override log.dirs=$W/data --override flush.policy=none --override auto.create.topics.enable=false"
+await_listening() { for _ in $(seq 600); do grep -q "listening on" "$1" && return 0; sleep 0.1; done; return 1; }
+# The broker's pid under the wrapper (the wrapper's child), or the wrapper itself when bare.
+broker_pid() { if [ -z "$WRAP" ]; then echo "$1"; else pgrep -P "$1"; fi; }
+if [ "$WHAT" = restart ]; then
+  ARGS="$ARGS --override num.shards=$SHARDS"
+  "$BIN/minikafka" $ARGS >"$W/out1" 2>"$W/err1" &
+  PID=$!
+  await_listening "$W/out1" || { echo "no start"; kill -9 $PID; exit 1; }
+  "$BIN/mk" -b 127.0.0.1:$PORT topics create t --partitions "$N" >/dev/null || { kill -9 $PID; exit 1; }
+  seq 1 $((N * 3)) | sed 's/^/k/;s/$/:v/' |
+    "$BIN/mk" -b 127.0.0.1:$PORT produce t --key-separator : --linger-ms 50 >/dev/null
+  kill -9 $PID; wait $PID 2>/dev/null
+  START=$(date +%s.%N)
+  $WRAP "$BIN/minikafka" $ARGS >"$W/out2" 2>"$W/err2" &
+  SPID=$!
+  until "$BIN/mk" -b 127.0.0.1:$PORT topics describe t >"$W/describe" 2>/dev/null; do sleep 0.01; done
+  END=$(date +%s.%N)
+  echo "restart after kill -9, $N partitions, until describe answers: $(echo "$END - $START" | bc) s (under $MODE)"
+  kill -9 "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
+elif [ "$WHAT" = produce ]; then
+  RTT=${MK_RTT:-target/debug/mk-rtt}
+  $WRAP "$BIN/minikafka" $ARGS --override num.shards=1 >"$W/out" 2>"$W/err" &
+  SPID=$!
+  await_listening "$W/out" || { echo "no start"; kill $SPID; exit 1; }
+  "$RTT" 127.0.0.1:$PORT 3 100 rtt | tee "$W/rtt.txt" | head -2
+  kill -TERM "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
+else
+  echo "what: restart or produce" >&2; exit 2
+fi
+[ -z "$WRAP" ] || grep -v '^$\|^#' "$W/counts.txt" | head -20

@@ -1,0 +1,266 @@
+//! The side-by-side goals: each one judged on one run's records (medians of the
+//! repetitions) as met, not met, or not measured by this run.
+//!
+//! Contract: pure (runs and baselines in, [`Target`]s out); a goal whose figures are missing
+//! on either side is `met: None`, never a guess.
+
+use super::side_by_side::{
+    values, BaselineRun, RunRecord, Side, Workload, CPU_PER_RECORD, PEAK_RSS, UNTIL_METADATA,
+};
+use super::Target;
+use crate::report::fmt_figure;
+use crate::stats::Summary;
+
+/// Which way a goal's ratio must go.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// ours ÷ peer ≥ factor.
+    AtLeast(f64),
+    /// ours ÷ peer ≤ factor.
+    AtMost(f64),
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    Summary::of(v).map(|s| s.median)
+}
+
+fn durability_label(durable: bool) -> &'static str {
+    if durable {
+        "durable"
+    } else {
+        "non-durable"
+    }
+}
+
+/// ours ÷ peer of the medians of `metric` of `workload`, judged against `bound`.
+fn ratio_goal(
+    runs: &[RunRecord],
+    workload: Workload,
+    metric: &str,
+    durable: bool,
+    bound: Bound,
+    goal: String,
+) -> Target {
+    let ours = median(&values(runs, workload.slug(), metric, Side::Ours, durable));
+    let peer = median(&values(runs, workload.slug(), metric, Side::Peer, durable));
+    match ours.zip(peer).filter(|(_, p)| *p > 0.0) {
+        None => Target {
+            goal,
+            measured: "not measured by this run".into(),
+            met: None,
+        },
+        Some((o, p)) => {
+            let ratio = o / p;
+            Target {
+                goal,
+                measured: format!("{} vs {} = {ratio:.2} ×", fmt_figure(o), fmt_figure(p)),
+                met: Some(match bound {
+                    Bound::AtLeast(f) => ratio >= f,
+                    Bound::AtMost(f) => ratio <= f,
+                }),
+            }
+        }
+    }
+}
+
+/// Every goal of the comparison, in the order the table lists them.
+pub fn evaluate(runs: &[RunRecord], baselines: &[BaselineRun]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for durable in [true, false] {
+        out.push(ratio_goal(
+            runs,
+            Workload::Saturation,
+            "acked",
+            durable,
+            Bound::AtLeast(1.5),
+            format!(
+                "librdkafka saturation, {}: ≥ 1.5 × peer",
+                durability_label(durable)
+            ),
+        ));
+    }
+    out.push(ratio_goal(
+        runs,
+        Workload::Sequential,
+        "p50",
+        true,
+        Bound::AtMost(0.65),
+        "sequential durable writes p50 ≤ 0.65 × peer".into(),
+    ));
+    let sync_p50: Vec<f64> = baselines.iter().map(|b| b.fdatasync_p50_us).collect();
+    let seq = median(&values(
+        runs,
+        Workload::Sequential.slug(),
+        "p50",
+        Side::Ours,
+        true,
+    ));
+    out.push(match seq.zip(median(&sync_p50)) {
+        None => Target {
+            goal: "sequential durable writes p50 ≤ fdatasync p50 + 100 µs".into(),
+            measured: "not measured by this run".into(),
+            met: None,
+        },
+        Some((p50, sync)) => Target {
+            goal: "sequential durable writes p50 ≤ fdatasync p50 + 100 µs".into(),
+            measured: format!(
+                "{} µs = fdatasync p50 {} µs {} {} µs",
+                fmt_figure(p50),
+                fmt_figure(sync),
+                if p50 >= sync { "+" } else { "−" },
+                fmt_figure((p50 - sync).abs())
+            ),
+            met: Some(p50 <= sync + 100.0),
+        },
+    });
+    out.push(ratio_goal(
+        runs,
+        Workload::Outstanding,
+        "confirmed",
+        true,
+        Bound::AtLeast(2.0),
+        "128 outstanding, durable: ≥ 2 × peer".into(),
+    ));
+    for durable in [true, false] {
+        out.push(ratio_goal(
+            runs,
+            Workload::Consume,
+            "consumed",
+            durable,
+            Bound::AtLeast(1.3),
+            format!("consume, {}: ≥ 1.3 × peer", durability_label(durable)),
+        ));
+        out.push(ratio_goal(
+            runs,
+            Workload::EndToEnd,
+            "p50",
+            durable,
+            Bound::AtMost(0.5),
+            format!(
+                "end-to-end p50, {}: ≤ 0.5 × peer",
+                durability_label(durable)
+            ),
+        ));
+        out.push(ratio_goal(
+            runs,
+            Workload::Saturation,
+            CPU_PER_RECORD,
+            durable,
+            Bound::AtMost(0.5),
+            format!(
+                "broker CPU per record (saturation), {}: ≤ 0.5 × peer",
+                durability_label(durable)
+            ),
+        ));
+        out.push(ratio_goal(
+            runs,
+            Workload::Saturation,
+            PEAK_RSS,
+            durable,
+            Bound::AtMost(1.0),
+            format!(
+                "peak RSS (saturation), {}: ≤ peer",
+                durability_label(durable)
+            ),
+        ));
+        out.push(ratio_goal(
+            runs,
+            Workload::Restart,
+            UNTIL_METADATA,
+            durable,
+            Bound::AtMost(1.0),
+            format!(
+                "restart after kill -9, {}: no slower than peer",
+                durability_label(durable)
+            ),
+        ));
+    }
+    for goal in [
+        "startup time independent of the size of sealed segments (see the startup section)",
+        "io_uring backend ≥ portable on every row (`mk-bench kafka --backend`, both builds)",
+        "our client at depth 128 ≥ 20 × depth 1 (`mk-bench kafka`, sequential_writes)",
+    ] {
+        out.push(Target {
+            goal: goal.into(),
+            measured: "not measured by this run".into(),
+            met: None,
+        });
+    }
+    out
+}
+
+/// The goals as a Markdown table: goal, measured, met / **not met** / not measured.
+pub fn markdown(goals: &[Target]) -> String {
+    let mut md = String::from("| goal | measured (ours vs peer, medians) | met |\n|---|---|---|\n");
+    for g in goals {
+        let met = match g.met {
+            Some(true) => "met",
+            Some(false) => "**not met**",
+            None => "not measured",
+        };
+        md.push_str(&format!("| {} | {} | {met} |\n", g.goal, g.measured));
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka_experiment::side_by_side::Metric;
+
+    fn run(side: Side, durable: bool, workload: &str, name: &str, value: f64) -> RunRecord {
+        RunRecord {
+            rep: 1,
+            side,
+            broker: "b".into(),
+            durable,
+            flush: "f".into(),
+            workload: workload.into(),
+            idempotence: true,
+            records: 1,
+            metrics: vec![Metric {
+                name: name.into(),
+                unit: "u".into(),
+                value,
+            }],
+            broker_cpu_s: None,
+            load_avg_1m: None,
+        }
+    }
+
+    #[test]
+    fn goals_are_met_missed_or_not_measured() {
+        let runs = vec![
+            run(Side::Ours, true, "saturation", "acked", 900.0),
+            run(Side::Peer, true, "saturation", "acked", 600.0),
+            run(Side::Ours, false, "saturation", "acked", 700.0),
+            run(Side::Peer, false, "saturation", "acked", 600.0),
+            run(Side::Ours, true, "sequential", "p50", 250.0),
+            run(Side::Peer, true, "sequential", "p50", 300.0),
+            run(Side::Ours, true, "restart", UNTIL_METADATA, 0.2),
+            run(Side::Peer, true, "restart", UNTIL_METADATA, 0.2),
+        ];
+        let b = [BaselineRun {
+            rep: 1,
+            tcp_gbit_s: 40.0,
+            fdatasync_p50_us: 80.0,
+        }];
+        let g = evaluate(&runs, &b);
+        let find = |text: &str| g.iter().find(|t| t.goal.starts_with(text)).expect(text);
+        assert_eq!(find("librdkafka saturation, durable").met, Some(true));
+        assert_eq!(find("librdkafka saturation, non-durable").met, Some(false));
+        assert_eq!(
+            find("sequential durable writes p50 ≤ 0.65").met,
+            Some(false)
+        );
+        let plus = find("sequential durable writes p50 ≤ fdatasync");
+        assert_eq!(plus.met, Some(false), "250 > 80 + 100");
+        assert!(plus.measured.contains("+ 170 µs"), "{}", plus.measured);
+        assert_eq!(find("restart after kill -9, durable").met, Some(true));
+        assert_eq!(find("restart after kill -9, non-durable").met, None);
+        assert_eq!(find("consume, durable").met, None);
+        let md = markdown(&g);
+        assert!(md.contains("| met |") && md.contains("| **not met** |"));
+        assert!(md.contains("| not measured |"));
+    }
+}
