@@ -65,6 +65,8 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
+    pub cleaner: crate::log::cleaner::CleanerSettings,
     /// `metrics.listener`: where the Prometheus endpoint (`GET /metrics`) listens, or `None`
     /// (the default: a broker opens no port it was not asked to, see docs/OPERATIONS.md).
     pub metrics_listener: Option<SocketAddr>,
@@ -237,6 +239,7 @@ impl Default for BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             groups: GroupSettings::default(),
+            cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
             log_format: LogFormat::Text,
             explicit: BTreeSet::new(),
@@ -423,6 +426,12 @@ impl BrokerConfig {
                     config.retention_check_interval_ms = parse_positive(k, v)?
                 }
                 "log.index.interval.bytes" => config.index_interval_bytes = parse_num(k, v)?,
+                k if crate::log::cleaner::CleanerSettings::KEYS.contains(&k) => {
+                    config
+                        .cleaner
+                        .apply(k, v)
+                        .map_err(|why| invalid(k, v, why))?;
+                }
                 "num.partitions" => config.num_partitions = parse_positive(k, v)?,
                 "auto.create.topics.enable" => {
                     config.auto_create_topics = match v {

@@ -43,7 +43,8 @@ fn create_topics_refuses_configs_it_cannot_honour() {
         for (key, value) in [
             ("retention.msec", "1000"),
             ("compression.type", "gzip"),
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compact,keep"),
+            ("min.cleanable.dirty.ratio", "1.5"),
             ("flush.messages", "1"),
             ("min.insync.replicas", "2"),
         ] {
@@ -67,6 +68,8 @@ fn create_topics_refuses_configs_it_cannot_honour() {
             "accepted",
             &[
                 ("compression.type", "producer"),
+                ("cleanup.policy", "compact,delete"),
+                ("min.cleanable.dirty.ratio", "0.25"),
                 ("min.insync.replicas", "1"),
                 ("preallocate", "true"),
                 ("retention.ms", "60000"),

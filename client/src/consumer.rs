@@ -27,7 +27,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use minikafka_core::record::{BatchIter, Compression, RecordIter};
+use minikafka_core::record::{BatchIter, Compression, RecordIter, ValidateOptions};
 use minikafka_core::types::Offset;
 
 use crate::admin::{self, OffsetSpec};
@@ -182,7 +182,10 @@ pub fn decode_records(
         source,
     };
     let mut out = DecodedRecords::default();
-    for view in BatchIter::new(records).lenient_tail() {
+    for view in BatchIter::new(records)
+        .with_options(ValidateOptions::stored())
+        .lenient_tail()
+    {
         let view = view.map_err(corrupt)?;
         let header = view.header;
         out.next_offset = Some(header.next_offset());
@@ -202,12 +205,17 @@ pub fn decode_records(
             Bytes::from(inflated)
         };
         let mut count = 0i64;
+        // A compacted batch has gaps: offset deltas strictly increase, up to lastOffsetDelta.
+        let mut previous_delta = -1i64;
         for (index, record) in RecordIter::new(&section).enumerate() {
             let record = record.map_err(|mut e| {
                 e.at += minikafka_core::record::HEADER_BYTES;
                 corrupt(e)
             })?;
-            if record.offset_delta != index as i64 {
+            let delta_ok = record.offset_delta > previous_delta
+                && record.offset_delta <= i64::from(header.last_offset_delta);
+            previous_delta = record.offset_delta;
+            if !delta_ok {
                 return Err(Error::Protocol(format!(
                     "{topic}-{partition}: record {index} of the batch at {} has offset delta {}",
                     header.base_offset, record.offset_delta

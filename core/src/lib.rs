@@ -24,6 +24,8 @@
 //!   trusted, and the trusted segment's state.
 //! - [`roll`]: when the active segment is sealed and a new one started.
 //! - [`retention`]: which segments to delete.
+//! - [`compaction`]: log compaction — which offsets to clean, the key map within a memory
+//!   budget, which records survive, the batch rewrite and the segment swap's recovery table.
 //! - [`producer`]: idempotent producer state per partition (sequence checks, duplicates,
 //!   epoch fencing), which batches may share a coalesced write, and its snapshot encoding.
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
@@ -38,6 +40,7 @@
 pub mod accept;
 pub mod backend;
 pub mod clock;
+pub mod compaction;
 pub mod error_code;
 pub mod fetch;
 pub mod group;

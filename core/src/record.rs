@@ -347,6 +347,21 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[CRC_START.min(batch.len())..])
 }
 
+/// How the offsets inside a batch must be laid out (I1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OffsetRule {
+    /// As a producer sends it: `lastOffsetDelta == recordsCount - 1` and record `i` has
+    /// `offsetDelta == i`. The produce path uses this rule.
+    #[default]
+    Dense,
+    /// As a compacted log may hold it (I1: compaction removes records, never renumbers
+    /// them): `recordsCount >= 0`, `lastOffsetDelta >= recordsCount - 1` (the cleaner keeps
+    /// the original last offset), record offset deltas strictly increasing and at most
+    /// `lastOffsetDelta`. Every reader of stored bytes (recovery, the indexes, fetch clients,
+    /// the offsets log replay) uses this rule.
+    Compacted,
+}
+
 /// Options for [`validate_batch_with`].
 #[derive(Clone, Copy, Debug)]
 pub struct ValidateOptions {
@@ -354,6 +369,8 @@ pub struct ValidateOptions {
     pub max_batch_bytes: usize,
     /// Walk every record of uncompressed batches (varints, lengths, offset deltas).
     pub walk_records: bool,
+    /// Dense offsets (a produced batch) or gaps allowed (a stored, possibly compacted, one).
+    pub offsets: OffsetRule,
 }
 
 impl Default for ValidateOptions {
@@ -361,6 +378,18 @@ impl Default for ValidateOptions {
         ValidateOptions {
             max_batch_bytes: i32::MAX as usize,
             walk_records: true,
+            offsets: OffsetRule::Dense,
+        }
+    }
+}
+
+impl ValidateOptions {
+    /// The options for reading stored bytes back: no size limit, records walked, offset gaps
+    /// left by compaction allowed ([`OffsetRule::Compacted`]).
+    pub fn stored() -> Self {
+        ValidateOptions {
+            offsets: OffsetRule::Compacted,
+            ..ValidateOptions::default()
         }
     }
 }
@@ -408,13 +437,23 @@ pub fn validate_batch_with(buf: &[u8], opts: ValidateOptions) -> Result<BatchHea
     let compression = header
         .compression()
         .map_err(|bits| BatchError::new(BatchCheck::UnknownCompression(bits), ATTRIBUTES_AT))?;
-    if header.records_count <= 0 {
+    let min_records = match opts.offsets {
+        OffsetRule::Dense => 1,
+        OffsetRule::Compacted => 0,
+    };
+    if header.records_count < min_records {
         return Err(BatchError::new(
             BatchCheck::BadRecordCount(header.records_count),
             RECORDS_COUNT_AT,
         ));
     }
-    if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
+    let last_delta = i64::from(header.last_offset_delta);
+    let min_last_delta = i64::from(header.records_count) - 1;
+    let delta_ok = match opts.offsets {
+        OffsetRule::Dense => last_delta == min_last_delta,
+        OffsetRule::Compacted => last_delta >= min_last_delta.max(0),
+    };
+    if !delta_ok {
         return Err(BatchError::new(
             BatchCheck::LastOffsetDeltaMismatch {
                 last_offset_delta: header.last_offset_delta,
@@ -432,7 +471,7 @@ pub fn validate_batch_with(buf: &[u8], opts: ValidateOptions) -> Result<BatchHea
         ));
     }
     if compression == Compression::None && opts.walk_records {
-        walk_records(batch, header.records_count)?;
+        walk_records(batch, &header, opts.offsets)?;
     }
     Ok(header)
 }
@@ -489,10 +528,12 @@ pub fn check_single_batch(records: &[u8]) -> Result<usize, BatchError> {
 }
 
 /// Walks every record of an uncompressed batch, checking structure and offset deltas.
-/// Reads exactly `declared` records, then requires the records section to be used up.
-fn walk_records(batch: &[u8], declared: i32) -> Result<(), BatchError> {
+/// Reads exactly `recordsCount` records, then requires the records section to be used up.
+fn walk_records(batch: &[u8], header: &BatchHeader, rule: OffsetRule) -> Result<(), BatchError> {
+    let declared = header.records_count;
     let mut iter = RecordIter::new(&batch[HEADER_BYTES..]);
     iter.base_at = HEADER_BYTES;
+    let mut previous_delta: i64 = -1;
     for index in 0..declared {
         let record = match iter.next() {
             Some(record) => record?,
@@ -506,7 +547,15 @@ fn walk_records(batch: &[u8], declared: i32) -> Result<(), BatchError> {
                 ))
             }
         };
-        if record.offset_delta != i64::from(index) {
+        let delta_ok = match rule {
+            OffsetRule::Dense => record.offset_delta == i64::from(index),
+            OffsetRule::Compacted => {
+                record.offset_delta > previous_delta
+                    && record.offset_delta <= i64::from(header.last_offset_delta)
+            }
+        };
+        previous_delta = record.offset_delta;
+        if !delta_ok {
             return Err(BatchError::new(
                 BatchCheck::OffsetDeltaMismatch {
                     index,
@@ -537,6 +586,24 @@ pub fn patch_base_offset(batch: &mut [u8], base: Offset) {
 /// Writes the partition leader epoch (outside the CRC). Panics on a short batch, as above.
 pub fn patch_leader_epoch(batch: &mut [u8], epoch: i32) {
     batch[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Re-encodes `batch` around a new records section: every header field is kept (base offset,
+/// leader epoch, attributes, `lastOffsetDelta`, timestamps, producer id, epoch and base
+/// sequence) but `batchLength`, `recordsCount` and the CRC, which are recomputed. This is how
+/// the cleaner writes a batch it removed records from (I1: offsets are kept, not renumbered).
+///
+/// Panics if `batch` is shorter than the fixed header: callers pass validated batches.
+pub fn rebuild_batch(batch: &[u8], records: &[u8], records_count: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES + records.len());
+    out.extend_from_slice(&batch[..HEADER_BYTES]);
+    out.extend_from_slice(records);
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
+    out[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&records_count.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 /// The attribute bit saying the batch's timestamps are LogAppendTime (else CreateTime).
@@ -1125,6 +1192,7 @@ mod tests {
         let opts = ValidateOptions {
             max_batch_bytes: batch.len() - 1,
             walk_records: true,
+            offsets: OffsetRule::Dense,
         };
         let err = validate_batch_with(&batch, opts).expect_err("too large");
         assert!(matches!(err.check, BatchCheck::BatchTooLarge { .. }));

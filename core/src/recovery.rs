@@ -42,7 +42,8 @@
 
 use crate::index::{self, IndexEntry, IndexPlacer};
 use crate::record::{
-    validate_batch_with, BatchCheck, BatchHeader, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
+    validate_batch_with, BatchCheck, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
+    LOG_OVERHEAD,
 };
 use crate::time_index::{TimeIndexEntry, TimePlacer};
 use crate::types::{FilePos, Offset};
@@ -68,6 +69,10 @@ pub struct ScanConfig {
     /// Bytes to ask for per read. Values below [`HEADER_BYTES`] are raised to it, so every
     /// window holds at least one whole header.
     pub window_bytes: usize,
+    /// [`OffsetRule::Dense`] for the active segment (each batch starts where the previous
+    /// ended, I1); [`OffsetRule::Compacted`] for a sealed one, which a cleaning may have left
+    /// with gaps (a batch may start past the previous one's end, never before it).
+    pub offsets: OffsetRule,
 }
 
 /// Why a scan stopped. Everything from the stopping batch on is not part of the valid log (I3).
@@ -80,7 +85,8 @@ pub enum StopReason {
     /// `batchLength` is below the fixed header, runs past the end of the file (a torn write),
     /// or exceeds `max_batch_bytes`.
     ImpossibleLength,
-    /// The batch's base offset is not the offset after the previous batch (I1).
+    /// The batch's base offset is not the offset after the previous batch (I1); under
+    /// [`OffsetRule::Compacted`], lies below it (a forward gap is what compaction leaves).
     WrongBaseOffset,
     /// The batch's partition leader epoch is not the one the broker patched in. The field lies
     /// outside the CRC, so this is what catches a flipped bit in it.
@@ -330,7 +336,13 @@ impl SegmentScanner {
         if total as u64 > self.file_len_bytes - self.pos || total > self.config.max_batch_bytes {
             return Err((StopReason::ImpossibleLength, at(BATCH_LENGTH_AT)));
         }
-        if header.base_offset != self.next_offset {
+        // I1: compaction may remove whole batches from a sealed segment, so there a batch
+        // may start past the previous batch's end, never before it.
+        let in_order = match self.config.offsets {
+            OffsetRule::Dense => header.base_offset == self.next_offset,
+            OffsetRule::Compacted => header.base_offset >= self.next_offset,
+        };
+        if !in_order {
             return Err((StopReason::WrongBaseOffset, at(0)));
         }
         if header.partition_leader_epoch != self.config.expected_leader_epoch {
@@ -344,6 +356,7 @@ impl SegmentScanner {
         let opts = ValidateOptions {
             max_batch_bytes: self.config.max_batch_bytes,
             walk_records: true,
+            offsets: OffsetRule::Compacted,
         };
         let header = validate_batch_with(batch, opts).map_err(|err| {
             (
@@ -707,6 +720,7 @@ mod tests {
             max_batch_bytes: 1 << 20,
             expected_leader_epoch: EPOCH,
             window_bytes,
+            offsets: OffsetRule::Dense,
         }
     }
 
@@ -763,10 +777,23 @@ mod tests {
         assert_eq!(out.next_offset, Offset(1));
     }
 
-    /// (I1) A batch whose base offset does not follow the previous one ends the log.
+    /// (I1) A batch whose base offset does not follow the previous one ends the log; in a
+    /// sealed (possibly compacted) segment only a step back does.
     #[test]
     fn gap_in_offsets_ends_the_log_i1() {
         let (mut bytes, starts) = segment(0, &[2, 2], 10);
+        patch_base_offset(&mut bytes[starts[1]..], Offset(3));
+        let sealed = ScanConfig {
+            offsets: OffsetRule::Compacted,
+            ..config(0, bytes.len(), 4096)
+        };
+        let out = scan_slice(sealed, &bytes);
+        assert_eq!(
+            (out.stop, out.next_offset),
+            (StopReason::CleanEnd, Offset(5))
+        );
+        patch_base_offset(&mut bytes[starts[1]..], Offset(1));
+        assert_eq!(scan_slice(sealed, &bytes).stop, StopReason::WrongBaseOffset);
         patch_base_offset(&mut bytes[starts[1]..], Offset(3));
         let out = scan_slice(config(0, bytes.len(), 4096), &bytes);
         assert_eq!(out.stop, StopReason::WrongBaseOffset);

@@ -25,7 +25,7 @@
 //!   than [`max_index_file_bytes`] are not to be read at all), or panics on bytes.
 
 use crate::index::IndexEntry;
-use crate::record::{BatchIter, ValidateOptions, HEADER_BYTES};
+use crate::record::{BatchIter, OffsetRule, ValidateOptions, HEADER_BYTES};
 use crate::recovery::{checks_from_index, Action, RecoveryChecks};
 use crate::time_index::{self, TimeIndexCheck, TimeIndexEntry, TimePlacer};
 use crate::types::{Offset, RelativeOffset};
@@ -197,6 +197,8 @@ pub fn judge_tail(
     let opts = ValidateOptions {
         max_batch_bytes: limits.max_batch_bytes,
         walk_records: true,
+        // The tail is the active segment's, which the cleaner never touches: dense (I1).
+        offsets: OffsetRule::Dense,
     };
     // (relative base offset, max timestamp) of each tail batch; at most one per header.
     let mut tail_batches: Vec<(RelativeOffset, i64)> = Vec::new();

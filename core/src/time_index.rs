@@ -582,7 +582,7 @@ impl TimestampSearch {
         let usable = usize::try_from(self.end - self.pos)
             .map_or(window.len(), |left| left.min(window.len()));
         let window = &window[..usable];
-        let opts = ValidateOptions::default();
+        let opts = ValidateOptions::stored();
         let mut cursor = 0usize;
         loop {
             if self.pos >= self.end {

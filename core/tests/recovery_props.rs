@@ -4,7 +4,7 @@
 
 use minikafka_core::index::{self, IndexEntry, IndexPlacer};
 use minikafka_core::record::{
-    patch_base_offset, patch_leader_epoch, BatchBuilder, NewRecord, HEADER_BYTES,
+    patch_base_offset, patch_leader_epoch, BatchBuilder, NewRecord, OffsetRule, HEADER_BYTES,
 };
 use minikafka_core::recovery::{
     checks_from_index, scan_slice, ScanConfig, ScanOutcome, ScanStep, SegmentScanner, StopReason,
@@ -128,6 +128,7 @@ fn config(base: i64, file_len: usize, interval_bytes: u32, window_bytes: usize) 
         max_batch_bytes: 1 << 22,
         expected_leader_epoch: EPOCH,
         window_bytes,
+        offsets: OffsetRule::Dense,
     }
 }
 

@@ -5,7 +5,7 @@
 
 use minikafka_core::index::{IndexPlacer, OffsetIndex};
 use minikafka_core::record::{
-    patch_base_offset, patch_leader_epoch, BatchBuilder, Compression, NewRecord,
+    patch_base_offset, patch_leader_epoch, BatchBuilder, Compression, NewRecord, OffsetRule,
 };
 use minikafka_core::recovery::{scan_slice, ScanConfig, StopReason};
 use minikafka_core::time_index::{
@@ -279,6 +279,7 @@ proptest! {
                 max_batch_bytes: 1 << 20,
                 expected_leader_epoch: EPOCH,
                 window_bytes: 300,
+                offsets: OffsetRule::Dense,
             },
             &bytes,
         );

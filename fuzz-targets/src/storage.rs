@@ -4,7 +4,7 @@
 
 use minikafka_core::index::{self, IndexEntry, OffsetIndex};
 use minikafka_core::record::{
-    compute_crc, patch_base_offset, validate_batch, BatchIter, Compression, RecordIter,
+    compute_crc, patch_base_offset, validate_batch, BatchIter, Compression, OffsetRule, RecordIter,
     ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
 };
 use minikafka_core::recovery::{scan_slice, ScanConfig, StopReason};
@@ -147,6 +147,7 @@ pub fn segment_recovery(data: &[u8]) {
         max_batch_bytes,
         expected_leader_epoch,
         window_bytes,
+        offsets: OffsetRule::Dense,
     };
     let outcome = scan_slice(config, &segment);
     let whole = scan_slice(
@@ -171,6 +172,7 @@ pub fn segment_recovery(data: &[u8]) {
     let opts = ValidateOptions {
         max_batch_bytes,
         walk_records: true,
+        offsets: OffsetRule::Compacted,
     };
     let mut next = Offset(base_offset);
     let mut count = 0u64;

@@ -27,8 +27,9 @@ fi
 
 if [ "${INTEROP_BROKER:-minikafka}" != kfake ]; then
     if [ -z "${MINIKAFKA_BIN:-}" ]; then
-        (cd "$repo" && cargo build --release --bin minikafka)
+        (cd "$repo" && cargo build --release --bin minikafka --bin mk)
         MINIKAFKA_BIN="${CARGO_TARGET_DIR:-$repo/target}/release/minikafka"
+        export MK_BIN="${MK_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/mk}"
     fi
     if [ ! -x "$MINIKAFKA_BIN" ]; then
         echo "run.sh: MINIKAFKA_BIN=$MINIKAFKA_BIN is not an executable" >&2

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use minikafka_core::compaction::policy::{parse_ratio_ppm, CleanupPolicy, CompactionConfig};
+
 use super::error::LogError;
 
 /// Default `segment.bytes`: 1 GiB.
@@ -99,6 +101,11 @@ pub struct LogConfig {
     pub max_batch_bytes: usize,
     /// When appends are made durable.
     pub flush: FlushPolicy,
+    /// `cleanup.policy`: retention deletes, the cleaner compacts, or both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
+    /// `delete.retention.ms` (used when `cleanup_policy.compact`).
+    pub compaction: CompactionConfig,
     /// Whose timestamps batches carry (`message.timestamp.type`).
     pub timestamp_type: TimestampType,
 }
@@ -113,6 +120,8 @@ impl Default for LogConfig {
             retention_ms: Some(DEFAULT_RETENTION_MS),
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             flush: FlushPolicy::None,
+            cleanup_policy: CleanupPolicy::DELETE,
+            compaction: CompactionConfig::default(),
             timestamp_type: TimestampType::CreateTime,
         }
     }
@@ -177,6 +186,23 @@ impl LogConfig {
                     out.retention_ms = if v < 0 { None } else { Some(v) };
                 }
                 "max.message.bytes" => out.max_batch_bytes = parse(key, value)?,
+                "cleanup.policy" => {
+                    out.cleanup_policy =
+                        CleanupPolicy::parse(value).map_err(|e| config_error(key, e.to_string()))?
+                }
+                "min.cleanable.dirty.ratio" => {
+                    out.compaction.min_cleanable_dirty_ratio_ppm = parse_ratio_ppm(value)
+                        .ok_or_else(|| config_error(key, format!("{value:?} is not in [0, 1]")))?
+                }
+                "min.compaction.lag.ms" => {
+                    out.compaction.min_compaction_lag_ms = parse_non_negative(key, value)?
+                }
+                "max.compaction.lag.ms" => {
+                    out.compaction.max_compaction_lag_ms = parse_non_negative(key, value)?
+                }
+                "delete.retention.ms" => {
+                    out.compaction.delete_retention_ms = parse_non_negative(key, value)?
+                }
                 "message.timestamp.type" => {
                     out.timestamp_type = TimestampType::parse(value).ok_or_else(|| {
                         config_error(key, format!("{value:?} is not CreateTime or LogAppendTime"))
@@ -231,8 +257,6 @@ pub enum TopicConfigStatus {
 use TopicConfigStatus::{Honoured, NotApplicable, Refused};
 
 const ONE_REPLICA: &str = "not applicable on a single node: every partition has one replica";
-const COMPACTION_ONLY: &str =
-    "not applicable: applies to compacted topics, and only cleanup.policy=delete is supported";
 const TIERED_ONLY: &str = "not applicable: applies to tiered storage, which this broker lacks";
 const NO_RECOMPRESSION: &str =
     "not applicable: the broker never recompresses (compression.type is always producer)";
@@ -247,7 +271,7 @@ pub const KAFKA_TOPIC_CONFIGS: &[(&str, TopicConfigStatus)] = &[
     ("compression.lz4.level", NotApplicable(NO_RECOMPRESSION)),
     ("compression.type", Honoured),
     ("compression.zstd.level", NotApplicable(NO_RECOMPRESSION)),
-    ("delete.retention.ms", NotApplicable(COMPACTION_ONLY)),
+    ("delete.retention.ms", Honoured),
     (
         "file.delete.delay.ms",
         NotApplicable("not applicable: segments past retention are deleted at once"),
@@ -269,7 +293,7 @@ pub const KAFKA_TOPIC_CONFIGS: &[(&str, TopicConfigStatus)] = &[
     ),
     ("local.retention.bytes", NotApplicable(TIERED_ONLY)),
     ("local.retention.ms", NotApplicable(TIERED_ONLY)),
-    ("max.compaction.lag.ms", NotApplicable(COMPACTION_ONLY)),
+    ("max.compaction.lag.ms", Honoured),
     ("max.message.bytes", Honoured),
     (
         "message.downconversion.enable",
@@ -292,8 +316,8 @@ pub const KAFKA_TOPIC_CONFIGS: &[(&str, TopicConfigStatus)] = &[
         Refused("not supported: the broker does not bound record timestamps"),
     ),
     ("message.timestamp.type", Honoured),
-    ("min.cleanable.dirty.ratio", NotApplicable(COMPACTION_ONLY)),
-    ("min.compaction.lag.ms", NotApplicable(COMPACTION_ONLY)),
+    ("min.cleanable.dirty.ratio", Honoured),
+    ("min.compaction.lag.ms", Honoured),
     ("min.insync.replicas", NotApplicable(ONE_REPLICA)),
     (
         "preallocate",
@@ -327,7 +351,8 @@ pub fn topic_config_status(key: &str) -> Option<TopicConfigStatus> {
 
 /// Checks one requested topic-level setting by name and value: unknown and refused names are
 /// errors naming the key, and honoured or accepted names take only the values this broker
-/// can keep its word on (`cleanup.policy=delete`, `compression.type=producer`,
+/// can keep its word on (`cleanup.policy` = `delete`, `compact` or `compact,delete`,
+/// `compression.type=producer`,
 /// `message.timestamp.type=CreateTime|LogAppendTime`, `min.insync.replicas=1`,
 /// `remote.storage.enable=false`). Numeric values are checked by [`LogConfig::with_overrides`].
 ///
@@ -352,7 +377,9 @@ pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, L
         }
     };
     match key {
-        "cleanup.policy" => only("delete", "only delete is supported (no compaction)"),
+        "cleanup.policy" => CleanupPolicy::parse(value)
+            .map(|_| status)
+            .map_err(|e| config_error(key, e.to_string())),
         "compression.type" => only(
             "producer",
             "the broker never recompresses; batches keep the producer's codec",
@@ -368,6 +395,14 @@ pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, L
         "remote.storage.enable" => only("false", "tiered storage is not supported"),
         _ => Ok(status),
     }
+}
+
+fn parse_non_negative(key: &str, value: &str) -> Result<i64, LogError> {
+    let v: i64 = parse(key, value)?;
+    if v < 0 {
+        return Err(config_error(key, "must not be negative".into()));
+    }
+    Ok(v)
 }
 
 fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, LogError> {
@@ -450,11 +485,15 @@ mod tests {
             [
                 "cleanup.policy",
                 "compression.type",
+                "delete.retention.ms",
                 "flush.ms",
                 "flush.policy",
                 "index.interval.bytes",
+                "max.compaction.lag.ms",
                 "max.message.bytes",
                 "message.timestamp.type",
+                "min.cleanable.dirty.ratio",
+                "min.compaction.lag.ms",
                 "retention.bytes",
                 "retention.ms",
                 "segment.bytes",
@@ -463,6 +502,11 @@ mod tests {
         );
         // Each honoured log setting changes the LogConfig it produces.
         for (key, value) in [
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "7"),
+            ("max.compaction.lag.ms", "7"),
+            ("min.cleanable.dirty.ratio", "0.7"),
+            ("min.compaction.lag.ms", "7"),
             ("flush.ms", "7"),
             ("flush.policy", "fsync"),
             ("index.interval.bytes", "77"),
@@ -485,7 +529,7 @@ mod tests {
         assert!(err.to_string().contains("retention.msec"), "{err}");
         for (key, bad, good) in [
             ("compression.type", "gzip", "producer"),
-            ("cleanup.policy", "compact", "delete"),
+            ("cleanup.policy", "compact,keep", "compact,delete"),
             ("message.timestamp.type", "WallClock", "LogAppendTime"),
             ("min.insync.replicas", "2", "1"),
             ("remote.storage.enable", "true", "false"),

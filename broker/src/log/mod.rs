@@ -24,6 +24,7 @@
 //! - [`segment`]: file naming and one open segment ([`Segment`]): `.log`, `.index`,
 //!   `.timeindex`.
 //! - [`recover`]: turning the files of a segment into an open [`Segment`] at startup.
+//! - [`cleaner`]: log compaction — one cleaning of a partition, the segment swap, settings.
 //! - [`commit`]: group commit bookkeeping for the `fsync` policy.
 //! - [`partition`]: [`PartitionLog`] — append, read, offset by timestamp, roll, retention,
 //!   flush, close.
@@ -32,6 +33,7 @@
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
 //! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
 
+pub mod cleaner;
 pub mod commit;
 pub mod config;
 pub mod error;

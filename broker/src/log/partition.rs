@@ -54,7 +54,7 @@ use minikafka_core::producer::{
 };
 use minikafka_core::record::{
     check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time,
-    validate_batch_with, BatchHeader, ValidateOptions,
+    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -163,13 +163,25 @@ impl<B: Backend> PartitionLog<B> {
     ) -> Result<Self> {
         config.validate()?;
         // An existing directory is listed once; a missing one is created durably first.
-        let listing = match backend.list_dir(dir).await {
+        let mut listing = match backend.list_dir(dir).await {
             Ok(listing) => listing,
             Err(_) => {
                 super::create_dir_durably(&backend, dir).await?;
                 backend.list_dir(dir).await?
             }
         };
+        // A cleaning a crash interrupted is finished or discarded first (I24); the directory
+        // is listed again only then.
+        let swap_left = listing.iter().any(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(minikafka_core::compaction::swap::parse_file_name)
+                .is_some()
+        });
+        if swap_left {
+            super::cleaner::swap::recover_swaps(&backend, dir).await?;
+            listing = backend.list_dir(dir).await?;
+        }
         let mut log_bases = Vec::new();
         let mut index_bases = Vec::new();
         let mut snapshot_offsets = Vec::new();
@@ -411,6 +423,8 @@ impl<B: Backend> PartitionLog<B> {
         let opts = ValidateOptions {
             max_batch_bytes: self.config.max_batch_bytes,
             walk_records: true,
+            // A produced batch: dense offsets (I1).
+            offsets: OffsetRule::Dense,
         };
         let mut header = validate_batch_with(&batch, opts)?;
         // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
@@ -1058,6 +1072,39 @@ impl<B: Backend> PartitionLog<B> {
         }
     }
 
+    /// True when the segment list still holds `old` (consecutive, in order): nothing removed
+    /// them since the cleaner read them.
+    pub fn holds_segments(&self, old: &[Rc<Segment<B>>]) -> bool {
+        let segments = self.segments.borrow();
+        let Some(first) = old.first() else {
+            return false;
+        };
+        let Some(at) = segments.iter().position(|s| Rc::ptr_eq(s, first)) else {
+            return false;
+        };
+        at + old.len() < segments.len()
+            && segments[at..at + old.len()]
+                .iter()
+                .zip(old)
+                .all(|(a, b)| Rc::ptr_eq(a, b))
+    }
+
+    /// Puts the cleaner's `new` segment in place of the sealed segments `old` (I24); returns
+    /// false, changing nothing, when the list no longer holds them. Readers in flight keep the
+    /// old `Rc`s and their open files.
+    pub fn replace_segments(&self, old: &[Rc<Segment<B>>], new: Rc<Segment<B>>) -> bool {
+        if !self.holds_segments(old) {
+            return false;
+        }
+        let mut segments = self.segments.borrow_mut();
+        let at = segments
+            .iter()
+            .position(|s| Rc::ptr_eq(s, &old[0]))
+            .unwrap_or_default();
+        segments.splice(at..at + old.len(), [new]);
+        true
+    }
+
     /// Deletes the oldest segments that core's retention planner selects (by size, by time,
     /// below the log start), never the active one, and advances the log start offset (I9).
     /// Reads in flight on a deleted segment complete.
@@ -1077,9 +1124,11 @@ impl<B: Backend> PartitionLog<B> {
                 },
             })
             .collect();
+        // `cleanup.policy` without `delete`: only what lies below the log start goes.
+        let delete = self.config.cleanup_policy.delete;
         let limits = RetentionLimits {
-            retention_bytes: self.config.retention_bytes,
-            retention_ms: self.config.retention_ms,
+            retention_bytes: self.config.retention_bytes.filter(|_| delete),
+            retention_ms: self.config.retention_ms.filter(|_| delete),
         };
         let plan = retention::plan(&infos, limits, now_ms, self.log_start_offset.get());
         if plan.delete_count == 0 {

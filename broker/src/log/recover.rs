@@ -31,6 +31,7 @@ use std::path::Path;
 
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use minikafka_core::index::{self, OffsetIndex, ENTRY_BYTES};
+use minikafka_core::record::OffsetRule;
 use minikafka_core::recovery::{
     decide, Action, Case, ScanConfig, ScanOutcome, ScanStep, SegmentScanner,
 };
@@ -172,7 +173,7 @@ pub(crate) async fn open_segment<B: Backend>(
     }
 
     // RebuildIndex or ScanAndTruncate: scan the whole log.
-    let outcome = scan(&log, base_offset, log_len, config).await?;
+    let outcome = scan(&log, base_offset, log_len, config, is_active).await?;
     if outcome.valid_len_bytes < log_len {
         // I3: nothing after the first invalid byte is part of the log. For a sealed segment
         // (RebuildIndex) this means the log itself was damaged; truncating is still right.
@@ -361,6 +362,7 @@ async fn scan<F: BackendFile>(
     base_offset: Offset,
     log_len: u64,
     config: &LogConfig,
+    is_active: bool,
 ) -> Result<ScanOutcome> {
     let mut scanner = SegmentScanner::new(ScanConfig {
         base_offset,
@@ -369,6 +371,12 @@ async fn scan<F: BackendFile>(
         max_batch_bytes: config.max_batch_bytes,
         expected_leader_epoch: LEADER_EPOCH,
         window_bytes: SCAN_WINDOW_BYTES,
+        // A sealed segment may have been compacted (offset gaps); the active one never is.
+        offsets: if is_active {
+            OffsetRule::Dense
+        } else {
+            OffsetRule::Compacted
+        },
     });
     let mut buf = Vec::new();
     let mut feeds = 0u64;

@@ -32,6 +32,7 @@ const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 /// One described setting: name, value, source, type.
@@ -55,7 +56,33 @@ fn opt_i64(v: Option<i64>) -> String {
 
 fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
     vec![
-        ("cleanup.policy", "delete".to_string(), TYPE_LIST),
+        (
+            "cleanup.policy",
+            c.cleanup_policy.as_str().to_string(),
+            TYPE_LIST,
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            minikafka_core::compaction::policy::format_ratio_ppm(
+                c.compaction.min_cleanable_dirty_ratio_ppm,
+            ),
+            TYPE_DOUBLE,
+        ),
+        (
+            "min.compaction.lag.ms",
+            c.compaction.min_compaction_lag_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "max.compaction.lag.ms",
+            c.compaction.max_compaction_lag_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "delete.retention.ms",
+            c.compaction.delete_retention_ms.to_string(),
+            TYPE_LONG,
+        ),
         ("retention.ms", opt_i64(c.retention_ms), TYPE_LONG),
         (
             "retention.bytes",
@@ -98,6 +125,11 @@ fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
         "max.message.bytes" => &["message.max.bytes"],
         "index.interval.bytes" => &["log.index.interval.bytes"],
         "flush.policy" => &["flush.policy", "flush.interval.ms"],
+        "cleanup.policy" => &["log.cleanup.policy"],
+        "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
+        "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
+        "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
+        "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
         "message.timestamp.type" => &["log.message.timestamp.type"],
         _ => &[],
     }

@@ -259,13 +259,18 @@ fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
 }
 
 fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
+    super::cleaner::spawn(state);
     let config = &state.shared.config;
     let retention_every = Duration::from_millis(config.retention_check_interval_ms);
     let st = Rc::clone(state);
     state.backend.spawn_local(async move {
         while sleep_or_stop(&st, retention_every).await {
             for (topic, p, log) in st.owned_logs() {
-                if groups::offsets_topic::is_internal(&topic) {
+                // The cleaner task applies retention to the topics it compacts.
+                if groups::offsets_topic::is_internal(&topic)
+                    || (st.shared.config.cleaner.enable
+                        && super::cleaner::is_compacted(&topic, &log))
+                {
                     continue;
                 }
                 match log.apply_retention(st.backend.wall_clock_ms()).await {

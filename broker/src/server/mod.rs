@@ -16,6 +16,7 @@
 //! - [`shared`]: state every shard sees (config, topic registry, signals, inboxes).
 //! - [`routing`]: which shard owns a partition.
 //! - [`lifecycle`]: a shard's startup, listener, inbox loop, timers and shutdown.
+//! - [`cleaner`]: the shard's log cleaner task (compacted topics).
 //! - [`partition_ops`]: the operations on a partition, as the messages shards exchange.
 //! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
 //! - [`connection`]: framing, ordered responses, connection limits.
@@ -25,6 +26,7 @@
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
+pub mod cleaner;
 pub mod config_entries;
 pub mod connection;
 pub mod groups;

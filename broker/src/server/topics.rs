@@ -46,28 +46,23 @@ pub fn log_config(
         retention_ms: config.retention_ms,
         max_batch_bytes: config.message_max_bytes,
         flush: config.flush_policy,
+        cleanup_policy: config.cleaner.default_policy,
+        compaction: config.cleaner.compaction_defaults(),
         timestamp_type: config.log_message_timestamp_type,
     };
     base.with_overrides(overrides)
 }
 
-/// Checks a topic's requested configuration: no reserved keys, only `cleanup.policy=delete`,
-/// and values the log accepts.
+/// Checks a topic's requested configuration: no reserved keys, and values the log accepts.
 pub fn validate_topic_config(
     config: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
 ) -> Result<LogConfig, AdminError> {
-    for (key, value) in overrides {
+    for key in overrides.keys() {
         if key.starts_with(RESERVED_CONFIG_PREFIX) {
             return Err((
                 ErrorCode::INVALID_CONFIG,
                 format!("configuration key {key} is reserved"),
-            ));
-        }
-        if key == "cleanup.policy" && value != "delete" {
-            return Err((
-                ErrorCode::INVALID_CONFIG,
-                format!("cleanup.policy={value} is not supported (only delete)"),
             ));
         }
     }

@@ -1,7 +1,7 @@
 //! The partition log suites: the behaviour
 //! [`PartitionLog`](minikafka_broker::log::PartitionLog) must show on every backend, and the
 //! fault suite that runs it on [`FaultyBackend`](crate::fault::FaultyBackend). One module per
-//! suite: [`basics`], [`recovery`], [`coalescing`], [`producers`], [`time_index`], [`faults`];
+//! suite: [`basics`], [`recovery`], [`coalescing`], [`compaction`], [`producers`], [`time_index`], [`faults`];
 //! what they share is in `model`.
 //!
 //! Contract:
@@ -20,6 +20,7 @@ mod model;
 
 pub mod basics;
 pub mod coalescing;
+pub mod compaction;
 pub mod faults;
 pub mod producers;
 pub mod recovery;
@@ -27,6 +28,7 @@ pub mod time_index;
 
 pub use basics::*;
 pub use coalescing::*;
+pub use compaction::*;
 pub use faults::*;
 pub use model::{producer_batch, test_batch, NOW_MS};
 pub use producers::*;
@@ -72,6 +74,8 @@ macro_rules! log_check_names {
             check_offset_for_timestamp_after_retention,
             check_producer_dedup_survives_clean_restart,
             check_producer_dedup_survives_crash,
+            check_compaction_keeps_latest_per_key,
+            check_read_in_flight_survives_cleaning,
         ] }
     };
     (fault_checks, {$($callback:tt)*}, {$($args:tt)*}) => {
@@ -81,6 +85,7 @@ macro_rules! log_check_names {
             check_fault_torn_write,
             check_fault_enospc,
             check_fault_eio_on_sync_goes_offline,
+            check_compaction_crash_at_every_step,
         ] }
     };
 }

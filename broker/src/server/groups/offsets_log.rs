@@ -15,7 +15,7 @@
 
 use minikafka_core::backend::Backend;
 use minikafka_core::group::{Append, Coordinator};
-use minikafka_core::record::{BatchBuilder, BatchIter, Compression, NewRecord};
+use minikafka_core::record::{BatchBuilder, BatchIter, Compression, NewRecord, ValidateOptions};
 use minikafka_core::types::Offset;
 
 use crate::log::{LogError, PartitionLog};
@@ -80,7 +80,10 @@ pub async fn replay_log<B: Backend>(
         }
         stats.bytes += read.bytes.len() as u64;
         let before = offset;
-        for batch in BatchIter::new(&read.bytes).lenient_tail() {
+        for batch in BatchIter::new(&read.bytes)
+            .with_options(ValidateOptions::stored())
+            .lenient_tail()
+        {
             let batch = match batch {
                 Ok(batch) => batch,
                 Err(e) => {

@@ -36,6 +36,8 @@ pub fn is_internal(topic: &str) -> bool {
 /// The topic-level configuration stored with `__consumer_offsets` when it is created.
 pub fn stored_overrides(segment_bytes: u64) -> BTreeMap<String, String> {
     [
+        // Compacted, as in Kafka: startup replays the live keys, not their history.
+        ("cleanup.policy", "compact".to_string()),
         ("retention.ms", "-1".to_string()),
         ("retention.bytes", "-1".to_string()),
         ("segment.bytes", segment_bytes.to_string()),
@@ -95,5 +97,6 @@ mod tests {
         assert_eq!(log.retention_ms, None);
         assert_eq!(log.retention_bytes, None);
         assert_eq!(log.segment_bytes, 104_857_600);
+        assert!(log.cleanup_policy.compact && !log.cleanup_policy.delete);
     }
 }

@@ -1,7 +1,7 @@
 //! DescribeConfigs (key 32), v1–4: topic and broker configuration.
 //!
 //! Contract:
-//! - Topic resources (type 2): the effective `cleanup.policy` (always `delete`),
+//! - Topic resources (type 2): the effective `cleanup.policy` and compaction settings,
 //!   `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`, `max.message.bytes`,
 //!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
 //!   `message.timestamp.type` (`CreateTime` or `LogAppendTime`), plus any other stored override; one the

@@ -1,0 +1,320 @@
+//! The log cleaner on real files (I1, I23, I24): a cleaning keeps the latest record per key at
+//! its offset, the log reopens after it (crash or not) and takes appends; a crash at every
+//! filesystem step of a cleaning leaves the old log or the new one, never a mix or a loss; a
+//! read in flight keeps the segment it started on.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use minikafka_broker::log::cleaner::{clean_partition, CleanerCheckpoint, CleanerSettings};
+use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
+use minikafka_core::backend::Backend;
+use minikafka_core::compaction::policy::{CleanupPolicy, CompactionConfig};
+use minikafka_core::record::{BatchBuilder, BatchIter, NewRecord, ValidateOptions};
+use minikafka_core::types::Offset;
+
+use super::model::{open, NOW_MS};
+use crate::check::{ensure, Check, Step};
+use crate::fault::{FaultPlan, FaultyBackend};
+
+/// `(offset, key, value)` as read back; `None` value = tombstone.
+type Row = (i64, Vec<u8>, Option<Vec<u8>>);
+
+fn compacted_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1 << 20,
+        index_interval_bytes: 128,
+        retention_ms: None,
+        flush: FlushPolicy::None,
+        cleanup_policy: CleanupPolicy::COMPACT,
+        compaction: CompactionConfig {
+            min_cleanable_dirty_ratio_ppm: 0,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 1_000,
+        },
+        ..LogConfig::default()
+    }
+}
+
+/// One batch of `(key, value)` records stamped `timestamp_ms`.
+fn keyed_batch(records: &[(&str, Option<&str>)], timestamp_ms: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for (key, value) in records {
+        b.push(&NewRecord {
+            key: Some(key.as_bytes()),
+            value: value.map(str::as_bytes),
+            headers: vec![],
+            timestamp_ms,
+        });
+    }
+    b.build(Offset(0))
+}
+
+/// The workload: `rounds` segments of overwrites of 5 keys, a tombstone for `k1` in the last;
+/// an active segment with one more batch. Returns every row written, in offset order.
+async fn write_workload<B: Backend>(
+    log: &PartitionLog<B>,
+    rounds: usize,
+) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for round in 0..rounds {
+        for batch in 0..3 {
+            let values: Vec<String> = (0..5).map(|k| format!("v{round}.{batch}.{k}")).collect();
+            let mut records: Vec<(String, Option<&str>)> = (0..5)
+                .map(|k| (format!("k{k}"), Some(values[k].as_str())))
+                .collect();
+            if round + 1 == rounds && batch == 2 {
+                records[1].1 = None; // delete k1
+            }
+            let refs: Vec<(&str, Option<&str>)> =
+                records.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            let info = log
+                .append(keyed_batch(&refs, NOW_MS), NOW_MS)
+                .await
+                .step("append")?;
+            for (i, (k, v)) in records.iter().enumerate() {
+                rows.push((
+                    info.base_offset.0 + i as i64,
+                    k.clone().into_bytes(),
+                    v.map(|v| v.as_bytes().to_vec()),
+                ));
+            }
+        }
+        log.roll_now(NOW_MS).await.step("roll")?;
+    }
+    let info = log
+        .append(keyed_batch(&[("k0", Some("active"))], NOW_MS), NOW_MS)
+        .await
+        .step("append to the active segment")?;
+    rows.push((info.base_offset.0, b"k0".to_vec(), Some(b"active".to_vec())));
+    Ok(rows)
+}
+
+/// What a cleaning at `now_ms` must leave: below `end`, the latest row per key (tombstones
+/// older than the retention gone); from `end` on, everything.
+fn expected_after_clean(rows: &[Row], end: i64, tombstones_expired: bool) -> Vec<Row> {
+    let mut latest: BTreeMap<&[u8], i64> = BTreeMap::new();
+    for (offset, key, _) in rows.iter().filter(|r| r.0 < end) {
+        latest.insert(key, *offset);
+    }
+    rows.iter()
+        .filter(|(offset, key, value)| {
+            *offset >= end
+                || (latest[key.as_slice()] == *offset && !(value.is_none() && tombstones_expired))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Every row of the log, read through [`PartitionLog::read`] from the log start (as a
+/// consumer fetches: across offset gaps).
+async fn read_rows<B: Backend>(log: &PartitionLog<B>) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let mut offset = log.log_start_offset();
+    let mut reads = 0;
+    while offset < log.high_watermark() {
+        reads += 1;
+        ensure(reads < 10_000, || "reading made no progress".into())?;
+        let read = log.read(offset, 1 << 16).await.step("read")?;
+        if read.bytes.is_empty() {
+            return Err(format!("empty read at {offset} below the high watermark"));
+        }
+        for view in BatchIter::new(&read.bytes).with_options(ValidateOptions::stored()) {
+            let view = view.step("stored batch")?;
+            for record in view.records() {
+                let record = record.step("record")?;
+                let at = view.header.base_offset.0 + record.offset_delta;
+                if at >= offset.0 {
+                    rows.push((
+                        at,
+                        record.key.unwrap_or_default().to_vec(),
+                        record.value.map(<[u8]>::to_vec),
+                    ));
+                }
+            }
+            offset = view.header.next_offset();
+        }
+    }
+    Ok(rows)
+}
+
+async fn clean_once<B: Backend>(
+    backend: &B,
+    log: &PartitionLog<B>,
+    now_ms: i64,
+) -> Result<Option<minikafka_broker::log::cleaner::CleanOutcome>, String> {
+    let mut checkpoint = CleanerCheckpoint::default();
+    clean_partition(
+        backend,
+        log,
+        &mut checkpoint,
+        &CleanerSettings::default(),
+        now_ms,
+    )
+    .await
+    .step("clean")
+}
+
+/// A cleaning keeps the latest record per key at its offset (gaps elsewhere), shrinks the log,
+/// drops the tombstone only once `delete.retention.ms` has passed, survives a reopen after a
+/// crash and a clean one, and appends continue densely at the high watermark.
+pub async fn check_compaction_keeps_latest_per_key<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let cfg = compacted_config();
+    let log = open(backend, dir, &cfg, false).await?;
+    let rows = write_workload(&log, 4).await?;
+    let size_before = log.size_bytes();
+    let end = log.segments().last().ok_or("no segment")?.base_offset().0;
+    let outcome = clean_once(backend, &log, NOW_MS)
+        .await?
+        .ok_or("a dirty log with ratio 0 was not cleaned")?;
+    ensure(outcome.pass_end.0 == end, || {
+        format!("pass end {} != active base {end}", outcome.pass_end)
+    })?;
+    let expected = expected_after_clean(&rows, end, false);
+    ensure(read_rows(&log).await? == expected, || {
+        "after cleaning: not the latest row per key".into()
+    })?;
+    ensure(log.size_bytes() < size_before, || {
+        "the log did not shrink".into()
+    })?;
+    ensure(expected.iter().any(|r| r.2.is_none()), || {
+        "the young tombstone went".into()
+    })?;
+    // A later cleaning past delete.retention.ms drops the tombstone.
+    let later = NOW_MS + cfg.compaction.delete_retention_ms;
+    let mut checkpoint = CleanerCheckpoint {
+        first_dirty: Offset(end),
+        oldest_kept_tombstone_ms: outcome.counts.oldest_kept_tombstone_ms,
+    };
+    clean_partition(
+        backend,
+        &log,
+        &mut checkpoint,
+        &CleanerSettings::default(),
+        later,
+    )
+    .await
+    .step("clean for tombstones")?
+    .ok_or("an expired tombstone did not make the log due")?;
+    let expected = expected_after_clean(&rows, end, true);
+    ensure(read_rows(&log).await? == expected, || {
+        "after the tombstone's expiry".into()
+    })?;
+    // Crash (no close) and reopen, then a clean close and reopen: the same rows.
+    drop(log);
+    let log = open(backend, dir, &cfg, false).await?;
+    ensure(read_rows(&log).await? == expected, || {
+        "after a crash".into()
+    })?;
+    let hw = log.high_watermark();
+    let info = log
+        .append(keyed_batch(&[("k9", Some("new"))], NOW_MS), NOW_MS)
+        .await
+        .step("append after reopen")?;
+    ensure(info.base_offset == hw, || {
+        "append not at the high watermark (I1)".into()
+    })?;
+    log.close().await.step("close")?;
+    let log = open(backend, dir, &cfg, true).await?;
+    let mut expected = expected;
+    expected.push((hw.0, b"k9".to_vec(), Some(b"new".to_vec())));
+    ensure(read_rows(&log).await? == expected, || {
+        "after a clean reopen".into()
+    })?;
+    Ok(())
+}
+
+/// I24: a crash after every filesystem call of a cleaning, then a reopen on the plain
+/// backend: the log reads back as before the cleaning or as after it, never a mix, never a
+/// loss; and it takes appends.
+pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let cfg = compacted_config();
+    // Count the calls a cleaning makes.
+    let (rows, total_ops, end) = {
+        let sub = dir.join("count");
+        let log = open(backend, &sub, &cfg, false).await?;
+        let rows = write_workload(&log, 2).await?;
+        drop(log);
+        let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+        let log = open(&faulty, &sub, &cfg, false).await?;
+        let before = faulty.plan().op_count();
+        let end = log.segments().last().ok_or("no segment")?.base_offset().0;
+        clean_once(&faulty, &log, NOW_MS)
+            .await?
+            .ok_or("not cleaned")?;
+        (rows, faulty.plan().op_count() - before, end)
+    };
+    let old = rows.clone();
+    let new = expected_after_clean(&rows, end, false);
+    ensure(old != new, || "the workload has nothing to clean".into())?;
+    let (mut saw_old, mut saw_new) = (false, false);
+    for n in 0..=total_ops {
+        let sub = dir.join(format!("crash-{n}"));
+        let log = open(backend, &sub, &cfg, false).await?;
+        write_workload(&log, 2).await?;
+        log.close().await.step("close")?;
+        let plan = FaultPlan::new();
+        let faulty = FaultyBackend::new(backend.clone(), plan.clone());
+        let log = open(&faulty, &sub, &cfg, true).await?;
+        plan.fail_after(n);
+        let _ = clean_once(&faulty, &log, NOW_MS).await;
+        drop(log);
+        let log = open(backend, &sub, &cfg, false)
+            .await
+            .step(&format!("reopen after a crash at op {n}"))?;
+        let got = read_rows(&log).await.step(&format!("crash at op {n}"))?;
+        if got == old {
+            saw_old = true;
+        } else if got == new {
+            saw_new = true;
+        } else {
+            return Err(format!(
+                "crash at op {n}: the log is neither the old nor the new one"
+            ));
+        }
+        let hw = log.high_watermark();
+        let info = log
+            .append(keyed_batch(&[("k0", Some("after"))], NOW_MS), NOW_MS)
+            .await
+            .step("append after recovery")?;
+        ensure(info.base_offset == hw, || {
+            format!("crash at op {n}: append off the end")
+        })?;
+        drop(log);
+        backend.remove_dir_all(&sub).await.step("cleanup")?;
+    }
+    ensure(saw_old && saw_new, || {
+        format!(
+            "expected both outcomes over {total_ops} crash points (old {saw_old}, new {saw_new})"
+        )
+    })
+}
+
+/// A read that took its segment before a cleaning swapped it keeps reading the old bytes
+/// (its file stays open); reads started after see the cleaned log.
+pub async fn check_read_in_flight_survives_cleaning<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let cfg = compacted_config();
+    let log = open(backend, dir, &cfg, false).await?;
+    write_workload(&log, 4).await?;
+    let first = log.segments().first().cloned().ok_or("no segment")?;
+    let old_bytes = first
+        .read_log(0, first.size_bytes() as usize)
+        .await
+        .step("read")?;
+    clean_once(backend, &log, NOW_MS)
+        .await?
+        .ok_or("not cleaned")?;
+    let again = first
+        .read_log(0, old_bytes.len())
+        .await
+        .step("read in flight")?;
+    ensure(again == old_bytes, || {
+        "the old segment changed under its reader".into()
+    })?;
+    let now_first = log.segments().first().cloned().ok_or("no segment")?;
+    ensure(now_first.size_bytes() < first.size_bytes(), || {
+        "the cleaned segment is not in place".into()
+    })?;
+    Ok(())
+}
