@@ -90,6 +90,12 @@ pub fn stats() -> SimStats {
     with_world(|w| w.stats)
 }
 
+/// The hash of every event so far (which task ran when): equal for two runs of one seed
+/// exactly when they replayed the same events.
+pub fn trace_hash() -> u64 {
+    with_world(|w| w.trace)
+}
+
 /// The virtual time now.
 pub fn now() -> MonoTime {
     with_world(|w| w.now)

@@ -64,6 +64,8 @@ pub struct SeedReport {
     pub acks: u64,
     /// Broker starts that failed on an injected fault (then restarted).
     pub failed_starts: u32,
+    /// The hash of every scheduling event: a replay of the seed must give the same.
+    pub trace_hash: u64,
 }
 
 /// The data directory on the simulated disk.
@@ -200,5 +202,6 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     report.acks = m.acks;
     report.stats = minikafka_backend_sim::stats();
     report.virtual_time = minikafka_backend_sim::now().0;
+    report.trace_hash = minikafka_backend_sim::trace_hash();
     Ok(report)
 }

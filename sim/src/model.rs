@@ -15,6 +15,9 @@ pub type TopicPartition = (String, i32);
 pub struct Model {
     /// Per partition, offset → value of every record acknowledged (or seen surviving).
     pub acked: BTreeMap<TopicPartition, BTreeMap<i64, String>>,
+    /// The inverse of `acked`: value → (partition, offset), so a duplicate ack is found
+    /// without scanning the log.
+    acked_at: BTreeMap<String, (TopicPartition, i64)>,
     /// Every value any client sent (values are unique: a repeat in a log is a duplicate).
     pub attempted: BTreeSet<String>,
     /// Partitions where a bit flip hit a sealed segment: records there may be lost (never
@@ -38,15 +41,16 @@ impl Model {
                 ));
             }
         }
-        if let Some((o, _)) = log
-            .iter()
-            .find(|(o, v)| v.as_str() == value && **o != offset)
-        {
-            return Err(format!(
-                "{tp:?}: {value:?} acknowledged at {offset} and at {o} (a duplicate)"
-            ));
+        if let Some((other_tp, o)) = self.acked_at.get(value) {
+            if (other_tp, *o) != (tp, offset) {
+                return Err(format!(
+                    "{tp:?}: {value:?} acknowledged at {offset} and at {other_tp:?} {o} (a duplicate)"
+                ));
+            }
         }
         log.insert(offset, value.to_string());
+        self.acked_at
+            .insert(value.to_string(), (tp.clone(), offset));
         Ok(())
     }
 
@@ -72,6 +76,13 @@ impl Model {
                 return Err(format!(
                     "{tp:?}: offset {offset} holds {value:?}, never sent"
                 ));
+            }
+            if let Some((other_tp, o)) = self.acked_at.get(value) {
+                if (other_tp, *o) != (tp, *offset) {
+                    return Err(format!(
+                        "{tp:?}: offset {offset} holds {value:?}, acknowledged at {other_tp:?} {o}"
+                    ));
+                }
             }
             if let Some(first) = seen.insert(value, *offset) {
                 return Err(format!(
@@ -102,7 +113,17 @@ impl Model {
             }
         }
         if complete {
+            // What survived is the model from now on (in a damaged partition, lost records
+            // are forgotten and their offsets may be reused).
+            for (offset, value) in acked.iter() {
+                if by_offset.get(offset) != Some(&value.as_str()) {
+                    self.acked_at.remove(value);
+                }
+            }
             *acked = records.iter().cloned().collect();
+            for (offset, value) in records {
+                self.acked_at.insert(value.clone(), (tp.clone(), *offset));
+            }
         }
         Ok(())
     }

@@ -35,8 +35,8 @@ fn a_seed_replays_exactly() {
         let a = run_seed(seed, &light()).expect("first run");
         let b = run_seed(seed, &light()).expect("second run");
         assert_eq!(
-            (a.acks, a.stats, a.virtual_time),
-            (b.acks, b.stats, b.virtual_time),
+            (a.trace_hash, a.acks, a.stats, a.virtual_time),
+            (b.trace_hash, b.acks, b.stats, b.virtual_time),
             "seed {seed} did not replay"
         );
         assert!(

@@ -66,6 +66,15 @@ fn main() -> ExitCode {
         }
         match run_seed(*seed, &options) {
             Ok(r) => {
+                if args.seed.is_some() {
+                    println!(
+                        "seed {seed}: {} records acknowledged, {} crashes, {} faults, trace {:016x}",
+                        r.acks,
+                        r.stats.crashes,
+                        r.stats.faults(),
+                        r.trace_hash
+                    );
+                }
                 virtual_secs += r.virtual_time.as_secs_f64();
                 crashes += r.stats.crashes;
                 faults += r.stats.faults();
