@@ -12,6 +12,7 @@
 //! broker or shuts it down cleanly. A last incarnation without faults verifies everything.
 //! The first contradiction ends the run with a message naming the seed.
 
+mod groups;
 pub mod model;
 mod workload;
 
@@ -34,8 +35,12 @@ use model::Model;
 pub struct SimOptions {
     /// Broker incarnations before the final verifying one.
     pub incarnations: u32,
-    /// Concurrent clients per incarnation.
+    /// Concurrent producing clients per incarnation.
     pub clients: usize,
+    /// Requests each producing client makes per incarnation.
+    pub ops: u32,
+    /// Most group members per incarnation (the seed picks 0 to this many).
+    pub members: u32,
     /// Inject faults (rates drawn per seed; some seeds get none).
     pub faults: bool,
     /// The deliberately broken disk: `sync_data` succeeds without making anything durable.
@@ -47,6 +52,8 @@ impl Default for SimOptions {
         SimOptions {
             incarnations: 4,
             clients: 3,
+            ops: 60,
+            members: 3,
             faults: true,
             broken_sync_data: false,
         }
@@ -62,6 +69,8 @@ pub struct SeedReport {
     pub stats: SimStats,
     /// Records acknowledged.
     pub acks: u64,
+    /// Offset commits acknowledged.
+    pub commits: u64,
     /// Broker starts that failed on an injected fault (then restarted).
     pub failed_starts: u32,
     /// The hash of every scheduling event: a replay of the seed must give the same.
@@ -83,6 +92,8 @@ fn broker_config() -> BrokerConfig {
     c.auto_create_topics = false;
     c.flush_policy = FlushPolicy::Fsync;
     c.num_shards = 2;
+    c.retention_check_interval_ms = 300;
+    c.groups.initial_rebalance_delay_ms = 100;
     c
 }
 
@@ -133,6 +144,16 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     config.broken_sync_data = options.broken_sync_data;
     minikafka_backend_sim::install(config);
     let model = Rc::new(RefCell::new(Model::default()));
+    for p in 0..workload::TOPICS
+        .iter()
+        .find(|t| t.0 == workload::RETAINED_TOPIC)
+        .map_or(0, |t| t.1)
+    {
+        model
+            .borrow_mut()
+            .retained
+            .insert((workload::RETAINED_TOPIC.to_string(), p));
+    }
     let mut report = SeedReport::default();
     for incarnation in 0..=options.incarnations {
         let last = incarnation == options.incarnations;
@@ -145,6 +166,8 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
             incarnation,
             clients: options.clients,
             verify_only: last,
+            ops: options.ops,
+            members: minikafka_backend_sim::random_below(u64::from(options.members) + 1) as u32,
             shutdown: Arc::clone(&shutdown),
             model: Rc::clone(&model),
         };
@@ -200,6 +223,7 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
         return Err(fail("acknowledged records but verified none".into()));
     }
     report.acks = m.acks;
+    report.commits = m.commits;
     report.stats = minikafka_backend_sim::stats();
     report.virtual_time = minikafka_backend_sim::now().0;
     report.trace_hash = minikafka_backend_sim::trace_hash();

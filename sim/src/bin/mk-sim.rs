@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         None => (args.first..args.first.saturating_add(args.seeds)).collect(),
     };
     let (mut virtual_secs, mut crashes, mut faults, mut acks, mut failed) = (0f64, 0, 0, 0, 0);
+    let mut commits = 0;
     let started = std::time::Instant::now();
     let mut ran = 0u64;
     for seed in &seeds {
@@ -68,8 +69,9 @@ fn main() -> ExitCode {
             Ok(r) => {
                 if args.seed.is_some() {
                     println!(
-                        "seed {seed}: {} records acknowledged, {} crashes, {} faults, trace {:016x}",
+                        "seed {seed}: {} records and {} offset commits acknowledged, {} crashes, {} faults, trace {:016x}",
                         r.acks,
+                        r.commits,
                         r.stats.crashes,
                         r.stats.faults(),
                         r.trace_hash
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
                 crashes += r.stats.crashes;
                 faults += r.stats.faults();
                 acks += r.acks;
+                commits += r.commits;
             }
             Err(e) => {
                 failed += 1;
@@ -87,7 +90,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "mk-sim: {} seeds, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} records acknowledged, {:.1} s wall",
+        "mk-sim: {} seeds, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} records and {commits} offset commits acknowledged, {:.1} s wall",
         ran,
         virtual_secs / 3600.0,
         started.elapsed().as_secs_f64()
