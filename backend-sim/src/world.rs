@@ -63,6 +63,10 @@ pub struct SimConfig {
     /// A deliberately broken disk: `sync_data` reports success but makes nothing durable
     /// (the simulator must catch the loss this causes). Never set outside such tests.
     pub broken_sync_data: bool,
+    /// A deliberately broken disk: `sync_dir` reports success but makes no directory change
+    /// durable (creates, renames and removals may all be lost at a crash). Never set outside
+    /// such tests.
+    pub broken_sync_dir: bool,
     /// Most task polls one `run_shards` may make before it gives up as livelocked.
     pub max_polls: u64,
 }
@@ -75,6 +79,7 @@ impl SimConfig {
             faults: FaultRates::NONE,
             net_delay_max: Duration::from_micros(500),
             broken_sync_data: false,
+            broken_sync_dir: false,
             max_polls: 50_000_000,
         }
     }

@@ -45,6 +45,8 @@ pub struct SimOptions {
     pub faults: bool,
     /// The deliberately broken disk: `sync_data` succeeds without making anything durable.
     pub broken_sync_data: bool,
+    /// The deliberately broken disk: `sync_dir` succeeds without making anything durable.
+    pub broken_sync_dir: bool,
 }
 
 impl Default for SimOptions {
@@ -56,6 +58,7 @@ impl Default for SimOptions {
             members: 3,
             faults: true,
             broken_sync_data: false,
+            broken_sync_dir: false,
         }
     }
 }
@@ -142,6 +145,7 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     let mut config = SimConfig::new(seed);
     config.faults = faults;
     config.broken_sync_data = options.broken_sync_data;
+    config.broken_sync_dir = options.broken_sync_dir;
     minikafka_backend_sim::install(config);
     let model = Rc::new(RefCell::new(Model::default()));
     for p in 0..workload::TOPICS

@@ -26,6 +26,9 @@ struct Args {
     /// Run the deliberately broken disk (`sync_data` makes nothing durable).
     #[arg(long)]
     broken_sync: bool,
+    /// Run the deliberately broken disk whose `sync_dir` makes nothing durable.
+    #[arg(long)]
+    broken_sync_dir: bool,
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         incarnations: args.incarnations,
         faults: !args.no_faults,
         broken_sync_data: args.broken_sync,
+        broken_sync_dir: args.broken_sync_dir,
         ..SimOptions::default()
     };
     let seeds: Vec<u64> = match args.seed {
