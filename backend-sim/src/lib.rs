@@ -405,6 +405,11 @@ impl Backend for SimBackend {
         WALL_CLOCK_ORIGIN_MS.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
     }
 
+    /// From the world's generator: the seed decides it.
+    fn random_u64(&self) -> u64 {
+        with_world(|w| w.rng.next_u64())
+    }
+
     async fn sleep_until(&self, deadline: MonoTime) {
         Sleep { at: deadline }.await;
     }

@@ -32,6 +32,9 @@ struct Args {
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
+    /// Run every seed twice and fail it if the two runs' event traces differ.
+    #[arg(long)]
+    replay_check: bool,
     /// Stop starting seeds after this many seconds of wall time (a soak's budget).
     #[arg(long)]
     budget_secs: Option<u64>,
@@ -69,7 +72,22 @@ fn main() -> ExitCode {
                 started.elapsed().as_secs_f64()
             );
         }
-        match run_seed(*seed, &options) {
+        let mut result = run_seed(*seed, &options);
+        if args.replay_check {
+            if let Ok(first) = &result {
+                match run_seed(*seed, &options) {
+                    Ok(again) if again.trace_hash == first.trace_hash => {}
+                    Ok(again) => {
+                        result = Err(format!(
+                            "seed {seed}: did not replay (trace {:016x}, then {:016x})",
+                            first.trace_hash, again.trace_hash
+                        ))
+                    }
+                    Err(e) => result = Err(format!("seed {seed}: did not replay: {e}")),
+                }
+            }
+        }
+        match result {
             Ok(r) => {
                 if args.seed.is_some() {
                     println!(
