@@ -80,7 +80,11 @@ async fn join_and_sync(
     let join = response.filter(|r| r.error_code == 0)?;
     *member_id = join.member_id.to_string();
     let assignments = if join.leader.as_str() == member_id.as_str() {
-        let members: Vec<String> = join.members.iter().map(|m| m.member_id.to_string()).collect();
+        let members: Vec<String> = join
+            .members
+            .iter()
+            .map(|m| m.member_id.to_string())
+            .collect();
         let mut shares: BTreeMap<&str, Vec<TopicPartition>> = BTreeMap::new();
         for (i, tp) in group_partitions().into_iter().enumerate() {
             if let Some(m) = members.get(i % members.len().max(1)) {
@@ -123,10 +127,9 @@ pub async fn run_member(backend: SimBackend, model: Rc<RefCell<Model>>, incarnat
             backend.sleep(Duration::from_millis(100)).await;
             continue;
         };
-        if let Err(e) =
-            model
-                .borrow_mut()
-                .own(incarnation, group, generation, &member_id, &owned)
+        if let Err(e) = model
+            .borrow_mut()
+            .own(incarnation, group, generation, &member_id, &owned)
         {
             model.borrow_mut().failure.get_or_insert(e);
             return;

@@ -25,9 +25,12 @@ use minikafka_core::types::Offset;
 
 use crate::model::{Model, TopicPartition};
 
+/// A topic the workload keeps: name, partition count, configuration overrides.
+pub type TopicSpec = (&'static str, i32, &'static [(&'static str, &'static str)]);
+
 /// The topics every run keeps, with their partition counts and configuration overrides.
 /// `logs` is under retention (small segments, few bytes kept): its old segments go.
-pub const TOPICS: [(&str, i32, &[(&str, &str)]); 3] = [
+pub const TOPICS: [TopicSpec; 3] = [
     ("events", 2, &[]),
     ("orders", 3, &[]),
     (
@@ -191,7 +194,11 @@ async fn ensure_topics(backend: &SimBackend) -> bool {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        if admin.create_topic(topic, partitions, &configs).await.is_err() {
+        if admin
+            .create_topic(topic, partitions, &configs)
+            .await
+            .is_err()
+        {
             return false;
         }
     }
@@ -469,7 +476,11 @@ async fn scratch_topic_step(backend: &SimBackend, model: &RefCell<Model>) -> boo
 /// A long poll at the end of a partition (I7): if a record was acknowledged in that
 /// partition at or after the fetch offset while the fetch waited, the fetch must not come
 /// back empty at its deadline. Skipped when a fault fired meanwhile.
-async fn long_poll_at_end(backend: &SimBackend, model: &RefCell<Model>, tp: &TopicPartition) -> bool {
+async fn long_poll_at_end(
+    backend: &SimBackend,
+    model: &RefCell<Model>,
+    tp: &TopicPartition,
+) -> bool {
     let Some(conn) = connect(backend).await else {
         return false;
     };
