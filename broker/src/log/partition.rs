@@ -67,6 +67,7 @@ use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::segment::{classify, Segment, SegmentFile};
 use super::{LogError, Result, LEADER_EPOCH};
+use crate::metrics::SyncStats;
 
 /// Most bytes of batches one coalesced write takes (a group always takes its first batch,
 /// whatever its size).
@@ -143,6 +144,8 @@ pub struct PartitionLog<B: Backend> {
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
+    /// Fsync counts for the metrics endpoint (shard-local cells).
+    sync_stats: SyncStats,
 }
 
 impl<B: Backend> PartitionLog<B> {
@@ -263,6 +266,7 @@ impl<B: Backend> PartitionLog<B> {
             producers: RefCell::new(producers),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
+            sync_stats: SyncStats::new(),
         })
     }
 
@@ -333,6 +337,11 @@ impl<B: Backend> PartitionLog<B> {
     /// Offsets of the producer state snapshots on disk, ascending.
     pub fn snapshot_offsets(&self) -> Vec<Offset> {
         self.snapshots.borrow().clone()
+    }
+
+    /// Fsync counts (for the metrics endpoint).
+    pub fn sync_stats(&self) -> &SyncStats {
+        &self.sync_stats
     }
 
     /// Total bytes of all segments.
@@ -467,6 +476,7 @@ impl<B: Backend> PartitionLog<B> {
             return;
         };
         self.publish(group.next_offset);
+        self.sync_stats.written(group.members.len() as u64);
         self.record_and_answer(&segment, group, positions);
     }
 
@@ -783,7 +793,10 @@ impl<B: Backend> PartitionLog<B> {
                     let leader = SyncLeader {
                         commit: &self.commit,
                     };
+                    let (covered, started) = (self.sync_stats.begin(), self.backend.now());
                     let result = segment.sync_log().await;
+                    let took = self.backend.now().saturating_duration_since(started);
+                    self.sync_stats.end(covered, took, result.is_ok());
                     std::mem::forget(leader);
                     if let Err(e) = &result {
                         tracing::error!(dir = ?self.dir, error = %e, "sync failed: partition offline for writes (I8)");

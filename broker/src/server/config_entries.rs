@@ -242,6 +242,13 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
         ("flush.interval.ms", flush_interval, TYPE_LONG),
         ("num.shards", c.num_shards.to_string(), TYPE_INT),
         ("node.id", c.node_id.to_string(), TYPE_INT),
+        (
+            "metrics.listener",
+            c.metrics_listener
+                .map_or_else(String::new, |a| format!("http://{a}")),
+            TYPE_STRING,
+        ),
+        ("log.format", c.log_format.as_str().to_string(), TYPE_STRING),
     ]
 }
 

@@ -39,6 +39,8 @@ use super::routing;
 use super::shared::Shared;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use crate::metrics::counters::records_in_batches;
+use crate::metrics::ShardMetrics;
 
 /// A partition this shard owns.
 pub struct OwnedPartition<B: Backend> {
@@ -72,6 +74,8 @@ pub struct ShardState<B: Backend> {
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
     pub groups: GroupHosts,
+    /// This shard's counters for the metrics endpoint.
+    pub metrics: ShardMetrics,
 }
 
 /// Counts one request in flight on a shard until dropped.
@@ -104,6 +108,7 @@ impl<B: Backend> ShardState<B> {
             stop,
             stop_tx,
             groups: GroupHosts::new(),
+            metrics: ShardMetrics::new(),
         }
     }
 
@@ -316,9 +321,19 @@ impl<B: Backend> ShardState<B> {
         let owned = self
             .owned(key)
             .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let bytes = batch.len() as u64;
         // The log queues the batch on this first poll, so arrival order decides offsets.
         match owned.log.append(batch, self.backend.wall_clock_ms()).await {
-            Ok(AppendInfo { base_offset, .. }) => {
+            Ok(AppendInfo {
+                base_offset,
+                last_offset,
+                duplicate,
+                ..
+            }) => {
+                if !duplicate {
+                    let records = (last_offset.0 - base_offset.0 + 1).max(0) as u64;
+                    self.metrics.appended(topic, partition, records, bytes);
+                }
                 // The bytes are visible (the log published its high watermark): wake (I7).
                 owned.signal.notify_append();
                 Ok(Appended {
@@ -347,6 +362,9 @@ impl<B: Backend> ShardState<B> {
         };
         match owned.log.read(Offset(fetch_offset), max_bytes).await {
             Ok(read) => {
+                let records = records_in_batches(&read.bytes);
+                let bytes = read.bytes.len() as u64;
+                self.metrics.read(&key.topic, key.partition, records, bytes);
                 out.high_watermark = read.high_watermark.0;
                 out.log_start_offset = read.log_start_offset.0;
                 out.bytes = read.bytes;
@@ -418,6 +436,8 @@ impl<B: Backend> ShardState<B> {
         let (topic, partition) = (key.topic.as_str(), key.partition);
         let owned = self.partitions.borrow_mut().remove(key);
         if let Some(owned) = owned {
+            let syncs = owned.log.sync_stats().snapshot();
+            self.metrics.partition_removed(topic, partition, syncs);
             if let Err(e) = owned.log.close().await {
                 tracing::warn!(topic, partition, "closing a deleted partition: {e}");
             }

@@ -24,6 +24,7 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::metrics_endpoint::MetricsInboxes;
 use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
@@ -91,6 +92,8 @@ pub struct Shared {
     pub bound_addr: OnceLock<SocketAddr>,
     /// Issues idempotent producer ids, unique across restarts (InitProducerId).
     pub producer_ids: ProducerIdAllocator,
+    /// Where each shard takes metrics scrape requests, and the metrics endpoint's address.
+    pub metrics: MetricsInboxes,
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
@@ -142,6 +145,7 @@ impl Shared {
             barriers: std::array::from_fn(|_| PhaseBarrier::new(shard_count)),
             bound_addr: OnceLock::new(),
             producer_ids: ProducerIdAllocator::new(),
+            metrics: MetricsInboxes::new(shard_count),
         }
     }
 
