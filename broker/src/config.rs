@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
-use crate::log::FlushPolicy;
+use crate::log::{FlushPolicy, TimestampType};
 
 /// Every setting the broker honours, with Kafka's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +52,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
     pub flush_policy: FlushPolicy,
+    /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
+    pub log_message_timestamp_type: TimestampType,
     /// `num.shards`: executor threads, one per core by default.
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
@@ -229,6 +231,7 @@ impl Default for BrokerConfig {
             connections_max_idle_ms: 600_000,
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,
+            log_message_timestamp_type: TimestampType::CreateTime,
             num_shards: default_shard_count(),
             node_id: 0,
             offsets_topic_num_partitions: 50,
@@ -449,6 +452,10 @@ impl BrokerConfig {
                     _ => return Err(invalid(k, v, "expected none, fsync or interval")),
                 },
                 "flush.interval.ms" => flush_interval_ms = parse_positive(k, v)?,
+                "log.message.timestamp.type" => {
+                    config.log_message_timestamp_type = TimestampType::parse(v)
+                        .ok_or_else(|| invalid(k, v, "expected CreateTime or LogAppendTime"))?
+                }
                 "num.shards" => {
                     let n: usize = parse_positive(k, v)?;
                     if n > 1024 {

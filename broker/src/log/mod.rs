@@ -42,7 +42,7 @@ pub mod recover;
 pub mod segment;
 pub mod topics;
 
-pub use config::{FlushPolicy, LogConfig};
+pub use config::{FlushPolicy, LogConfig, TimestampType};
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;

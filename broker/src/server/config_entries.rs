@@ -78,7 +78,7 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
         ("compression.type", "producer".to_string(), TYPE_STRING),
         (
             "message.timestamp.type",
-            "CreateTime".to_string(),
+            c.timestamp_type.name().to_string(),
             TYPE_STRING,
         ),
     ]
@@ -98,6 +98,7 @@ fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
         "max.message.bytes" => &["message.max.bytes"],
         "index.interval.bytes" => &["log.index.interval.bytes"],
         "flush.policy" => &["flush.policy", "flush.interval.ms"],
+        "message.timestamp.type" => &["log.message.timestamp.type"],
         _ => &[],
     }
 }
@@ -238,6 +239,11 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             TYPE_LONG,
         ),
         ("max.connections", c.max_connections.to_string(), TYPE_INT),
+        (
+            "log.message.timestamp.type",
+            c.log_message_timestamp_type.name().to_string(),
+            TYPE_STRING,
+        ),
         ("flush.policy", flush_policy.to_string(), TYPE_STRING),
         ("flush.interval.ms", flush_interval, TYPE_LONG),
         ("num.shards", c.num_shards.to_string(), TYPE_INT),

@@ -33,7 +33,9 @@ use minikafka_core::wakeup::PartitionSignal;
 
 use super::groups::host::GroupHosts;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
-pub use super::partition_ops::{Appended, ListedOffset, PartitionRead};
+pub use super::partition_ops::{
+    Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
+};
 use super::partition_ops::{PartitionCall, PartitionKey, PartitionOp, Reply};
 use super::routing;
 use super::shared::Shared;
@@ -197,6 +199,9 @@ impl<B: Backend> ShardState<B> {
             PartitionOp::Remove { reply } => {
                 let _ = reply.send(self.remove_owned(&key).await);
             }
+            PartitionOp::Describe { reply } => {
+                let _ = reply.send(self.describe_owned(&key));
+            }
             PartitionOp::Group { request, reply } => {
                 let _ = reply.send(self.group_owned(&key, request).await);
             }
@@ -278,6 +283,44 @@ impl<B: Backend> ShardState<B> {
         self.ask(key(topic, partition), op, unavailable).await
     }
 
+    /// Describes `topic`/`partition` on its owner (size, offsets, live producers).
+    pub async fn describe_partition(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+    ) -> PartitionDescription {
+        let op = |reply| PartitionOp::Describe { reply };
+        let unavailable = PartitionDescription::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
+        self.ask(key(topic, partition), op, unavailable).await
+    }
+
+    fn describe_owned(&self, key: &PartitionKey) -> PartitionDescription {
+        let Some(owned) = self.owned(key) else {
+            return PartitionDescription::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        };
+        let log = owned.log;
+        let producers = log
+            .live_producers(self.backend.wall_clock_ms())
+            .into_iter()
+            .filter_map(|(producer_id, entry)| {
+                let last = entry.batches.back()?;
+                Some(ProducerDescription {
+                    producer_id,
+                    epoch: entry.epoch,
+                    last_sequence: last.last_sequence,
+                    last_timestamp_ms: last.max_timestamp_ms,
+                })
+            })
+            .collect();
+        PartitionDescription {
+            error_code: ErrorCode::NONE,
+            size_bytes: log.size_bytes(),
+            log_start_offset: log.log_start_offset().0,
+            log_end_offset: log.high_watermark().0,
+            producers,
+        }
+    }
+
     /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`, on
     /// its owner. NOT_COORDINATOR when the owner no longer takes calls or is shutting down,
     /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
@@ -328,6 +371,7 @@ impl<B: Backend> ShardState<B> {
                 base_offset,
                 last_offset,
                 duplicate,
+                log_append_time_ms,
                 ..
             }) => {
                 if !duplicate {
@@ -339,6 +383,7 @@ impl<B: Backend> ShardState<B> {
                 Ok(Appended {
                     base_offset: base_offset.0,
                     log_start_offset: owned.log.log_start_offset().0,
+                    log_append_time_ms: log_append_time_ms.unwrap_or(-1),
                 })
             }
             Err(e) => Err(log_error_code(topic, partition, "append", &e)),

@@ -146,3 +146,33 @@ impl ErrorCodes for ConsumerGroupDescribeResponse {
         self.groups.iter().map(|g| g.error_code)
     }
 }
+
+impl ErrorCodes for OffsetForLeaderEpochResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        partitions.map(|p| p.error_code)
+    }
+}
+
+impl ErrorCodes for DescribeLogDirsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        std::iter::once(self.error_code).chain(self.results.iter().map(|r| r.error_code))
+    }
+}
+
+impl ErrorCodes for DescribeProducersResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        partitions.map(|p| p.error_code)
+    }
+}
+
+impl ErrorCodes for DescribeTopicPartitionsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        self.topics
+            .iter()
+            .map(|t| t.error_code)
+            .chain(partitions.map(|p| p.error_code))
+    }
+}

@@ -16,6 +16,9 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod error_codes;
 pub mod fetch;
 pub mod find_coordinator;
@@ -26,6 +29,7 @@ pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use std::net::SocketAddr;
@@ -81,6 +85,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -322,6 +330,34 @@ pub async fn handle<B: Backend>(
             version,
             correlation_id,
             &group_consumer::describe(state, req, version).await,
+        ),
+        RequestBody::OffsetForLeaderEpoch(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &offset_for_leader_epoch::handle(state, req).await,
+        ),
+        RequestBody::DescribeLogDirs(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_log_dirs::handle(state, req).await,
+        ),
+        RequestBody::DescribeProducers(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_producers::handle(state, req).await,
+        ),
+        RequestBody::DescribeTopicPartitions(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_topic_partitions::handle(state, req),
         ),
         RequestBody::InitProducerId(req) => answer(
             state,
