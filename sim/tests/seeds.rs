@@ -8,8 +8,9 @@
 //! range; replay them to work on them): with this file's options, seed 260 (a scratch
 //! topic whose delete was acknowledged exists again after a crash, `MK_SIM_SEEDS=261`); with
 //! `mk-sim --incarnations 3`, seeds 200192 (an acknowledged record lost: the partition is
-//! empty after two crashes), 200264 and 200287 (a created topic gone after a crash). All
-//! involve topic metadata across crashes.
+//! empty after two crashes; it passes since the last merge of main changed the schedule),
+//! 200264 and 200287 (a created topic gone after a crash), 200518 and 200755 (a deleted topic
+//! back). All involve topic metadata across crashes.
 
 use minikafka_sim::{run_seed, SimOptions};
 
