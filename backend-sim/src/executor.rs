@@ -128,7 +128,12 @@ impl Executor {
             if polls > max_polls {
                 return RunOutcome::Livelocked;
             }
-            with_world(|w| w.stats.polls += 1);
+            with_world(|w| {
+                w.stats.polls += 1;
+                let at = u64::try_from(w.now.0.as_nanos()).unwrap_or(u64::MAX);
+                w.trace_event(id);
+                w.trace_event(at);
+            });
             let waker = self.waker(id);
             let mut cx = Context::from_waker(&waker);
             if task.as_mut().poll(&mut cx).is_pending() {

@@ -90,6 +90,12 @@ pub fn stats() -> SimStats {
     with_world(|w| w.stats)
 }
 
+/// The hash of every event so far (which task ran when): equal for two runs of one seed
+/// exactly when they replayed the same events.
+pub fn trace_hash() -> u64 {
+    with_world(|w| w.trace)
+}
+
 /// The virtual time now.
 pub fn now() -> MonoTime {
     with_world(|w| w.now)
@@ -346,6 +352,9 @@ impl Backend for SimBackend {
                 w.stats.sync_eio += 1;
                 return Err(io_error(EIO));
             }
+            if w.config.broken_sync_dir {
+                return Ok(());
+            }
             w.disk.sync_dir(path)
         })
     }
@@ -394,6 +403,11 @@ impl Backend for SimBackend {
     fn wall_clock_ms(&self) -> i64 {
         let ms = with_world(|w| w.now.0.as_millis());
         WALL_CLOCK_ORIGIN_MS.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+
+    /// From the world's generator: the seed decides it.
+    fn random_u64(&self) -> u64 {
+        with_world(|w| w.rng.next_u64())
     }
 
     async fn sleep_until(&self, deadline: MonoTime) {

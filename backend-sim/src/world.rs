@@ -63,6 +63,10 @@ pub struct SimConfig {
     /// A deliberately broken disk: `sync_data` reports success but makes nothing durable
     /// (the simulator must catch the loss this causes). Never set outside such tests.
     pub broken_sync_data: bool,
+    /// A deliberately broken disk: `sync_dir` reports success but makes no directory change
+    /// durable (creates, renames and removals may all be lost at a crash). Never set outside
+    /// such tests.
+    pub broken_sync_dir: bool,
     /// Most task polls one `run_shards` may make before it gives up as livelocked.
     pub max_polls: u64,
 }
@@ -75,6 +79,7 @@ impl SimConfig {
             faults: FaultRates::NONE,
             net_delay_max: Duration::from_micros(500),
             broken_sync_data: false,
+            broken_sync_dir: false,
             max_polls: 50_000_000,
         }
     }
@@ -166,6 +171,9 @@ pub(crate) struct World {
     pub(crate) epoch: u64,
     /// Paths of the segments a bit flip hit, oldest first.
     pub(crate) flipped: Vec<std::path::PathBuf>,
+    /// A running hash of every event (which task ran, at what virtual time): two runs of a
+    /// seed replayed the same events exactly when their hashes agree.
+    pub(crate) trace: u64,
 }
 
 impl World {
@@ -182,7 +190,18 @@ impl World {
             crash_requested: false,
             epoch: 0,
             flipped: Vec::new(),
+            trace: 0xCBF2_9CE4_8422_2325, // the FNV-1a offset basis
         }
+    }
+
+    /// Folds `event` into the trace hash (FNV-1a over its 8 bytes).
+    pub(crate) fn trace_event(&mut self, event: u64) {
+        let mut h = self.trace;
+        for byte in event.to_le_bytes() {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x0000_0100_0000_01B3);
+        }
+        self.trace = h;
     }
 
     /// Wakes `waker` once the clock reaches `at`.

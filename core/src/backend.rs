@@ -139,6 +139,17 @@ pub trait Backend: Clone + 'static {
     /// segment age). May jump when the system clock is set.
     fn wall_clock_ms(&self) -> i64;
 
+    /// 64 random bits, for identifiers that must differ between broker runs (the seed of
+    /// generated group member ids). The default takes them from the standard library's
+    /// per-process random hasher keys; the simulated backend draws them from its seed, so a
+    /// simulated run replays exactly.
+    fn random_u64(&self) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_usize(self.shard().0);
+        hasher.finish()
+    }
+
     /// Completes once [`Backend::now`] has reached `deadline` (at once if it has).
     async fn sleep_until(&self, deadline: MonoTime);
 

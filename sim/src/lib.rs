@@ -12,6 +12,7 @@
 //! broker or shuts it down cleanly. A last incarnation without faults verifies everything.
 //! The first contradiction ends the run with a message naming the seed.
 
+mod groups;
 pub mod model;
 mod workload;
 
@@ -34,12 +35,18 @@ use model::Model;
 pub struct SimOptions {
     /// Broker incarnations before the final verifying one.
     pub incarnations: u32,
-    /// Concurrent clients per incarnation.
+    /// Concurrent producing clients per incarnation.
     pub clients: usize,
+    /// Requests each producing client makes per incarnation.
+    pub ops: u32,
+    /// Most group members per incarnation (the seed picks 0 to this many).
+    pub members: u32,
     /// Inject faults (rates drawn per seed; some seeds get none).
     pub faults: bool,
     /// The deliberately broken disk: `sync_data` succeeds without making anything durable.
     pub broken_sync_data: bool,
+    /// The deliberately broken disk: `sync_dir` succeeds without making anything durable.
+    pub broken_sync_dir: bool,
 }
 
 impl Default for SimOptions {
@@ -47,8 +54,11 @@ impl Default for SimOptions {
         SimOptions {
             incarnations: 4,
             clients: 3,
+            ops: 60,
+            members: 3,
             faults: true,
             broken_sync_data: false,
+            broken_sync_dir: false,
         }
     }
 }
@@ -62,8 +72,12 @@ pub struct SeedReport {
     pub stats: SimStats,
     /// Records acknowledged.
     pub acks: u64,
+    /// Offset commits acknowledged.
+    pub commits: u64,
     /// Broker starts that failed on an injected fault (then restarted).
     pub failed_starts: u32,
+    /// The hash of every scheduling event: a replay of the seed must give the same.
+    pub trace_hash: u64,
 }
 
 /// The data directory on the simulated disk.
@@ -81,6 +95,8 @@ fn broker_config() -> BrokerConfig {
     c.auto_create_topics = false;
     c.flush_policy = FlushPolicy::Fsync;
     c.num_shards = 2;
+    c.retention_check_interval_ms = 300;
+    c.groups.initial_rebalance_delay_ms = 100;
     c
 }
 
@@ -129,8 +145,19 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     let mut config = SimConfig::new(seed);
     config.faults = faults;
     config.broken_sync_data = options.broken_sync_data;
+    config.broken_sync_dir = options.broken_sync_dir;
     minikafka_backend_sim::install(config);
     let model = Rc::new(RefCell::new(Model::default()));
+    for p in 0..workload::TOPICS
+        .iter()
+        .find(|t| t.0 == workload::RETAINED_TOPIC)
+        .map_or(0, |t| t.1)
+    {
+        model
+            .borrow_mut()
+            .retained
+            .insert((workload::RETAINED_TOPIC.to_string(), p));
+    }
     let mut report = SeedReport::default();
     for incarnation in 0..=options.incarnations {
         let last = incarnation == options.incarnations;
@@ -143,6 +170,8 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
             incarnation,
             clients: options.clients,
             verify_only: last,
+            ops: options.ops,
+            members: minikafka_backend_sim::random_below(u64::from(options.members) + 1) as u32,
             shutdown: Arc::clone(&shutdown),
             model: Rc::clone(&model),
         };
@@ -198,7 +227,9 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
         return Err(fail("acknowledged records but verified none".into()));
     }
     report.acks = m.acks;
+    report.commits = m.commits;
     report.stats = minikafka_backend_sim::stats();
     report.virtual_time = minikafka_backend_sim::now().0;
+    report.trace_hash = minikafka_backend_sim::trace_hash();
     Ok(report)
 }

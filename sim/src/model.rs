@@ -15,13 +15,33 @@ pub type TopicPartition = (String, i32);
 pub struct Model {
     /// Per partition, offset → value of every record acknowledged (or seen surviving).
     pub acked: BTreeMap<TopicPartition, BTreeMap<i64, String>>,
+    /// The inverse of `acked`: value → (partition, offset), so a duplicate ack is found
+    /// without scanning the log.
+    acked_at: BTreeMap<String, (TopicPartition, i64)>,
     /// Every value any client sent (values are unique: a repeat in a log is a duplicate).
     pub attempted: BTreeSet<String>,
     /// Partitions where a bit flip hit a sealed segment: records there may be lost (never
     /// served wrong).
     pub damaged: BTreeSet<TopicPartition>,
+    /// Partitions under retention: records below the first one a full read finds may be
+    /// gone (deleted whole segments), never those above it.
+    pub retained: BTreeSet<TopicPartition>,
+    /// Per (group, partition): the last committed offset acknowledged.
+    commits_acked: BTreeMap<(String, TopicPartition), i64>,
+    /// Per (group, partition): every offset a member tried to commit.
+    commits_attempted: BTreeMap<(String, TopicPartition), BTreeSet<i64>>,
+    /// Per (incarnation, group, generation): which member owns each partition.
+    owners: BTreeMap<(u32, String, i32), BTreeMap<TopicPartition, String>>,
+    /// Per partition: the latest acknowledgement (virtual time, offset), for the long-poll
+    /// wakeup check.
+    pub last_ack: BTreeMap<TopicPartition, (std::time::Duration, i64)>,
+    /// Whether the scratch topic exists, by its last acknowledged create or delete (`None`:
+    /// unknown, an outcome was lost).
+    pub scratch_exists: Option<bool>,
     /// Records acknowledged so far.
     pub acks: u64,
+    /// Offset commits acknowledged so far.
+    pub commits: u64,
     /// The first failure found.
     pub failure: Option<String>,
 }
@@ -38,15 +58,109 @@ impl Model {
                 ));
             }
         }
-        if let Some((o, _)) = log
-            .iter()
-            .find(|(o, v)| v.as_str() == value && **o != offset)
-        {
-            return Err(format!(
-                "{tp:?}: {value:?} acknowledged at {offset} and at {o} (a duplicate)"
-            ));
+        if let Some((other_tp, o)) = self.acked_at.get(value) {
+            if (other_tp, *o) != (tp, offset) {
+                return Err(format!(
+                    "{tp:?}: {value:?} acknowledged at {offset} and at {other_tp:?} {o} (a duplicate)"
+                ));
+            }
         }
         log.insert(offset, value.to_string());
+        self.acked_at
+            .insert(value.to_string(), (tp.clone(), offset));
+        Ok(())
+    }
+
+    /// Records that `member` was given `partitions` in `generation` of `group`; a failure if
+    /// another member already owns one of them in that generation.
+    pub fn own(
+        &mut self,
+        incarnation: u32,
+        group: &str,
+        generation: i32,
+        member: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<(), String> {
+        let owners = self
+            .owners
+            .entry((incarnation, group.to_string(), generation))
+            .or_default();
+        for tp in partitions {
+            if let Some(other) = owners.get(tp) {
+                if other != member {
+                    return Err(format!(
+                        "group {group} generation {generation}: {tp:?} owned by {other} and {member}"
+                    ));
+                }
+            }
+            owners.insert(tp.clone(), member.to_string());
+        }
+        Ok(())
+    }
+
+    /// The lowest offset a member may commit for `tp` (the last acknowledged, so commits
+    /// never go backwards on purpose).
+    pub fn committed_floor(&self, group: &str, tp: &TopicPartition) -> i64 {
+        self.commits_acked
+            .get(&(group.to_string(), tp.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Notes a commit of `offset` was sent (its outcome may stay unknown).
+    pub fn commit_attempted(&mut self, group: &str, tp: &TopicPartition, offset: i64) {
+        self.commits_attempted
+            .entry((group.to_string(), tp.clone()))
+            .or_default()
+            .insert(offset);
+    }
+
+    /// Notes the broker acknowledged a commit of `offset`.
+    pub fn commit_acked(&mut self, group: &str, tp: &TopicPartition, offset: i64) {
+        self.commits += 1;
+        let slot = self
+            .commits_acked
+            .entry((group.to_string(), tp.clone()))
+            .or_insert(offset);
+        *slot = (*slot).max(offset);
+    }
+
+    /// Whether any commit of `group` was acknowledged.
+    pub fn has_commits(&self, group: &str) -> bool {
+        self.commits_acked.keys().any(|(g, _)| g == group)
+    }
+
+    /// Checks a group's committed offsets as fetched: every acknowledged commit is there, at
+    /// or above its acknowledged offset (never regressed), at an offset someone sent.
+    pub fn check_commits(
+        &self,
+        group: &str,
+        fetched: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), String> {
+        for ((g, tp), acked) in &self.commits_acked {
+            if g != group {
+                continue;
+            }
+            let Some(&now) = fetched.get(tp) else {
+                return Err(format!(
+                    "group {group}: the commit of {acked} for {tp:?} is lost"
+                ));
+            };
+            if now < *acked {
+                return Err(format!(
+                    "group {group}: {tp:?} committed offset regressed from {acked} to {now}"
+                ));
+            }
+            let sent = self
+                .commits_attempted
+                .get(&(g.clone(), tp.clone()))
+                .is_some_and(|s| s.contains(&now));
+            if !sent {
+                return Err(format!(
+                    "group {group}: {tp:?} committed offset {now} was never sent"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -58,7 +172,15 @@ impl Model {
         records: &[(i64, String)],
         complete: bool,
     ) -> Result<(), String> {
+        let retained = self.retained.contains(tp);
+        // Under retention the log start may move while a read is under way: the reader then
+        // jumps forward to the new start. Only a jump forward, and only there.
+        let mut restarted_at = None;
         for pair in records.windows(2) {
+            if retained && pair[1].0 > pair[0].0 + 1 {
+                restarted_at = Some(pair[1].0);
+                continue;
+            }
             if pair[1].0 != pair[0].0 + 1 {
                 return Err(format!(
                     "{tp:?}: offsets not dense: {} then {}",
@@ -73,6 +195,13 @@ impl Model {
                     "{tp:?}: offset {offset} holds {value:?}, never sent"
                 ));
             }
+            if let Some((other_tp, o)) = self.acked_at.get(value) {
+                if (other_tp, *o) != (tp, *offset) {
+                    return Err(format!(
+                        "{tp:?}: offset {offset} holds {value:?}, acknowledged at {other_tp:?} {o}"
+                    ));
+                }
+            }
             if let Some(first) = seen.insert(value, *offset) {
                 return Err(format!(
                     "{tp:?}: {value:?} at {first} and again at {offset} (a duplicate)"
@@ -82,6 +211,13 @@ impl Model {
         let by_offset: BTreeMap<i64, &str> =
             records.iter().map(|(o, v)| (*o, v.as_str())).collect();
         let damaged = self.damaged.contains(tp);
+        // Under retention, a complete read starts at the log start: what is below is gone.
+        let log_start = match (restarted_at, records.first()) {
+            _ if !retained => 0,
+            (Some(o), _) => o,
+            (None, Some((o, _))) => *o,
+            (None, None) => i64::MAX,
+        };
         let acked = self.acked.entry(tp.clone()).or_default();
         for (offset, value) in acked.iter() {
             match by_offset.get(offset) {
@@ -91,7 +227,7 @@ impl Model {
                         "{tp:?}: offset {offset} acknowledged as {value:?} but holds {v:?}"
                     ))
                 }
-                None if !complete || damaged => {}
+                None if !complete || damaged || *offset < log_start => {}
                 None => {
                     return Err(format!(
                         "{tp:?}: acknowledged record {value:?} at offset {offset} is lost \
@@ -102,7 +238,17 @@ impl Model {
             }
         }
         if complete {
+            // What survived is the model from now on (in a damaged partition, lost records
+            // are forgotten and their offsets may be reused).
+            for (offset, value) in acked.iter() {
+                if by_offset.get(offset) != Some(&value.as_str()) {
+                    self.acked_at.remove(value);
+                }
+            }
             *acked = records.iter().cloned().collect();
+            for (offset, value) in records {
+                self.acked_at.insert(value.clone(), (tp.clone(), *offset));
+            }
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
-//! The simulated clients of one broker incarnation: verify, set up topics, produce and fetch
-//! at random, then crash or shut down the broker. Every random choice comes from the world's
-//! generator, so the seed decides it.
+//! The simulated clients of one broker incarnation: verify, set up topics, produce (acks 0, 1
+//! and all, idempotent and plain), fetch and long-poll, create and delete a scratch topic, run
+//! group members (`groups`), then crash or shut down the broker. Every random choice comes
+//! from the world's generator, so the seed decides it.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -24,14 +25,36 @@ use minikafka_core::types::Offset;
 
 use crate::model::{Model, TopicPartition};
 
-/// The topics every run keeps, with their partition counts.
-pub const TOPICS: [(&str, i32); 2] = [("events", 2), ("orders", 3)];
+/// A topic the workload keeps: name, partition count, configuration overrides.
+pub type TopicSpec = (&'static str, i32, &'static [(&'static str, &'static str)]);
+
+/// The topics every run keeps, with their partition counts and configuration overrides.
+/// `logs` is under retention (small segments, few bytes kept): its old segments go.
+pub const TOPICS: [TopicSpec; 3] = [
+    ("events", 2, &[]),
+    ("orders", 3, &[]),
+    (
+        RETAINED_TOPIC,
+        2,
+        &[("segment.bytes", "1024"), ("retention.bytes", "2048")],
+    ),
+];
+
+/// The topic under retention.
+pub const RETAINED_TOPIC: &str = "logs";
+
+/// The topic one client creates and deletes.
+pub const SCRATCH_TOPIC: &str = "scratch";
 
 /// One incarnation's plan.
 pub struct Plan {
     pub incarnation: u32,
     pub clients: usize,
     pub verify_only: bool,
+    /// Requests per producing client.
+    pub ops: u32,
+    /// Group members to run (each joins one of the groups).
+    pub members: u32,
     pub shutdown: Arc<AtomicBool>,
     pub model: Rc<RefCell<Model>>,
 }
@@ -40,7 +63,7 @@ fn broker_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9092))
 }
 
-async fn connect(backend: &SimBackend) -> Option<Connection<SimStream>> {
+pub(crate) async fn connect(backend: &SimBackend) -> Option<Connection<SimStream>> {
     for _ in 0..50 {
         if let Ok(stream) = backend.connect(broker_addr()).await {
             let config = ConnectionConfig {
@@ -59,8 +82,13 @@ async fn connect(backend: &SimBackend) -> Option<Connection<SimStream>> {
 fn all_partitions() -> Vec<TopicPartition> {
     TOPICS
         .iter()
-        .flat_map(|(t, n)| (0..*n).map(move |p| (t.to_string(), p)))
+        .flat_map(|(t, n, _)| (0..*n).map(move |p| (t.to_string(), p)))
         .collect()
+}
+
+/// The partitions the groups divide among their members.
+pub(crate) fn group_partitions() -> Vec<TopicPartition> {
+    all_partitions()
 }
 
 /// Reads a partition whole from its start; `None` when the broker could not be read (a fault).
@@ -116,7 +144,38 @@ async fn verify(
             None => {}
         }
     }
-    Ok(())
+    crate::groups::verify_commits(backend, model, must_read).await?;
+    verify_scratch(backend, model, must_read).await
+}
+
+/// The scratch topic exists after a restart exactly when its last acknowledged create or
+/// delete says so.
+async fn verify_scratch(
+    backend: &SimBackend,
+    model: &RefCell<Model>,
+    must_read: bool,
+) -> Result<(), String> {
+    let Some(expected) = model.borrow().scratch_exists else {
+        return Ok(());
+    };
+    let mut listed = None;
+    for _ in 0..3 {
+        if let Some(conn) = connect(backend).await {
+            if let Ok(topics) = Admin::new(conn).list_topics().await {
+                listed = Some(topics.iter().any(|t| t.name == SCRATCH_TOPIC));
+                break;
+            }
+        }
+    }
+    match listed {
+        Some(exists) if exists != expected => Err(format!(
+            "topic {SCRATCH_TOPIC}: exists={exists} after a restart, but its last acknowledged \
+             {} said otherwise",
+            if expected { "create" } else { "delete" }
+        )),
+        None if must_read => Err(format!("topic {SCRATCH_TOPIC}: metadata unreadable")),
+        _ => Ok(()),
+    }
 }
 
 async fn ensure_topics(backend: &SimBackend) -> bool {
@@ -127,11 +186,19 @@ async fn ensure_topics(backend: &SimBackend) -> bool {
     let Ok(existing) = admin.list_topics().await else {
         return false;
     };
-    for (topic, partitions) in TOPICS {
+    for (topic, partitions, configs) in TOPICS {
         if existing.iter().any(|t| t.name == topic) {
             continue;
         }
-        if admin.create_topic(topic, partitions, &[]).await.is_err() {
+        let configs: Vec<(String, String)> = configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if admin
+            .create_topic(topic, partitions, &configs)
+            .await
+            .is_err()
+        {
             return false;
         }
     }
@@ -161,8 +228,15 @@ pub async fn drive(backend: SimBackend, plan: Plan) {
     if ready {
         for client in 0..plan.clients {
             let (b, m) = (backend.clone(), Rc::clone(&model));
+            let (incarnation, ops) = (plan.incarnation, plan.ops);
+            backend.spawn_local(async move { run_client(b, m, incarnation, client, ops).await });
+        }
+        for _ in 0..plan.members {
+            let (b, m) = (backend.clone(), Rc::clone(&model));
             let incarnation = plan.incarnation;
-            backend.spawn_local(async move { run_client(b, m, incarnation, client).await });
+            backend.spawn_local(async move {
+                crate::groups::run_member(b, m, incarnation).await;
+            });
         }
     }
     backend
@@ -235,6 +309,7 @@ async fn run_client(
     model: Rc<RefCell<Model>>,
     incarnation: u32,
     client: usize,
+    ops: u32,
 ) {
     let Some(mut conn) = connect(&backend).await else {
         return;
@@ -246,13 +321,28 @@ async fn run_client(
     };
     let partitions = all_partitions();
     let mut serial = 0u64;
-    for _ in 0..200 {
+    for _ in 0..ops {
         let tp = partitions[random_below(partitions.len() as u64) as usize].clone();
-        if random_below(4) == 0 {
-            if !fetch_and_check(&backend, &model, &tp).await {
+        if client == 0 && random_below(15) == 0 {
+            if !scratch_topic_step(&backend, &model).await {
                 return;
             }
             continue;
+        }
+        match random_below(8) {
+            0 | 1 => {
+                if !fetch_and_check(&backend, &model, &tp).await {
+                    return;
+                }
+                continue;
+            }
+            2 => {
+                if !long_poll_at_end(&backend, &model, &tp).await {
+                    return;
+                }
+                continue;
+            }
+            _ => {}
         }
         let count = random_below(4) as usize + 1;
         let values: Vec<String> = (0..count)
@@ -294,6 +384,9 @@ async fn run_client(
         match outcome {
             Ok(Some(base)) => {
                 let mut m = model.borrow_mut();
+                let now = backend.now().0;
+                m.last_ack
+                    .insert(tp.clone(), (now, base + count as i64 - 1));
                 for (i, v) in values.iter().enumerate() {
                     if let Err(e) = m.ack(&tp, base + i as i64, v) {
                         m.failure.get_or_insert(e);
@@ -358,6 +451,78 @@ async fn fetch_and_check(
     if let Err(e) = m.check_partition(tp, &records, false) {
         m.failure.get_or_insert(format!("fetch from {start}: {e}"));
         return false;
+    }
+    true
+}
+
+/// Creates the scratch topic if the model thinks it absent, else deletes it; what the broker
+/// acknowledged becomes the model's (an unknown outcome forgets it). `false` when the broker
+/// could not be reached.
+async fn scratch_topic_step(backend: &SimBackend, model: &RefCell<Model>) -> bool {
+    let Some(conn) = connect(backend).await else {
+        return false;
+    };
+    let mut admin = Admin::new(conn);
+    let create = model.borrow().scratch_exists != Some(true);
+    let result = if create {
+        admin.create_topic(SCRATCH_TOPIC, 1, &[]).await
+    } else {
+        admin.delete_topic(SCRATCH_TOPIC).await
+    };
+    model.borrow_mut().scratch_exists = result.is_ok().then_some(create);
+    true
+}
+
+/// A long poll at the end of a partition (I7): if a record was acknowledged in that
+/// partition at or after the fetch offset while the fetch waited, the fetch must not come
+/// back empty at its deadline. Skipped when a fault fired meanwhile.
+async fn long_poll_at_end(
+    backend: &SimBackend,
+    model: &RefCell<Model>,
+    tp: &TopicPartition,
+) -> bool {
+    let Some(conn) = connect(backend).await else {
+        return false;
+    };
+    let start = model
+        .borrow()
+        .acked
+        .get(tp)
+        .and_then(|log| log.keys().next_back())
+        .map_or(0, |o| o + 1);
+    let max_wait = Duration::from_millis(random_below(1_500) + 200);
+    let config = ConsumerConfig {
+        max_wait,
+        auto_offset_reset: OffsetReset::Earliest,
+        ..ConsumerConfig::default()
+    };
+    let mut consumer = Consumer::new(conn, config);
+    let ctp = ClientTp::new(tp.0.clone(), tp.1);
+    consumer.assign([ctp.clone()]);
+    if consumer.seek(&ctp, SeekTo::Offset(Offset(start))).is_err() {
+        return true;
+    }
+    let faults_before = minikafka_backend_sim::stats().faults();
+    let asked_at = backend.now().0;
+    let Ok(records) = consumer.poll().await else {
+        return true;
+    };
+    let answered_at = backend.now().0;
+    if !records.is_empty() || minikafka_backend_sim::stats().faults() != faults_before {
+        return true;
+    }
+    let mut m = model.borrow_mut();
+    if let Some(&(acked_at, offset)) = m.last_ack.get(tp) {
+        // The margin covers the network delays between the ack and the fetch's deadline.
+        if offset >= start && acked_at + Duration::from_millis(50) < answered_at {
+            m.failure.get_or_insert(format!(
+                "{tp:?}: a long poll from {start} (waited {:?}) came back empty though offset \
+                 {offset} was acknowledged {:?} before its answer (a missed wakeup, I7)",
+                answered_at - asked_at,
+                answered_at - acked_at
+            ));
+            return false;
+        }
     }
     true
 }

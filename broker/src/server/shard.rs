@@ -502,19 +502,25 @@ impl<B: Backend> ShardState<B> {
             .map_err(|e| format!("syncing {}: {e}", data_dir.display()))
     }
 
-    /// Every owned partition's log (for the retention and flush timers).
+    /// Every owned partition's log (for the retention and flush timers), in partition order:
+    /// the map's order is random per process, and the simulator replays a seed only if the
+    /// timers touch the logs in the same order every run.
     pub fn owned_logs(&self) -> Vec<(String, i32, Rc<PartitionLog<B>>)> {
-        self.partitions
+        let mut logs: Vec<_> = self
+            .partitions
             .borrow()
             .iter()
             .map(|(k, o)| (k.topic.clone(), k.partition, Rc::clone(&o.log)))
-            .collect()
+            .collect();
+        logs.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        logs
     }
 
     /// Flushes and closes every owned partition; `false` if any failed.
     pub async fn close_all(&self) -> bool {
         let mut ok = true;
-        let logs: Vec<_> = self.partitions.borrow_mut().drain().collect();
+        let mut logs: Vec<_> = self.partitions.borrow_mut().drain().collect();
+        logs.sort_by(|a, b| (&a.0.topic, a.0.partition).cmp(&(&b.0.topic, b.0.partition)));
         for (key, owned) in logs {
             let (topic, p) = (key.topic.as_str(), key.partition);
             if let Err(e) = owned.log.flush().await {

@@ -617,7 +617,7 @@ impl Coordinator {
         if self.retention_deadline.is_none() {
             self.set_retention_timer(now + self.config.offsets_retention_check_interval_ms.max(1));
         }
-        let ids: Vec<String> = self.groups.keys().cloned().collect();
+        let ids = self.group_ids(); // sorted: the timers it arms come out in one order
         for gid in ids {
             if let Some(Group::Consumer(c)) = self.groups.get_mut(&gid) {
                 c.activate(now);

@@ -26,9 +26,15 @@ struct Args {
     /// Run the deliberately broken disk (`sync_data` makes nothing durable).
     #[arg(long)]
     broken_sync: bool,
+    /// Run the deliberately broken disk whose `sync_dir` makes nothing durable.
+    #[arg(long)]
+    broken_sync_dir: bool,
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
+    /// Run every seed twice and fail it if the two runs' event traces differ.
+    #[arg(long)]
+    replay_check: bool,
     /// Stop starting seeds after this many seconds of wall time (a soak's budget).
     #[arg(long)]
     budget_secs: Option<u64>,
@@ -40,6 +46,7 @@ fn main() -> ExitCode {
         incarnations: args.incarnations,
         faults: !args.no_faults,
         broken_sync_data: args.broken_sync,
+        broken_sync_dir: args.broken_sync_dir,
         ..SimOptions::default()
     };
     let seeds: Vec<u64> = match args.seed {
@@ -47,6 +54,7 @@ fn main() -> ExitCode {
         None => (args.first..args.first.saturating_add(args.seeds)).collect(),
     };
     let (mut virtual_secs, mut crashes, mut faults, mut acks, mut failed) = (0f64, 0, 0, 0, 0);
+    let mut commits = 0;
     let started = std::time::Instant::now();
     let mut ran = 0u64;
     for seed in &seeds {
@@ -64,12 +72,38 @@ fn main() -> ExitCode {
                 started.elapsed().as_secs_f64()
             );
         }
-        match run_seed(*seed, &options) {
+        let mut result = run_seed(*seed, &options);
+        if args.replay_check {
+            if let Ok(first) = &result {
+                match run_seed(*seed, &options) {
+                    Ok(again) if again.trace_hash == first.trace_hash => {}
+                    Ok(again) => {
+                        result = Err(format!(
+                            "seed {seed}: did not replay (trace {:016x}, then {:016x})",
+                            first.trace_hash, again.trace_hash
+                        ))
+                    }
+                    Err(e) => result = Err(format!("seed {seed}: did not replay: {e}")),
+                }
+            }
+        }
+        match result {
             Ok(r) => {
+                if args.seed.is_some() {
+                    println!(
+                        "seed {seed}: {} records and {} offset commits acknowledged, {} crashes, {} faults, trace {:016x}",
+                        r.acks,
+                        r.commits,
+                        r.stats.crashes,
+                        r.stats.faults(),
+                        r.trace_hash
+                    );
+                }
                 virtual_secs += r.virtual_time.as_secs_f64();
                 crashes += r.stats.crashes;
                 faults += r.stats.faults();
                 acks += r.acks;
+                commits += r.commits;
             }
             Err(e) => {
                 failed += 1;
@@ -78,7 +112,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "mk-sim: {} seeds, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} records acknowledged, {:.1} s wall",
+        "mk-sim: {} seeds, {failed} failed, {:.2} simulated hours, {crashes} crashes, {faults} faults, {acks} records and {commits} offset commits acknowledged, {:.1} s wall",
         ran,
         virtual_secs / 3600.0,
         started.elapsed().as_secs_f64()

@@ -328,7 +328,7 @@ impl GroupHosts {
             let Some(owned) = state.owned(&offsets_key(partition)) else {
                 return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
             };
-            let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+            let seed = state.backend.random_u64();
             let mut coordinator = Coordinator::new(config.clone(), seed);
             let stats = replay_log(&owned.log, &mut coordinator, partition)
                 .await
