@@ -36,7 +36,8 @@ pub struct Model {
     /// wakeup check.
     pub last_ack: BTreeMap<TopicPartition, (std::time::Duration, i64)>,
     /// Whether the scratch topic exists, by its last acknowledged create or delete (`None`:
-    /// unknown, an outcome was lost).
+    /// unknown: an outcome was lost, or a create or delete is in flight, which a crash may
+    /// apply or not).
     pub scratch_exists: Option<bool>,
     /// Records acknowledged so far.
     pub acks: u64,

@@ -2,15 +2,23 @@
 //! (same event-trace hash), and both deliberately broken disks (an fsync, or a directory
 //! sync, that makes nothing durable) must be caught within a few seeds.
 //! `MK_SIM_SEEDS` sets how many seeds the two `seeds_pass_*` tests run together (default
-//! 250; soak with `mk-sim --seeds N`).
+//! 300; soak with `mk-sim --seeds N`).
 //!
-//! Open failures the simulator found and that are not fixed yet (so outside the default
-//! range; replay them to work on them): with this file's options, seed 260 (a scratch
-//! topic whose delete was acknowledged exists again after a crash, `MK_SIM_SEEDS=261`); with
-//! `mk-sim --incarnations 3`, seeds 200192 (an acknowledged record lost: the partition is
-//! empty after two crashes; it passes since the last merge of main changed the schedule),
-//! 200264 and 200287 (a created topic gone after a crash), 200518 and 200755 (a deleted topic
-//! back). All involve topic metadata across crashes.
+//! Fixed: a scratch topic gone or back after a crash against its last acknowledged create or
+//! delete was the simulator's model, not the broker: a create or delete in flight at a crash
+//! may or may not have been applied, and the model kept the previous acknowledged outcome as
+//! certain. Seeds 398 and 422 (this file's options) showed it on this build and pass now
+//! (`regression_topic_change_in_flight_at_a_crash`). The earlier reports of the same symptom
+//! (seed 260 here; `mk-sim --incarnations 3` seeds 200264, 200287, 200518, 200755) no longer
+//! reproduce on this build (merges of main changed the schedules), so their cause is
+//! presumed, not shown, to be the same.
+//!
+//! Open failures the simulator found and that are not fixed yet (replay them to work on
+//! them), with `mk-sim --incarnations 3`: seeds 200014 (`logs` 0: a record found at another
+//! offset than the one acknowledged) and 200027 (`logs` 1: an offset acknowledged twice for
+//! different records), both in the topic under retention; 200192 (an acknowledged record
+//! lost: the partition empty after two crashes; it passes since an earlier merge of main
+//! changed the schedule).
 
 use minikafka_sim::{run_seed, SimOptions};
 
@@ -29,7 +37,7 @@ fn total_seeds() -> u64 {
     std::env::var("MK_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(250)
+        .unwrap_or(300)
 }
 
 fn assert_seeds_pass(seeds: std::ops::Range<u64>) {
@@ -117,5 +125,16 @@ fn regression_directories_durable_in_their_parent() {
     };
     for seed in [0, 1, 8] {
         run_seed(seed, &earlier).expect("regression seed");
+    }
+}
+
+/// Seeds where a DeleteTopics of the scratch topic was in flight when the broker crashed and
+/// the broker had made it durable: the model used to keep the last acknowledged create as its
+/// expectation and reported the (correctly) deleted topic as lost. An in-flight create or
+/// delete now makes the expectation unknown (`Model::scratch_exists`).
+#[test]
+fn regression_topic_change_in_flight_at_a_crash() {
+    for seed in [398, 422] {
+        run_seed(seed, &light()).expect("regression seed");
     }
 }
