@@ -11,6 +11,7 @@
 //!   missing partitions the next start creates.
 //! - Delete: unpublished first, then every partition closed and its directory removed, then
 //!   the metadata file removed. A crash part-way leaves a topic with empty partitions.
+//! - A change is answered only once durable (I25, docs/DESIGN.md).
 //! - Errors are `(Kafka error code, message)`.
 //! - Never: publishes a topic before its partitions are open.
 
