@@ -83,7 +83,9 @@ pub async fn read_bounded<B: Backend>(
     let _ = file.close().await;
     read?;
     if bytes.len() != len {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its length").into());
+        return Err(
+            io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its length").into(),
+        );
     }
     Ok(Some(bytes))
 }

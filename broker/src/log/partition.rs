@@ -251,7 +251,12 @@ impl<B: Backend> PartitionLog<B> {
         if let Some(start) = checkpoint.filter(|start| *start > recovered_end) {
             // Every record left was deleted before the crash (the checkpoint is durable, the
             // tail it deleted was not): start empty at the checkpoint, as Kafka does.
-            tracing::warn!(?dir, start = start.0, end = recovered_end.0, "log ends below its checkpointed start: starting empty there");
+            tracing::warn!(
+                ?dir,
+                start = start.0,
+                end = recovered_end.0,
+                "log ends below its checkpointed start: starting empty there"
+            );
             for segment in segments.drain(..) {
                 remove_segment_files(&backend, &segment).await?;
             }

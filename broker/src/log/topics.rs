@@ -240,13 +240,13 @@ impl<B: Backend> TopicStore<B> {
             line: 0,
             reason,
         };
-        let bytes = match super::atomic_file::read_bounded(&self.backend, path, MAX_META_BYTES).await
-        {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return Err(io::Error::from(io::ErrorKind::NotFound).into()),
-            Err(super::atomic_file::ReadError::Io(e)) => return Err(e.into()),
-            Err(e) => return Err(bad(e.to_string())),
-        };
+        let bytes =
+            match super::atomic_file::read_bounded(&self.backend, path, MAX_META_BYTES).await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Err(io::Error::from(io::ErrorKind::NotFound).into()),
+                Err(super::atomic_file::ReadError::Io(e)) => return Err(e.into()),
+                Err(e) => return Err(bad(e.to_string())),
+            };
         let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
         TopicMeta::decode(&text, path)
     }
