@@ -233,6 +233,20 @@ fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
     });
 }
 
+/// How long the interval-flush timer sleeps: the shortest `flush.ms` among this shard's
+/// partitions under the interval policy, at most a second.
+fn shortest_flush_interval<B: Backend>(state: &ShardState<B>) -> Duration {
+    let ms = state
+        .owned_logs()
+        .iter()
+        .filter_map(|(_, _, log)| match log.config().flush {
+            crate::log::FlushPolicy::Interval { ms } => Some(ms),
+            _ => None,
+        })
+        .fold(1000, u64::min);
+    Duration::from_millis(ms.max(1))
+}
+
 fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     let config = &state.shared.config;
     let retention_every = Duration::from_millis(config.retention_check_interval_ms);
@@ -258,14 +272,11 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
         }
     });
     // `tick` syncs only partitions under the interval policy, when their period has passed;
-    // a topic may override the policy, so every shard ticks.
-    let tick_every = match config.flush_policy {
-        crate::log::FlushPolicy::Interval { ms } => Duration::from_millis(ms.min(1000)),
-        _ => Duration::from_millis(1000),
-    };
+    // a topic may override the policy, and AlterConfigs may change it at run time, so every
+    // shard ticks, at the shortest interval among its partitions now (at most every second).
     let st = Rc::clone(state);
     state.backend.spawn_local(async move {
-        while sleep_or_stop(&st, tick_every).await {
+        while sleep_or_stop(&st, shortest_flush_interval(&st)).await {
             for (topic, p, log) in st.owned_logs() {
                 if let Err(e) = log.tick(st.backend.wall_clock_ms()).await {
                     tracing::error!(topic, partition = p, "interval flush failed: {e}");
