@@ -43,8 +43,14 @@ backend_checks!(
     check_open_modes,
     check_read_only_cannot_write,
     check_tcp_echo,
+    check_clocks,
     check_spawn_local_runs,
 );
+
+#[test]
+fn shards_share_the_virtual_clock() {
+    backend::check_shard_clocks_agree::<SimBackend>().expect("shard clocks agree");
+}
 
 #[test]
 fn virtual_sleep_waits_on_the_virtual_clock() {

@@ -23,7 +23,7 @@ mod source_scan;
 
 use std::path::Path;
 
-use source_scan::{clean, rust_files, std_paths};
+use source_scan::{scan_sources, Rules};
 
 /// Tokens that read a clock or start or park a thread.
 const FORBIDDEN_TOKENS: &[&str] = &[
@@ -47,49 +47,23 @@ const FORBIDDEN_STD_PATHS: &[&str] = &[
     "std::thread::scope",
 ];
 
+/// The broker's rules for [`source_scan::forbidden_uses`]; nothing under a forbidden path is
+/// allowed.
+const RULES: Rules = Rules {
+    forbidden_std_paths: FORBIDDEN_STD_PATHS,
+    allowed_std_paths: &[],
+    forbidden_tokens: FORBIDDEN_TOKENS,
+};
+
 /// The forbidden uses in one file's source.
 fn clock_or_thread_uses(src: &str) -> Vec<String> {
-    let cleaned = clean(src);
-    let mut found = Vec::new();
-    for path in std_paths(&cleaned) {
-        let path = path.trim_end_matches("::");
-        for bad in FORBIDDEN_STD_PATHS {
-            // `std_paths` drops spaces, so `Instant as Clock` reads `InstantasClock`.
-            let hit = path == *bad
-                || path
-                    .strip_prefix(bad)
-                    .is_some_and(|rest| rest.starts_with("::") || rest.starts_with("as"));
-            if hit {
-                found.push(format!("`{path}`"));
-            }
-        }
-    }
-    for token in FORBIDDEN_TOKENS {
-        if cleaned.contains(token) {
-            found.push(format!("`{token}`"));
-        }
-    }
-    found
+    source_scan::forbidden_uses(src, &RULES)
 }
 
 #[test]
 fn broker_source_reads_no_clock_and_spawns_no_thread() {
     let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src_dir, &mut files);
-    files.sort();
-    assert!(
-        files.iter().any(|f| f.ends_with("server/shard.rs")),
-        "scanner found no broker sources in {}",
-        src_dir.display()
-    );
-    let mut failures = Vec::new();
-    for file in &files {
-        let src = std::fs::read_to_string(file).expect("read source file");
-        for hit in clock_or_thread_uses(&src) {
-            failures.push(format!("{}: {hit}", file.display()));
-        }
-    }
+    let failures = scan_sources(&src_dir, "server/shard.rs", &RULES);
     assert!(
         failures.is_empty(),
         "the broker asks its backend for time and threads (Backend::now, wall_clock_ms, \

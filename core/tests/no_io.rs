@@ -22,7 +22,7 @@ mod source_scan;
 
 use std::path::Path;
 
-use source_scan::{clean, rust_files, std_paths};
+use source_scan::{scan_sources, Rules};
 
 /// Path prefixes (after `use` groups are expanded) that core must not name.
 const FORBIDDEN_STD_PATHS: &[&str] = &[
@@ -60,51 +60,22 @@ const FORBIDDEN_TOKENS: &[&str] = &[
     "dbg!",
 ];
 
+/// Core's rules for [`source_scan::forbidden_uses`].
+const RULES: Rules = Rules {
+    forbidden_std_paths: FORBIDDEN_STD_PATHS,
+    allowed_std_paths: ALLOWED_STD_PATHS,
+    forbidden_tokens: FORBIDDEN_TOKENS,
+};
+
 /// The forbidden uses in one file's source, as human-readable findings.
 fn forbidden_uses(src: &str) -> Vec<String> {
-    let cleaned = clean(src);
-    let mut found = Vec::new();
-    for path in std_paths(&cleaned) {
-        let path = path.trim_end_matches("::").to_owned();
-        if ALLOWED_STD_PATHS.contains(&path.as_str()) {
-            continue;
-        }
-        for bad in FORBIDDEN_STD_PATHS {
-            let hit = path == *bad
-                || path
-                    .strip_prefix(bad)
-                    .is_some_and(|rest| rest.starts_with("::"));
-            if hit {
-                found.push(format!("`{path}` (under `{bad}`)"));
-            }
-        }
-    }
-    for token in FORBIDDEN_TOKENS {
-        if cleaned.contains(token) {
-            found.push(format!("`{token}`"));
-        }
-    }
-    found
+    source_scan::forbidden_uses(src, &RULES)
 }
 
 #[test]
 fn core_source_does_no_io_and_reads_no_clock() {
     let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src_dir, &mut files);
-    files.sort();
-    assert!(
-        files.iter().any(|f| f.ends_with("record.rs")),
-        "scanner found no core sources in {}",
-        src_dir.display()
-    );
-    let mut failures = Vec::new();
-    for file in &files {
-        let src = std::fs::read_to_string(file).expect("read source file");
-        for hit in forbidden_uses(&src) {
-            failures.push(format!("{}: {hit}", file.display()));
-        }
-    }
+    let failures = scan_sources(&src_dir, "record.rs", &RULES);
     assert!(
         failures.is_empty(),
         "core must do no I/O, read no clock and start no thread (see core/src/lib.rs):\n{}",

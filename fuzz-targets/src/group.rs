@@ -50,16 +50,20 @@ pub fn group_records(data: &[u8]) {
 
 /// A consumer-protocol blob, read both as a subscription (JoinGroup metadata) and as an
 /// assignment (SyncGroup): whatever decodes round-trips at the current version.
+/// Partition lists (owned partitions, assignments) are sets: the encoder writes them grouped by
+/// topic and sorted, so round trips compare them sorted.
 pub fn consumer_protocol(data: &[u8]) {
-    if let Ok(subscription) = decode_subscription(data) {
+    let key = |tp: &minikafka_client::TopicPartition| (tp.topic.clone(), tp.partition);
+    if let Ok(mut subscription) = decode_subscription(data) {
         let again = encode_subscription(&subscription, 3);
-        assert_eq!(decode_subscription(&again), Ok(subscription));
+        let mut decoded = decode_subscription(&again).expect("re-encoded subscription decodes");
+        subscription.owned_partitions.sort_by_key(key);
+        decoded.owned_partitions.sort_by_key(key);
+        assert_eq!(decoded, subscription);
     }
     if let Ok(mut assignment) = decode_assignment(data) {
-        // The encoder groups partitions by topic, in order: compare as sets.
         let again = encode_assignment(&assignment, 3);
         let mut decoded = decode_assignment(&again).expect("re-encoded assignment decodes");
-        let key = |tp: &minikafka_client::TopicPartition| (tp.topic.clone(), tp.partition);
         assignment.partitions.sort_by_key(key);
         decoded.partitions.sort_by_key(key);
         assert_eq!(decoded, assignment);

@@ -480,6 +480,69 @@ pub async fn check_sleep_waits<B: Backend>(backend: &B, _dir: &Path) -> Result<(
     Ok(())
 }
 
+/// 2020-09-13, well in the past: a wall clock reporting seconds or a zero epoch fails
+/// [`check_clocks`].
+const WALL_CLOCK_FLOOR_MS: i64 = 1_600_000_000_000;
+
+/// The backend's own clocks: `sleep_until` returns only once `now` reached its deadline (at
+/// once for a past one), `now` never goes backwards, and `wall_clock_ms` is milliseconds since
+/// the Unix epoch. Measured on the backend's clock only, so it holds for a virtual clock too.
+pub async fn check_clocks<B: Backend>(backend: &B, _dir: &Path) -> Result<(), String> {
+    let start = backend.now();
+    let deadline = start + Duration::from_millis(20);
+    backend.sleep_until(deadline).await;
+    let after = backend.now();
+    ensure(after >= deadline, || {
+        format!("sleep_until returned at {after:?}, before its deadline {deadline:?}")
+    })?;
+    backend.sleep_until(start).await;
+    let later = backend.now();
+    ensure(later >= after, || {
+        format!("now went backwards: {later:?} after {after:?}")
+    })?;
+    let wall = backend.wall_clock_ms();
+    ensure(wall > WALL_CLOCK_FLOOR_MS, || {
+        format!("wall clock {wall} ms is not milliseconds since the Unix epoch")
+    })
+}
+
+/// Every shard reads the same monotonic clock: a time shard 0 read and published is never
+/// later than what shard 1 reads after seeing it (the broker compares deadlines across shards).
+pub fn check_shard_clocks_agree<B: Backend>() -> Result<(), String> {
+    let published: Arc<Mutex<Option<minikafka_core::clock::MonoTime>>> = Arc::default();
+    let verdict: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    let (publish, record) = (Arc::clone(&published), Arc::clone(&verdict));
+    let result = B::run_shards(2, move |backend| {
+        let (publish, record) = (Arc::clone(&publish), Arc::clone(&record));
+        async move {
+            if backend.shard() == ShardId(0) {
+                *publish.lock().unwrap_or_else(|e| e.into_inner()) = Some(backend.now());
+                return;
+            }
+            let waited_until = backend.now() + CHECK_TIMEOUT;
+            let outcome = loop {
+                let theirs = *publish.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(theirs) = theirs {
+                    let mine = backend.now();
+                    break if mine >= theirs {
+                        Ok(())
+                    } else {
+                        Err(format!("shard clocks differ: shard 1 read {mine:?} after shard 0 published {theirs:?}"))
+                    };
+                }
+                if backend.now() >= waited_until {
+                    break Err("shard 1 never saw shard 0's time".to_string());
+                }
+                backend.sleep(Duration::from_millis(1)).await;
+            };
+            *record.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        }
+    });
+    step("run_shards(2)", result)?;
+    let outcome = verdict.lock().unwrap_or_else(|e| e.into_inner()).take();
+    outcome.unwrap_or_else(|| Err("shard 1 did not run".to_string()))
+}
+
 /// `spawn_local` runs a `!Send` task on the same shard (thread), and a spawned task can spawn.
 pub async fn check_spawn_local_runs<B: Backend>(backend: &B, _dir: &Path) -> Result<(), String> {
     let runs = Rc::new(Cell::new(0u32));
@@ -543,7 +606,7 @@ pub fn check_two_shards<B: Backend>() -> Result<(), String> {
 }
 
 /// Runs every check on one shard of `B` (each in its own subdirectory of `dir`), then
-/// [`check_two_shards`].
+/// [`check_two_shards`] and [`check_shard_clocks_agree`].
 ///
 /// # Panics
 /// With the list of every failed check, if any failed.
@@ -562,12 +625,16 @@ pub fn run_all<B: Backend>(dir: &Path) {
                 check_read_only_cannot_write,
                 check_tcp_echo,
                 check_sleep_waits,
+                check_clocks,
                 check_spawn_local_runs,
             ]
         )
     });
     if let Err(e) = check_two_shards::<B>() {
         failures.push(format!("check_two_shards: {e}"));
+    }
+    if let Err(e) = check_shard_clocks_agree::<B>() {
+        failures.push(format!("check_shard_clocks_agree: {e}"));
     }
     assert_none_failed("backend conformance", &failures);
 }

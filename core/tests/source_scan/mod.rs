@@ -299,3 +299,63 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// What a crate's source may not name: `std` path prefixes (matched after `use` groups are
+/// expanded, also when renamed with `as`), the exact paths allowed under them, and tokens.
+pub struct Rules<'a> {
+    /// Path prefixes that must not appear, e.g. `std::fs`.
+    pub forbidden_std_paths: &'a [&'a str],
+    /// Exact paths allowed although a forbidden prefix covers them, e.g. `std::net::SocketAddr`.
+    pub allowed_std_paths: &'a [&'a str],
+    /// Text that must not appear in the cleaned source, e.g. `Instant::now`.
+    pub forbidden_tokens: &'a [&'a str],
+}
+
+/// The forbidden uses in one file's source, as human-readable findings.
+pub fn forbidden_uses(src: &str, rules: &Rules) -> Vec<String> {
+    let cleaned = clean(src);
+    let mut found = Vec::new();
+    for path in std_paths(&cleaned) {
+        let path = path.trim_end_matches("::");
+        if rules.allowed_std_paths.contains(&path) {
+            continue;
+        }
+        for bad in rules.forbidden_std_paths {
+            // `std_paths` drops spaces, so `Instant as Clock` reads `InstantasClock`.
+            let hit = path == *bad
+                || path
+                    .strip_prefix(bad)
+                    .is_some_and(|rest| rest.starts_with("::") || rest.starts_with("as"));
+            if hit {
+                found.push(format!("`{path}` (under `{bad}`)"));
+            }
+        }
+    }
+    for token in rules.forbidden_tokens {
+        if cleaned.contains(token) {
+            found.push(format!("`{token}`"));
+        }
+    }
+    found
+}
+
+/// Every finding of [`forbidden_uses`] in the `.rs` files under `src_dir`, each prefixed by
+/// its file. Panics if no file ends with `marker` (a scan that read nothing proves nothing).
+pub fn scan_sources(src_dir: &Path, marker: &str, rules: &Rules) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src_dir, &mut files);
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with(marker)),
+        "scanner found no {marker} in {}",
+        src_dir.display()
+    );
+    let mut failures = Vec::new();
+    for file in &files {
+        let src = std::fs::read_to_string(file).expect("read source file");
+        for hit in forbidden_uses(&src, rules) {
+            failures.push(format!("{}: {hit}", file.display()));
+        }
+    }
+    failures
+}
