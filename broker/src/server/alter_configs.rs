@@ -310,7 +310,7 @@ pub async fn alter_broker<B: Backend>(
     let dynamic = shared.dynamic_config();
     let settings = altered(dynamic.scope(scope), alteration, |_| None)?;
     let next = dynamic.with_scope(scope, settings);
-    let effective = dynamic_config::apply(&shared.config, &next).map_err(|e| invalid_config(e))?;
+    let effective = dynamic_config::apply(&shared.config, &next).map_err(invalid_config)?;
     let mut logs = Vec::new();
     for topic in shared.all_topics() {
         let log = log_config(&effective, &topic.config)
