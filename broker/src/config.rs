@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
-use crate::log::FlushPolicy;
+use crate::log::{FlushPolicy, TimestampType};
 
 /// Every setting the broker honours, with Kafka's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +52,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
     pub flush_policy: FlushPolicy,
+    /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
+    pub log_message_timestamp_type: TimestampType,
     /// `num.shards`: executor threads, one per core by default.
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
@@ -63,9 +65,34 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_bytes: u64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// `metrics.listener`: where the Prometheus endpoint (`GET /metrics`) listens, or `None`
+    /// (the default: a broker opens no port it was not asked to, see docs/OPERATIONS.md).
+    pub metrics_listener: Option<SocketAddr>,
+    /// `log.format`: how log lines are written to stderr.
+    pub log_format: LogFormat,
     /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
     /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
     pub explicit: BTreeSet<String>,
+}
+
+/// `log.format`: the shape of the broker's log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event (the default).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    /// The setting's value for this format.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 /// The group coordinator's settings, named and defaulted as in Kafka.
@@ -204,11 +231,14 @@ impl Default for BrokerConfig {
             connections_max_idle_ms: 600_000,
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,
+            log_message_timestamp_type: TimestampType::CreateTime,
             num_shards: default_shard_count(),
             node_id: 0,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             groups: GroupSettings::default(),
+            metrics_listener: None,
+            log_format: LogFormat::Text,
             explicit: BTreeSet::new(),
         }
     }
@@ -314,6 +344,26 @@ fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> 
     Ok((host.to_string(), port))
 }
 
+/// Parses `metrics.listener`: `http://host:port` (a trailing `/metrics` is allowed) or
+/// `host:port`; empty or `none` turns the endpoint off.
+fn parse_metrics_listener(key: &str, value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    if value.is_empty() || value == "none" {
+        return Ok(None);
+    }
+    let rest = value.strip_prefix("http://").unwrap_or(value);
+    let rest = rest.strip_suffix("/metrics").unwrap_or(rest);
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(key, value, "expected http://host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| invalid(key, value, "port must be 0..65535"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    resolve(key, value, host, port).map(Some)
+}
+
 impl BrokerConfig {
     /// Builds a configuration from properties text and overrides (applied after the file).
     pub fn from_sources(
@@ -402,6 +452,10 @@ impl BrokerConfig {
                     _ => return Err(invalid(k, v, "expected none, fsync or interval")),
                 },
                 "flush.interval.ms" => flush_interval_ms = parse_positive(k, v)?,
+                "log.message.timestamp.type" => {
+                    config.log_message_timestamp_type = TimestampType::parse(v)
+                        .ok_or_else(|| invalid(k, v, "expected CreateTime or LogAppendTime"))?
+                }
                 "num.shards" => {
                     let n: usize = parse_positive(k, v)?;
                     if n > 1024 {
@@ -410,6 +464,14 @@ impl BrokerConfig {
                     config.num_shards = n;
                 }
                 "node.id" | "broker.id" => config.node_id = parse_num(k, v)?,
+                "metrics.listener" => config.metrics_listener = parse_metrics_listener(k, v)?,
+                "log.format" => {
+                    config.log_format = match v {
+                        "text" => LogFormat::Text,
+                        "json" => LogFormat::Json,
+                        _ => return Err(invalid(k, v, "expected text or json")),
+                    }
+                }
                 "offsets.topic.num.partitions" => {
                     let n: i32 = parse_positive(k, v)?;
                     if n > 1000 {
@@ -701,5 +763,35 @@ mod tests {
         ])
         .expect("ok");
         assert_eq!(config.advertised_host, "kafka.local");
+    }
+
+    #[test]
+    fn metrics_listener_is_off_by_default_and_takes_an_http_url_or_host_port() {
+        assert_eq!(with(&[]).expect("valid").metrics_listener, None);
+        let expected: SocketAddr = ([127, 0, 0, 1], 9644).into();
+        for value in [
+            "http://127.0.0.1:9644",
+            "http://127.0.0.1:9644/metrics",
+            "127.0.0.1:9644",
+        ] {
+            let config = with(&[("metrics.listener", value)]).expect("valid");
+            assert_eq!(config.metrics_listener, Some(expected), "{value}");
+        }
+        assert_eq!(
+            with(&[("metrics.listener", "none")])
+                .expect("valid")
+                .metrics_listener,
+            None
+        );
+        assert!(with(&[("metrics.listener", "http://127.0.0.1")]).is_err());
+        assert!(with(&[("metrics.listener", "http://127.0.0.1:99999")]).is_err());
+    }
+
+    #[test]
+    fn log_format_is_text_or_json() {
+        assert_eq!(with(&[]).expect("valid").log_format, LogFormat::Text);
+        let json = with(&[("log.format", "json")]).expect("valid");
+        assert_eq!(json.log_format, LogFormat::Json);
+        assert!(with(&[("log.format", "xml")]).is_err());
     }
 }

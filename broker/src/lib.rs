@@ -7,5 +7,6 @@
 
 pub mod config;
 pub mod log;
+pub mod metrics;
 pub mod protocol;
 pub mod server;

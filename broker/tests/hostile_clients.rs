@@ -69,6 +69,7 @@ fn write_minimal(out: &mut Vec<u8>, kind: &Kind, version: i16, flexible: bool) {
         | Kind::Array(_)
         | Kind::NullableArray(_) => zeros(out, 4),
         Kind::Struct(s) => write_minimal_struct(out, s, version, flexible, usize::MAX),
+        Kind::NullableStruct(_) => out.push(0xff), // the null marker
     }
 }
 

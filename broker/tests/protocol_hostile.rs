@@ -784,6 +784,82 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             r.include_authorized_operations = !alt;
             RequestBody::ConsumerGroupDescribe(r)
         }
+        ApiKey::OffsetForLeaderEpoch => {
+            let mut r = OffsetForLeaderEpochRequest::default();
+            if v >= 3 {
+                r.replica_id = (if alt { -2 } else { -1 }).into();
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+                    t.topic = topic(&format!("ofle{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut op =
+                                offset_for_leader_epoch_request::OffsetForLeaderPartition::default(
+                                );
+                            op.partition = p;
+                            op.current_leader_epoch = if alt { -1 } else { 0 };
+                            op.leader_epoch = p;
+                            op
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::OffsetForLeaderEpoch(r)
+        }
+        ApiKey::DescribeLogDirs => {
+            let mut r = DescribeLogDirsRequest::default();
+            r.topics = if alt {
+                None
+            } else {
+                Some(
+                    (0..2u8)
+                        .map(|i| {
+                            let mut t =
+                                describe_log_dirs_request::DescribableLogDirTopic::default();
+                            t.topic = topic(&format!("dld{i}"));
+                            t.partitions = vec![0, 1, 2];
+                            t
+                        })
+                        .collect(),
+                )
+            };
+            RequestBody::DescribeLogDirs(r)
+        }
+        ApiKey::DescribeProducers => {
+            let mut r = DescribeProducersRequest::default();
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = describe_producers_request::TopicRequest::default();
+                    t.name = topic(&format!("dp{i}"));
+                    t.partition_indexes = if alt { vec![] } else { vec![0, 1] };
+                    t
+                })
+                .collect();
+            RequestBody::DescribeProducers(r)
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let mut r = DescribeTopicPartitionsRequest::default();
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = describe_topic_partitions_request::TopicRequest::default();
+                    t.name = topic(&format!("dtp{i}"));
+                    t
+                })
+                .collect();
+            r.response_partition_limit = if alt { 1 } else { 2000 };
+            r.cursor = if alt {
+                None
+            } else {
+                let mut c = describe_topic_partitions_request::Cursor::default();
+                c.topic_name = topic("dtp1");
+                c.partition_index = 3;
+                Some(c)
+            };
+            RequestBody::DescribeTopicPartitions(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -859,7 +935,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 27);
+    assert_eq!(per_key.len(), 31);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -98,6 +98,10 @@ error_codes! {
     KAFKA_STORAGE_ERROR = 56;
     /// The group still has members or committed offsets and cannot be deleted.
     NON_EMPTY_GROUP = 68;
+    /// The client's leader epoch is older than the partition's (OffsetForLeaderEpoch).
+    FENCED_LEADER_EPOCH = 74;
+    /// The client's leader epoch is newer than the partition's (OffsetForLeaderEpoch).
+    UNKNOWN_LEADER_EPOCH = 75;
     /// The group does not exist.
     GROUP_ID_NOT_FOUND = 69;
     /// A join without a member id: the member must rejoin with the id it was given.

@@ -407,6 +407,13 @@ impl ProducerStateTable {
             .filter_map(|pid| self.slots.get(pid).map(|s| (*pid, &s.entry)))
     }
 
+    /// Every producer whose state has not expired at `now_ms`, least recently appended first
+    /// (what DescribeProducers lists).
+    pub fn live_producers(&self, now_ms: i64) -> impl Iterator<Item = (i64, &ProducerEntry)> + '_ {
+        self.producers_by_recency()
+            .filter(move |(_, entry)| !self.is_expired(entry, now_ms))
+    }
+
     fn is_expired(&self, entry: &ProducerEntry, now_ms: i64) -> bool {
         now_ms.saturating_sub(entry.last_update_ms) >= self.limits.producer_id_expiration_ms
     }

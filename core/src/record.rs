@@ -338,7 +338,7 @@ impl BatchHeader {
 
     /// True when timestamps are LogAppendTime rather than CreateTime.
     pub fn is_log_append_time(&self) -> bool {
-        self.attributes & 0x08 != 0
+        self.attributes & LOG_APPEND_TIME_BIT != 0
     }
 }
 
@@ -537,6 +537,27 @@ pub fn patch_base_offset(batch: &mut [u8], base: Offset) {
 /// Writes the partition leader epoch (outside the CRC). Panics on a short batch, as above.
 pub fn patch_leader_epoch(batch: &mut [u8], epoch: i32) {
     batch[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// The attribute bit saying the batch's timestamps are LogAppendTime (else CreateTime).
+pub const LOG_APPEND_TIME_BIT: i16 = 0x08;
+
+/// Stamps a batch with its log-append time, as a broker does for a topic with
+/// `message.timestamp.type=LogAppendTime`: sets the timestamp-type attribute bit, writes
+/// `append_time_ms` as the max timestamp and recomputes the CRC. Everything else — base
+/// offset, leader epoch, producer id, epoch and sequence, the base timestamp and the records
+/// (compressed or not) — is left as it was, so an idempotent batch keeps its producer fields
+/// and a consumer reads every record's timestamp as `append_time_ms` (Kafka's rule for
+/// LogAppendTime batches). Stamping twice with the same time changes nothing.
+///
+/// Panics if `batch` is shorter than [`HEADER_BYTES`]: callers stamp only validated batches.
+pub fn stamp_log_append_time(batch: &mut [u8], append_time_ms: i64) {
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]
+        .copy_from_slice(&(attributes | LOG_APPEND_TIME_BIT).to_be_bytes());
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&append_time_ms.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Iterates the batches laid end to end in `buf`, validating each. Stops at the first error

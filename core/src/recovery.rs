@@ -170,6 +170,10 @@ pub struct SegmentScanner {
     batches_count: u64,
     /// Length of the batch at `pos` when it is larger than a window.
     batch_len_at_pos: Option<usize>,
+    /// The file position up to which bytes were fed: a tail too short for a header is only
+    /// reported once it was read, so a file shorter than the caller believed ends at its real
+    /// end whatever the window size.
+    fed_to: u64,
     stopped: Option<(StopReason, u64)>,
 }
 
@@ -189,6 +193,7 @@ impl SegmentScanner {
             max_timestamp_ms: -1,
             batches_count: 0,
             batch_len_at_pos: None,
+            fed_to: 0,
             stopped: None,
         };
         scanner.settle();
@@ -196,9 +201,9 @@ impl SegmentScanner {
     }
 
     /// An upper bound on the number of feeds before [`ScanStep::Done`]: two per batch that
-    /// could fit the file, plus two.
+    /// could fit the file, plus three (the last of them reads a tail too short for a header).
     pub fn max_feeds(&self) -> u64 {
-        2 * (self.config.file_len_bytes / HEADER_BYTES as u64) + 2
+        2 * (self.config.file_len_bytes / HEADER_BYTES as u64) + 3
     }
 
     /// What the scanner needs next. Calling it again without a feed returns the same step.
@@ -249,6 +254,7 @@ impl SegmentScanner {
             Ok(left) if left < bytes.len() => &bytes[..left],
             _ => bytes,
         };
+        self.fed_to = self.fed_to.max(pos + window.len() as u64);
         let mut cursor = 0usize;
         loop {
             self.settle();
@@ -300,7 +306,7 @@ impl SegmentScanner {
         let left_bytes = self.file_len_bytes - self.pos;
         if left_bytes == 0 {
             self.stopped = Some((StopReason::CleanEnd, self.file_len_bytes));
-        } else if left_bytes < HEADER_BYTES as u64 {
+        } else if left_bytes < HEADER_BYTES as u64 && self.fed_to >= self.file_len_bytes {
             self.stopped = Some((StopReason::TruncatedHeader, self.file_len_bytes));
         }
     }
@@ -848,6 +854,31 @@ mod tests {
         assert_eq!(out.stop, StopReason::TruncatedHeader);
         assert_eq!(out.valid_len_bytes, starts[2] as u64);
         assert_eq!(out.stop_at, have.len() as u64);
+    }
+
+    /// A file shorter than the caller believed, ending in a tail too short for a header, ends
+    /// at its real end whatever the window: the tail is read before it is reported (found by
+    /// the `segment_recovery` fuzz target, which compares windows).
+    #[test]
+    fn short_tail_stops_at_the_real_end_for_any_window() {
+        let (bytes, starts) = segment(0, &[1, 1], 10);
+        let have = &bytes[..starts[1] + 18];
+        let believed = have.len() + 9;
+        let expected = scan_slice(config(0, believed, believed), have);
+        assert_eq!(expected.stop, StopReason::TruncatedHeader);
+        assert_eq!(expected.stop_at, have.len() as u64);
+        for window_bytes in [1, 61, 64, 100, starts[1] + 1, 4096] {
+            let out = scan_slice(config(0, believed, window_bytes), have);
+            assert_eq!(out, expected, "window {window_bytes}");
+        }
+        // A believed length one header short of the real one, with nothing after the last
+        // batch in reality, is a clean end.
+        let exact = &bytes[..starts[1]];
+        let out = scan_slice(config(0, exact.len() + 20, 64), exact);
+        assert_eq!(
+            (out.stop, out.stop_at),
+            (StopReason::CleanEnd, exact.len() as u64)
+        );
     }
 
     /// Hostile lengths: i32::MAX and negative; no allocation, no panic.

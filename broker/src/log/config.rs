@@ -49,6 +49,36 @@ impl FlushPolicy {
     }
 }
 
+/// Which timestamp a partition's batches carry (`message.timestamp.type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    /// The producer's timestamps are kept as sent.
+    #[default]
+    CreateTime,
+    /// The broker stamps each batch with the time it appends it
+    /// (`minikafka_core::record::stamp_log_append_time`).
+    LogAppendTime,
+}
+
+impl TimestampType {
+    /// Kafka's name for the value.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+
+    /// The value named `value` (Kafka's names, exactly), if any.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "CreateTime" => Some(TimestampType::CreateTime),
+            "LogAppendTime" => Some(TimestampType::LogAppendTime),
+            _ => None,
+        }
+    }
+}
+
 /// Settings of one partition's log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
@@ -69,6 +99,8 @@ pub struct LogConfig {
     pub max_batch_bytes: usize,
     /// When appends are made durable.
     pub flush: FlushPolicy,
+    /// Whose timestamps batches carry (`message.timestamp.type`).
+    pub timestamp_type: TimestampType,
 }
 
 impl Default for LogConfig {
@@ -81,6 +113,7 @@ impl Default for LogConfig {
             retention_ms: Some(DEFAULT_RETENTION_MS),
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             flush: FlushPolicy::None,
+            timestamp_type: TimestampType::CreateTime,
         }
     }
 }
@@ -123,7 +156,8 @@ impl LogConfig {
 
     /// This configuration with Kafka topic-level overrides applied: `segment.bytes`,
     /// `segment.ms`, `index.interval.bytes`, `retention.bytes` (-1 = unlimited),
-    /// `retention.ms` (-1 = forever), `max.message.bytes`, and `flush.policy`
+    /// `retention.ms` (-1 = forever), `max.message.bytes`, `message.timestamp.type`
+    /// (`CreateTime` | `LogAppendTime`), and `flush.policy`
     /// (`none` | `fsync` | `interval`) with `flush.ms` (`flush.ms` alone means `interval`).
     /// Other keys are ignored here: which names a topic may carry at all is decided at
     /// creation by [`check_topic_config`]; a known key with a bad value is an error.
@@ -143,6 +177,11 @@ impl LogConfig {
                     out.retention_ms = if v < 0 { None } else { Some(v) };
                 }
                 "max.message.bytes" => out.max_batch_bytes = parse(key, value)?,
+                "message.timestamp.type" => {
+                    out.timestamp_type = TimestampType::parse(value).ok_or_else(|| {
+                        config_error(key, format!("{value:?} is not CreateTime or LogAppendTime"))
+                    })?
+                }
                 "flush.policy" | "flush.ms" => {}
                 _ => {}
             }
@@ -289,8 +328,13 @@ pub fn topic_config_status(key: &str) -> Option<TopicConfigStatus> {
 /// Checks one requested topic-level setting by name and value: unknown and refused names are
 /// errors naming the key, and honoured or accepted names take only the values this broker
 /// can keep its word on (`cleanup.policy=delete`, `compression.type=producer`,
-/// `message.timestamp.type=CreateTime`, `min.insync.replicas=1`,
+/// `message.timestamp.type=CreateTime|LogAppendTime`, `min.insync.replicas=1`,
 /// `remote.storage.enable=false`). Numeric values are checked by [`LogConfig::with_overrides`].
+///
+/// `compression.type` takes only `producer`: honouring a codec would mean decompressing and
+/// re-encoding every batch on the produce path (CPU per byte, and memory up to the
+/// decompressed size, which a compression bomb makes large) and would break the design's one
+/// byte format from socket to disk; producers choose their codec instead.
 pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, LogError> {
     let status = topic_config_status(key)
         .ok_or_else(|| config_error(key, "is not a topic configuration".into()))?;
@@ -313,7 +357,13 @@ pub fn check_topic_config(key: &str, value: &str) -> Result<TopicConfigStatus, L
             "producer",
             "the broker never recompresses; batches keep the producer's codec",
         ),
-        "message.timestamp.type" => only("CreateTime", "records keep the producer's timestamps"),
+        "message.timestamp.type" => match TimestampType::parse(value) {
+            Some(_) => Ok(status),
+            None => Err(config_error(
+                key,
+                format!("{value:?} is not supported: expected CreateTime or LogAppendTime"),
+            )),
+        },
         "min.insync.replicas" => only("1", "a single node has one in-sync replica"),
         "remote.storage.enable" => only("false", "tiered storage is not supported"),
         _ => Ok(status),
@@ -417,6 +467,7 @@ mod tests {
             ("flush.policy", "fsync"),
             ("index.interval.bytes", "77"),
             ("max.message.bytes", "7777"),
+            ("message.timestamp.type", "LogAppendTime"),
             ("retention.bytes", "7"),
             ("retention.ms", "7"),
             ("segment.bytes", "7777"),
@@ -435,12 +486,13 @@ mod tests {
         for (key, bad, good) in [
             ("compression.type", "gzip", "producer"),
             ("cleanup.policy", "compact", "delete"),
-            ("message.timestamp.type", "LogAppendTime", "CreateTime"),
+            ("message.timestamp.type", "WallClock", "LogAppendTime"),
             ("min.insync.replicas", "2", "1"),
             ("remote.storage.enable", "true", "false"),
         ] {
             let err = check_topic_config(key, bad).expect_err(bad);
             assert!(err.to_string().contains(key), "{err}");
+            assert!(err.to_string().contains(bad), "{err} names the value");
             assert!(check_topic_config(key, good).is_ok(), "{key}={good}");
         }
         let err = check_topic_config("flush.messages", "1").expect_err("refused");

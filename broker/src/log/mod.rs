@@ -47,7 +47,7 @@ pub mod segment;
 pub mod start_offset;
 pub mod topics;
 
-pub use config::{FlushPolicy, LogConfig};
+pub use config::{FlushPolicy, LogConfig, TimestampType};
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;

@@ -53,12 +53,12 @@ use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
 use minikafka_core::producer::{
-    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerLimits,
-    ProducerStateTable,
+    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
+    ProducerLimits, ProducerStateTable,
 };
 use minikafka_core::record::{
-    check_single_batch, patch_base_offset, patch_leader_epoch, validate_batch_with, BatchHeader,
-    ValidateOptions,
+    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time,
+    validate_batch_with, BatchHeader, ValidateOptions,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -66,12 +66,13 @@ use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
 use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
-use super::config::{FlushPolicy, LogConfig};
+use super::config::{FlushPolicy, LogConfig, TimestampType};
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
 use super::{LogError, Result, LEADER_EPOCH};
+use crate::metrics::SyncStats;
 
 /// Most bytes of batches one coalesced write takes (a group always takes its first batch,
 /// whatever its size).
@@ -88,8 +89,9 @@ pub struct AppendInfo {
     pub base_offset: Offset,
     /// Offset of the batch's last record.
     pub last_offset: Offset,
-    /// The log-append time, when the log stamps batches (never: minikafka keeps the
-    /// producer's CreateTime, so Kafka's response carries -1).
+    /// The log-append time the batch was stamped with, on a `LogAppendTime` log (`None`:
+    /// CreateTime, or a duplicate, whose original was stamped earlier; Kafka's response
+    /// then carries -1).
     pub log_append_time_ms: Option<i64>,
     /// Base offset of the segment the batch went to.
     pub segment_base_offset: Offset,
@@ -154,6 +156,8 @@ pub struct PartitionLog<B: Backend> {
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
+    /// Fsync counts for the metrics endpoint (shard-local cells).
+    sync_stats: SyncStats,
 }
 
 impl<B: Backend> PartitionLog<B> {
@@ -299,6 +303,7 @@ impl<B: Backend> PartitionLog<B> {
             producers: RefCell::new(producers),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
+            sync_stats: SyncStats::new(),
         };
         // A crash while deleting segments below a durable start leaves some behind (I23).
         log.remove_segments_below_start().await?;
@@ -385,9 +390,24 @@ impl<B: Backend> PartitionLog<B> {
         self.producers.borrow().len()
     }
 
+    /// The idempotent producers whose state is live at `now_ms`, least recently appended
+    /// first, with what is remembered of each (DescribeProducers).
+    pub fn live_producers(&self, now_ms: i64) -> Vec<(i64, ProducerEntry)> {
+        self.producers
+            .borrow()
+            .live_producers(now_ms)
+            .map(|(id, entry)| (id, entry.clone()))
+            .collect()
+    }
+
     /// Offsets of the producer state snapshots on disk, ascending.
     pub fn snapshot_offsets(&self) -> Vec<Offset> {
         self.snapshots.borrow().clone()
+    }
+
+    /// Fsync counts (for the metrics endpoint).
+    pub fn sync_stats(&self) -> &SyncStats {
+        &self.sync_stats
     }
 
     /// Total bytes of all segments.
@@ -435,15 +455,21 @@ impl<B: Backend> PartitionLog<B> {
     /// A batch with a producer id is checked by core's producer rules first (under the append
     /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
     /// answered with the original offsets and `duplicate: true` once they are durable.
-    pub async fn append(&self, batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
+    pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
         let opts = ValidateOptions {
             max_batch_bytes: self.config.borrow().max_batch_bytes,
             walk_records: true,
         };
-        let header = validate_batch_with(&batch, opts)?;
+        let mut header = validate_batch_with(&batch, opts)?;
         // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
         // left to find once the batch validated).
         check_single_batch(&batch)?;
+        if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
+            // Before the batch is queued, so the time index, the producer state and the
+            // answer all see the stamped max timestamp.
+            stamp_log_append_time(&mut batch, now_ms);
+            header = BatchHeader::parse(&batch)?;
+        }
         self.check_writable()?;
 
         // Queue first (arrival order), then take the mutex: whoever holds it writes every
@@ -522,6 +548,7 @@ impl<B: Backend> PartitionLog<B> {
             return;
         };
         self.publish(group.next_offset);
+        self.sync_stats.written(group.members.len() as u64);
         self.record_and_answer(&segment, group, positions);
     }
 
@@ -683,10 +710,13 @@ impl<B: Backend> PartitionLog<B> {
                     member.now_ms,
                 );
             }
+            let log_append_time_ms = (self.config.borrow().timestamp_type
+                == TimestampType::LogAppendTime)
+                .then_some(member.now_ms);
             let _ = member.reply.send(Ok(Outcome::Appended(AppendInfo {
                 base_offset: header.base_offset,
                 last_offset: member.last_offset,
-                log_append_time_ms: None,
+                log_append_time_ms,
                 segment_base_offset: segment.base_offset(),
                 position,
                 duplicate: false,
@@ -840,7 +870,10 @@ impl<B: Backend> PartitionLog<B> {
                     let leader = SyncLeader {
                         commit: &self.commit,
                     };
+                    let (covered, started) = (self.sync_stats.begin(), self.backend.now());
                     let result = segment.sync_log().await;
+                    let took = self.backend.now().saturating_duration_since(started);
+                    self.sync_stats.end(covered, took, result.is_ok());
                     std::mem::forget(leader);
                     if let Err(e) = &result {
                         tracing::error!(dir = ?self.dir, error = %e, "sync failed: partition offline for writes (I8)");

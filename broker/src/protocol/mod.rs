@@ -29,11 +29,12 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest,
     DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest, FindCoordinatorRequest,
     HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
@@ -354,6 +355,10 @@ request_bodies! {
     DescribeCluster(DescribeClusterRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
+    DescribeProducers(DescribeProducersRequest),
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest),
 }
 
 /// A request that passed every check and was decoded.

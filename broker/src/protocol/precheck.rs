@@ -298,6 +298,13 @@ impl<'a> Walker<'a> {
             Kind::Array(elem) => self.walk_array(elem, false, field),
             Kind::NullableArray(elem) => self.walk_array(elem, true, field),
             Kind::Struct(s) => self.walk_struct(s),
+            Kind::NullableStruct(s) => {
+                // The decoder reads a struct only after a marker of exactly 1.
+                if self.take(1, field)?[0] == 1 {
+                    self.walk_struct(s)?;
+                }
+                Ok(())
+            }
         }
     }
 

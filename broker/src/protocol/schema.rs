@@ -22,11 +22,13 @@ use kafka_protocol::messages::{
     alter_configs_request, api_versions_request, consumer_group_describe_request,
     consumer_group_heartbeat_request, create_partitions_request, create_topics_request,
     delete_groups_request, delete_records_request, delete_topics_request, describe_cluster_request,
-    describe_configs_request, describe_groups_request, fetch_request, find_coordinator_request,
-    heartbeat_request, incremental_alter_configs_request, init_producer_id_request,
-    join_group_request, leave_group_request, list_groups_request, list_offsets_request,
-    metadata_request, offset_commit_request, offset_delete_request, offset_fetch_request,
-    produce_request, sync_group_request, ApiKey,
+    describe_configs_request, describe_groups_request, describe_log_dirs_request,
+    describe_producers_request, describe_topic_partitions_request, fetch_request,
+    find_coordinator_request, heartbeat_request, incremental_alter_configs_request,
+    init_producer_id_request, join_group_request, leave_group_request, list_groups_request,
+    list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
+    offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
+    ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -66,6 +68,9 @@ pub enum Kind {
     NullableArray(&'static Kind),
     /// A nested struct written inline (used for tagged struct fields).
     Struct(&'static StructSchema),
+    /// A struct that may be null: an `int8` marker (1 = present, then the struct inline;
+    /// anything else = null), as `kafka-protocol`'s `OptionStruct` reads it.
+    NullableStruct(&'static StructSchema),
 }
 
 impl Kind {
@@ -91,6 +96,7 @@ impl Kind {
                 }
             }
             Kind::Struct(s) => s.min_wire_bytes(version, flexible),
+            Kind::NullableStruct(_) => 1,
         }
     }
 
@@ -107,6 +113,8 @@ impl Kind {
             Kind::Bytes | Kind::NullableBytes | Kind::Records => size_of::<Option<Bytes>>(),
             Kind::Array(_) | Kind::NullableArray(_) => size_of::<Option<Vec<u8>>>(),
             Kind::Struct(s) => s.decoded_bytes,
+            // `Option<T>` of the struct; a niche may make it smaller, never larger than this.
+            Kind::NullableStruct(s) => s.decoded_bytes + size_of::<usize>(),
         }
     }
 }
@@ -214,8 +222,8 @@ impl MessageSchema {
 }
 
 use Kind::{
-    Array, Bool, Bytes as Byt, Int16, Int32, Int64, Int8, NullableArray, NullableStr, Records, Str,
-    Struct, Uuid,
+    Array, Bool, Bytes as Byt, Int16, Int32, Int64, Int8, NullableArray, NullableStr,
+    NullableStruct, Records, Str, Struct, Uuid,
 };
 
 macro_rules! strukt {
@@ -944,6 +952,135 @@ message!(
     CONSUMER_GROUP_DESCRIBE_BODY
 );
 
+// OffsetForLeaderEpoch (key 23).
+strukt!(
+    OFFSET_FOR_LEADER_EPOCH_PARTITION,
+    offset_for_leader_epoch_request::OffsetForLeaderPartition,
+    [
+        field("partition", Int32, 0, ANY),
+        field("current_leader_epoch", Int32, 2, ANY),
+        field("leader_epoch", Int32, 0, ANY),
+    ]
+);
+strukt!(
+    OFFSET_FOR_LEADER_EPOCH_TOPIC,
+    offset_for_leader_epoch_request::OffsetForLeaderTopic,
+    [
+        field("topic", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&OFFSET_FOR_LEADER_EPOCH_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    OFFSET_FOR_LEADER_EPOCH_BODY,
+    offset_for_leader_epoch_request::OffsetForLeaderEpochRequest,
+    [
+        field("replica_id", Int32, 3, ANY),
+        field(
+            "topics",
+            Array(&Struct(&OFFSET_FOR_LEADER_EPOCH_TOPIC)),
+            0,
+            ANY
+        ),
+    ]
+);
+message!(
+    OFFSET_FOR_LEADER_EPOCH,
+    OffsetForLeaderEpoch,
+    2,
+    4,
+    flexible_from 4,
+    OFFSET_FOR_LEADER_EPOCH_BODY
+);
+
+// DescribeLogDirs (key 35).
+strukt!(
+    DESCRIBE_LOG_DIRS_TOPIC,
+    describe_log_dirs_request::DescribableLogDirTopic,
+    [
+        field("topic", Str, 0, ANY),
+        field("partitions", Array(&Int32), 0, ANY),
+    ]
+);
+strukt!(
+    DESCRIBE_LOG_DIRS_BODY,
+    describe_log_dirs_request::DescribeLogDirsRequest,
+    [field(
+        "topics",
+        NullableArray(&Struct(&DESCRIBE_LOG_DIRS_TOPIC)),
+        0,
+        ANY
+    ),]
+);
+message!(DESCRIBE_LOG_DIRS, DescribeLogDirs, 1, 4, flexible_from 2, DESCRIBE_LOG_DIRS_BODY);
+
+// DescribeProducers (key 61): flexible in every version.
+strukt!(
+    DESCRIBE_PRODUCERS_TOPIC,
+    describe_producers_request::TopicRequest,
+    [
+        field("name", Str, 0, ANY),
+        field("partition_indexes", Array(&Int32), 0, ANY),
+    ]
+);
+strukt!(
+    DESCRIBE_PRODUCERS_BODY,
+    describe_producers_request::DescribeProducersRequest,
+    [field(
+        "topics",
+        Array(&Struct(&DESCRIBE_PRODUCERS_TOPIC)),
+        0,
+        ANY
+    ),]
+);
+message!(DESCRIBE_PRODUCERS, DescribeProducers, 0, 0, flexible_from 0, DESCRIBE_PRODUCERS_BODY);
+
+// DescribeTopicPartitions (key 75): flexible in every version.
+strukt!(
+    DESCRIBE_TOPIC_PARTITIONS_TOPIC,
+    describe_topic_partitions_request::TopicRequest,
+    [field("name", Str, 0, ANY),]
+);
+strukt!(
+    DESCRIBE_TOPIC_PARTITIONS_CURSOR,
+    describe_topic_partitions_request::Cursor,
+    [
+        field("topic_name", Str, 0, ANY),
+        field("partition_index", Int32, 0, ANY),
+    ]
+);
+strukt!(
+    DESCRIBE_TOPIC_PARTITIONS_BODY,
+    describe_topic_partitions_request::DescribeTopicPartitionsRequest,
+    [
+        field(
+            "topics",
+            Array(&Struct(&DESCRIBE_TOPIC_PARTITIONS_TOPIC)),
+            0,
+            ANY
+        ),
+        field("response_partition_limit", Int32, 0, ANY),
+        field(
+            "cursor",
+            NullableStruct(&DESCRIBE_TOPIC_PARTITIONS_CURSOR),
+            0,
+            ANY
+        ),
+    ]
+);
+message!(
+    DESCRIBE_TOPIC_PARTITIONS,
+    DescribeTopicPartitions,
+    0,
+    0,
+    flexible_from 0,
+    DESCRIBE_TOPIC_PARTITIONS_BODY
+);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -964,15 +1101,19 @@ pub static COVERED: &[&MessageSchema] = &[
     &DELETE_TOPICS,
     &DELETE_RECORDS,
     &INIT_PRODUCER_ID,
+    &OFFSET_FOR_LEADER_EPOCH,
     &DESCRIBE_CONFIGS,
     &ALTER_CONFIGS,
+    &DESCRIBE_LOG_DIRS,
     &DELETE_GROUPS,
     &CREATE_PARTITIONS,
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &DESCRIBE_PRODUCERS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
+    &DESCRIBE_TOPIC_PARTITIONS,
 ];
 
 /// The schema for `api_key`, if the broker covers it.
@@ -1040,6 +1181,10 @@ mod tests {
             DescribeClusterRequest,
             ConsumerGroupHeartbeatRequest,
             ConsumerGroupDescribeRequest,
+            OffsetForLeaderEpochRequest,
+            DescribeLogDirsRequest,
+            DescribeProducersRequest,
+            DescribeTopicPartitionsRequest,
         );
         assert_eq!(seen, COVERED.len());
     }
@@ -1059,7 +1204,7 @@ mod tests {
                 while let Kind::Array(e) | Kind::NullableArray(e) = k {
                     k = e;
                 }
-                if let Kind::Struct(inner) = k {
+                if let Kind::Struct(inner) | Kind::NullableStruct(inner) = k {
                     check(inner, depth + 1);
                 }
             }

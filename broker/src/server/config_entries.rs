@@ -88,7 +88,7 @@ fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
         ("compression.type", "producer".to_string(), TYPE_STRING),
         (
             "message.timestamp.type",
-            "CreateTime".to_string(),
+            c.timestamp_type.name().to_string(),
             TYPE_STRING,
         ),
     ]
@@ -108,6 +108,7 @@ fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
         "max.message.bytes" => &["message.max.bytes"],
         "index.interval.bytes" => &["log.index.interval.bytes"],
         "flush.policy" => &["flush.policy", "flush.interval.ms"],
+        "message.timestamp.type" => &["log.message.timestamp.type"],
         _ => &[],
     }
 }
@@ -264,10 +265,22 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             TYPE_LONG,
         ),
         ("max.connections", c.max_connections.to_string(), TYPE_INT),
+        (
+            "log.message.timestamp.type",
+            c.log_message_timestamp_type.name().to_string(),
+            TYPE_STRING,
+        ),
         ("flush.policy", flush_policy.to_string(), TYPE_STRING),
         ("flush.interval.ms", flush_interval, TYPE_LONG),
         ("num.shards", c.num_shards.to_string(), TYPE_INT),
         ("node.id", c.node_id.to_string(), TYPE_INT),
+        (
+            "metrics.listener",
+            c.metrics_listener
+                .map_or_else(String::new, |a| format!("http://{a}")),
+            TYPE_STRING,
+        ),
+        ("log.format", c.log_format.as_str().to_string(), TYPE_STRING),
     ]
 }
 

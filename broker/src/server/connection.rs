@@ -25,6 +25,7 @@ use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
 use super::shard::{InFlight, ShardState};
+use crate::metrics::ConnectionError;
 use crate::protocol::{
     decode_request, encode_api_versions_unsupported, FrameDecoder, RequestError,
 };
@@ -100,7 +101,8 @@ async fn read_loop<B: Backend>(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(%peer, "closing connection: {e}");
+                    tracing::warn!(%peer, reason = %e, "closing connection");
+                    state.metrics.connection_error(ConnectionError::Frame);
                     let _ = tx.send(Pending::Close).await;
                     return;
                 }
@@ -120,13 +122,15 @@ async fn read_loop<B: Backend>(
         match read {
             None if unanswered.get() == 0 => {
                 tracing::debug!(%peer, "closing idle connection");
+                state.metrics.connection_error(ConnectionError::Idle);
                 return;
             }
             None => {}
             Some(Ok(0)) => return,
             Some(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             Some(Err(e)) => {
-                tracing::debug!(%peer, "read failed: {e}");
+                tracing::info!(%peer, reason = %e, "connection read failed");
+                state.metrics.connection_error(ConnectionError::Io);
                 return;
             }
         }
@@ -155,8 +159,11 @@ fn judge<B: Backend>(
             let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
             let guard = state.begin_request();
             let st = Rc::clone(state);
+            let (api_key, started) = (request.api_key as i16, state.backend.now());
             state.backend.spawn_local(async move {
                 let outcome = handlers::handle(&st, request, peer).await;
+                let took = st.backend.now().saturating_duration_since(started);
+                st.metrics.request(api_key, took);
                 let _ = reply_tx.send(outcome);
             });
             Some(Pending::Reply(reply_rx, guard))
@@ -169,13 +176,15 @@ fn judge<B: Backend>(
             match encode_api_versions_unsupported(correlation_id, &state.shared.supported) {
                 Ok(bytes) => Some(Pending::Ready(bytes)),
                 Err(e) => {
-                    tracing::warn!(%peer, "closing connection: {e}");
+                    tracing::warn!(%peer, reason = %e, "closing connection");
+                    state.metrics.connection_error(ConnectionError::Request);
                     None
                 }
             }
         }
         Err(e) => {
-            tracing::warn!(%peer, "closing connection: {e}");
+            tracing::warn!(%peer, reason = %e, "closing connection");
+            state.metrics.connection_error(ConnectionError::Request);
             None
         }
     }
@@ -189,6 +198,7 @@ async fn write_loop<B: Backend>(
     slot: ConnectionSlot<B>,
     writer_alive: async_channel::Sender<()>,
 ) {
+    let metrics = &slot.0.metrics;
     while let Ok(pending) = rx.recv().await {
         // The in-flight guard lives until the response is written (shutdown waits for it).
         let (bytes, _in_flight) = match pending {
@@ -198,7 +208,8 @@ async fn write_loop<B: Backend>(
                 Ok(Outcome::Respond(bytes)) => (Some(bytes), Some(in_flight)),
                 Ok(Outcome::Silent) => (None, Some(in_flight)),
                 Ok(Outcome::Close(why)) => {
-                    tracing::warn!(%peer, "closing connection: {why}");
+                    tracing::warn!(%peer, reason = %why, "closing connection");
+                    metrics.connection_error(ConnectionError::Handler);
                     break;
                 }
                 Err(_) => break,
@@ -207,7 +218,8 @@ async fn write_loop<B: Backend>(
         unanswered.set(unanswered.get().saturating_sub(1));
         if let Some(bytes) = bytes {
             if let Err(e) = writer.write_all(&bytes).await {
-                tracing::debug!(%peer, "write failed: {e}");
+                tracing::info!(%peer, reason = %e, "connection write failed");
+                metrics.connection_error(ConnectionError::Io);
                 break;
             }
         }

@@ -23,7 +23,7 @@ use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, S
 
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
-use super::{connection, groups, topics, CLEAN_SHUTDOWN_MARKER};
+use super::{connection, groups, metrics_endpoint, topics, CLEAN_SHUTDOWN_MARKER};
 
 /// How often every shard looks at the signal flag.
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -67,6 +67,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     let shard = backend.shard().0;
     let state = Rc::new(ShardState::new(backend.clone(), Arc::clone(&shared)));
     spawn_inbox_loop(&state);
+    metrics_endpoint::spawn_snapshot_responder(&state);
 
     if shard == 0 {
         if let Err(e) = groups::offsets_topic::ensure_stored(&state).await {
@@ -76,6 +77,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
         }
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {
+        let recovery_started = backend.now();
         match open_owned_partitions(&state).await {
             Ok(n) => {
                 tracing::info!(shard, partitions = n, "partitions open");
@@ -83,6 +85,8 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
                 if let Err(e) = groups::host::GroupHosts::load(&state).await {
                     shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
                 }
+                let took = backend.now().saturating_duration_since(recovery_started);
+                state.metrics.recovered(took);
             }
             Err(e) => shared.fail(format!("shard {shard}: {e}")),
         }
@@ -94,6 +98,11 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
                 backend.spawn_local(accept_loop(accept_state, listener));
             }
             Err(e) => shared.fail(format!("shard {shard}: listening: {e}")),
+        }
+        if shard == 0 {
+            if let Err(e) = metrics_endpoint::start(&state).await {
+                shared.fail(format!("metrics.listener: {e}"));
+            }
         }
     }
     if shared.barrier(&backend, Barrier::Listening).await {
@@ -202,10 +211,12 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
         match accepted {
             Ok((stream, peer)) => {
                 if !shared.connections.try_acquire() {
+                    state.metrics.connection_refused();
                     tracing::warn!(%peer, "max.connections reached; closing the new connection");
                     drop(stream);
                     continue;
                 }
+                state.metrics.connection_accepted();
                 tracing::debug!(shard = state.shard.0, %peer, "connection accepted");
                 let conn_state = Rc::clone(&state);
                 state

@@ -26,6 +26,7 @@
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
+//! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod alter_configs;
 pub mod config_entries;
@@ -34,6 +35,7 @@ pub mod dynamic_config;
 pub mod groups;
 pub mod handlers;
 pub mod lifecycle;
+pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
 pub mod shard;
@@ -152,6 +154,37 @@ pub fn load_or_create_cluster_id(dir: &Path) -> std::io::Result<String> {
     }
 }
 
+/// Fails with [`ServerError::Listen`] when something keeps accepting connections on `addr`
+/// through [`LISTEN_PROBE_ATTEMPTS`] probes (port 0 is never probed).
+fn refuse_if_accepting(addr: std::net::SocketAddr) -> Result<(), ServerError> {
+    if addr.port() != 0 {
+        let mut probe = addr;
+        if probe.ip().is_unspecified() {
+            probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let mut attempts = 0;
+        while let Ok(mut stream) =
+            std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT)
+        {
+            attempts += 1;
+            if attempts >= LISTEN_PROBE_ATTEMPTS {
+                return Err(ServerError::Listen {
+                    addr,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        "another process is accepting connections there",
+                    ),
+                });
+            }
+            // Wait for the lingering listener to go: the read returns after the pause (a live
+            // listener sends nothing) or at once when the dead one resets the connection.
+            let _ = stream.set_read_timeout(Some(LISTEN_PROBE_PAUSE));
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+        }
+    }
+    Ok(())
+}
+
 /// Runs the broker on backend `B` until `shutdown` is set; see the module documentation.
 pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Result<(), ServerError> {
     let dir = config.log_dir.clone();
@@ -174,30 +207,11 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
     // Only a listener that is still accepting after LISTEN_PROBE_ATTEMPTS probes counts: a killed
     // broker's lingers for milliseconds.
-    if config.listener.port() != 0 {
-        let mut probe = config.listener;
-        if probe.ip().is_unspecified() {
-            probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-        }
-        let mut attempts = 0;
-        while let Ok(mut stream) =
-            std::net::TcpStream::connect_timeout(&probe, LISTEN_PROBE_TIMEOUT)
-        {
-            attempts += 1;
-            if attempts >= LISTEN_PROBE_ATTEMPTS {
-                return Err(ServerError::Listen {
-                    addr: config.listener,
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::AddrInUse,
-                        "another process is accepting connections there",
-                    ),
-                });
-            }
-            // Wait for the lingering listener to go: the read returns after the pause (a live
-            // listener sends nothing) or at once when the dead one resets the connection.
-            let _ = stream.set_read_timeout(Some(LISTEN_PROBE_PAUSE));
-            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
-        }
+    refuse_if_accepting(config.listener)?;
+    if let Some(metrics) = config.metrics_listener {
+        // The metrics listener binds with SO_REUSEPORT too: two brokers sharing it would
+        // answer scrapes at random.
+        refuse_if_accepting(metrics)?;
     }
     let clean_shutdown = take_clean_shutdown_marker(&dir).map_err(data_dir_error(&dir))?;
     let cluster_id = load_or_create_cluster_id(&dir).map_err(data_dir_error(&dir))?;

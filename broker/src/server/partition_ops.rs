@@ -3,8 +3,9 @@
 //!
 //! Contract:
 //! - One operation type, [`PartitionOp`]: one variant per kind (append, read, list offsets,
-//!   open, remove, reconfigure, delete records), each carrying its inputs and the [`Reply`] slot its answer goes to. A
-//!   [`PartitionCall`] names the partition ([`PartitionKey`]) it is for.
+//!   open, remove, describe, reconfigure, delete records), each carrying its inputs and the
+//!   [`Reply`] slot its answer goes to. A [`PartitionCall`] names the partition
+//!   ([`PartitionKey`]) it is for.
 //! - Everything here is `Send` (it crosses shard threads) and holds no partition log (those
 //!   stay on their shard, I1). Running a call is the owner's business
 //!   ([`ShardState::dispatch`](super::shard::ShardState::dispatch)).
@@ -92,6 +93,12 @@ pub enum PartitionOp {
         /// Where `(error code, low watermark)` goes; the low watermark is -1 on an error.
         reply: Reply<(ErrorCode, i64)>,
     },
+    /// Describe the partition: its size, offsets and live idempotent producers (what
+    /// DescribeLogDirs, OffsetForLeaderEpoch and DescribeProducers answer from).
+    Describe {
+        /// Where the description goes.
+        reply: Reply<PartitionDescription>,
+    },
     /// Run a group request on the coordinator of this `__consumer_offsets` partition.
     Group {
         /// The request, in core's form.
@@ -141,7 +148,49 @@ pub struct Appended {
     pub base_offset: i64,
     /// The log start offset after the append.
     pub log_start_offset: i64,
+    /// The time the batch was stamped with on a `LogAppendTime` topic, else -1.
+    pub log_append_time_ms: i64,
 }
 
 /// A ListOffsets answer: `(error code, offset, timestamp)`; offset and timestamp -1 when none.
 pub type ListedOffset = (ErrorCode, i64, i64);
+
+/// What the owner knows of one partition, for the describe APIs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionDescription {
+    /// [`ErrorCode::NONE`], or why the partition could not be described.
+    pub error_code: ErrorCode,
+    /// Bytes of all its segment files.
+    pub size_bytes: u64,
+    /// The first offset in the log.
+    pub log_start_offset: i64,
+    /// The offset the next append gets (the high watermark: a single node has no lag).
+    pub log_end_offset: i64,
+    /// Its idempotent producers whose state is live, least recently appended first.
+    pub producers: Vec<ProducerDescription>,
+}
+
+impl PartitionDescription {
+    /// A description that failed with `error_code` before reaching the log.
+    pub fn failed(error_code: ErrorCode) -> PartitionDescription {
+        PartitionDescription {
+            error_code,
+            log_start_offset: -1,
+            log_end_offset: -1,
+            ..PartitionDescription::default()
+        }
+    }
+}
+
+/// One idempotent producer of a partition, as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerDescription {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its newest epoch.
+    pub epoch: i16,
+    /// The last sequence of its last batch.
+    pub last_sequence: i32,
+    /// The max timestamp of its last batch.
+    pub last_timestamp_ms: i64,
+}

@@ -33,12 +33,16 @@ use minikafka_core::wakeup::PartitionSignal;
 
 use super::groups::host::GroupHosts;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
-pub use super::partition_ops::{Appended, ListedOffset, PartitionRead};
+pub use super::partition_ops::{
+    Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
+};
 use super::partition_ops::{PartitionCall, PartitionKey, PartitionOp, Reply};
 use super::routing;
 use super::shared::Shared;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use crate::metrics::counters::records_in_batches;
+use crate::metrics::ShardMetrics;
 
 /// A partition this shard owns.
 pub struct OwnedPartition<B: Backend> {
@@ -72,6 +76,8 @@ pub struct ShardState<B: Backend> {
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
     pub groups: GroupHosts,
+    /// This shard's counters for the metrics endpoint.
+    pub metrics: ShardMetrics,
 }
 
 /// Counts one request in flight on a shard until dropped.
@@ -104,6 +110,7 @@ impl<B: Backend> ShardState<B> {
             stop,
             stop_tx,
             groups: GroupHosts::new(),
+            metrics: ShardMetrics::new(),
         }
     }
 
@@ -197,6 +204,9 @@ impl<B: Backend> ShardState<B> {
             }
             PartitionOp::DeleteRecords { before, reply } => {
                 let _ = reply.send(self.delete_records_owned(&key, before).await);
+            }
+            PartitionOp::Describe { reply } => {
+                let _ = reply.send(self.describe_owned(&key));
             }
             PartitionOp::Group { request, reply } => {
                 let _ = reply.send(self.group_owned(&key, request).await);
@@ -329,6 +339,44 @@ impl<B: Backend> ShardState<B> {
         }
     }
 
+    /// Describes `topic`/`partition` on its owner (size, offsets, live producers).
+    pub async fn describe_partition(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+    ) -> PartitionDescription {
+        let op = |reply| PartitionOp::Describe { reply };
+        let unavailable = PartitionDescription::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
+        self.ask(key(topic, partition), op, unavailable).await
+    }
+
+    fn describe_owned(&self, key: &PartitionKey) -> PartitionDescription {
+        let Some(owned) = self.owned(key) else {
+            return PartitionDescription::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        };
+        let log = owned.log;
+        let producers = log
+            .live_producers(self.backend.wall_clock_ms())
+            .into_iter()
+            .filter_map(|(producer_id, entry)| {
+                let last = entry.batches.back()?;
+                Some(ProducerDescription {
+                    producer_id,
+                    epoch: entry.epoch,
+                    last_sequence: last.last_sequence,
+                    last_timestamp_ms: last.max_timestamp_ms,
+                })
+            })
+            .collect();
+        PartitionDescription {
+            error_code: ErrorCode::NONE,
+            size_bytes: log.size_bytes(),
+            log_start_offset: log.log_start_offset().0,
+            log_end_offset: log.high_watermark().0,
+            producers,
+        }
+    }
+
     /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`, on
     /// its owner. NOT_COORDINATOR when the owner no longer takes calls or is shutting down,
     /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
@@ -372,14 +420,26 @@ impl<B: Backend> ShardState<B> {
         let owned = self
             .owned(key)
             .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let bytes = batch.len() as u64;
         // The log queues the batch on this first poll, so arrival order decides offsets.
         match owned.log.append(batch, self.backend.wall_clock_ms()).await {
-            Ok(AppendInfo { base_offset, .. }) => {
+            Ok(AppendInfo {
+                base_offset,
+                last_offset,
+                duplicate,
+                log_append_time_ms,
+                ..
+            }) => {
+                if !duplicate {
+                    let records = (last_offset.0 - base_offset.0 + 1).max(0) as u64;
+                    self.metrics.appended(topic, partition, records, bytes);
+                }
                 // The bytes are visible (the log published its high watermark): wake (I7).
                 owned.signal.notify_append();
                 Ok(Appended {
                     base_offset: base_offset.0,
                     log_start_offset: owned.log.log_start_offset().0,
+                    log_append_time_ms: log_append_time_ms.unwrap_or(-1),
                 })
             }
             Err(e) => Err(log_error_code(topic, partition, "append", &e)),
@@ -403,6 +463,9 @@ impl<B: Backend> ShardState<B> {
         };
         match owned.log.read(Offset(fetch_offset), max_bytes).await {
             Ok(read) => {
+                let records = records_in_batches(&read.bytes);
+                let bytes = read.bytes.len() as u64;
+                self.metrics.read(&key.topic, key.partition, records, bytes);
                 out.high_watermark = read.high_watermark.0;
                 out.log_start_offset = read.log_start_offset.0;
                 out.bytes = read.bytes;
@@ -474,6 +537,8 @@ impl<B: Backend> ShardState<B> {
         let (topic, partition) = (key.topic.as_str(), key.partition);
         let owned = self.partitions.borrow_mut().remove(key);
         if let Some(owned) = owned {
+            let syncs = owned.log.sync_stats().snapshot();
+            self.metrics.partition_removed(topic, partition, syncs);
             if let Err(e) = owned.log.close().await {
                 tracing::warn!(topic, partition, "closing a deleted partition: {e}");
             }

@@ -27,6 +27,7 @@ use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
 use super::dynamic_config::DynamicBrokerConfig;
+use super::metrics_endpoint::MetricsInboxes;
 use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
@@ -98,6 +99,8 @@ pub struct Shared {
     pub bound_addr: OnceLock<SocketAddr>,
     /// Issues idempotent producer ids, unique across restarts (InitProducerId).
     pub producer_ids: ProducerIdAllocator,
+    /// Where each shard takes metrics scrape requests, and the metrics endpoint's address.
+    pub metrics: MetricsInboxes,
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
@@ -150,6 +153,7 @@ impl Shared {
             barriers: std::array::from_fn(|_| PhaseBarrier::new(shard_count)),
             bound_addr: OnceLock::new(),
             producer_ids: ProducerIdAllocator::new(),
+            metrics: MetricsInboxes::new(shard_count),
         }
     }
 

@@ -46,6 +46,7 @@ pub fn log_config(
         retention_ms: config.retention_ms,
         max_batch_bytes: config.message_max_bytes,
         flush: config.flush_policy,
+        timestamp_type: config.log_message_timestamp_type,
     };
     base.with_overrides(overrides)
 }

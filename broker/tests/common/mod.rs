@@ -17,6 +17,7 @@
 
 pub mod librdkafka;
 pub mod raw;
+pub mod typed;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -36,12 +37,20 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(20);
 #[derive(Debug, Default)]
 pub struct BrokerBuilder {
     overrides: Vec<(String, String)>,
+    properties: Option<PathBuf>,
 }
 
 impl BrokerBuilder {
     /// Adds `--override key=value` (a later value for the same key wins).
     pub fn with(mut self, key: &str, value: &str) -> Self {
         self.overrides.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the broker from this `server.properties` file (the port and data directory, and
+    /// any [`with`](Self::with) settings, still override it).
+    pub fn properties_file(mut self, path: &Path) -> Self {
+        self.properties = Some(path.to_owned());
         self
     }
 
@@ -59,6 +68,7 @@ impl BrokerBuilder {
             child: None,
             port,
             overrides: self.overrides,
+            properties: self.properties,
             data_dir,
             log_path,
             _root: root,
@@ -74,6 +84,7 @@ pub struct Broker {
     child: Option<Child>,
     port: u16,
     overrides: Vec<(String, String)>,
+    properties: Option<PathBuf>,
     data_dir: PathBuf,
     log_path: PathBuf,
     // Dropped last: removes the data directory and the log.
@@ -198,6 +209,9 @@ impl Broker {
         let stderr_log = log.try_clone().expect("clone log handle");
 
         let mut cmd = Command::new(minikafka_bin());
+        if let Some(path) = &self.properties {
+            cmd.arg(path);
+        }
         cmd.arg("--override")
             .arg(format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port))
             .arg("--override")

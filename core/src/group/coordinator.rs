@@ -223,6 +223,22 @@ impl Coordinator {
         ids
     }
 
+    /// Every committed offset as `(group, topic, partition, offset)`, sorted (for the
+    /// broker's consumer-lag metrics).
+    pub fn committed_offsets(&self) -> Vec<(String, String, i32, i64)> {
+        let mut out: Vec<_> = self
+            .offsets
+            .iter()
+            .flat_map(|(group, offsets)| {
+                offsets.iter().map(move |((topic, partition), committed)| {
+                    (group.clone(), topic.clone(), *partition, committed.offset)
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// The durable state (I21): stored group metadata, consumer-group records and committed
     /// offsets, by group. Equal to what a fresh coordinator has after replaying every record
     /// this one had made durable.

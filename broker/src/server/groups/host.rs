@@ -303,6 +303,16 @@ impl GroupHosts {
         self.hosts.borrow().get(&partition).cloned()
     }
 
+    /// Every committed offset of the groups this shard coordinates, as
+    /// `(group, topic, partition, offset)`.
+    pub fn committed_offsets(&self) -> Vec<(String, String, i32, i64)> {
+        let hosts = self.hosts.borrow();
+        hosts
+            .values()
+            .flat_map(|host| host.coordinator.borrow().committed_offsets())
+            .collect()
+    }
+
     /// Replays and starts every coordinator this shard hosts (see the module documentation).
     pub async fn load<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
         let Some(topic) = state.shared.topic(OFFSETS_TOPIC) else {

@@ -4,7 +4,7 @@
 //! - Topic resources (type 2): the effective `cleanup.policy` (always `delete`),
 //!   `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`, `max.message.bytes`,
 //!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
-//!   `message.timestamp.type` (always `CreateTime`), plus any other stored override; one the
+//!   `message.timestamp.type` (`CreateTime` or `LogAppendTime`), plus any other stored override; one the
 //!   broker accepts without acting on it says why in its documentation (v3+). Source: 1
 //!   (DYNAMIC_TOPIC_CONFIG) for a topic override, else the source of the broker setting it
 //!   falls back on: 2/3 (dynamic broker / dynamic cluster default), 4 (STATIC_BROKER_CONFIG)

@@ -18,6 +18,10 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_topic_partitions;
+pub mod error_codes;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod group_consumer;
@@ -27,6 +31,7 @@ pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use std::net::SocketAddr;
@@ -41,6 +46,7 @@ use super::shard::ShardState;
 use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
+use error_codes::ErrorCodes;
 
 /// What to do with a handled request.
 #[derive(Debug)]
@@ -84,6 +90,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -122,6 +132,18 @@ pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
+/// Counts the response's error codes against API `api`, then encodes it ([`respond`]).
+fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
+    state: &ShardState<B>,
+    api: i16,
+    api_version: i16,
+    correlation_id: i32,
+    response: &R,
+) -> Outcome {
+    state.metrics.errors(api, response.error_codes());
+    respond(api_version, correlation_id, response)
+}
+
 /// Handles one request from `peer`.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
@@ -129,14 +151,19 @@ pub async fn handle<B: Backend>(
     peer: SocketAddr,
 ) -> Outcome {
     let version = request.api_version;
+    let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
     match request.body {
-        RequestBody::ApiVersions(_) => respond(
+        RequestBody::ApiVersions(_) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &api_versions::handle(state, version),
         ),
-        RequestBody::Metadata(req) => respond(
+        RequestBody::Metadata(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &metadata::handle(state, req, version).await,
@@ -145,6 +172,7 @@ pub async fn handle<B: Backend>(
             let acks = req.acks;
             let response = produce::handle(state, req, version).await;
             if acks == 0 {
+                state.metrics.errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.
                 match produce::first_error(&response) {
                     Some(code) => {
@@ -153,60 +181,82 @@ pub async fn handle<B: Backend>(
                     None => Outcome::Silent,
                 }
             } else {
-                respond(version, correlation_id, &response)
+                answer(state, api, version, correlation_id, &response)
             }
         }
-        RequestBody::Fetch(req) => respond(
+        RequestBody::Fetch(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &fetch::handle(state, req, version).await,
         ),
-        RequestBody::ListOffsets(req) => respond(
+        RequestBody::ListOffsets(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &list_offsets::handle(state, req, version).await,
         ),
-        RequestBody::CreateTopics(req) => respond(
+        RequestBody::CreateTopics(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &create_topics::handle(state, req, version).await,
         ),
-        RequestBody::DeleteTopics(req) => respond(
+        RequestBody::DeleteTopics(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &delete_topics::handle(state, req, version).await,
         ),
-        RequestBody::DeleteRecords(req) => respond(
+        RequestBody::DeleteRecords(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &delete_records::handle(state, req).await,
         ),
-        RequestBody::AlterConfigs(req) => respond(
+        RequestBody::AlterConfigs(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &alter_configs::handle_alter(state, req).await,
         ),
-        RequestBody::IncrementalAlterConfigs(req) => respond(
+        RequestBody::IncrementalAlterConfigs(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &alter_configs::handle_incremental(state, req).await,
         ),
-        RequestBody::CreatePartitions(req) => respond(
+        RequestBody::CreatePartitions(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &create_partitions::handle(state, req).await,
         ),
-        RequestBody::DescribeConfigs(req) => respond(
+        RequestBody::DescribeConfigs(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &describe_configs::handle(state, req, version),
         ),
-        RequestBody::DescribeCluster(req) => respond(
+        RequestBody::DescribeCluster(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &describe_cluster::handle(state, req, version),
         ),
-        RequestBody::FindCoordinator(req) => respond(
+        RequestBody::FindCoordinator(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &find_coordinator::handle(state, req, version),
@@ -216,53 +266,73 @@ pub async fn handle<B: Backend>(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
             );
-            respond(
+            answer(
+                state,
+                api,
                 version,
                 correlation_id,
                 &group_membership::join_group(state, req, version, &client).await,
             )
         }
-        RequestBody::SyncGroup(req) => respond(
+        RequestBody::SyncGroup(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_membership::sync_group(state, req, version).await,
         ),
-        RequestBody::Heartbeat(req) => respond(
+        RequestBody::Heartbeat(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_membership::heartbeat(state, req, version).await,
         ),
-        RequestBody::LeaveGroup(req) => respond(
+        RequestBody::LeaveGroup(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_membership::leave_group(state, req, version).await,
         ),
-        RequestBody::OffsetCommit(req) => respond(
+        RequestBody::OffsetCommit(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_offsets::offset_commit(state, req, version).await,
         ),
-        RequestBody::OffsetFetch(req) => respond(
+        RequestBody::OffsetFetch(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_offsets::offset_fetch(state, req, version).await,
         ),
-        RequestBody::OffsetDelete(req) => respond(
+        RequestBody::OffsetDelete(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_offsets::offset_delete(state, req).await,
         ),
-        RequestBody::DeleteGroups(req) => respond(
+        RequestBody::DeleteGroups(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &groups::delete_groups(state, req).await,
         ),
-        RequestBody::ListGroups(req) => respond(
+        RequestBody::ListGroups(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &groups::list_groups(state, req, version).await,
         ),
-        RequestBody::DescribeGroups(req) => respond(
+        RequestBody::DescribeGroups(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &groups::describe_groups(state, req, version).await,
@@ -272,18 +342,52 @@ pub async fn handle<B: Backend>(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
             );
-            respond(
+            answer(
+                state,
+                api,
                 version,
                 correlation_id,
                 &group_consumer::heartbeat(state, req, version, &client).await,
             )
         }
-        RequestBody::ConsumerGroupDescribe(req) => respond(
+        RequestBody::ConsumerGroupDescribe(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &group_consumer::describe(state, req, version).await,
         ),
-        RequestBody::InitProducerId(req) => respond(
+        RequestBody::OffsetForLeaderEpoch(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &offset_for_leader_epoch::handle(state, req).await,
+        ),
+        RequestBody::DescribeLogDirs(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_log_dirs::handle(state, req).await,
+        ),
+        RequestBody::DescribeProducers(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_producers::handle(state, req).await,
+        ),
+        RequestBody::DescribeTopicPartitions(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &describe_topic_partitions::handle(state, req),
+        ),
+        RequestBody::InitProducerId(req) => answer(
+            state,
+            api,
             version,
             correlation_id,
             &init_producer_id::handle_request(state, req, version).await,

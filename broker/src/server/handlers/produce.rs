@@ -11,7 +11,8 @@
 //!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
 //! - Internal topics (`__consumer_offsets`) refuse user produce: INVALID_TOPIC_EXCEPTION (17).
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
-//!   order with base offset, log-append time -1 and log start offset.
+//!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
+//!   LogAppendTime` topic, else -1) and log start offset.
 
 use std::rc::Rc;
 
@@ -128,6 +129,7 @@ pub async fn handle<B: Backend>(
             Ok(appended) => {
                 entry.base_offset = appended.base_offset;
                 entry.log_start_offset = appended.log_start_offset;
+                entry.log_append_time_ms = appended.log_append_time_ms;
             }
             Err(code) => entry.error_code = code.code(),
         }

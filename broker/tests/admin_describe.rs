@@ -1,0 +1,393 @@
+//! The describe APIs operators and clients use, over real TCP against the `minikafka` binary:
+//! DescribeLogDirs (real partition sizes, checked against the segment files on disk),
+//! OffsetForLeaderEpoch (the clients' truncation check: epoch 0 ends at the log end offset),
+//! DescribeProducers (the idempotent producer librdkafka registered, across a restart) and
+//! DescribeTopicPartitions (KIP-966 cursor pagination). Records are written by librdkafka;
+//! the describe requests are `kafka-protocol`'s typed requests ([`common::typed`]), as
+//! librdkafka's admin API does not expose these calls (kafka-python's does: see
+//! `tests/interop/test_admin_describe.py`).
+//!
+//! Contract: every test starts its own broker ([`common::Broker`]) inside [`common::bounded`].
+
+mod common;
+
+use std::path::Path;
+
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use common::librdkafka::{create_topics, expect_all_ok, now_ms, Rec, TestProducer, TEST_LIMIT};
+use common::typed::TypedClient;
+use common::{bounded, Broker};
+
+fn topic(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Bytes of the segment (`.log`) files in `dir`: what a partition's size is made of.
+fn segment_bytes_on_disk(dir: &Path) -> i64 {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| std::fs::metadata(&p).expect("segment metadata").len() as i64)
+        .sum()
+}
+
+/// Produces `count` records to `topic`/`partition` with librdkafka (idempotent when asked),
+/// timestamps `base_ms + i`; returns the base timestamp.
+fn produce(broker: &Broker, topic: &str, partition: i32, count: usize, idempotent: bool) -> i64 {
+    let idempotence = if idempotent { "true" } else { "false" };
+    let mut producer = TestProducer::new(broker, &[("enable.idempotence", idempotence)]);
+    let base_ms = now_ms();
+    let recs: Vec<Rec> = (0..count)
+        .map(|i| Rec {
+            timestamp_ms: Some(base_ms + i as i64),
+            ..Rec::new(topic, Some(partition), format!("value {i}").as_bytes())
+        })
+        .collect();
+    expect_all_ok(&producer.produce_all(&recs));
+    base_ms
+}
+
+fn describe_log_dirs(
+    client: &mut TypedClient,
+    version: i16,
+    topics: Option<Vec<(&str, Vec<i32>)>>,
+) -> DescribeLogDirsResponse {
+    let mut request = DescribeLogDirsRequest::default();
+    request.topics = topics.map(|list| {
+        list.into_iter()
+            .map(|(name, partitions)| {
+                let mut t = describe_log_dirs_request::DescribableLogDirTopic::default();
+                t.topic = topic(name);
+                t.partitions = partitions;
+                t
+            })
+            .collect()
+    });
+    client.call(ApiKey::DescribeLogDirs, version, &request)
+}
+
+/// (topic, partition, size) rows of a DescribeLogDirs answer, sorted.
+fn sizes(response: &DescribeLogDirsResponse) -> Vec<(String, i32, i64)> {
+    let mut rows: Vec<_> = response
+        .results
+        .iter()
+        .flat_map(|r| &r.topics)
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_index, p.partition_size))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn api_versions_lists_the_describe_apis() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut client = TypedClient::connect(broker.addr());
+        let response: ApiVersionsResponse =
+            client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        let listed = |key: ApiKey| {
+            response
+                .api_keys
+                .iter()
+                .find(|k| k.api_key == key as i16)
+                .map(|k| (k.min_version, k.max_version))
+        };
+        assert_eq!(listed(ApiKey::OffsetForLeaderEpoch), Some((2, 4)));
+        assert_eq!(listed(ApiKey::DescribeLogDirs), Some((1, 4)));
+        assert_eq!(listed(ApiKey::DescribeProducers), Some((0, 0)));
+        assert_eq!(listed(ApiKey::DescribeTopicPartitions), Some((0, 0)));
+    });
+}
+
+/// DescribeLogDirs names the data directory and gives each partition the bytes of its
+/// segment files, at every version; named partitions that do not exist are left out.
+#[test]
+fn describe_log_dirs_reports_the_partition_sizes_on_disk() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("sized", 2)]);
+        produce(&broker, "sized", 0, 50, false);
+        let mut client = TypedClient::connect(broker.addr());
+        let on_disk = segment_bytes_on_disk(&broker.data_dir().join("sized-0"));
+        assert!(on_disk > 50 * 7, "50 records take {on_disk} bytes");
+        for version in 1..=4 {
+            let all = describe_log_dirs(&mut client, version, None);
+            assert_eq!(all.results.len(), 1, "one data directory");
+            let result = &all.results[0];
+            assert_eq!(result.error_code, 0);
+            assert_eq!(
+                Path::new(result.log_dir.as_str()),
+                std::path::absolute(broker.data_dir()).expect("absolute")
+            );
+            if version >= 4 {
+                assert_eq!((result.total_bytes, result.usable_bytes), (-1, -1));
+            }
+            let rows = sizes(&all);
+            assert!(rows.contains(&("sized".into(), 0, on_disk)), "{rows:?}");
+            assert!(rows.contains(&("sized".into(), 1, 0)), "{rows:?}");
+            // Internal topics are listed too, as Kafka lists them.
+            assert!(rows.iter().any(|(t, _, _)| t == "__consumer_offsets"));
+
+            let named = describe_log_dirs(
+                &mut client,
+                version,
+                Some(vec![("sized", vec![0, 7]), ("no-such-topic", vec![0])]),
+            );
+            assert_eq!(sizes(&named), vec![("sized".into(), 0, on_disk)]);
+        }
+    });
+}
+
+fn offset_for_leader_epoch(
+    client: &mut TypedClient,
+    version: i16,
+    partitions: &[(&str, i32, i32, i32)],
+) -> Vec<(i16, i32, i64)> {
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = (-1).into();
+    for (name, partition, current, epoch) in partitions {
+        let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+        t.topic = topic(name);
+        let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+        p.partition = *partition;
+        p.current_leader_epoch = *current;
+        p.leader_epoch = *epoch;
+        t.partitions = vec![p];
+        request.topics.push(t);
+    }
+    let response: OffsetForLeaderEpochResponse =
+        client.call(ApiKey::OffsetForLeaderEpoch, version, &request);
+    response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+        .collect()
+}
+
+/// Epoch 0 (what Metadata reports) ends at the log end offset; an epoch the log never had is
+/// undefined; a client ahead of the broker's epoch is told so.
+#[test]
+fn offset_for_leader_epoch_ends_epoch_0_at_the_log_end_offset() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("epochs", 2)]);
+        produce(&broker, "epochs", 1, 30, false);
+        let mut client = TypedClient::connect(broker.addr());
+        for version in 2..=4 {
+            let answers = offset_for_leader_epoch(
+                &mut client,
+                version,
+                &[
+                    ("epochs", 1, 0, 0),
+                    ("epochs", 0, -1, 0),
+                    ("epochs", 1, 0, 3),
+                    ("epochs", 1, 5, 0),
+                    ("epochs", 9, 0, 0),
+                    ("no-such-topic", 0, 0, 0),
+                ],
+            );
+            assert_eq!(
+                answers,
+                vec![
+                    (0, 0, 30),
+                    (0, 0, 0),
+                    (0, -1, -1),
+                    (75, -1, -1), // UNKNOWN_LEADER_EPOCH
+                    (3, -1, -1),
+                    (3, -1, -1),
+                ],
+                "v{version}"
+            );
+        }
+    });
+}
+
+/// One listed producer: (id, epoch, last sequence, last timestamp).
+type Described = (i64, i32, i32, i64);
+
+fn describe_producers(
+    client: &mut TypedClient,
+    partitions: &[(&str, i32)],
+) -> Vec<(i16, Vec<Described>)> {
+    let mut request = DescribeProducersRequest::default();
+    for (name, partition) in partitions {
+        let mut t = describe_producers_request::TopicRequest::default();
+        t.name = topic(name);
+        t.partition_indexes = vec![*partition];
+        request.topics.push(t);
+    }
+    let response: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &request);
+    response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| {
+            let producers = p
+                .active_producers
+                .iter()
+                .map(|s| {
+                    assert_eq!((s.coordinator_epoch, s.current_txn_start_offset), (-1, -1));
+                    (
+                        s.producer_id.0,
+                        s.producer_epoch,
+                        s.last_sequence,
+                        s.last_timestamp,
+                    )
+                })
+                .collect();
+            (p.error_code, producers)
+        })
+        .collect()
+}
+
+/// The idempotent producer librdkafka registered is listed with its epoch, last sequence and
+/// last timestamp, also after a restart (the producer state is rebuilt from disk); a
+/// partition only a plain producer wrote has none.
+#[test]
+fn describe_producers_lists_the_idempotent_producer_and_survives_restart() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        create_topics(&broker, &[("producers", 2)]);
+        let base_ms = produce(&broker, "producers", 0, 5, true);
+        produce(&broker, "producers", 1, 5, false);
+        let query = [("producers", 0), ("producers", 1), ("producers", 2)];
+        let mut client = TypedClient::connect(broker.addr());
+        let before = describe_producers(&mut client, &query);
+        assert_eq!(before.len(), 3);
+        let (code, listed) = &before[0];
+        assert_eq!(*code, 0);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let (producer_id, epoch, last_sequence, last_timestamp) = listed[0];
+        assert!(producer_id >= 0);
+        assert_eq!((epoch, last_sequence, last_timestamp), (0, 4, base_ms + 4));
+        assert_eq!(before[1], (0, vec![]));
+        assert_eq!(before[2], (3, vec![]), "UNKNOWN_TOPIC_OR_PARTITION");
+
+        assert!(broker.stop().success(), "clean stop");
+        broker.restart();
+        let mut client = TypedClient::connect(broker.addr());
+        assert_eq!(describe_producers(&mut client, &query), before);
+    });
+}
+
+fn describe_topic_partitions(
+    client: &mut TypedClient,
+    topics: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> DescribeTopicPartitionsResponse {
+    let mut request = DescribeTopicPartitionsRequest::default();
+    request.topics = topics
+        .iter()
+        .map(|name| {
+            let mut t = describe_topic_partitions_request::TopicRequest::default();
+            t.name = topic(name);
+            t
+        })
+        .collect();
+    request.response_partition_limit = limit;
+    request.cursor = cursor.map(|(name, partition)| {
+        let mut c = describe_topic_partitions_request::Cursor::default();
+        c.topic_name = topic(name);
+        c.partition_index = partition;
+        c
+    });
+    client.call(ApiKey::DescribeTopicPartitions, 0, &request)
+}
+
+/// (topic, error, partitions) of a page, and its next cursor.
+type Page = (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>);
+
+fn page(response: &DescribeTopicPartitionsResponse) -> Page {
+    let topics = response
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            let partitions = t.partitions.iter().map(|p| p.partition_index).collect();
+            (name, t.error_code, partitions)
+        })
+        .collect();
+    let next = response
+        .next_cursor
+        .as_ref()
+        .map(|c| (c.topic_name.0.to_string(), c.partition_index));
+    (topics, next)
+}
+
+/// Pages of two partitions walk the named topics in name order, each partition once (an
+/// unknown topic is UNKNOWN_TOPIC_OR_PARTITION and takes none of the limit); the topic ids
+/// are Metadata's; a cursor outside the named topics is INVALID_REQUEST.
+#[test]
+fn describe_topic_partitions_pages_with_a_cursor() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create_topics(&broker, &[("pages-a", 3), ("pages-b", 2)]);
+        let mut client = TypedClient::connect(broker.addr());
+        let named = ["pages-b", "missing", "pages-a"];
+        let first = describe_topic_partitions(&mut client, &named, 2, None);
+        assert_eq!(
+            page(&first),
+            (
+                vec![
+                    ("missing".into(), 3, vec![]),
+                    ("pages-a".into(), 0, vec![0, 1])
+                ],
+                Some(("pages-a".into(), 2))
+            )
+        );
+        let second = describe_topic_partitions(&mut client, &named, 2, Some(("pages-a", 2)));
+        assert_eq!(
+            page(&second),
+            (
+                vec![
+                    ("pages-a".into(), 0, vec![2]),
+                    ("pages-b".into(), 0, vec![0])
+                ],
+                Some(("pages-b".into(), 1))
+            )
+        );
+        let third = describe_topic_partitions(&mut client, &named, 2, Some(("pages-b", 1)));
+        assert_eq!(page(&third), (vec![("pages-b".into(), 0, vec![1])], None));
+        for p in &second.topics[0].partitions {
+            assert_eq!(p.leader_id.0, 0);
+            assert_eq!(p.leader_epoch, 0);
+            assert_eq!(p.replica_nodes.iter().map(|n| n.0).collect::<Vec<_>>(), [0]);
+            assert_eq!(p.isr_nodes.iter().map(|n| n.0).collect::<Vec<_>>(), [0]);
+        }
+
+        // Topic ids and internal flags are Metadata's.
+        let mut request = MetadataRequest::default();
+        request.topics = None;
+        let metadata: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+        let all = describe_topic_partitions(&mut client, &[], 2000, None);
+        assert!(all.next_cursor.is_none());
+        let mut names = Vec::new();
+        for t in &all.topics {
+            let name = t.name.as_ref().expect("name").0.to_string();
+            let m = metadata
+                .topics
+                .iter()
+                .find(|m| m.name.as_ref().map(|n| n.0.as_str()) == Some(name.as_str()))
+                .unwrap_or_else(|| panic!("{name} not in Metadata"));
+            assert_eq!((t.topic_id, t.is_internal), (m.topic_id, m.is_internal));
+            assert_eq!(t.partitions.len(), m.partitions.len(), "{name}");
+            names.push(name);
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "topics in name order");
+        assert!(names.contains(&"__consumer_offsets".to_string()));
+
+        let bad = describe_topic_partitions(&mut client, &["pages-a"], 10, Some(("pages-b", 0)));
+        assert_eq!(page(&bad), (vec![("pages-a".into(), 42, vec![])], None));
+    });
+}
