@@ -427,6 +427,73 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             }
             RequestBody::DescribeConfigs(r)
         }
+        ApiKey::AlterConfigs => {
+            let mut r = AlterConfigsRequest::default();
+            r.resources = (0..2u8)
+                .map(|i| {
+                    let mut res = alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = if i == 0 { 2 } else { 4 };
+                    res.resource_name = s(if i == 0 { "ac0" } else { "" });
+                    res.configs = ["retention.ms", "segment.bytes"]
+                        .iter()
+                        .map(|k| {
+                            let mut c = alter_configs_request::AlterableConfig::default();
+                            c.name = s(k);
+                            c.value = opt(alt && i == 1, "1000");
+                            c
+                        })
+                        .collect();
+                    res
+                })
+                .collect();
+            r.validate_only = alt;
+            RequestBody::AlterConfigs(r)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let mut r = IncrementalAlterConfigsRequest::default();
+            r.resources = (0..2u8)
+                .map(|i| {
+                    let mut res =
+                        incremental_alter_configs_request::AlterConfigsResource::default();
+                    res.resource_type = if i == 0 { 2 } else { 4 };
+                    res.resource_name = s(if i == 0 { "iac0" } else { "1" });
+                    res.configs = (0..3i8)
+                        .map(|op| {
+                            let mut c =
+                                incremental_alter_configs_request::AlterableConfig::default();
+                            c.name =
+                                s(["retention.ms", "cleanup.policy", "segment.ms"][op as usize]);
+                            c.config_operation = op;
+                            c.value = opt(alt && op == 1, "delete");
+                            c
+                        })
+                        .collect();
+                    res
+                })
+                .collect();
+            r.validate_only = !alt;
+            RequestBody::IncrementalAlterConfigs(r)
+        }
+        ApiKey::DeleteRecords => {
+            let mut r = DeleteRecordsRequest::default();
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = delete_records_request::DeleteRecordsTopic::default();
+                    t.name = topic(&format!("dr{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut dp = delete_records_request::DeleteRecordsPartition::default();
+                            dp.partition_index = p;
+                            dp.offset = if alt { -1 } else { 1000 + i64::from(p) };
+                            dp
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            r.timeout_ms = 30_000;
+            RequestBody::DeleteRecords(r)
+        }
         ApiKey::DescribeCluster => {
             let mut r = DescribeClusterRequest::default();
             r.include_cluster_authorized_operations = !alt;
@@ -868,7 +935,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 28);
+    assert_eq!(per_key.len(), 31);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 //!   partitioner; pipelined requests with ordering preserved; acks 0/1/all; compression.
 //! - [`consumer`]: assign/seek/poll over one long-poll fetch, CRC verified on every batch.
 //! - [`admin`]: create/list/describe/delete topics, list offsets.
+//! - [`configs`]: describe and alter topic and broker configurations, delete records.
 //! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
 //!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
 //!
@@ -42,6 +43,7 @@
 
 pub mod admin;
 pub mod compression;
+pub mod configs;
 pub mod connection;
 pub mod consumer;
 pub mod error;

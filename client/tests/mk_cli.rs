@@ -24,7 +24,11 @@ fn mk(addr: &str, args: &[&str], stdin: Option<&str>) -> Output {
         .expect("run mk");
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input.as_bytes()).expect("write stdin");
+        // mk may exit (refusing its arguments) before reading stdin: a broken pipe then.
+        match pipe.write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.expect("write stdin"),
+        }
     }
     child.wait_with_output().expect("mk output")
 }
@@ -202,4 +206,289 @@ fn mk_reports_errors_on_one_line_with_a_nonzero_exit() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     let out = mk(&broker.addr, &["produce", "x", "--acks", "7"], Some("a\n"));
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// `mk` exits 1 with one stderr line that contains each of `needles`.
+fn fails_with(output: &Output, what: &str, needles: &[&str]) {
+    assert_eq!(output.status.code(), Some(1), "{what} did not fail");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "{what}: {needle:?} not in {stderr}"
+        );
+    }
+}
+
+/// The `name=value (SOURCE…)` line of `name` in a `configs describe` output.
+fn config_line<'a>(described: &'a str, name: &str) -> &'a str {
+    let prefix = format!("{name}=");
+    described
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{name} not in {described}"))
+}
+
+/// `topics alter` and `configs alter` change settings with IncrementalAlterConfigs (SET and
+/// DELETE keep the other settings), refusals carry Kafka's codes and name the key, and
+/// `configs describe` shows each value's source; `--broker-default` is the cluster default.
+#[test]
+fn mk_alters_and_describes_topic_and_broker_configs() {
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    ok(
+        &mk(
+            addr,
+            &["topics", "create", "conf", "--config", "retention.ms=60000"],
+            None,
+        ),
+        "topics create",
+    );
+    let out = ok(
+        &mk(
+            addr,
+            &["topics", "alter", "conf", "--config", "segment.bytes=4096"],
+            None,
+        ),
+        "topics alter",
+    );
+    assert!(out.contains("altered 1 setting(s) of topic conf"), "{out}");
+    let described = ok(
+        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
+        "describe topic",
+    );
+    assert_eq!(
+        config_line(&described, "segment.bytes"),
+        "segment.bytes=4096 (DYNAMIC_TOPIC_CONFIG)"
+    );
+    assert_eq!(
+        config_line(&described, "retention.ms"),
+        "retention.ms=60000 (DYNAMIC_TOPIC_CONFIG)",
+        "an incremental SET dropped another setting"
+    );
+    ok(
+        &mk(
+            addr,
+            &["topics", "alter", "conf", "--delete-config", "retention.ms"],
+            None,
+        ),
+        "delete config",
+    );
+    let described = ok(
+        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
+        "describe topic",
+    );
+    assert_eq!(
+        config_line(&described, "retention.ms"),
+        "retention.ms=604800000 (DEFAULT_CONFIG)"
+    );
+    // validate-only changes nothing.
+    ok(
+        &mk(
+            addr,
+            &[
+                "topics",
+                "alter",
+                "conf",
+                "--config",
+                "retention.ms=1",
+                "--validate-only",
+            ],
+            None,
+        ),
+        "validate only",
+    );
+    let described = ok(
+        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
+        "describe topic",
+    );
+    assert!(config_line(&described, "retention.ms").starts_with("retention.ms=604800000"));
+    let refused = [
+        (
+            vec!["topics", "alter", "conf", "--config", "retention.msec=1"],
+            "retention.msec",
+            "error code 40",
+        ),
+        (
+            vec![
+                "topics",
+                "alter",
+                "conf",
+                "--config",
+                "cleanup.policy=compactt",
+            ],
+            "cleanup.policy",
+            "error code 40",
+        ),
+        (
+            vec!["topics", "alter", "missing", "--config", "retention.ms=1"],
+            "missing",
+            "unknown topic or partition",
+        ),
+        (
+            vec![
+                "configs",
+                "alter",
+                "--broker",
+                "0",
+                "--config",
+                "log.dirs=/x",
+            ],
+            "log.dirs",
+            "error code 42",
+        ),
+        (
+            vec![
+                "configs",
+                "alter",
+                "--broker",
+                "0",
+                "--config",
+                "log.retention.msec=1",
+            ],
+            "log.retention.msec",
+            "error code 40",
+        ),
+        (
+            vec![
+                "configs",
+                "alter",
+                "--broker",
+                "7",
+                "--config",
+                "log.retention.ms=1",
+            ],
+            "node 0",
+            "error code 42",
+        ),
+    ];
+    for (args, key, code) in refused {
+        fails_with(&mk(addr, &args, None), &args.join(" "), &[key, code]);
+    }
+    ok(
+        &mk(
+            addr,
+            &[
+                "configs",
+                "alter",
+                "--broker",
+                "0",
+                "--config",
+                "log.retention.ms=5000",
+            ],
+            None,
+        ),
+        "broker alter",
+    );
+    ok(
+        &mk(
+            addr,
+            &[
+                "configs",
+                "alter",
+                "--broker-default",
+                "--config",
+                "log.segment.bytes=8192",
+            ],
+            None,
+        ),
+        "default alter",
+    );
+    let node = ok(
+        &mk(addr, &["configs", "describe", "--broker", "0"], None),
+        "describe broker",
+    );
+    assert_eq!(
+        config_line(&node, "log.retention.ms"),
+        "log.retention.ms=5000 (DYNAMIC_BROKER_CONFIG)"
+    );
+    assert_eq!(
+        config_line(&node, "log.segment.bytes"),
+        "log.segment.bytes=8192 (DYNAMIC_DEFAULT_BROKER_CONFIG)"
+    );
+    assert!(config_line(&node, "log.dirs").ends_with("(STATIC_BROKER_CONFIG, read-only)"));
+    let described = ok(
+        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
+        "describe topic",
+    );
+    assert_eq!(
+        config_line(&described, "retention.ms"),
+        "retention.ms=5000 (DYNAMIC_BROKER_CONFIG)"
+    );
+    assert_eq!(
+        config_line(&described, "segment.bytes"),
+        "segment.bytes=4096 (DYNAMIC_TOPIC_CONFIG)"
+    );
+}
+
+/// `records delete` moves the log start offset (`end`: the high watermark), `offsets`
+/// shows it, a consumer from the beginning starts there, and an offset past the end is
+/// refused with OFFSET_OUT_OF_RANGE.
+#[test]
+fn mk_deletes_records_below_an_offset() {
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    ok(&mk(addr, &["topics", "create", "trim"], None), "create");
+    let input: String = (0..10).map(|i| format!("v{i}\n")).collect();
+    ok(&mk(addr, &["produce", "trim"], Some(&input)), "produce");
+    let out = ok(
+        &mk(
+            addr,
+            &[
+                "records",
+                "delete",
+                "trim",
+                "--partition",
+                "0",
+                "--before",
+                "4",
+            ],
+            None,
+        ),
+        "records delete",
+    );
+    assert!(out.contains("log start offset 4"), "{out}");
+    let offsets = ok(&mk(addr, &["offsets", "trim"], None), "offsets");
+    assert!(offsets.contains('4') && offsets.contains("10"), "{offsets}");
+    let consumed = ok(
+        &mk(addr, &["consume", "trim", "--format", "%o:%v"], None),
+        "consume",
+    );
+    assert_eq!(consumed.lines().next(), Some("4:v4"), "{consumed}");
+    assert_eq!(consumed.lines().count(), 6, "{consumed}");
+    fails_with(
+        &mk(
+            addr,
+            &[
+                "records",
+                "delete",
+                "trim",
+                "--partition",
+                "0",
+                "--before",
+                "11",
+            ],
+            None,
+        ),
+        "past the end",
+        &["trim-0", "OffsetOutOfRange"],
+    );
+    let out = ok(
+        &mk(
+            addr,
+            &[
+                "records",
+                "delete",
+                "trim",
+                "--partition",
+                "0",
+                "--before",
+                "end",
+            ],
+            None,
+        ),
+        "records delete end",
+    );
+    assert!(out.contains("log start offset 10"), "{out}");
 }

@@ -465,7 +465,7 @@ async fn scratch_topic_step(backend: &SimBackend, model: &RefCell<Model>) -> boo
     let mut admin = Admin::new(conn);
     let create = model.borrow().scratch_exists != Some(true);
     // Unknown while the request is in flight: a crash drops this task before the answer is
-    // recorded, and the broker may have made the change durable before it did (I25).
+    // recorded, and the broker may have made the change durable before it did (I26).
     model.borrow_mut().scratch_exists = None;
     let result = if create {
         admin.create_topic(SCRATCH_TOPIC, 1, &[]).await

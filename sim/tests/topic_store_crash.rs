@@ -1,4 +1,4 @@
-//! The topic store's half of I25 on the crash-faithful simulated disk: once `TopicStore::save`
+//! The topic store's half of I26 on the crash-faithful simulated disk: once `TopicStore::save`
 //! or `TopicStore::remove` returned, a crash (which keeps or loses every unsynced write and
 //! directory entry at random) never undoes it. The same steps on the disk whose directory sync
 //! persists nothing must lose something within the seeds tried, so the check can fail.

@@ -30,9 +30,13 @@
 //!   flush, close.
 //! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
 //!   close, replay at open).
+//! - [`start_offset`]: the durable log start offset checkpoint (written before segments are
+//!   deleted, I25).
+//! - [`atomic_file`]: small files replaced atomically (temp file, sync, rename, dir sync).
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
 //! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
 
+pub mod atomic_file;
 pub mod cleaner;
 pub mod commit;
 pub mod config;
@@ -42,6 +46,7 @@ pub mod producer_ids;
 pub mod producers;
 pub mod recover;
 pub mod segment;
+pub mod start_offset;
 pub mod topics;
 
 pub use config::{FlushPolicy, LogConfig, TimestampType};

@@ -18,9 +18,13 @@
 //! - Reads: snapshot the high watermark and the segment's published size, plan with core's
 //!   [`FetchPlanner`] from the index floor, read whole batches below the snapshot (I2). They
 //!   never take the append mutex.
-//! - Retention deletes whole segments (log, index, time index) from the front, never the active
-//!   one; the log start offset only moves forward (I9). A read holding a deleted segment
-//!   completes (its files stay open until the read drops them).
+//! - Retention and DeleteRecords move the log start offset forward only (I9), and only after
+//!   the new value is checkpointed durably ([`super::start_offset`], I25); then they delete
+//!   the whole segments (log, index, time index) below it from the front, never the active
+//!   one. Open restores the start from the checkpoint and finishes a deletion a crash
+//!   interrupted. A read holding a deleted segment completes (its files stay open until the
+//!   read drops them).
+//! - The configuration can be replaced while the log is live ([`PartitionLog::reconfigure`]).
 //! - Timestamp lookups (ListOffsets): pick the first segment whose exact max timestamp reaches
 //!   the target, start at its time index floor and let core's [`TimestampSearch`] read forward
 //!   below the size snapshot (I2). Like reads, they never take the append mutex.
@@ -66,6 +70,7 @@ use super::config::{FlushPolicy, LogConfig, TimestampType};
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::segment::{classify, Segment, SegmentFile};
+use super::start_offset;
 use super::{LogError, Result, LEADER_EPOCH};
 use crate::metrics::SyncStats;
 
@@ -123,10 +128,16 @@ pub struct RetentionOutcome {
 pub struct PartitionLog<B: Backend> {
     backend: B,
     dir: PathBuf,
-    config: LogConfig,
+    /// The configuration in force; replaced whole by [`PartitionLog::reconfigure`], read in
+    /// short borrows (never across an `.await`).
+    config: RefCell<LogConfig>,
     /// Ordered by base offset; the last is the active segment. Never empty.
     segments: RefCell<Vec<Rc<Segment<B>>>>,
+    /// Moved only after [`start_offset`] made the new value durable (I25).
     log_start_offset: Cell<Offset>,
+    /// Serializes moves of the log start offset (retention, DeleteRecords), so checkpoints are
+    /// written in increasing order and segments are deleted by one task at a time.
+    start_lock: Mutex<()>,
     /// The offset the next append gets; published after the write (I2).
     high_watermark: Cell<Offset>,
     /// One writer at a time (I1).
@@ -190,6 +201,9 @@ impl<B: Backend> PartitionLog<B> {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
+            if name == start_offset::CHECKPOINT_FILE {
+                continue;
+            }
             match classify(name) {
                 SegmentFile::Log(base) => log_bases.push(base),
                 SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
@@ -255,7 +269,28 @@ impl<B: Backend> PartitionLog<B> {
             .await?;
             segments.push(Rc::new(segment));
         }
-        let log_start_offset = segments[0].base_offset();
+        let checkpoint = start_offset::read(&backend, dir).await?;
+        let recovered_end = segments[segments.len() - 1].next_offset();
+        if let Some(start) = checkpoint.filter(|start| *start > recovered_end) {
+            // Every record left was deleted before the crash (the checkpoint is durable, the
+            // tail it deleted was not): start empty at the checkpoint, as Kafka does.
+            tracing::warn!(
+                ?dir,
+                start = start.0,
+                end = recovered_end.0,
+                "log ends below its checkpointed start: starting empty there"
+            );
+            for segment in segments.drain(..) {
+                remove_segment_files(&backend, &segment).await?;
+            }
+            backend.sync_dir(dir).await?;
+            let segment =
+                Segment::create(&backend, dir, start, config.index_interval_bytes, now_ms).await?;
+            segments.push(Rc::new(segment));
+        }
+        let log_start_offset = checkpoint
+            .unwrap_or(Offset(0))
+            .max(segments[0].base_offset());
         let next_offset = segments[segments.len() - 1].next_offset();
         snapshot_offsets.sort();
         let (producers, producer_load) = producers::load(
@@ -269,12 +304,13 @@ impl<B: Backend> PartitionLog<B> {
             now_ms,
         )
         .await?;
-        Ok(PartitionLog {
+        let log = PartitionLog {
             backend,
             dir: dir.to_path_buf(),
-            config,
+            config: RefCell::new(config),
             segments: RefCell::new(segments),
             log_start_offset: Cell::new(log_start_offset),
+            start_lock: Mutex::new(()),
             high_watermark: Cell::new(next_offset),
             append_lock: Mutex::new(()),
             queue: RefCell::new(VecDeque::new()),
@@ -287,7 +323,10 @@ impl<B: Backend> PartitionLog<B> {
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
-        })
+        };
+        // A crash while deleting segments below a durable start leaves some behind (I25).
+        log.remove_segments_below_start().await?;
+        Ok(log)
     }
 
     /// The partition directory.
@@ -295,9 +334,25 @@ impl<B: Backend> PartitionLog<B> {
         &self.dir
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    /// The configuration in force (a copy: [`reconfigure`](Self::reconfigure) may replace it).
+    pub fn config(&self) -> LogConfig {
+        self.config.borrow().clone()
+    }
+
+    /// Replaces the configuration of the live log (AlterConfigs): after a successful
+    /// [`LogConfig::validate`], the next append, roll decision, retention pass and interval
+    /// tick use the new values. `segment.bytes`, `segment.ms`, `max.message.bytes`, the flush
+    /// policy and retention take effect at once; `index.interval.bytes` from the next segment
+    /// (the active one keeps the interval it was indexed with). An append already waiting for
+    /// its sync keeps waiting for it.
+    pub fn reconfigure(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        *self.config.borrow_mut() = config;
+        Ok(())
+    }
+
+    fn flush_policy(&self) -> FlushPolicy {
+        self.config.borrow().flush
     }
 
     /// The offset the next append gets (every offset below it is readable).
@@ -421,7 +476,7 @@ impl<B: Backend> PartitionLog<B> {
     /// answered with the original offsets and `duplicate: true` once they are durable.
     pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
         let opts = ValidateOptions {
-            max_batch_bytes: self.config.max_batch_bytes,
+            max_batch_bytes: self.config.borrow().max_batch_bytes,
             walk_records: true,
             // A produced batch: dense offsets (I1).
             offsets: OffsetRule::Dense,
@@ -430,7 +485,7 @@ impl<B: Backend> PartitionLog<B> {
         // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
         // left to find once the batch validated).
         check_single_batch(&batch)?;
-        if self.config.timestamp_type == TimestampType::LogAppendTime {
+        if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the
             // answer all see the stamped max timestamp.
             stamp_log_append_time(&mut batch, now_ms);
@@ -465,7 +520,7 @@ impl<B: Backend> PartitionLog<B> {
         match outcome? {
             Outcome::Duplicate(original) => self.answer_duplicate(original).await,
             Outcome::Appended(info) => {
-                if self.config.flush == FlushPolicy::Fsync {
+                if self.flush_policy() == FlushPolicy::Fsync {
                     self.wait_durable(info.last_offset.plus(1)).await?;
                 }
                 Ok(info)
@@ -676,7 +731,8 @@ impl<B: Backend> PartitionLog<B> {
                     member.now_ms,
                 );
             }
-            let log_append_time_ms = (self.config.timestamp_type == TimestampType::LogAppendTime)
+            let log_append_time_ms = (self.config.borrow().timestamp_type
+                == TimestampType::LogAppendTime)
                 .then_some(member.now_ms);
             let _ = member.reply.send(Ok(Outcome::Appended(AppendInfo {
                 base_offset: header.base_offset,
@@ -691,9 +747,10 @@ impl<B: Backend> PartitionLog<B> {
 
     /// The roll limits of the configuration in force.
     fn roll_limits(&self) -> RollLimits {
+        let config = self.config.borrow();
         RollLimits {
-            segment_bytes: self.config.segment_bytes,
-            segment_ms: self.config.segment_ms,
+            segment_bytes: config.segment_bytes,
+            segment_ms: config.segment_ms,
         }
     }
 
@@ -711,7 +768,7 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Answers a duplicate with its original offsets, once they are durable (I8).
     async fn answer_duplicate(&self, original: BatchMetadata) -> Result<AppendInfo> {
-        if self.config.flush == FlushPolicy::Fsync {
+        if self.flush_policy() == FlushPolicy::Fsync {
             self.wait_durable(original.last_offset.plus(1)).await?;
         }
         let (segment_base_offset, position) = {
@@ -795,11 +852,12 @@ impl<B: Backend> PartitionLog<B> {
         }
         self.commit.mark_all_synced();
         self.last_sync_ms.set(now_ms);
+        let index_interval_bytes = self.config.borrow().index_interval_bytes;
         let segment = Segment::create(
             &self.backend,
             &self.dir,
             next_base,
-            self.config.index_interval_bytes,
+            index_interval_bytes,
             now_ms,
         )
         .await?;
@@ -856,7 +914,7 @@ impl<B: Backend> PartitionLog<B> {
     /// something is unsynced. Call it from a periodic task. Returns whether it synced. Does
     /// nothing under other policies.
     pub async fn tick(&self, now_ms: i64) -> Result<bool> {
-        let FlushPolicy::Interval { ms } = self.config.flush else {
+        let FlushPolicy::Interval { ms } = self.flush_policy() else {
             return Ok(false);
         };
         if let Some(failure) = self.commit.failure() {
@@ -1106,9 +1164,12 @@ impl<B: Backend> PartitionLog<B> {
     }
 
     /// Deletes the oldest segments that core's retention planner selects (by size, by time,
-    /// below the log start), never the active one, and advances the log start offset (I9).
-    /// Reads in flight on a deleted segment complete.
+    /// below the log start), never the active one, and advances the log start offset (I9):
+    /// the new start is checkpointed durably first, then the segments go (I25), so a crash
+    /// part-way never brings deleted records back. Reads in flight on a deleted segment
+    /// complete.
     pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome> {
+        let _start = self.start_lock.lock().await;
         let infos: Vec<SegmentInfo> = self
             .segments
             .borrow()
@@ -1124,11 +1185,14 @@ impl<B: Backend> PartitionLog<B> {
                 },
             })
             .collect();
-        // `cleanup.policy` without `delete`: only what lies below the log start goes.
-        let delete = self.config.cleanup_policy.delete;
-        let limits = RetentionLimits {
-            retention_bytes: self.config.retention_bytes.filter(|_| delete),
-            retention_ms: self.config.retention_ms.filter(|_| delete),
+        let limits = {
+            let config = self.config.borrow();
+            // `cleanup.policy` without `delete`: only what lies below the log start goes.
+            let delete = config.cleanup_policy.delete;
+            RetentionLimits {
+                retention_bytes: config.retention_bytes.filter(|_| delete),
+                retention_ms: config.retention_ms.filter(|_| delete),
+            }
         };
         let plan = retention::plan(&infos, limits, now_ms, self.log_start_offset.get());
         if plan.delete_count == 0 {
@@ -1137,28 +1201,71 @@ impl<B: Backend> PartitionLog<B> {
                 log_start_offset: self.log_start_offset.get(),
             });
         }
-        let deleted: Vec<Rc<Segment<B>>> = {
-            let mut segments = self.segments.borrow_mut();
-            let count = plan.delete_count.min(segments.len() - 1);
-            segments.drain(..count).collect()
-        };
-        if plan.new_log_start_offset > self.log_start_offset.get() {
-            self.log_start_offset.set(plan.new_log_start_offset);
-        }
-        let mut deleted_base_offsets = Vec::with_capacity(deleted.len());
-        for segment in deleted {
-            // The log first: a crash between the two leaves an index without a log, which
-            // startup removes.
-            remove_if_present(&self.backend, segment.log_path()).await?;
-            remove_if_present(&self.backend, segment.index_path()).await?;
-            remove_if_present(&self.backend, segment.time_index_path()).await?;
-            deleted_base_offsets.push(segment.base_offset());
-        }
-        self.backend.sync_dir(&self.dir).await?;
+        self.advance_start(plan.new_log_start_offset).await?;
+        let deleted_base_offsets = self.remove_segments_below_start().await?;
         Ok(RetentionOutcome {
             deleted_base_offsets,
             log_start_offset: self.log_start_offset.get(),
         })
+    }
+
+    /// DeleteRecords: makes `before` the log start offset (when it is above the current one)
+    /// and deletes the segments wholly below it; returns the log start offset afterwards (the
+    /// low watermark Kafka answers). `before` above the high watermark is
+    /// [`LogError::OffsetOutOfRange`]; the caller maps Kafka's -1 to the high watermark. The
+    /// new start is durable before this returns and before any segment is deleted (I25).
+    pub async fn delete_records(&self, before: Offset) -> Result<Offset> {
+        let _start = self.start_lock.lock().await;
+        if self.closed.get() {
+            return Err(LogError::Closed(self.dir.clone()));
+        }
+        let high_watermark = self.high_watermark.get();
+        if before.0 < 0 || before > high_watermark {
+            return Err(LogError::OffsetOutOfRange {
+                requested: before,
+                log_start_offset: self.log_start_offset.get(),
+                high_watermark,
+            });
+        }
+        self.advance_start(before).await?;
+        self.remove_segments_below_start().await?;
+        Ok(self.log_start_offset.get())
+    }
+
+    /// Moves the log start offset up to `start` (never down, I9), after checkpointing it
+    /// durably (I25). Called with the start lock held.
+    async fn advance_start(&self, start: Offset) -> Result<()> {
+        if start <= self.log_start_offset.get() {
+            return Ok(());
+        }
+        start_offset::write(&self.backend, &self.dir, start).await?;
+        self.log_start_offset.set(start);
+        Ok(())
+    }
+
+    /// Deletes the segments wholly below the log start offset (each one whose successor
+    /// begins at or below it), never the active one, and syncs the directory; their base
+    /// offsets. Called with the start lock held, or at open.
+    async fn remove_segments_below_start(&self) -> Result<Vec<Offset>> {
+        let start = self.log_start_offset.get();
+        let deleted: Vec<Rc<Segment<B>>> = {
+            let mut segments = self.segments.borrow_mut();
+            let count = segments
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset() <= start)
+                .count();
+            segments.drain(..count).collect()
+        };
+        if deleted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut deleted_base_offsets = Vec::with_capacity(deleted.len());
+        for segment in deleted {
+            remove_segment_files(&self.backend, &segment).await?;
+            deleted_base_offsets.push(segment.base_offset());
+        }
+        self.backend.sync_dir(&self.dir).await?;
+        Ok(deleted_base_offsets)
     }
 
     /// Waits for appends in flight, syncs the active segment and its index (unless offline),
@@ -1309,6 +1416,14 @@ impl Drop for SyncLeader<'_> {
     fn drop(&mut self) {
         self.commit.abandon_sync();
     }
+}
+
+/// Removes a segment's files, the log first: a crash between leaves an index without a log,
+/// which startup removes.
+async fn remove_segment_files<B: Backend>(backend: &B, segment: &Segment<B>) -> io::Result<()> {
+    remove_if_present(backend, segment.log_path()).await?;
+    remove_if_present(backend, segment.index_path()).await?;
+    remove_if_present(backend, segment.time_index_path()).await
 }
 
 async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<()> {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use minikafka_core::backend::{Backend, BackendFile, OpenMode};
+use minikafka_core::backend::Backend;
 
 use super::segment::TMP_SUFFIX;
 use super::{LogError, Result};
@@ -180,21 +180,13 @@ impl<B: Backend> TopicStore<B> {
         self.dir.join(format!("{name}.{META_SUFFIX}"))
     }
 
-    /// Saves (creates or replaces) a topic's metadata atomically.
+    /// Saves (creates or replaces) a topic's metadata atomically
+    /// ([`write_atomically`](super::atomic_file::write_atomically)).
     pub async fn save(&self, meta: &TopicMeta) -> Result<()> {
         let text = meta.encode()?;
         let path = self.path_of(&meta.name);
-        let tmp = self
-            .dir
-            .join(format!("{}.{META_SUFFIX}.{TMP_SUFFIX}", meta.name));
-        let file = self.backend.open(&tmp, OpenMode::ReadWriteCreate).await?;
-        file.truncate(0).await?;
-        let (written, _) = file.write_at(text.into_bytes(), 0).await;
-        written?;
-        file.sync_data().await?;
-        file.close().await?;
-        self.backend.rename(&tmp, &path).await?;
-        self.backend.sync_dir(&self.dir).await?;
+        super::atomic_file::write_atomically(&self.backend, &self.dir, &path, text.into_bytes())
+            .await?;
         Ok(())
     }
 
@@ -243,24 +235,19 @@ impl<B: Backend> TopicStore<B> {
     }
 
     async fn read_file(&self, path: &Path) -> Result<TopicMeta> {
-        let file = self.backend.open(path, OpenMode::ReadOnly).await?;
-        let len = file.len().await?;
-        if len > MAX_META_BYTES {
-            return Err(LogError::BadMetadata {
-                path: path.to_path_buf(),
-                line: 0,
-                reason: format!("{len} bytes is over the {MAX_META_BYTES} limit"),
-            });
-        }
-        let len = len as usize;
-        let (read, bytes) = file.read_at(Vec::with_capacity(len), 0, len).await;
-        read?;
-        let _ = file.close().await;
-        let text = String::from_utf8(bytes).map_err(|_| LogError::BadMetadata {
+        let bad = |reason: String| LogError::BadMetadata {
             path: path.to_path_buf(),
             line: 0,
-            reason: "not UTF-8".into(),
-        })?;
+            reason,
+        };
+        let bytes =
+            match super::atomic_file::read_bounded(&self.backend, path, MAX_META_BYTES).await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Err(io::Error::from(io::ErrorKind::NotFound).into()),
+                Err(super::atomic_file::ReadError::Io(e)) => return Err(e.into()),
+                Err(e) => return Err(bad(e.to_string())),
+            };
+        let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
         TopicMeta::decode(&text, path)
     }
 }

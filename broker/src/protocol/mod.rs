@@ -26,12 +26,13 @@ pub mod schema;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
     DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
     RequestHeader, ResponseHeader, SyncGroupRequest,
 };
@@ -343,10 +344,13 @@ request_bodies! {
     ApiVersions(ApiVersionsRequest),
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
+    DeleteRecords(DeleteRecordsRequest),
     InitProducerId(InitProducerIdRequest),
     DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
     DeleteGroups(DeleteGroupsRequest),
     CreatePartitions(CreatePartitionsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     OffsetDelete(OffsetDeleteRequest),
     DescribeCluster(DescribeClusterRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),

@@ -19,14 +19,16 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    api_versions_request, consumer_group_describe_request, consumer_group_heartbeat_request,
-    create_partitions_request, create_topics_request, delete_groups_request, delete_topics_request,
-    describe_cluster_request, describe_configs_request, describe_groups_request,
-    describe_log_dirs_request, describe_producers_request, describe_topic_partitions_request,
-    fetch_request, find_coordinator_request, heartbeat_request, init_producer_id_request,
-    join_group_request, leave_group_request, list_groups_request, list_offsets_request,
-    metadata_request, offset_commit_request, offset_delete_request, offset_fetch_request,
-    offset_for_leader_epoch_request, produce_request, sync_group_request, ApiKey,
+    alter_configs_request, api_versions_request, consumer_group_describe_request,
+    consumer_group_heartbeat_request, create_partitions_request, create_topics_request,
+    delete_groups_request, delete_records_request, delete_topics_request, describe_cluster_request,
+    describe_configs_request, describe_groups_request, describe_log_dirs_request,
+    describe_producers_request, describe_topic_partitions_request, fetch_request,
+    find_coordinator_request, heartbeat_request, incremental_alter_configs_request,
+    init_producer_id_request, join_group_request, leave_group_request, list_groups_request,
+    list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
+    offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
+    ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -531,6 +533,105 @@ strukt!(
 );
 message!(DESCRIBE_CONFIGS, DescribeConfigs, 1, 4, flexible_from 4, DESCRIBE_CONFIGS_BODY);
 
+// AlterConfigs (key 33).
+strukt!(
+    ALTER_CONFIGS_CONFIG,
+    alter_configs_request::AlterableConfig,
+    [
+        field("name", Str, 0, ANY),
+        field("value", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_CONFIGS_RESOURCE,
+    alter_configs_request::AlterConfigsResource,
+    [
+        field("resource_type", Int8, 0, ANY),
+        field("resource_name", Str, 0, ANY),
+        field("configs", Array(&Struct(&ALTER_CONFIGS_CONFIG)), 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_CONFIGS_BODY,
+    alter_configs_request::AlterConfigsRequest,
+    [
+        field("resources", Array(&Struct(&ALTER_CONFIGS_RESOURCE)), 0, ANY),
+        field("validate_only", Bool, 0, ANY),
+    ]
+);
+message!(ALTER_CONFIGS, AlterConfigs, 0, 2, flexible_from 2, ALTER_CONFIGS_BODY);
+
+// IncrementalAlterConfigs (key 44).
+strukt!(
+    INCREMENTAL_ALTER_CONFIGS_CONFIG,
+    incremental_alter_configs_request::AlterableConfig,
+    [
+        field("name", Str, 0, ANY),
+        field("config_operation", Int8, 0, ANY),
+        field("value", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    INCREMENTAL_ALTER_CONFIGS_RESOURCE,
+    incremental_alter_configs_request::AlterConfigsResource,
+    [
+        field("resource_type", Int8, 0, ANY),
+        field("resource_name", Str, 0, ANY),
+        field(
+            "configs",
+            Array(&Struct(&INCREMENTAL_ALTER_CONFIGS_CONFIG)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    INCREMENTAL_ALTER_CONFIGS_BODY,
+    incremental_alter_configs_request::IncrementalAlterConfigsRequest,
+    [
+        field(
+            "resources",
+            Array(&Struct(&INCREMENTAL_ALTER_CONFIGS_RESOURCE)),
+            0,
+            ANY
+        ),
+        field("validate_only", Bool, 0, ANY),
+    ]
+);
+message!(INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigs, 0, 1, flexible_from 1, INCREMENTAL_ALTER_CONFIGS_BODY);
+
+// DeleteRecords (key 21).
+strukt!(
+    DELETE_RECORDS_PARTITION,
+    delete_records_request::DeleteRecordsPartition,
+    [
+        field("partition_index", Int32, 0, ANY),
+        field("offset", Int64, 0, ANY),
+    ]
+);
+strukt!(
+    DELETE_RECORDS_TOPIC,
+    delete_records_request::DeleteRecordsTopic,
+    [
+        field("name", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&DELETE_RECORDS_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    DELETE_RECORDS_BODY,
+    delete_records_request::DeleteRecordsRequest,
+    [
+        field("topics", Array(&Struct(&DELETE_RECORDS_TOPIC)), 0, ANY),
+        field("timeout_ms", Int32, 0, ANY),
+    ]
+);
+message!(DELETE_RECORDS, DeleteRecords, 0, 2, flexible_from 2, DELETE_RECORDS_BODY);
+
 // DescribeCluster (key 60): flexible in every version.
 strukt!(
     DESCRIBE_CLUSTER_BODY,
@@ -998,12 +1099,15 @@ pub static COVERED: &[&MessageSchema] = &[
     &API_VERSIONS,
     &CREATE_TOPICS,
     &DELETE_TOPICS,
+    &DELETE_RECORDS,
     &INIT_PRODUCER_ID,
     &OFFSET_FOR_LEADER_EPOCH,
     &DESCRIBE_CONFIGS,
+    &ALTER_CONFIGS,
     &DESCRIBE_LOG_DIRS,
     &DELETE_GROUPS,
     &CREATE_PARTITIONS,
+    &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
     &DESCRIBE_PRODUCERS,
@@ -1066,10 +1170,13 @@ mod tests {
             ApiVersionsRequest,
             CreateTopicsRequest,
             DeleteTopicsRequest,
+            DeleteRecordsRequest,
             InitProducerIdRequest,
             DescribeConfigsRequest,
+            AlterConfigsRequest,
             DeleteGroupsRequest,
             CreatePartitionsRequest,
+            IncrementalAlterConfigsRequest,
             OffsetDeleteRequest,
             DescribeClusterRequest,
             ConsumerGroupHeartbeatRequest,

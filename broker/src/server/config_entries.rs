@@ -2,15 +2,19 @@
 //! (name, value, source, type): what DescribeConfigs answers and CreateTopics returns for a
 //! new topic.
 //!
-//! Contract: pure functions of the [`BrokerConfig`] and a topic's overrides. A topic entry's
-//! source is 1 (DYNAMIC_TOPIC_CONFIG, Kafka's "topic config") for a topic override, 4
-//! (STATIC_BROKER_CONFIG) when the broker setting it falls back on was given in the
-//! properties file or as an override, else 5 (DEFAULT_CONFIG); a broker entry's is 4 or 5 by
-//! the same rule. A stored override the broker accepts but does not act on
+//! Contract: pure functions of the effective [`BrokerConfig`] (static with the dynamic
+//! settings laid over it), the [`DynamicBrokerConfig`] and a topic's overrides. A topic
+//! entry's source is 1 (DYNAMIC_TOPIC_CONFIG, Kafka's "topic config") for a topic override;
+//! else that of the broker setting it falls back on: 2 (DYNAMIC_BROKER_CONFIG) when set
+//! dynamically for this broker, 3 (DYNAMIC_DEFAULT_BROKER_CONFIG) when set as the dynamic
+//! cluster default, 4 (STATIC_BROKER_CONFIG) when given in the properties file or as an
+//! override, else 5 (DEFAULT_CONFIG); a broker entry's source follows the same rule, and it
+//! is read-only unless it is one of the dynamic settings. A stored override the broker accepts but does not act on
 //! ([`TopicConfigStatus::NotApplicable`]) carries that reason as its documentation.
 
 use std::collections::BTreeMap;
 
+use super::dynamic_config::{DynamicBrokerConfig, Scope, DYNAMIC_BROKER_KEYS};
 use super::topics::log_config;
 use crate::config::BrokerConfig;
 use crate::log::config::{topic_config_status, TopicConfigStatus};
@@ -22,6 +26,10 @@ pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 /// Config source DYNAMIC_TOPIC_CONFIG.
 pub const SOURCE_TOPIC: i8 = 1;
+/// Config source DYNAMIC_BROKER_CONFIG (set at run time for this broker).
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+/// Config source DYNAMIC_DEFAULT_BROKER_CONFIG (set at run time as the cluster default).
+pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 /// Config source STATIC_BROKER_CONFIG.
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 /// Config source DEFAULT_CONFIG.
@@ -42,8 +50,10 @@ pub struct ConfigEntry {
     pub name: String,
     /// Effective value.
     pub value: String,
-    /// Where it comes from (1, 4 or 5).
+    /// Where it comes from (1 to 5).
     pub source: i8,
+    /// Whether AlterConfigs refuses to change it (a broker setting only a restart changes).
+    pub read_only: bool,
     /// Kafka config type.
     pub config_type: i8,
     /// Why the setting has no effect here, for one that is accepted but not applicable.
@@ -157,6 +167,20 @@ fn given(config: &BrokerConfig, keys: &[&str]) -> bool {
     keys.iter().any(|k| config.explicit.contains(*k))
 }
 
+/// The source of a broker setting known by `keys` (its spellings): dynamic scopes first.
+fn broker_source(config: &BrokerConfig, dynamic: &DynamicBrokerConfig, keys: &[&str]) -> i8 {
+    let scopes: Vec<Scope> = keys.iter().filter_map(|k| dynamic.scope_of(k)).collect();
+    if scopes.contains(&Scope::Broker) {
+        SOURCE_DYNAMIC_BROKER
+    } else if !scopes.is_empty() {
+        SOURCE_DYNAMIC_DEFAULT_BROKER
+    } else if given(config, keys) {
+        SOURCE_STATIC_BROKER
+    } else {
+        SOURCE_DEFAULT
+    }
+}
+
 fn not_applicable_reason(key: &str) -> Option<String> {
     match topic_config_status(key) {
         Some(TopicConfigStatus::NotApplicable(why)) => Some(why.to_string()),
@@ -164,9 +188,11 @@ fn not_applicable_reason(key: &str) -> Option<String> {
     }
 }
 
-/// The effective configuration of a topic with `overrides` on this broker.
+/// The effective configuration of a topic with `overrides` on this broker (`config` is the
+/// effective broker configuration, `dynamic` what of it was set at run time).
 pub fn topic_entries(
     config: &BrokerConfig,
+    dynamic: &DynamicBrokerConfig,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
     let empty = BTreeMap::new();
@@ -181,15 +207,14 @@ pub fn topic_entries(
                 || (name == "flush.policy" && overrides.contains_key("flush.ms"))
             {
                 SOURCE_TOPIC
-            } else if given(config, broker_synonyms(name)) {
-                SOURCE_STATIC_BROKER
             } else {
-                SOURCE_DEFAULT
+                broker_source(config, dynamic, broker_synonyms(name))
             };
             ConfigEntry {
                 name: name.to_string(),
                 value,
                 source,
+                read_only: false,
                 config_type,
                 documentation: None,
             }
@@ -201,6 +226,7 @@ pub fn topic_entries(
                 name: key.clone(),
                 value: value.clone(),
                 source: SOURCE_TOPIC,
+                read_only: false,
                 config_type: TYPE_STRING,
                 documentation: not_applicable_reason(key),
             });
@@ -290,24 +316,23 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
     ]
 }
 
-/// The broker's settings.
-pub fn broker_entries(config: &BrokerConfig) -> Vec<ConfigEntry> {
+/// The broker's settings (`config` is the effective configuration, `dynamic` what of it was
+/// set at run time).
+pub fn broker_entries(config: &BrokerConfig, dynamic: &DynamicBrokerConfig) -> Vec<ConfigEntry> {
     broker_values(config)
         .into_iter()
         .map(|(name, value, config_type)| {
             let spellings = broker_key_spellings(name);
-            let explicit = if spellings.is_empty() {
-                config.explicit.contains(name)
+            let own = [name];
+            let keys = if spellings.is_empty() {
+                &own[..]
             } else {
-                given(config, spellings)
+                spellings
             };
             ConfigEntry {
                 name: name.to_string(),
-                source: if explicit {
-                    SOURCE_STATIC_BROKER
-                } else {
-                    SOURCE_DEFAULT
-                },
+                source: broker_source(config, dynamic, keys),
+                read_only: !DYNAMIC_BROKER_KEYS.contains(&name),
                 value,
                 config_type,
                 documentation: None,
@@ -349,7 +374,7 @@ mod tests {
             ("retention.bytes".to_string(), "4096".to_string()),
             ("flush.ms".to_string(), "100".to_string()),
         ]);
-        let topic = topic_entries(&config, &overrides);
+        let topic = topic_entries(&config, &DynamicBrokerConfig::default(), &overrides);
         assert_eq!(source_of(&topic, "segment.bytes"), SOURCE_STATIC_BROKER);
         assert_eq!(source_of(&topic, "retention.ms"), SOURCE_STATIC_BROKER);
         assert_eq!(source_of(&topic, "retention.bytes"), SOURCE_TOPIC);
@@ -358,7 +383,7 @@ mod tests {
         assert_eq!(source_of(&topic, "compression.type"), SOURCE_DEFAULT);
         let retention = topic.iter().find(|e| e.name == "retention.ms");
         assert_eq!(retention.map(|e| e.value.as_str()), Some("3600000"));
-        let brokers = broker_entries(&config);
+        let brokers = broker_entries(&config, &DynamicBrokerConfig::default());
         assert_eq!(
             source_of(&brokers, "log.segment.bytes"),
             SOURCE_STATIC_BROKER
@@ -375,7 +400,11 @@ mod tests {
     #[test]
     fn not_applicable_overrides_say_so() {
         let overrides = BTreeMap::from([("min.insync.replicas".to_string(), "1".to_string())]);
-        let topic = topic_entries(&BrokerConfig::default(), &overrides);
+        let topic = topic_entries(
+            &BrokerConfig::default(),
+            &DynamicBrokerConfig::default(),
+            &overrides,
+        );
         let entry = topic
             .iter()
             .find(|e| e.name == "min.insync.replicas")
@@ -385,5 +414,49 @@ mod tests {
         assert!(why.contains("not applicable"), "{why:?}");
         let honoured = topic.iter().find(|e| e.name == "segment.bytes");
         assert_eq!(honoured.and_then(|e| e.documentation.clone()), None);
+    }
+
+    /// A broker setting changed at run time is DYNAMIC_BROKER_CONFIG (this broker) or
+    /// DYNAMIC_DEFAULT_BROKER_CONFIG (cluster default), for the broker entry and for every
+    /// topic falling back on it; only dynamic settings are writable.
+    #[test]
+    fn dynamic_settings_have_dynamic_sources() {
+        let base = broker(&[("log.retention.hours", "1")]);
+        let dynamic = DynamicBrokerConfig {
+            broker: BTreeMap::from([("log.retention.ms".to_string(), "5000".to_string())]),
+            cluster_default: BTreeMap::from([(
+                "log.segment.bytes".to_string(),
+                "4096".to_string(),
+            )]),
+        };
+        let effective = crate::server::dynamic_config::apply(&base, &dynamic).expect("applies");
+        let topic = topic_entries(&effective, &dynamic, &BTreeMap::new());
+        assert_eq!(source_of(&topic, "retention.ms"), SOURCE_DYNAMIC_BROKER);
+        assert_eq!(
+            source_of(&topic, "segment.bytes"),
+            SOURCE_DYNAMIC_DEFAULT_BROKER
+        );
+        assert_eq!(source_of(&topic, "max.message.bytes"), SOURCE_DEFAULT);
+        let retention = topic.iter().find(|e| e.name == "retention.ms");
+        assert_eq!(retention.map(|e| e.value.as_str()), Some("5000"));
+        let brokers = broker_entries(&effective, &dynamic);
+        assert_eq!(
+            source_of(&brokers, "log.retention.ms"),
+            SOURCE_DYNAMIC_BROKER
+        );
+        assert_eq!(
+            source_of(&brokers, "log.segment.bytes"),
+            SOURCE_DYNAMIC_DEFAULT_BROKER
+        );
+        let writable: Vec<&str> = brokers
+            .iter()
+            .filter(|e| !e.read_only)
+            .map(|e| e.name.as_str())
+            .collect();
+        assert!(
+            writable.iter().all(|n| DYNAMIC_BROKER_KEYS.contains(n)),
+            "{writable:?}"
+        );
+        assert!(writable.contains(&"log.retention.ms") && !writable.contains(&"log.dirs"));
     }
 }

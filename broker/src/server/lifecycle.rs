@@ -41,8 +41,9 @@ const PARALLEL_OPENS: usize = 16;
 async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
     use futures::stream::{StreamExt, TryStreamExt};
     let mut owned = Vec::new();
+    let broker_config = state.shared.effective_config();
     for topic in state.shared.all_topics() {
-        let config = topics::log_config(&state.shared.config, &topic.config)
+        let config = topics::log_config(&broker_config, &topic.config)
             .map_err(|e| format!("topic {}: {e}", topic.name))?;
         for (p, signal) in topic.signals.iter().enumerate() {
             let p = p as i32;
@@ -258,6 +259,20 @@ fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
     });
 }
 
+/// How long the interval-flush timer sleeps: the shortest `flush.ms` among this shard's
+/// partitions under the interval policy, at most a second.
+fn shortest_flush_interval<B: Backend>(state: &ShardState<B>) -> Duration {
+    let ms = state
+        .owned_logs()
+        .iter()
+        .filter_map(|(_, _, log)| match log.config().flush {
+            crate::log::FlushPolicy::Interval { ms } => Some(ms),
+            _ => None,
+        })
+        .fold(1000, u64::min);
+    Duration::from_millis(ms.max(1))
+}
+
 fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
     super::cleaner::spawn(state);
     let config = &state.shared.config;
@@ -288,14 +303,11 @@ fn spawn_timers<B: Backend>(state: &Rc<ShardState<B>>) {
         }
     });
     // `tick` syncs only partitions under the interval policy, when their period has passed;
-    // a topic may override the policy, so every shard ticks.
-    let tick_every = match config.flush_policy {
-        crate::log::FlushPolicy::Interval { ms } => Duration::from_millis(ms.min(1000)),
-        _ => Duration::from_millis(1000),
-    };
+    // a topic may override the policy, and AlterConfigs may change it at run time, so every
+    // shard ticks, at the shortest interval among its partitions now (at most every second).
     let st = Rc::clone(state);
     state.backend.spawn_local(async move {
-        while sleep_or_stop(&st, tick_every).await {
+        while sleep_or_stop(&st, shortest_flush_interval(&st)).await {
             for (topic, p, log) in st.owned_logs() {
                 if let Err(e) = log.tick(st.backend.wall_clock_ms()).await {
                     tracing::error!(topic, partition = p, "interval flush failed: {e}");

@@ -21,14 +21,19 @@
 //! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`topics`]: topic creation, deletion, partition addition.
+//! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
+//!   stored (AlterConfigs, IncrementalAlterConfigs).
+//! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
+pub mod alter_configs;
 pub mod cleaner;
 pub mod config_entries;
 pub mod connection;
+pub mod dynamic_config;
 pub mod groups;
 pub mod handlers;
 pub mod lifecycle;

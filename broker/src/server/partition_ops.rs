@@ -3,8 +3,9 @@
 //!
 //! Contract:
 //! - One operation type, [`PartitionOp`]: one variant per kind (append, read, list offsets,
-//!   open, remove, describe), each carrying its inputs and the [`Reply`] slot its answer goes
-//!   to. A [`PartitionCall`] names the partition ([`PartitionKey`]) it is for.
+//!   open, remove, describe, reconfigure, delete records), each carrying its inputs and the
+//!   [`Reply`] slot its answer goes to. A [`PartitionCall`] names the partition
+//!   ([`PartitionKey`]) it is for.
 //! - Everything here is `Send` (it crosses shard threads) and holds no partition log (those
 //!   stay on their shard, I1). Running a call is the owner's business
 //!   ([`ShardState::dispatch`](super::shard::ShardState::dispatch)).
@@ -76,6 +77,21 @@ pub enum PartitionOp {
     Remove {
         /// Where success (or the reason it failed) goes.
         reply: Reply<Result<(), String>>,
+    },
+    /// Replace the live log's configuration (AlterConfigs).
+    Reconfigure {
+        /// The new settings (validated by the caller and again by the log).
+        config: LogConfig,
+        /// Where success (or the reason it failed) goes.
+        reply: Reply<Result<(), String>>,
+    },
+    /// Move the log start offset to `before` and delete the segments below it
+    /// (DeleteRecords); -1 means the high watermark.
+    DeleteRecords {
+        /// The new log start offset, or -1.
+        before: i64,
+        /// Where `(error code, low watermark)` goes; the low watermark is -1 on an error.
+        reply: Reply<(ErrorCode, i64)>,
     },
     /// Describe the partition: its size, offsets and live idempotent producers (what
     /// DescribeLogDirs, OffsetForLeaderEpoch and DescribeProducers answer from).

@@ -199,6 +199,12 @@ impl<B: Backend> ShardState<B> {
             PartitionOp::Remove { reply } => {
                 let _ = reply.send(self.remove_owned(&key).await);
             }
+            PartitionOp::Reconfigure { config, reply } => {
+                let _ = reply.send(self.reconfigure_owned(&key, config));
+            }
+            PartitionOp::DeleteRecords { before, reply } => {
+                let _ = reply.send(self.delete_records_owned(&key, before).await);
+            }
             PartitionOp::Describe { reply } => {
                 let _ = reply.send(self.describe_owned(&key));
             }
@@ -281,6 +287,56 @@ impl<B: Backend> ShardState<B> {
         let op = |reply| PartitionOp::Remove { reply };
         let unavailable = Err("shard unavailable".into());
         self.ask(key(topic, partition), op, unavailable).await
+    }
+
+    /// Replaces the configuration of `topic`/`partition`'s live log on its owner.
+    pub async fn reconfigure_partition(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+        config: LogConfig,
+    ) -> Result<(), String> {
+        let op = |reply| PartitionOp::Reconfigure { config, reply };
+        let unavailable = Err("shard unavailable".into());
+        self.ask(key(topic, partition), op, unavailable).await
+    }
+
+    /// DeleteRecords on `topic`/`partition`'s owner: `(error code, low watermark)`.
+    pub async fn delete_records(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+        before: i64,
+    ) -> (ErrorCode, i64) {
+        let op = |reply| PartitionOp::DeleteRecords { before, reply };
+        let unavailable = (ErrorCode::UNKNOWN_SERVER_ERROR, -1);
+        self.ask(key(topic, partition), op, unavailable).await
+    }
+
+    fn reconfigure_owned(&self, key: &PartitionKey, config: LogConfig) -> Result<(), String> {
+        let owned = self
+            .owned(key)
+            .ok_or_else(|| format!("{}-{} is not open", key.topic, key.partition))?;
+        owned.log.reconfigure(config).map_err(|e| e.to_string())
+    }
+
+    async fn delete_records_owned(&self, key: &PartitionKey, before: i64) -> (ErrorCode, i64) {
+        let Some(owned) = self.owned(key) else {
+            return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1);
+        };
+        // Kafka's -1: everything below the high watermark, read with no await in between.
+        let before = if before == -1 {
+            owned.log.high_watermark()
+        } else {
+            Offset(before)
+        };
+        match owned.log.delete_records(before).await {
+            Ok(low_watermark) => (ErrorCode::NONE, low_watermark.0),
+            Err(e) => (
+                log_error_code(&key.topic, key.partition, "delete records", &e),
+                -1,
+            ),
+        }
     }
 
     /// Describes `topic`/`partition` on its owner (size, offsets, live producers).

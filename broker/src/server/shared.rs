@@ -11,6 +11,8 @@
 //! - A registry entry is published only after its partition logs are open on their owners,
 //!   and removed before they are closed, so a request that finds a topic finds its logs
 //!   (except while a delete races it: it then gets an error code, never a panic).
+//! - The dynamic broker settings are one immutable snapshot (`Arc`) replaced whole, like a
+//!   registry entry; [`Shared::effective_config`] lays them over the static configuration.
 //! - Never: holds a `std` lock across an `.await`.
 
 use std::collections::BTreeMap;
@@ -24,6 +26,7 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::dynamic_config::DynamicBrokerConfig;
 use super::metrics_endpoint::MetricsInboxes;
 use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
@@ -69,7 +72,11 @@ pub struct Shared {
     pub clean_shutdown: bool,
     /// Topics by name.
     topics: RwLock<BTreeMap<String, Arc<TopicInfo>>>,
-    /// Serializes topic creation, deletion and partition additions (held across disk work).
+    /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
+    /// replaced whole under a short write; changes are serialized by the admin lock.
+    dynamic: RwLock<Arc<DynamicBrokerConfig>>,
+    /// Serializes topic creation, deletion, partition additions and configuration changes
+    /// (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
     /// Inbox senders, index = shard.
     pub inboxes: Vec<async_channel::Sender<PartitionCall>>,
@@ -134,6 +141,7 @@ impl Shared {
             cluster_id,
             clean_shutdown,
             topics: RwLock::new(BTreeMap::new()),
+            dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
@@ -193,6 +201,30 @@ impl Shared {
     pub fn unpublish_topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         let mut topics = self.topics.write().unwrap_or_else(|e| e.into_inner());
         topics.remove(name)
+    }
+
+    /// The dynamic broker settings in force.
+    pub fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        Arc::clone(&self.dynamic.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the dynamic broker settings (already validated by
+    /// [`dynamic_config::apply`](super::dynamic_config::apply)).
+    pub fn set_dynamic_config(&self, dynamic: DynamicBrokerConfig) {
+        *self.dynamic.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(dynamic);
+    }
+
+    /// The broker configuration in force: the static one with the dynamic settings laid
+    /// over it. The dynamic state was validated when stored, so this falls back to the static
+    /// configuration only if that invariant broke (and says so).
+    pub fn effective_config(&self) -> BrokerConfig {
+        match super::dynamic_config::apply(&self.config, &self.dynamic_config()) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!("dynamic broker configuration does not apply: {e}");
+                self.config.clone()
+            }
+        }
     }
 
     fn read_topics(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<TopicInfo>>> {

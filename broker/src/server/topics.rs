@@ -11,7 +11,7 @@
 //!   missing partitions the next start creates.
 //! - Delete: unpublished first, then every partition closed and its directory removed, then
 //!   the metadata file removed. A crash part-way leaves a topic with empty partitions.
-//! - A change is answered only once durable (I25, docs/DESIGN.md).
+//! - A change is answered only once durable (I26, docs/DESIGN.md).
 //! - Errors are `(Kafka error code, message)`.
 //! - Never: publishes a topic before its partitions are open.
 
@@ -76,7 +76,7 @@ fn name_error(name: &str) -> Option<AdminError> {
         .map(|e| (ErrorCode::INVALID_TOPIC_EXCEPTION, e.to_string()))
 }
 
-fn storage(e: impl std::fmt::Display) -> AdminError {
+pub(super) fn storage(e: impl std::fmt::Display) -> AdminError {
     (ErrorCode::KAFKA_STORAGE_ERROR, e.to_string())
 }
 
@@ -86,9 +86,20 @@ fn new_signals(count: i32) -> Vec<Arc<PartitionSignal>> {
         .collect()
 }
 
-/// Loads every topic's metadata into the registry (shard 0, at startup). A topic without a
-/// stored id gets one, saved before it is published.
+/// Loads the stored dynamic broker settings and every topic's metadata into the registry
+/// (shard 0, at startup). A topic without a stored id gets one, saved before it is published.
 pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), LogError> {
+    let dynamic =
+        super::dynamic_config::load(&state.backend, &state.data_dir(), &state.shared.config)
+            .await
+            .map_err(|reason| LogError::BadMetadata {
+                path: state
+                    .data_dir()
+                    .join(super::dynamic_config::DYNAMIC_CONFIG_FILE),
+                line: 0,
+                reason,
+            })?;
+    state.shared.set_dynamic_config(dynamic);
     let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
     for mut meta in store.load_all().await? {
         let id = match meta
@@ -135,7 +146,7 @@ pub async fn create_topic<B: Backend>(
         ));
     }
     let shared = Arc::clone(&state.shared);
-    let log_config = validate_topic_config(&shared.config, &overrides)?;
+    let log_config = validate_topic_config(&shared.effective_config(), &overrides)?;
     let _admin = shared.admin_lock.lock().await;
     if shared.topic(name).is_some() {
         return Err((
@@ -203,7 +214,7 @@ async fn open_partitions<B: Backend>(
 }
 
 /// Refuses a change to an internal topic: no principal holds that right here.
-fn refuse_internal(name: &str, what: &str) -> Result<(), AdminError> {
+pub(super) fn refuse_internal(name: &str, what: &str) -> Result<(), AdminError> {
     if is_internal(name) {
         return Err((
             ErrorCode::TOPIC_AUTHORIZATION_FAILED,
@@ -273,7 +284,7 @@ pub async fn add_partitions<B: Backend>(
     if validate_only {
         return Ok(());
     }
-    let log_config = log_config(&shared.config, &info.config)
+    let log_config = log_config(&shared.effective_config(), &info.config)
         .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
     let mut stored = info.config.clone();
     stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());

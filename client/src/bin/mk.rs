@@ -3,6 +3,11 @@
 //! ```text
 //! mk [-b HOST:PORT] topics create NAME --partitions N [--config k=v]...
 //! mk [-b HOST:PORT] topics list | describe NAME | delete NAME
+//! mk [-b HOST:PORT] topics alter NAME [--config k=v]... [--delete-config k]... [--validate-only]
+//! mk [-b HOST:PORT] records delete TOPIC --partition P --before OFFSET|end
+//! mk [-b HOST:PORT] configs describe (--broker N | --broker-default | --topic T)
+//! mk [-b HOST:PORT] configs alter (--broker N | --broker-default | --topic T)
+//!                                 [--config k=v]... [--delete-config k]... [--validate-only]
 //! mk [-b HOST:PORT] produce TOPIC [--key-separator SEP] [--header k=v]... [--partition P]
 //!                                 [--acks 0|1|all] [--compression none|gzip|snappy|lz4|zstd]
 //! mk [-b HOST:PORT] consume TOPIC [--from beginning|end|OFFSET|@TIMESTAMP_MS] [--partition P]
@@ -20,6 +25,14 @@
 //! `kafka-consumer-groups.sh --describe` does; `groups reset-offsets` moves committed offsets of
 //! an inactive group (clamped into each log) and only prints the plan with `--dry-run`.
 //!
+//! `topics alter` and `configs alter` change settings with IncrementalAlterConfigs (SET for
+//! `--config`, DELETE for `--delete-config`; the others are kept), as `kafka-configs --alter
+//! --add-config/--delete-config` does; `--broker-default` is the cluster-wide default
+//! (`--entity-default`). `configs describe` prints `name=value (SOURCE)` per setting, marking
+//! the read-only ones. `records delete` moves the partition's log start offset to OFFSET
+//! (`end`: the high watermark), deleting every record below it, and prints the new low
+//! watermark.
+//!
 //! `produce` sends one record per stdin line and waits for every acknowledgement. `consume`
 //! prints one line per record with `--format` (placeholders `%o` offset, `%p` partition, `%k`
 //! key, `%v` value, `%T` timestamp, `%h` headers as `k=v,…`, `%t` topic, `%%`; escapes `\n`,
@@ -35,6 +48,7 @@ use clap::{Parser, Subcommand};
 use futures::{AsyncBufReadExt, StreamExt};
 use minikafka_client::admin::{Admin, OffsetSpec};
 use minikafka_client::compression::parse_codec;
+use minikafka_client::configs::{ConfigChange, ConfigResource};
 use minikafka_client::consumer::{ConsumerRecord, OffsetReset};
 use minikafka_client::group::admin::{self as group_admin, Committer};
 use minikafka_client::group::lag::{
@@ -128,6 +142,106 @@ enum Command {
         /// Topic.
         topic: String,
     },
+    /// Delete records.
+    Records {
+        #[command(subcommand)]
+        action: RecordsAction,
+    },
+    /// Describe or alter the configuration of the broker or of a topic.
+    Configs {
+        #[command(subcommand)]
+        action: ConfigsAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RecordsAction {
+    /// Delete a partition's records below an offset (DeleteRecords).
+    Delete {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        #[arg(long)]
+        partition: i32,
+        /// The new log start offset, or `end` for the high watermark.
+        #[arg(long, value_name = "OFFSET|end")]
+        before: String,
+    },
+}
+
+/// Which resource `configs` works on: exactly one of these.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct ResourceArgs {
+    /// The broker with this node id.
+    #[arg(long, value_name = "N")]
+    broker: Option<i32>,
+    /// The cluster-wide broker default.
+    #[arg(long)]
+    broker_default: bool,
+    /// A topic.
+    #[arg(long, value_name = "T")]
+    topic: Option<String>,
+}
+
+impl ResourceArgs {
+    fn resource(&self) -> ConfigResource {
+        match (&self.topic, self.broker) {
+            (Some(topic), _) => ConfigResource::Topic(topic.clone()),
+            (None, Some(id)) => ConfigResource::Broker(Some(id)),
+            (None, None) => ConfigResource::Broker(None),
+        }
+    }
+}
+
+/// The changes `--config` and `--delete-config` ask for.
+#[derive(clap::Args, Debug)]
+struct ChangeArgs {
+    /// Set a setting (repeatable).
+    #[arg(long = "config", value_name = "K=V")]
+    configs: Vec<String>,
+    /// Remove a setting, back to its default (repeatable).
+    #[arg(long = "delete-config", value_name = "K")]
+    delete_configs: Vec<String>,
+    /// Let the broker check the changes without applying them.
+    #[arg(long)]
+    validate_only: bool,
+}
+
+impl ChangeArgs {
+    fn changes(&self) -> CliResult<Vec<ConfigChange>> {
+        let mut out = Vec::new();
+        for c in &self.configs {
+            let (k, v) = split_kv(c, "config")?;
+            out.push(ConfigChange::Set(k, v));
+        }
+        out.extend(
+            self.delete_configs
+                .iter()
+                .cloned()
+                .map(ConfigChange::Delete),
+        );
+        if out.is_empty() {
+            return Err("name at least one --config or --delete-config".into());
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigsAction {
+    /// Print every setting with its value and source.
+    Describe {
+        #[command(flatten)]
+        resource: ResourceArgs,
+    },
+    /// Set or remove settings.
+    Alter {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        changes: ChangeArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,6 +268,13 @@ enum TopicsAction {
     Delete {
         /// Topic name.
         name: String,
+    },
+    /// Set or remove a topic's settings (the others are kept).
+    Alter {
+        /// Topic name.
+        name: String,
+        #[command(flatten)]
+        changes: ChangeArgs,
     },
 }
 
@@ -316,7 +437,85 @@ async fn run(cli: Cli) -> CliResult<()> {
         } => consume(addr, &topic, &from, partition, follow, count, &format).await,
         Command::Offsets { topic } => offsets(addr, &topic).await,
         Command::Groups { action } => groups(addr, action).await,
+        Command::Records { action } => records(addr, action).await,
+        Command::Configs { action } => configs(addr, action).await,
     }
+}
+
+async fn records(addr: &str, action: RecordsAction) -> CliResult<()> {
+    let RecordsAction::Delete {
+        topic,
+        partition,
+        before,
+    } = action;
+    let before = match before.as_str() {
+        "end" => None,
+        n => Some(Offset(
+            n.parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| format!("--before {n:?}: expected an offset (0 or more) or end"))?,
+        )),
+    };
+    let mut admin = Admin::new(connect(addr).await?);
+    let low = admin
+        .delete_records(&topic, partition, before)
+        .await
+        .map_err(kafka)?;
+    println!(
+        "deleted records of {topic}-{partition}: log start offset {}",
+        low.0
+    );
+    Ok(())
+}
+
+async fn configs(addr: &str, action: ConfigsAction) -> CliResult<()> {
+    let mut admin = Admin::new(connect(addr).await?);
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    match action {
+        ConfigsAction::Describe { resource } => {
+            for c in admin
+                .describe_configs(&resource.resource())
+                .await
+                .map_err(kafka)?
+            {
+                let value = c.value.as_deref().unwrap_or("<null>");
+                let read_only = if c.read_only { ", read-only" } else { "" };
+                writeln!(out, "{}={} ({}{read_only})", c.name, value, c.source.name())
+                    .map_err(io)?;
+            }
+        }
+        ConfigsAction::Alter { resource, changes } => {
+            alter(&mut admin, &resource.resource(), &changes, &mut out).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn alter(
+    admin: &mut Admin<TcpStream>,
+    resource: &ConfigResource,
+    changes: &ChangeArgs,
+    out: &mut impl Write,
+) -> CliResult<()> {
+    let list = changes.changes()?;
+    admin
+        .alter_configs(resource, &list, changes.validate_only)
+        .await
+        .map_err(kafka)?;
+    let verb = if changes.validate_only {
+        "validated"
+    } else {
+        "altered"
+    };
+    let what = match resource {
+        ConfigResource::Topic(name) => format!("topic {name}"),
+        ConfigResource::Broker(Some(id)) => format!("broker {id}"),
+        ConfigResource::Broker(None) => "the broker default".to_string(),
+    };
+    writeln!(out, "{verb} {} setting(s) of {what}", list.len())
+        .map_err(|e| format!("writing output: {e}"))
 }
 
 async fn topics(addr: &str, action: TopicsAction) -> CliResult<()> {
@@ -371,6 +570,9 @@ async fn topics(addr: &str, action: TopicsAction) -> CliResult<()> {
         TopicsAction::Delete { name } => {
             admin.delete_topic(&name).await.map_err(kafka)?;
             writeln!(out, "deleted topic {name}").map_err(io)?;
+        }
+        TopicsAction::Alter { name, changes } => {
+            alter(&mut admin, &ConfigResource::Topic(name), &changes, &mut out).await?;
         }
     }
     Ok(())

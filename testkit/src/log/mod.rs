@@ -1,7 +1,7 @@
 //! The partition log suites: the behaviour
 //! [`PartitionLog`](minikafka_broker::log::PartitionLog) must show on every backend, and the
 //! fault suite that runs it on [`FaultyBackend`](crate::fault::FaultyBackend). One module per
-//! suite: [`basics`], [`recovery`], [`coalescing`], [`compaction`], [`producers`], [`time_index`], [`faults`];
+//! suite: [`basics`], [`recovery`], [`coalescing`], [`compaction`], [`producers`], [`time_index`], [`start_offset`], [`faults`];
 //! what they share is in `model`.
 //!
 //! Contract:
@@ -24,6 +24,7 @@ pub mod compaction;
 pub mod faults;
 pub mod producers;
 pub mod recovery;
+pub mod start_offset;
 pub mod time_index;
 
 pub use basics::*;
@@ -33,6 +34,7 @@ pub use faults::*;
 pub use model::{producer_batch, test_batch, NOW_MS};
 pub use producers::*;
 pub use recovery::*;
+pub use start_offset::*;
 pub use time_index::*;
 
 use std::path::Path;
@@ -76,6 +78,10 @@ macro_rules! log_check_names {
             check_producer_dedup_survives_crash,
             check_compaction_keeps_latest_per_key,
             check_read_in_flight_survives_cleaning,
+            check_delete_records_moves_log_start,
+            check_checkpoint_above_log_end_starts_empty,
+            check_reconfigure_applies_to_the_live_log,
+            check_checkpoint_file_is_kept_and_tmp_removed,
         ] }
     };
     (fault_checks, {$($callback:tt)*}, {$($args:tt)*}) => {
@@ -86,6 +92,7 @@ macro_rules! log_check_names {
             check_fault_enospc,
             check_fault_eio_on_sync_goes_offline,
             check_compaction_crash_at_every_step,
+            check_fault_crash_during_deletion,
         ] }
     };
 }

@@ -139,16 +139,20 @@ pub async fn handle<B: Backend>(
                     result.num_partitions = info.partition_count();
                     result.replication_factor = 1;
                     result.configs = Some(
-                        topic_entries(config, &info.config)
-                            .into_iter()
-                            .map(|e| {
-                                let mut c = CreatableTopicConfigs::default();
-                                c.name = str_bytes(&e.name);
-                                c.value = Some(str_bytes(&e.value));
-                                c.config_source = e.source;
-                                c
-                            })
-                            .collect(),
+                        topic_entries(
+                            &state.shared.effective_config(),
+                            &state.shared.dynamic_config(),
+                            &info.config,
+                        )
+                        .into_iter()
+                        .map(|e| {
+                            let mut c = CreatableTopicConfigs::default();
+                            c.name = str_bytes(&e.name);
+                            c.value = Some(str_bytes(&e.value));
+                            c.config_source = e.source;
+                            c
+                        })
+                        .collect(),
                     );
                 }
             }

@@ -6,11 +6,13 @@
 //!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
 //!   `message.timestamp.type` (`CreateTime` or `LogAppendTime`), plus any other stored override; one the
 //!   broker accepts without acting on it says why in its documentation (v3+). Source: 1
-//!   (DYNAMIC_TOPIC_CONFIG) for a topic override, 4 (STATIC_BROKER_CONFIG) when the broker
-//!   setting it falls back on was given explicitly, else 5 (DEFAULT_CONFIG). Unknown topic:
+//!   (DYNAMIC_TOPIC_CONFIG) for a topic override, else the source of the broker setting it
+//!   falls back on: 2/3 (dynamic broker / dynamic cluster default), 4 (STATIC_BROKER_CONFIG)
+//!   when given explicitly, else 5 (DEFAULT_CONFIG). Unknown topic:
 //!   UNKNOWN_TOPIC_OR_PARTITION (3).
 //! - Broker resources (type 4, named by `node.id` or empty): the settings the broker
-//!   honours, source 4 or 5 as above. Another broker id or resource type: INVALID_REQUEST.
+//!   honours, source 2 to 5 as above (2 and 3 for settings altered at run time, which alone
+//!   are not read-only). Another broker id or resource type: INVALID_REQUEST.
 //! - `configuration_keys` filters; synonyms (when asked) list the entry itself.
 
 use kafka_protocol::messages::describe_configs_response::{
@@ -31,6 +33,7 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
     result.name = str_bytes(&entry.name);
     result.value = Some(str_bytes(&entry.value));
     result.config_source = entry.source;
+    result.read_only = entry.read_only;
     if version >= 3 {
         result.config_type = entry.config_type;
     }
@@ -57,6 +60,8 @@ pub fn handle<B: Backend>(
 ) -> DescribeConfigsResponse {
     let shared = &state.shared;
     let node = shared.config.node_id.to_string();
+    let effective = shared.effective_config();
+    let dynamic = shared.dynamic_config();
     let mut response = DescribeConfigsResponse::default();
     for resource in request.resources {
         let mut result = DescribeConfigsResult::default();
@@ -66,14 +71,14 @@ pub fn handle<B: Backend>(
         let name = resource.resource_name.as_str();
         let entries = match resource.resource_type {
             RESOURCE_TOPIC => match shared.topic(name) {
-                Some(info) => Ok(topic_entries(&shared.config, &info.config)),
+                Some(info) => Ok(topic_entries(&effective, &dynamic, &info.config)),
                 None => Err((
                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("topic {name} does not exist"),
                 )),
             },
             RESOURCE_BROKER if name.is_empty() || name == node => {
-                Ok(broker_entries(&shared.config))
+                Ok(broker_entries(&effective, &dynamic))
             }
             RESOURCE_BROKER => Err((
                 ErrorCode::INVALID_REQUEST,

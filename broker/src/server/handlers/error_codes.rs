@@ -81,6 +81,25 @@ impl ErrorCodes for CreatePartitionsResponse {
     }
 }
 
+impl ErrorCodes for AlterConfigsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.responses.iter().map(|r| r.error_code)
+    }
+}
+
+impl ErrorCodes for IncrementalAlterConfigsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.responses.iter().map(|r| r.error_code)
+    }
+}
+
+impl ErrorCodes for DeleteRecordsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        partitions.map(|p| p.error_code)
+    }
+}
+
 impl ErrorCodes for DescribeConfigsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         self.results.iter().map(|r| r.error_code)

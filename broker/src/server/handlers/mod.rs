@@ -10,9 +10,11 @@
 //!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
 //!   [`served_versions`] does not list.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -68,8 +70,11 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
@@ -206,6 +211,27 @@ pub async fn handle<B: Backend>(
             version,
             correlation_id,
             &delete_topics::handle(state, req, version).await,
+        ),
+        RequestBody::DeleteRecords(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &delete_records::handle(state, req).await,
+        ),
+        RequestBody::AlterConfigs(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &alter_configs::handle_alter(state, req).await,
+        ),
+        RequestBody::IncrementalAlterConfigs(req) => answer(
+            state,
+            api,
+            version,
+            correlation_id,
+            &alter_configs::handle_incremental(state, req).await,
         ),
         RequestBody::CreatePartitions(req) => answer(
             state,

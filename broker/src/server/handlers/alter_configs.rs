@@ -1,0 +1,134 @@
+//! AlterConfigs (key 33), v0–2, and IncrementalAlterConfigs (key 44), v0–1: change topic
+//! configurations and the dynamic broker settings, live and durably.
+//!
+//! Contract:
+//! - Each resource is judged and applied on its own ([`crate::server::alter_configs`]): topic
+//!   (type 2) or broker (type 4, named by `node.id` or empty for the cluster default); any
+//!   other type is INVALID_REQUEST. AlterConfigs replaces a resource's whole set of settings;
+//!   IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT as Kafka does.
+//! - Errors, per resource: unknown topic UNKNOWN_TOPIC_OR_PARTITION (3); an unknown or
+//!   refused name or a bad value INVALID_CONFIG (40) naming the key; a read-only broker
+//!   setting, a duplicate key, a null value or an unknown operation INVALID_REQUEST (42); the
+//!   internal offsets topic TOPIC_AUTHORIZATION_FAILED (29); a failed store
+//!   KAFKA_STORAGE_ERROR (56).
+//! - `validate_only` checks everything and changes nothing.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use minikafka_core::backend::Backend;
+
+use super::str_bytes;
+use crate::server::alter_configs::{alter_broker, alter_topic, Alteration, ConfigOp, OpKind};
+use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::server::shard::ShardState;
+use crate::server::topics::AdminError;
+use minikafka_core::error_code::ErrorCode;
+
+/// Applies `alteration` to one resource.
+async fn alter_resource<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    resource_type: i8,
+    name: &str,
+    alteration: &Alteration,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    let outcome = match resource_type {
+        RESOURCE_TOPIC => alter_topic(state, name, alteration, validate_only).await,
+        RESOURCE_BROKER => alter_broker(state, name, alteration, validate_only).await,
+        other => Err((
+            ErrorCode::INVALID_REQUEST,
+            format!("resource type {other} cannot be altered here (topic 2 and broker 4 can)"),
+        )),
+    };
+    if let Err((code, message)) = &outcome {
+        tracing::debug!(resource_type, name, %code, "alter configs refused: {message}");
+    }
+    outcome
+}
+
+/// The error code and message of an outcome, as the responses carry them.
+fn error_fields(outcome: Result<(), AdminError>) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (ErrorCode::NONE.code(), None),
+        Err((code, message)) => (code.code(), Some(str_bytes(&message))),
+    }
+}
+
+/// Handles AlterConfigs.
+pub async fn handle_alter<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in &request.resources {
+        let alteration = Alteration::Replace(
+            resource
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.as_str().to_string(),
+                        c.value.as_ref().map(|v| v.as_str().to_string()),
+                    )
+                })
+                .collect(),
+        );
+        let name = resource.resource_name.as_str();
+        let outcome = alter_resource(
+            state,
+            resource.resource_type,
+            name,
+            &alteration,
+            request.validate_only,
+        )
+        .await;
+        let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = error_fields(outcome);
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        response.responses.push(result);
+    }
+    response
+}
+
+/// Handles IncrementalAlterConfigs.
+pub async fn handle_incremental<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in &request.resources {
+        let alteration = Alteration::Incremental(
+            resource
+                .configs
+                .iter()
+                .map(|c| ConfigOp {
+                    key: c.name.as_str().to_string(),
+                    op: OpKind::from_code(c.config_operation),
+                    value: c.value.as_ref().map(|v| v.as_str().to_string()),
+                })
+                .collect(),
+        );
+        let name = resource.resource_name.as_str();
+        let outcome = alter_resource(
+            state,
+            resource.resource_type,
+            name,
+            &alteration,
+            request.validate_only,
+        )
+        .await;
+        let mut result =
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = error_fields(outcome);
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        response.responses.push(result);
+    }
+    response
+}
