@@ -20,7 +20,10 @@
 //! `MK_SIM_SEEDS=186 cargo test -p minikafka-sim --test seeds seeds_pass_second_half`).
 //! 65553 is 17 with bit 16 set: most likely the at-rest bit flip hit a batch's base offset,
 //! which the batch CRC does not cover, so the model's "loss, never a wrong record" promise
-//! for damaged partitions cannot hold there (not confirmed); with
+//! for damaged partitions cannot hold there (the seed's one flip did hit
+//! `logs-0/00000000000000000000.log`, at the first crash; which byte, not checked). Either
+//! the broker checks stored base offsets against the index/expected offset when it serves a
+//! sealed segment, or the model accepts such a record in a damaged partition; with
 //! `mk-sim --incarnations 3`, found before that merge: seeds 200014 (`logs` 0: a record found at another
 //! offset than the one acknowledged) and 200027 (`logs` 1: an offset acknowledged twice for
 //! different records), both in the topic under retention; 200192 (an acknowledged record
