@@ -4,8 +4,8 @@
 
 use minikafka_core::index::{self, IndexEntry, OffsetIndex};
 use minikafka_core::record::{
-    compute_crc, patch_base_offset, validate_batch, BatchIter, Compression, OffsetRule, RecordIter,
-    ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
+    compute_crc, patch_base_offset, validate_batch, validate_batch_with, BatchIter, Compression,
+    OffsetRule, RecordIter, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
 };
 use minikafka_core::recovery::{scan_slice, ScanConfig, StopReason};
 use minikafka_core::time_index::{self, search_batch, search_slice, TimeIndex};
@@ -38,19 +38,39 @@ pub fn fix_crcs(buf: &mut [u8]) {
     }
 }
 
-/// Asserts that `batch`, exactly one batch that [`validate_batch`] accepts, iterates: every
-/// record parses with `offsetDelta` = its index, exactly `recordsCount` of them, every header
-/// iterates, the base offset can be patched without breaking the batch (I1), and a timestamp
-/// search over it answers without panicking.
+/// Asserts that `batch`, exactly one batch that [`validate_batch`] accepts (a produced batch:
+/// dense offsets), iterates; see [`assert_batch_iterates_with`].
 pub fn assert_batch_iterates(batch: &[u8]) {
-    let header = validate_batch(batch).expect("the caller passes a valid batch");
+    assert_batch_iterates_with(batch, OffsetRule::Dense);
+}
+
+/// Asserts that `batch`, exactly one batch that [`validate_batch_with`] accepts under `rule`,
+/// iterates: every record parses, exactly `recordsCount` of them, with `offsetDelta` = its
+/// index ([`OffsetRule::Dense`]) or increasing up to `lastOffsetDelta` (a stored batch a
+/// cleaning may have thinned, [`OffsetRule::Compacted`], I1); every header iterates, the base
+/// offset can be patched without breaking the batch (I1), and a timestamp search over it
+/// answers without panicking.
+pub fn assert_batch_iterates_with(batch: &[u8], rule: OffsetRule) {
+    let opts = ValidateOptions {
+        offsets: rule,
+        ..ValidateOptions::default()
+    };
+    let header = validate_batch_with(batch, opts).expect("the caller passes a valid batch");
     assert_eq!(header.total_bytes(), batch.len());
     let compression = header.compression().expect("validated codec");
     if compression == Compression::None {
         let mut count = 0i64;
+        let mut previous_delta = -1i64;
         for record in RecordIter::new(&batch[HEADER_BYTES..]) {
             let record = record.expect("validate ok => iterate ok");
-            assert_eq!(record.offset_delta, count);
+            match rule {
+                OffsetRule::Dense => assert_eq!(record.offset_delta, count),
+                OffsetRule::Compacted => {
+                    assert!(record.offset_delta > previous_delta);
+                    assert!(record.offset_delta <= i64::from(header.last_offset_delta));
+                }
+            }
+            previous_delta = record.offset_delta;
             assert_eq!(record.headers().count(), record.headers_count());
             count += 1;
         }
@@ -58,9 +78,11 @@ pub fn assert_batch_iterates(batch: &[u8]) {
     }
     let mut patched = batch.to_vec();
     patch_base_offset(&mut patched, Offset(0));
-    let repatched = validate_batch(&patched).expect("base offset lies outside the CRC (I1)");
+    let repatched =
+        validate_batch_with(&patched, opts).expect("base offset lies outside the CRC (I1)");
     assert_eq!(repatched.records_count, header.records_count);
     let view = BatchIter::new(batch)
+        .with_options(opts)
         .next()
         .expect("one batch")
         .expect("valid");
@@ -181,7 +203,7 @@ pub fn segment_recovery(data: &[u8]) {
         let view = view.expect("the valid prefix is whole valid batches (I3)");
         assert_eq!(view.header.base_offset, next, "offsets dense (I1)");
         assert_eq!(view.header.partition_leader_epoch, expected_leader_epoch);
-        assert_batch_iterates(view.bytes);
+        assert_batch_iterates_with(view.bytes, OffsetRule::Compacted);
         next = view.header.next_offset();
         max_timestamp_ms = max_timestamp_ms.max(view.header.max_timestamp);
         count += 1;
