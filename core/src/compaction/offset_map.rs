@@ -91,10 +91,10 @@ impl KeyOffsetMap {
     }
 
     /// Moves the pass end over offsets holding no keyed record (a batch of keyless records
-    /// or a control batch), without touching the map.
+    /// or a control batch), without touching the map. Never moves it back: an offset below the
+    /// pass end changes nothing.
     pub fn skip_to(&mut self, next_offset: Offset) {
-        assert!(next_offset >= self.pass_end, "skips go forward");
-        self.pass_end = next_offset;
+        self.pass_end = self.pass_end.max(next_offset);
     }
 
     /// The latest offset of `key` in this pass, if the pass saw it.

@@ -232,13 +232,18 @@ pub async fn clean_partition<B: Backend>(
             if fact.next_offset <= plan.first_dirty {
                 continue;
             }
-            if fact.next_offset > plan.end {
+            // Only sealed segments are cleaned: the active one (even when empty, just rolled)
+            // grows while this pass awaits its reads.
+            if fact.next_offset > plan.end || !fact.sealed {
                 break;
             }
             let mut windows = BatchWindows::new(segment);
-            while let Some(window) = windows.next(&mut throttle).await? {
+            'segment: while let Some(window) = windows.next(&mut throttle).await? {
                 for view in BatchIter::new(&window).with_options(opts) {
                     let view = view.map_err(|e| corrupt(segment, e.at as u64, &e.to_string()))?;
+                    if view.header.base_offset >= fact.next_offset {
+                        break 'segment;
+                    }
                     if view.header.base_offset < plan.first_dirty {
                         continue;
                     }
