@@ -333,7 +333,7 @@ impl SegmentScanner {
         debug_assert!(
             total >= HEADER_BYTES && total == LOG_OVERHEAD + header.batch_length as usize
         );
-        if total as u64 > self.file_len_bytes - self.pos || total > self.config.max_batch_bytes {
+        if total > self.config.max_batch_bytes {
             return Err((StopReason::ImpossibleLength, at(BATCH_LENGTH_AT)));
         }
         // I1: compaction may remove whole batches from a sealed segment, so there a batch
@@ -347,6 +347,12 @@ impl SegmentScanner {
         }
         if header.partition_leader_epoch != self.config.expected_leader_epoch {
             return Err((StopReason::WrongLeaderEpoch, at(LEADER_EPOCH_AT)));
+        }
+        // Checked last: the file's length may still be the caller's belief (no short read
+        // seen yet), so a check that depends on it must not decide before the header's own
+        // checks, or the outcome would depend on the window size.
+        if total as u64 > self.file_len_bytes - self.pos {
+            return Err((StopReason::ImpossibleLength, at(BATCH_LENGTH_AT)));
         }
         Ok(total)
     }
