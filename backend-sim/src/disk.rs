@@ -466,6 +466,35 @@ impl Disk {
     }
 }
 
+/// Offset of a batch's CRC-covered bytes (attributes onward) in the record-batch format.
+const CRC_COVERED_FROM: usize = 21;
+
+/// A seed-chosen byte that some batch's CRC covers (from its attributes to its end), walking
+/// the file's batches by their lengths; `None` when the file holds no whole batch. Bit rot in
+/// the few header bytes outside the CRC (base offset, leader epoch) is outside the failure
+/// model: neither Kafka nor minikafka can tell it from a valid batch (docs/DESIGN.md).
+fn crc_covered_byte(bytes: &[u8], rng: &mut SimRng) -> Option<usize> {
+    let mut spans = Vec::new();
+    let mut pos = 0usize;
+    while let Some(len) = bytes.get(pos + 8..pos + 12) {
+        let length = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        let Ok(length) = usize::try_from(length) else {
+            break;
+        };
+        let total = 12 + length;
+        if total <= CRC_COVERED_FROM || pos + total > bytes.len() {
+            break;
+        }
+        spans.push((pos + CRC_COVERED_FROM, pos + total));
+        pos += total;
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let (start, end) = spans[rng.below(spans.len() as u64) as usize];
+    Some(start + rng.below((end - start) as u64) as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,33 +586,4 @@ mod tests {
         });
         assert!(lost);
     }
-}
-
-/// Offset of a batch's CRC-covered bytes (attributes onward) in the record-batch format.
-const CRC_COVERED_FROM: usize = 21;
-
-/// A seed-chosen byte that some batch's CRC covers (from its attributes to its end), walking
-/// the file's batches by their lengths; `None` when the file holds no whole batch. Bit rot in
-/// the few header bytes outside the CRC (base offset, leader epoch) is outside the failure
-/// model: neither Kafka nor minikafka can tell it from a valid batch (docs/DESIGN.md).
-fn crc_covered_byte(bytes: &[u8], rng: &mut SimRng) -> Option<usize> {
-    let mut spans = Vec::new();
-    let mut pos = 0usize;
-    while let Some(len) = bytes.get(pos + 8..pos + 12) {
-        let length = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-        let Ok(length) = usize::try_from(length) else {
-            break;
-        };
-        let total = 12 + length;
-        if total <= CRC_COVERED_FROM || pos + total > bytes.len() {
-            break;
-        }
-        spans.push((pos + CRC_COVERED_FROM, pos + total));
-        pos += total;
-    }
-    if spans.is_empty() {
-        return None;
-    }
-    let (start, end) = spans[rng.below(spans.len() as u64) as usize];
-    Some(start + rng.below((end - start) as u64) as usize)
 }
