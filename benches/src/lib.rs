@@ -20,6 +20,7 @@
 //! - [`net_baselines`]: loopback TCP stream and round-trip baselines.
 //! - [`kafka_workloads`]: produce, consume, latency and scaling on our client.
 //! - [`rdkafka_workloads`]: librdkafka producer workloads (saturation, sequential durable writes, pipeline depths).
+//! - [`scale_load`]: many connections producing to and consuming from their share of partitions.
 //! - [`plots`]: SVG charts of the sweeps.
 //! - [`kafka_experiment`]: `mk-bench kafka`: the Kafka-level experiments against baselines.
 //! - [`error`]: the harness error type, `BenchError`.
@@ -38,5 +39,6 @@ pub mod plots;
 pub mod proc_stats;
 pub mod rdkafka_workloads;
 pub mod report;
+pub mod scale_load;
 pub mod shard;
 pub mod stats;

@@ -12,6 +12,10 @@
 //!   workloads on our broker and a peer broker (kfake by default), alternating, with broker
 //!   CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
 //!   `--doc docs/BENCHMARKS.md` also writes the goals, table and plots into the document.
+//! - `mk-bench scale [--quick] [--out DIR] [--peer auto|none|CMD] [--minikafka-bin PATH]
+//!   [--shards N] [--data-dir PATH] [--doc docs/BENCHMARKS.md]`: partitions × connections on
+//!   fresh brokers: produce, consume, p99, RSS and restart as curves (see
+//!   `minikafka_benches::kafka_experiment::scale`).
 //!
 //! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
 //! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
@@ -26,6 +30,7 @@ use minikafka_benches::broker_proc::{self, BrokerSource, PeerCommand};
 use minikafka_benches::error::BenchError;
 use minikafka_benches::fio::{self, FioError};
 use minikafka_benches::kafka_experiment::goals;
+use minikafka_benches::kafka_experiment::scale::{self, ScaleOptions, ScaleSizes};
 use minikafka_benches::kafka_experiment::side_by_side::{self, SideBySideOptions, SideBySideSizes};
 use minikafka_benches::kafka_experiment::{self, KafkaOptions, KafkaSizes};
 use minikafka_benches::log_experiment::{self, BackendKind, LogOptions, LogSizes};
@@ -49,6 +54,39 @@ enum Command {
     /// The librdkafka workloads on our broker and a peer broker, alternating over
     /// repetitions, with each run's broker CPU and peak RSS and the same-run baselines.
     SideBySide(SideBySideArgs),
+    /// Partitions (1–4,000) × connections (1–1,000), each point on a fresh broker: produce
+    /// and consume throughput, p99 latency, broker CPU per record, peak RSS and the restart
+    /// after kill -9, as curves.
+    Scale(ScaleArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScaleArgs {
+    /// Four small points on our broker alone (the CI smoke test; seconds).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the results (default: target/mk-bench/scale, or scale-quick).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The peer broker: `auto` (kfake when ../shared/peers/kfake/kfake-runner exists, none
+    /// with --quick), `none`, or its command (the harness appends `-port N -data-dir DIR`).
+    #[arg(long, default_value = "auto")]
+    peer: String,
+    /// The `minikafka` executable (default: the one next to mk-bench).
+    #[arg(long)]
+    minikafka_bin: Option<PathBuf>,
+    /// `num.shards` of our broker (default: the broker's own default).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Directory on the disk to measure (the brokers' data; default: the system temporary
+    /// directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Also write the table and the plots (linked from `--out`, which should then be a
+    /// committed folder such as `results/scale`) into this Markdown document, between its
+    /// `scale results` markers, with the command that reproduces them.
+    #[arg(long)]
+    doc: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +222,13 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("mk-bench side-by-side: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Scale(args) => match run_scale(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mk-bench scale: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -489,7 +534,8 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
         written.push(path);
     }
     if let Some(doc) = &args.doc {
-        write_doc_section(doc, &md, &plot_paths)?;
+        let body = md.replacen("# Side by side", "### Results: side by side", 1);
+        write_doc_section(doc, SIDE_BY_SIDE_SECTION, &body, &plot_paths)?;
         written.push(doc.clone());
     }
     let meta = serde_json::json!({
@@ -520,31 +566,151 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
 /// Name of the document section `--doc` writes.
 const SIDE_BY_SIDE_SECTION: &str = "side-by-side results";
 
-/// Writes the run's Markdown (`md`, whose first line is a heading) and its plots, linked
-/// relative to the document, between the document's markers.
-fn write_doc_section(doc: &Path, md: &str, plots: &[(String, PathBuf)]) -> Result<(), BenchError> {
+/// Name of the document section `mk-bench scale --doc` writes.
+const SCALE_SECTION: &str = "scale results";
+
+/// Writes `body` (a run's Markdown, its heading already at the document's level) and its
+/// plots, linked relative to the document, between the document's markers of `section`.
+fn write_doc_section(
+    doc: &Path,
+    section: &str,
+    body: &str,
+    plots: &[(String, PathBuf)],
+) -> Result<(), BenchError> {
     let text = std::fs::read_to_string(doc)?;
     let doc_dir = std::fs::canonicalize(doc)?
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    // Our heading one level below the document's side-by-side section.
-    let mut body = md.replacen("# Side by side", "### Results: side by side", 1);
+    let mut body = body.to_owned();
     body.push_str("\n#### Plots\n\n");
     for (title, path) in plots {
         let link = doc_section::relative_path(&doc_dir, &std::fs::canonicalize(path)?);
         body.push_str(&format!("![{title}]({link})\n"));
     }
-    let new =
-        doc_section::replace_section(&text, SIDE_BY_SIDE_SECTION, &body).ok_or_else(|| {
-            BenchError::Broker(format!(
-                "{} has no `{}` / `{}` markers: add them where the results belong",
-                doc.display(),
-                doc_section::begin_marker(SIDE_BY_SIDE_SECTION),
-                doc_section::end_marker(SIDE_BY_SIDE_SECTION)
-            ))
-        })?;
+    let new = doc_section::replace_section(&text, section, &body).ok_or_else(|| {
+        BenchError::Broker(format!(
+            "{} has no `{}` / `{}` markers: add them where the results belong",
+            doc.display(),
+            doc_section::begin_marker(section),
+            doc_section::end_marker(section)
+        ))
+    })?;
     std::fs::write(doc, new)?;
+    Ok(())
+}
+
+fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
+    let started = std::time::Instant::now();
+    let sizes = if args.quick {
+        ScaleSizes::quick()
+    } else {
+        ScaleSizes::full()
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("target/mk-bench").join(if args.quick { "scale-quick" } else { "scale" })
+    });
+    let root = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let scratch = root.join(format!("mk-bench-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let peer_command = match args.peer.as_str() {
+        "none" => None,
+        "auto" if args.quick => None,
+        "auto" => broker_proc::default_peer_bin().map(|p| p.display().to_string()),
+        cmd => Some(cmd.to_owned()),
+    };
+    let peer = peer_command
+        .as_deref()
+        .map(|cmd| PeerCommand::parse(cmd, "-sync", &scratch))
+        .transpose()?;
+    let opts = ScaleOptions {
+        sizes,
+        ours: BrokerSource::Spawn {
+            bin: our_broker_bin(&args.minikafka_bin)?,
+            scratch: scratch.clone(),
+            expect_backend: None,
+            shards: args.shards,
+        },
+        peer,
+    };
+    let filesystem = machine::filesystem_of(&scratch);
+    eprintln!(
+        "mk-bench scale: {} on {} ({}), peer {}, results to {}",
+        if args.quick { "quick" } else { "full" },
+        scratch.display(),
+        filesystem.as_ref().map_or("unknown filesystem", |f| f.2.as_str()),
+        peer_command.as_deref().unwrap_or("none"),
+        out.display()
+    );
+    std::fs::create_dir_all(&out)?;
+    let load_at_start = machine::load_avg_1m();
+    let runs_path = out.join("scale_runs.jsonl");
+    let mut runs_file = std::fs::File::create(&runs_path)?;
+    let result = scale::run(&opts, &mut |line| eprintln!("  {line}"), &mut |r| {
+        use std::io::Write;
+        writeln!(runs_file, "{}", serde_json::to_string(r)?)?;
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let runs = result?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let load_at_end = machine::load_avg_1m();
+    let s = &opts.sizes;
+    let mut md = format!(
+        "### Results: scale\n\n`{command}` — {} CPUs, load average (1 min) {} at the start, {} \
+         at the end{}. Flush policy `none` on both brokers; {} records of {} B per Produce \
+         request, one request in flight per connection, {} s of produce per point.\n\n",
+        machine::cpu_count().unwrap_or(0),
+        load_at_start.map_or("unknown".into(), |l| format!("{l:.1}")),
+        load_at_end.map_or("unknown".into(), |l| format!("{l:.1}")),
+        if load_at_start.zip(machine::cpu_count()).is_some_and(|(l, n)| l > n as f64 * 0.5) {
+            " (**a loaded machine**: read the wall-clock figures as indicative only)"
+        } else {
+            ""
+        },
+        s.batch_records,
+        s.value_bytes,
+        s.produce_duration.as_secs_f64(),
+    );
+    md.push_str(&scale::table_markdown(&runs));
+    let mut written = vec![runs_path];
+    let md_path = out.join("scale.md");
+    std::fs::write(&md_path, &md)?;
+    written.push(md_path);
+    let plot_dir = out.join("plots");
+    std::fs::create_dir_all(&plot_dir)?;
+    let mut plot_paths = Vec::new();
+    for (name, chart) in scale::charts(&runs) {
+        let path = plot_dir.join(format!("{name}.svg"));
+        plots::render_svg(&chart, &path)?;
+        plot_paths.push((chart.title.clone(), path.clone()));
+        written.push(path);
+    }
+    if let Some(doc) = &args.doc {
+        write_doc_section(doc, SCALE_SECTION, &md, &plot_paths)?;
+        written.push(doc.clone());
+    }
+    let meta = serde_json::json!({
+        "command": command,
+        "unix_time_s": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "kernel": machine::kernel_release(),
+        "cpus": machine::cpu_count(),
+        "load_avg_1m_at_start": load_at_start,
+        "load_avg_1m_at_end": load_at_end,
+        "runtime_s": started.elapsed().as_secs_f64(),
+        "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
+        "peer": peer_command,
+        "sizes": opts.sizes,
+    });
+    let meta_path = out.join("meta.json");
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta)? + "\n")?;
+    written.push(meta_path);
+    println!("{md}");
+    eprintln!(
+        "mk-bench scale: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        list(&written)
+    );
     Ok(())
 }
 

@@ -47,6 +47,7 @@ mod output;
 mod produce;
 mod rdkafka_saturation;
 pub mod restart;
+pub mod scale;
 mod scaling;
 mod sequential_writes;
 pub mod side_by_side;

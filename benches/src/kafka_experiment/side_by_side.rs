@@ -287,21 +287,21 @@ pub struct BaselineRun {
     pub fdatasync_p50_us: f64,
 }
 
-/// Either broker, started the same way for every run.
-enum Contender<'a> {
+/// Either broker, started the same way for every run (also the scale experiment's).
+pub(super) enum Contender<'a> {
     Ours(&'a BrokerSource),
     Peer(&'a PeerCommand),
 }
 
 impl Contender<'_> {
-    fn side(&self) -> Side {
+    pub(super) fn side(&self) -> Side {
         match self {
             Contender::Ours(_) => Side::Ours,
             Contender::Peer(_) => Side::Peer,
         }
     }
 
-    fn start(&self, durable: bool, label: &str) -> Result<BrokerHandle, BenchError> {
+    pub(super) fn start(&self, durable: bool, label: &str) -> Result<BrokerHandle, BenchError> {
         match self {
             Contender::Ours(source) => {
                 let policy = if durable {
@@ -315,7 +315,7 @@ impl Contender<'_> {
         }
     }
 
-    fn broker_name(&self, handle: &BrokerHandle) -> String {
+    pub(super) fn broker_name(&self, handle: &BrokerHandle) -> String {
         match self {
             Contender::Ours(_) => format!("minikafka {}", handle.backend),
             Contender::Peer(_) => handle.backend.clone(),
