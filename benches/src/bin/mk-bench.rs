@@ -8,9 +8,9 @@
 //!   uring|portable] [--minikafka-bin PATH] [--idempotence]`: the Kafka-level experiments
 //!   against TCP and fio baselines (see `minikafka_benches::kafka_experiment`).
 //! - `mk-bench side-by-side [--quick] [--out DIR] [--peer CMD] [--peer-durable-flag FLAG]
-//!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH]`: the librdkafka
-//!   workloads on our broker and a peer broker (kfake by default), alternating, with broker
-//!   CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
+//!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH] [--only W,..]
+//!   [--flush fsync|none]`: the librdkafka workloads on our broker and a peer broker (kfake
+//!   by default), alternating, with broker CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
 //!   `--doc docs/BENCHMARKS.md` also writes the goals, table and plots into the document.
 //! - `mk-bench scale [--quick] [--out DIR] [--peer auto|none|CMD] [--minikafka-bin PATH]
 //!   [--shards N] [--data-dir PATH] [--doc docs/BENCHMARKS.md]`: partitions × connections on
@@ -31,7 +31,9 @@ use minikafka_benches::error::BenchError;
 use minikafka_benches::fio::{self, FioError};
 use minikafka_benches::kafka_experiment::goals;
 use minikafka_benches::kafka_experiment::scale::{self, ScaleOptions, ScaleSizes};
-use minikafka_benches::kafka_experiment::side_by_side::{self, SideBySideOptions, SideBySideSizes};
+use minikafka_benches::kafka_experiment::side_by_side::{
+    self, SideBySideOptions, SideBySideSizes, Workload,
+};
 use minikafka_benches::kafka_experiment::{self, KafkaOptions, KafkaSizes};
 use minikafka_benches::log_experiment::{self, BackendKind, LogOptions, LogSizes};
 use minikafka_benches::{doc_section, machine, plots, report};
@@ -119,6 +121,13 @@ struct SideBySideArgs {
     /// system temporary directory).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Run only these workloads (comma-separated: saturation, sequential, outstanding,
+    /// consume, end_to_end, restart), e.g. to profile one; default every one.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Run only the durable runs (`fsync`) or only the others (`none`); default both.
+    #[arg(long, value_parser = ["fsync", "none"])]
+    flush: Option<String>,
     /// Also write the goals, the table and the plots (linked from `--out`, which should then
     /// be a committed folder such as `results/side-by-side`) into this Markdown document,
     /// between its `side-by-side results` markers, with the command that reproduces them.
@@ -467,6 +476,16 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
         peer: PeerCommand::parse(&peer_command, &args.peer_durable_flag, &scratch)?,
         scratch: scratch.clone(),
         sizes,
+        workloads: args
+            .only
+            .iter()
+            .map(|slug| {
+                Workload::from_slug(slug).ok_or_else(|| {
+                    BenchError::Broker(format!("--only: no workload `{slug}`"))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        durable: args.flush.as_deref().map(|f| f == "fsync"),
     };
     let filesystem = machine::filesystem_of(&scratch);
     eprintln!(

@@ -126,6 +126,11 @@ pub struct SideBySideOptions {
     pub peer: PeerCommand,
     /// Directory on the data disk for the fio baseline.
     pub scratch: PathBuf,
+    /// The workloads to run (every one of [`Workload::ALL`] when empty): a profiling run
+    /// picks one.
+    pub workloads: Vec<Workload>,
+    /// Only the durable runs (`Some(true)`), only the others (`Some(false)`), or both.
+    pub durable: Option<bool>,
 }
 
 /// Which broker a run measured.
@@ -166,6 +171,11 @@ impl Workload {
         Workload::EndToEnd,
         Workload::Restart,
     ];
+
+    /// The workload whose [`Workload::slug`] is `slug`.
+    pub fn from_slug(slug: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.slug() == slug)
+    }
 
     /// Short name for files and data directories.
     pub fn slug(self) -> &'static str {
@@ -531,8 +541,15 @@ pub fn run(
         } else {
             [Contender::Peer(&opts.peer), Contender::Ours(&opts.ours)]
         };
-        for durable in [true, false] {
+        let durabilities: Vec<bool> = match opts.durable {
+            Some(d) => vec![d],
+            None => vec![true, false],
+        };
+        for durable in durabilities {
             for workload in Workload::ALL {
+                if !opts.workloads.is_empty() && !opts.workloads.contains(&workload) {
+                    continue;
+                }
                 for contender in &order {
                     let r = run_one(contender, workload, durable, rep, s)?;
                     progress(&format!(
@@ -827,6 +844,8 @@ mod tests {
         assert_eq!(count_label(1_000_000), "1 M");
         assert_eq!(count_label(10_000), "10k");
         assert_eq!(count_label(1234), "1234");
+        assert_eq!(Workload::from_slug("consume"), Some(Workload::Consume));
+        assert_eq!(Workload::from_slug("nothing"), None);
         let b = [
             BaselineRun {
                 rep: 1,
