@@ -13,7 +13,8 @@
 //!   by default), alternating, with broker CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
 //!   `--doc docs/BENCHMARKS.md` also writes the goals, table and plots into the document.
 //! - `mk-bench scale [--quick] [--out DIR] [--peer auto|none|CMD] [--minikafka-bin PATH]
-//!   [--shards N] [--data-dir PATH] [--doc docs/BENCHMARKS.md]`: partitions × connections on
+//!   [--shards N] [--partitions LIST] [--connections LIST] [--batch-records N]
+//!   [--value-bytes N] [--data-dir PATH] [--doc docs/BENCHMARKS.md]`: partitions × connections on
 //!   fresh brokers: produce, consume, p99, RSS and restart as curves (see
 //!   `minikafka_benches::kafka_experiment::scale`).
 //!
@@ -80,6 +81,18 @@ struct ScaleArgs {
     /// `num.shards` of our broker (default: the broker's own default).
     #[arg(long)]
     shards: Option<usize>,
+    /// Partition counts instead of the default grid (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    partitions: Vec<i32>,
+    /// Connection counts instead of the default grid (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    connections: Vec<usize>,
+    /// Records per Produce request (default 10).
+    #[arg(long)]
+    batch_records: Option<usize>,
+    /// Value size of every record (default 100 B).
+    #[arg(long)]
+    value_bytes: Option<usize>,
     /// Directory on the disk to measure (the brokers' data; default: the system temporary
     /// directory).
     #[arg(long)]
@@ -621,11 +634,19 @@ fn write_doc_section(
 
 fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
     let started = std::time::Instant::now();
-    let sizes = if args.quick {
+    let mut sizes = if args.quick {
         ScaleSizes::quick()
     } else {
         ScaleSizes::full()
     };
+    if !args.partitions.is_empty() {
+        sizes.partitions = args.partitions.iter().map(|&p| p.max(1)).collect();
+    }
+    if !args.connections.is_empty() {
+        sizes.connections = args.connections.iter().map(|&c| c.max(1)).collect();
+    }
+    sizes.batch_records = args.batch_records.unwrap_or(sizes.batch_records).max(1);
+    sizes.value_bytes = args.value_bytes.unwrap_or(sizes.value_bytes);
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("target/mk-bench").join(if args.quick { "scale-quick" } else { "scale" })
     });

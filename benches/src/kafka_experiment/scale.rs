@@ -115,7 +115,9 @@ pub struct ScaleRun {
     pub produce_cpu_us_per_record: Option<f64>,
     /// Broker CPU per record consumed, µs.
     pub consume_cpu_us_per_record: Option<f64>,
-    /// Peak RSS of the broker before the kill, MB.
+    /// Peak RSS of the broker at the end of the produce phase, MB.
+    pub produce_peak_rss_mb: Option<f64>,
+    /// Peak RSS of the broker before the kill (produce and consume), MB.
     pub peak_rss_mb: Option<f64>,
     /// Seconds from the restarted process's start until Metadata lists every partition.
     pub restart_s: f64,
@@ -186,6 +188,11 @@ fn run_point(
         s.produce_duration,
     )?;
     let after_produce = cpu_now();
+    let rss_mb = || {
+        pid.and_then(proc_stats::peak_rss_bytes)
+            .map(|b| b as f64 / 1e6)
+    };
+    let produce_peak_rss_mb = rss_mb();
     let consumed = scale_load::consume_many(
         broker.addr,
         &topic,
@@ -194,9 +201,7 @@ fn run_point(
         s.consume_duration,
     )?;
     let after_consume = cpu_now();
-    let peak_rss_mb = pid
-        .and_then(proc_stats::peak_rss_bytes)
-        .map(|b| b as f64 / 1e6);
+    let peak_rss_mb = rss_mb();
     let took = broker.kill_and_restart(
         |addr| restart::answers_with_every_partition(addr, &topic, partitions),
         RESTART_TIMEOUT,
@@ -215,6 +220,7 @@ fn run_point(
         consume_p99_us: us_p99(&consumed.latencies_ns),
         produce_cpu_us_per_record: cpu_per_record(before, after_produce, produced.records),
         consume_cpu_us_per_record: cpu_per_record(after_produce, after_consume, consumed.records),
+        produce_peak_rss_mb,
         peak_rss_mb,
         restart_s: took.as_secs_f64(),
         load_avg_1m: machine::load_avg_1m(),
@@ -272,12 +278,12 @@ pub fn table_markdown(runs: &[ScaleRun]) -> String {
     let mut md = String::from(
         "| broker | partitions | connections | produce (records/s) | produce p99 (µs) | \
          consume (records/s) | consume p99 (µs) | broker CPU per record, produce / consume (µs) \
-         | peak RSS (MB) | restart until Metadata (s) | load (1 min) |\n\
+         | peak RSS, after produce / after consume (MB) | restart until Metadata (s) | load (1 min) |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |\n",
             r.broker,
             r.partitions,
             r.connections,
@@ -287,6 +293,7 @@ pub fn table_markdown(runs: &[ScaleRun]) -> String {
             fmt_figure(r.consume_p99_us),
             opt(r.produce_cpu_us_per_record),
             opt(r.consume_cpu_us_per_record),
+            opt(r.produce_peak_rss_mb),
             opt(r.peak_rss_mb),
             fmt_figure(r.restart_s),
             r.load_avg_1m.map_or("–".into(), |l| format!("{l:.1}")),
@@ -424,6 +431,7 @@ mod tests {
             consume_p99_us: 300.0,
             produce_cpu_us_per_record: Some(1.5),
             consume_cpu_us_per_record: None,
+            produce_peak_rss_mb: Some(10.0),
             peak_rss_mb: Some(20.0 + partitions as f64 / 100.0),
             restart_s: 0.1,
             load_avg_1m: Some(3.0),
