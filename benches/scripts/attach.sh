@@ -1,0 +1,45 @@
+#!/bin/bash
+# Attach perf to every broker an mk-bench run starts, for the runs' own counters:
+#
+#   benches/scripts/attach.sh stat|record OUT -- mk-bench side-by-side --only W --flush F ...
+#
+# Runs the command; meanwhile every process whose command line holds the run's scratch
+# directory (`mk-bench-sbs-` or `mk-bench-scale-`, i.e. both brokers, never the client) gets,
+# once it is up, `perf stat -p PID` (stat: task-clock, context switches, io_uring submissions
+# and punts to kernel workers, io_uring_enter, socket and file syscalls; written when the
+# broker exits) or `perf record -F 999 -g -p PID` (record: where its CPU time goes; read it
+# with `perf report -i OUT/record.PID --no-children`). OUT/cmd.PID names each broker.
+# Counts include the broker's topic creation and idle timers; divide by the run's records.
+set -u
+MODE=$1; OUT=$2; shift 2; [ "$1" = "--" ] && shift
+mkdir -p "$OUT"
+EVENTS=task-clock,context-switches,cpu-migrations
+EVENTS=$EVENTS,io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work
+EVENTS=$EVENTS,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_fdatasync
+EVENTS=$EVENTS,syscalls:sys_enter_fsync,syscalls:sys_enter_pwrite64,syscalls:sys_enter_pwritev2
+EVENTS=$EVENTS,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg
+EVENTS=$EVENTS,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto
+EVENTS=$EVENTS,syscalls:sys_enter_sendmsg,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait
+EVENTS=$EVENTS,syscalls:sys_enter_epoll_pwait
+"$@" &
+RUN=$!
+declare -A seen
+while kill -0 $RUN 2>/dev/null; do
+  # `[m]k-bench-…` so this loop's own pgrep never matches itself.
+  for pid in $(pgrep -f -- '--override log.dirs=/[^ ]*[m]k-bench-(sbs|scale)-|-data-dir /[^ ]*[m]k-bench-(sbs|scale)-'); do
+    [ -n "${seen[$pid]:-}" ] && continue
+    seen[$pid]=1
+    tr '\0' ' ' </proc/$pid/cmdline >"$OUT/cmd.$pid" 2>/dev/null || continue
+    case $MODE in
+      stat) perf stat -e "$EVENTS" -p "$pid" -o "$OUT/stat.$pid" >/dev/null 2>&1 & ;;
+      record) perf record -F 999 -g -p "$pid" -o "$OUT/record.$pid" >/dev/null 2>&1 & ;;
+      *) echo "mode: stat or record" >&2; kill $RUN; exit 2 ;;
+    esac
+  done
+  sleep 0.05
+done
+wait $RUN
+RC=$?
+sleep 1
+echo "attach.sh: $(ls "$OUT" | grep -c '^cmd\.') brokers; results in $OUT" >&2
+exit $RC
