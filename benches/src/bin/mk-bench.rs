@@ -493,9 +493,8 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
             .only
             .iter()
             .map(|slug| {
-                Workload::from_slug(slug).ok_or_else(|| {
-                    BenchError::Broker(format!("--only: no workload `{slug}`"))
-                })
+                Workload::from_slug(slug)
+                    .ok_or_else(|| BenchError::Broker(format!("--only: no workload `{slug}`")))
             })
             .collect::<Result<_, _>>()?,
         durable: args.flush.as_deref().map(|f| f == "fsync"),
@@ -678,7 +677,9 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
         "mk-bench scale: {} on {} ({}), peer {}, results to {}",
         if args.quick { "quick" } else { "full" },
         scratch.display(),
-        filesystem.as_ref().map_or("unknown filesystem", |f| f.2.as_str()),
+        filesystem
+            .as_ref()
+            .map_or("unknown filesystem", |f| f.2.as_str()),
         peer_command.as_deref().unwrap_or("none"),
         out.display()
     );
@@ -696,7 +697,8 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let load_at_end = machine::load_avg_1m();
     let s = &opts.sizes;
-    let mut md = format!(
+    let mut md =
+        format!(
         "### Results: scale\n\n`{command}` — {} CPUs, load average (1 min) {} at the start, {} \
          at the end{}. Flush policy `none` on both brokers; {} records of {} B per Produce \
          request, one request in flight per connection, {} s of produce per point.\n\n",

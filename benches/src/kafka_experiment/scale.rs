@@ -244,7 +244,7 @@ pub fn run(
             let mut order = vec![Contender::Ours(&opts.ours)];
             if let Some(peer) = &opts.peer {
                 order.push(Contender::Peer(peer));
-                if point % 2 == 0 {
+                if point.is_multiple_of(2) {
                     order.reverse();
                 }
             }
@@ -309,13 +309,9 @@ type Figure = fn(&ScaleRun) -> Option<f64>;
 /// (lines per broker and partition count) or partitions (lines per broker and connection
 /// count).
 const FIGURES: [(&str, &str, &str, bool, Figure); 7] = [
-    (
-        "produce_throughput",
-        "produce",
-        "records/s",
-        true,
-        |r| Some(r.produce_records_per_s),
-    ),
+    ("produce_throughput", "produce", "records/s", true, |r| {
+        Some(r.produce_records_per_s)
+    }),
     (
         "produce_p99",
         "produce request latency p99",
@@ -323,20 +319,12 @@ const FIGURES: [(&str, &str, &str, bool, Figure); 7] = [
         true,
         |r| Some(r.produce_p99_us),
     ),
-    (
-        "consume_throughput",
-        "consume",
-        "records/s",
-        true,
-        |r| Some(r.consume_records_per_s),
-    ),
-    (
-        "consume_p99",
-        "fetch latency p99",
-        "µs",
-        true,
-        |r| Some(r.consume_p99_us),
-    ),
+    ("consume_throughput", "consume", "records/s", true, |r| {
+        Some(r.consume_records_per_s)
+    }),
+    ("consume_p99", "fetch latency p99", "µs", true, |r| {
+        Some(r.consume_p99_us)
+    }),
     (
         "produce_cpu_per_record",
         "broker CPU per record produced",
@@ -344,13 +332,9 @@ const FIGURES: [(&str, &str, &str, bool, Figure); 7] = [
         true,
         |r| r.produce_cpu_us_per_record,
     ),
-    (
-        "peak_rss",
-        "broker peak RSS",
-        "MB",
-        false,
-        |r| r.peak_rss_mb,
-    ),
+    ("peak_rss", "broker peak RSS", "MB", false, |r| {
+        r.peak_rss_mb
+    }),
     (
         "restart",
         "restart after kill -9, until Metadata answers",
@@ -474,7 +458,11 @@ mod tests {
             .expect("a curve per broker and partition count");
         assert_eq!(ours_100.points, vec![(1.0, 1000.0), (10.0, 2000.0)]);
         assert_eq!(produce.series.len(), 3);
-        let rss = &c.iter().find(|(n, _)| n == "peak_rss").expect("rss chart").1;
+        let rss = &c
+            .iter()
+            .find(|(n, _)| n == "peak_rss")
+            .expect("rss chart")
+            .1;
         assert_eq!(rss.x_label, "partitions");
         let ours_1 = rss
             .series
@@ -489,7 +477,9 @@ mod tests {
         let (q, f) = (ScaleSizes::quick(), ScaleSizes::full());
         assert_eq!(f.partitions, vec![1, 100, 1000, 4000]);
         assert_eq!(f.connections, vec![1, 10, 100, 1000]);
-        assert!(q.partitions.len() * q.connections.len() < f.partitions.len() * f.connections.len());
+        assert!(
+            q.partitions.len() * q.connections.len() < f.partitions.len() * f.connections.len()
+        );
         assert!(q.produce_duration < f.produce_duration);
         assert_eq!(cpu_per_record(Some(1.0), Some(1.5), 1000), Some(500.0));
         assert_eq!(cpu_per_record(Some(1.0), Some(1.5), 0), None);
