@@ -34,7 +34,7 @@ use minikafka_core::group::consumer_records::TopicPartitions;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use uuid::Uuid;
 
-use super::groups::{ask_coordinators, text, ClientInfo};
+use super::groups::{ask_coordinators, refusal, text, text_since, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
@@ -64,11 +64,7 @@ pub async fn heartbeat<B: Backend>(
             .subscribed_topic_names
             .as_ref()
             .map(|names| names.iter().map(|n| text(&n.0)).collect()),
-        subscribed_topic_regex: if version >= 1 {
-            request.subscribed_topic_regex.as_ref().map(text)
-        } else {
-            None
-        },
+        subscribed_topic_regex: text_since(version, 1, request.subscribed_topic_regex.as_ref()),
         server_assignor: request.server_assignor.as_ref().map(text),
         topic_partitions: request.topic_partitions.as_ref().map(|owned| {
             owned
@@ -109,10 +105,7 @@ pub async fn heartbeat<B: Backend>(
             });
         }
         other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code();
+            response.error_code = refusal(other).code();
             response.member_epoch = -1;
         }
     }

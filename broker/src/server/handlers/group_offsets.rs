@@ -33,7 +33,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
-use super::groups::{ask_coordinators, text};
+use super::groups::{ask_coordinators, refusal, text, text_since};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
@@ -100,11 +100,7 @@ pub async fn offset_commit<B: Backend>(
             group_id: group_id.clone(),
             generation_id: request.generation_id_or_member_epoch,
             member_id: text(&request.member_id),
-            group_instance_id: if version >= 7 {
-                request.group_instance_id.as_ref().map(text)
-            } else {
-                None
-            },
+            group_instance_id: text_since(version, 7, request.group_instance_id.as_ref()),
             retention_time_ms: if version <= 4 {
                 request.retention_time_ms
             } else {
@@ -353,12 +349,7 @@ pub async fn offset_delete<B: Backend>(
                 })
                 .collect();
         }
-        other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code()
-        }
+        other => response.error_code = refusal(other).code(),
     }
     response
 }

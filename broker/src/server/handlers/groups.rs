@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, ListGroupsRequest, ListGroupsResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
@@ -56,8 +57,23 @@ impl ClientInfo {
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// A string field of a request.
-pub fn text(s: &kafka_protocol::protocol::StrBytes) -> String {
+pub fn text(s: &StrBytes) -> String {
     s.as_str().to_string()
+}
+
+/// The error code of a coordinator answer that is not the response expected: the
+/// coordinator's refusal, or UNKNOWN_SERVER_ERROR for a response of another kind.
+pub fn refusal(answer: Result<GroupResponse, ErrorCode>) -> ErrorCode {
+    answer.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+}
+
+/// An optional string field of a request that exists from `since` on (`None` before).
+pub fn text_since(version: i16, since: i16, field: Option<&StrBytes>) -> Option<String> {
+    if version >= since {
+        field.map(text)
+    } else {
+        None
+    }
 }
 
 /// The groups of a request that one coordinator owns: their positions in the request, and
@@ -109,7 +125,7 @@ pub async fn ask_coordinators<B: Backend, T>(
                 }
             }
             other => {
-                let code = other.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
+                let code = other.map_or_else(|code| code, |_| ErrorCode::UNKNOWN_SERVER_ERROR);
                 for pos in positions {
                     answers[pos] = Err(code);
                 }
