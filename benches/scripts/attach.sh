@@ -1,14 +1,17 @@
 #!/bin/bash
 # Attach perf to every broker an mk-bench run starts, for the runs' own counters:
 #
-#   benches/scripts/attach.sh stat|record OUT -- mk-bench side-by-side --only W --flush F ...
+#   benches/scripts/attach.sh stat|record|ops OUT -- mk-bench side-by-side --only W --flush F ...
 #
 # Runs the command; meanwhile every process whose command line holds the run's scratch
 # directory (`mk-bench-sbs-` or `mk-bench-scale-`, i.e. both brokers, never the client) gets,
 # once it is up, `perf stat -p PID` (stat: task-clock, context switches, io_uring submissions
 # and punts to kernel workers, io_uring_enter, socket and file syscalls; written when the
 # broker exits) or `perf record -F 999 -g -p PID` (record: where its CPU time goes; read it
-# with `perf report -i OUT/record.PID --no-children`). OUT/cmd.PID names each broker.
+# with `perf report -i OUT/record.PID --no-children`) or, for ops, `perf record` of the
+# io_uring submission and punt tracepoints (read the opcodes with
+# `perf script -i OUT/ops.PID | grep -o 'opcode [A-Z_]*\|opcode=[0-9A-Z_]*' | sort | uniq -c`).
+# OUT/cmd.PID names each broker.
 # Counts include the broker's topic creation and idle timers; divide by the run's records.
 set -u
 MODE=$1; OUT=$2; shift 2; [ "$1" = "--" ] && shift
@@ -33,7 +36,9 @@ while kill -0 $RUN 2>/dev/null; do
     case $MODE in
       stat) perf stat -e "$EVENTS" -p "$pid" -o "$OUT/stat.$pid" >/dev/null 2>&1 & ;;
       record) perf record -F 999 -g -p "$pid" -o "$OUT/record.$pid" >/dev/null 2>&1 & ;;
-      *) echo "mode: stat or record" >&2; kill $RUN; exit 2 ;;
+      ops) perf record -e io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work \
+             -p "$pid" -o "$OUT/ops.$pid" >/dev/null 2>&1 & ;;
+      *) echo "mode: stat, record or ops" >&2; kill $RUN; exit 2 ;;
     esac
   done
   sleep 0.05
