@@ -210,14 +210,15 @@ pub fn produce_many(
     })
 }
 
-/// Fetch sizes of the consumers: at most 256 KiB per partition and 1 MiB per response, so
-/// 1,000 connections cannot make the broker hold more than a few hundred MB of answers.
+/// Fetch sizes of the consumers: at most 64 KiB per partition and 1 MiB per response, so
+/// 1,000 consumers of one partition cannot make the broker (or the client) hold more than
+/// ~64 MB of answers at once.
 fn consumer_config() -> ConsumerConfig {
     ConsumerConfig {
         max_wait: Duration::from_millis(100),
         min_bytes: 1,
         max_bytes: 1 << 20,
-        partition_max_bytes: 256 << 10,
+        partition_max_bytes: 64 << 10,
         auto_offset_reset: OffsetReset::Earliest,
         ..ConsumerConfig::default()
     }
