@@ -48,6 +48,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
@@ -57,8 +58,8 @@ use minikafka_core::producer::{
     ProducerLimits, ProducerStateTable,
 };
 use minikafka_core::record::{
-    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time,
-    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions,
+    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time_split,
+    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -468,13 +469,20 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// Appends that queue while another holds the append mutex are written together (write
     /// coalescing): the next holder takes the queued batches in arrival order and writes them
-    /// with one `write_at`; each keeps its own offsets, checks and answer, and a failed write
+    /// with one vectored write (no concatenating copy); each keeps its own offsets, checks and answer, and a failed write
     /// fails them all.
     ///
     /// A batch with a producer id is checked by core's producer rules first (under the append
     /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
     /// answered with the original offsets and `duplicate: true` once they are durable.
-    pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
+    ///
+    /// The batch's bytes are not copied: only its fixed header is (to be patched), and the
+    /// rest — still the request frame's bytes when the Produce handler passes a slice of it —
+    /// is written as it is, beside the patched header ([`BackendFile::write_parts_at`]).
+    ///
+    /// [`BackendFile::write_parts_at`]: minikafka_core::backend::BackendFile::write_parts_at
+    pub async fn append(&self, batch: impl Into<Bytes>, now_ms: i64) -> Result<AppendInfo> {
+        let batch: Bytes = batch.into();
         let opts = ValidateOptions {
             max_batch_bytes: self.config.borrow().max_batch_bytes,
             walk_records: true,
@@ -485,11 +493,12 @@ impl<B: Backend> PartitionLog<B> {
         // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
         // left to find once the batch validated).
         check_single_batch(&batch)?;
+        let mut batch = SplitBatch::new(batch)?;
         if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the
             // answer all see the stamped max timestamp.
-            stamp_log_append_time(&mut batch, now_ms);
-            header = BatchHeader::parse(&batch)?;
+            stamp_log_append_time_split(&mut batch.head, &batch.records, now_ms);
+            header = BatchHeader::parse(&batch.head)?;
         }
         self.check_writable()?;
 
@@ -546,7 +555,8 @@ impl<B: Backend> PartitionLog<B> {
     ///    append as a lone append would be checked (producer rules, offset space), answering
     ///    a refused one at once, rolling before the group's first batch when core says so,
     ///    patching dense offsets in queue order (I1);
-    /// 4. [`write_out`](Self::write_out): one `write_at` plus index entries (I4); a failure
+    /// 4. [`write_out`](Self::write_out): one vectored write (`write_parts_at`) plus index
+    ///    entries (I4); a failure
     ///    fails the whole group (I8);
     /// 5. [`publish`](Self::publish): the size and high watermark move (I2);
     /// 6. [`record_and_answer`](Self::record_and_answer): producer state, then each answer.
@@ -593,7 +603,9 @@ impl<B: Backend> PartitionLog<B> {
         let mut group = Group {
             members: Vec::new(),
             headers: Vec::new(),
-            bytes: Vec::new(),
+            heads: Vec::new(),
+            records: Vec::new(),
+            len_bytes: 0,
             next_offset: self.high_watermark.get(),
             admission: GroupAdmission::new(),
         };
@@ -613,7 +625,7 @@ impl<B: Backend> PartitionLog<B> {
     /// would see appended alone), and before a batch that would pass [`COALESCE_MAX_BYTES`]
     /// or need a roll (core's [`roll::roll_reason`]; a roll happens only before a group's
     /// first batch).
-    async fn place(&self, group: &mut Group, mut queued: QueuedAppend) -> Placement {
+    async fn place(&self, group: &mut Group, queued: QueuedAppend) -> Placement {
         if let Err(e) = self.check_writable() {
             let _ = queued.reply.send(Err(e));
             return Placement::Answered;
@@ -642,8 +654,8 @@ impl<B: Backend> PartitionLog<B> {
             let _ = queued.reply.send(Err(LogError::OffsetOverflow));
             return Placement::Answered;
         };
-        let batch_bytes = queued.batch.len() as u64;
-        let pending_bytes = group.bytes.len() as u64;
+        let batch_bytes = queued.batch.len_bytes();
+        let pending_bytes = group.len_bytes;
         let roll = roll::roll_reason(
             active_facts(&self.active()),
             self.roll_limits(),
@@ -668,7 +680,7 @@ impl<B: Backend> PartitionLog<B> {
             .admission
             .join(&self.producers.borrow(), &producer_batch);
         group.push(
-            std::mem::take(&mut queued.batch),
+            queued.batch,
             queued.header,
             Member {
                 producer_batch,
@@ -692,8 +704,8 @@ impl<B: Backend> PartitionLog<B> {
         // Until the write is known complete, bytes past the published size may be torn (also
         // if this future is dropped mid-write).
         self.torn_tail.set(true);
-        let bytes = std::mem::take(&mut group.bytes);
-        let (written, _bytes) = segment.append_batches(bytes, &group.headers).await;
+        let parts = group.take_parts();
+        let (written, _parts) = segment.append_batches(parts, &group.headers).await;
         match written {
             Ok(positions) => {
                 self.torn_tail.set(false);
@@ -1310,9 +1322,35 @@ impl<B: Backend> PartitionLog<B> {
     }
 }
 
+/// A produced batch held in two pieces until it is written: its fixed header, copied out so
+/// the writer can patch it (base offset, leader epoch; a log-append-time stamp), and the
+/// records after it, which stay the caller's bytes (a slice of the request frame).
+struct SplitBatch {
+    head: [u8; HEADER_BYTES],
+    records: Bytes,
+}
+
+impl SplitBatch {
+    /// Splits a batch; one shorter than [`HEADER_BYTES`] is core's truncated-header error
+    /// (validation has refused it already).
+    fn new(batch: Bytes) -> Result<SplitBatch> {
+        BatchHeader::parse(&batch)?;
+        let mut head = [0u8; HEADER_BYTES];
+        head.copy_from_slice(&batch[..HEADER_BYTES]);
+        Ok(SplitBatch {
+            head,
+            records: batch.slice(HEADER_BYTES..),
+        })
+    }
+
+    fn len_bytes(&self) -> u64 {
+        (HEADER_BYTES + self.records.len()) as u64
+    }
+}
+
 /// A validated append waiting for the writer, with where to send its outcome.
 struct QueuedAppend {
-    batch: Vec<u8>,
+    batch: SplitBatch,
     header: BatchHeader,
     now_ms: i64,
     reply: oneshot::Sender<Result<Outcome>>,
@@ -1340,8 +1378,12 @@ struct Group {
     members: Vec<Member>,
     /// Each member's header, as patched (base offset, leader epoch).
     headers: Vec<BatchHeader>,
-    /// The members' batches back to back: one `write_at`.
-    bytes: Vec<u8>,
+    /// The members' patched fixed headers back to back ([`HEADER_BYTES`] each).
+    heads: Vec<u8>,
+    /// Each member's records, as the caller passed them (not copied).
+    records: Vec<Bytes>,
+    /// Bytes of the members' batches together: what the one write writes.
+    len_bytes: u64,
     /// The offset the next member gets; the high watermark once the group is published.
     next_offset: Offset,
     /// Core's producer rules for which batches may share this group.
@@ -1349,22 +1391,35 @@ struct Group {
 }
 
 impl Group {
-    /// Adds a member: patches its batch with the next offsets by patching in place (I1: the
-    /// single writer assigns dense offsets; base offset and leader epoch lie outside the CRC).
-    fn push(&mut self, mut batch: Vec<u8>, mut header: BatchHeader, member: Member) {
+    /// Adds a member: patches its batch's header with the next offsets (I1: the single writer
+    /// assigns dense offsets; base offset and leader epoch lie outside the CRC).
+    fn push(&mut self, mut batch: SplitBatch, mut header: BatchHeader, member: Member) {
         let base_offset = self.next_offset;
-        patch_base_offset(&mut batch, base_offset);
-        patch_leader_epoch(&mut batch, LEADER_EPOCH);
+        patch_base_offset(&mut batch.head, base_offset);
+        patch_leader_epoch(&mut batch.head, LEADER_EPOCH);
         header.base_offset = base_offset;
         header.partition_leader_epoch = LEADER_EPOCH;
-        if self.bytes.is_empty() {
-            self.bytes = batch;
-        } else {
-            self.bytes.extend_from_slice(&batch);
-        }
+        self.len_bytes += batch.len_bytes();
+        self.heads.extend_from_slice(&batch.head);
+        self.records.push(batch.records);
         self.headers.push(header);
         self.next_offset = member.last_offset.plus(1);
         self.members.push(member);
+    }
+}
+
+impl Group {
+    /// The group's bytes as the parts of one vectored write, in offset order: each member's
+    /// patched header (slices of one buffer) followed by its records.
+    fn take_parts(&mut self) -> Vec<Bytes> {
+        let heads = Bytes::from(std::mem::take(&mut self.heads));
+        let records = std::mem::take(&mut self.records);
+        let mut parts = Vec::with_capacity(2 * records.len());
+        for (i, records) in records.into_iter().enumerate() {
+            parts.push(heads.slice(i * HEADER_BYTES..(i + 1) * HEADER_BYTES));
+            parts.push(records);
+        }
+        parts
     }
 }
 

@@ -11,9 +11,9 @@
 //! - Faults, checked in this order for each call:
 //!   1. crash ([`FaultPlan::fail_after`]): every call at or past the crash point fails with
 //!      EIO (raw OS error 5) and does nothing;
-//!   2. `write_at` only: ENOSPC ([`FaultPlan::enospc_on_write`], raw OS error 28) without
+//!   2. writes only (`write_at`, `write_parts_at`): ENOSPC ([`FaultPlan::enospc_on_write`], raw OS error 28) without
 //!      writing a byte, while set;
-//!   3. `write_at` only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
+//!   3. writes only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
 //!      bytes only, then fails with EIO; it fires once;
 //!   4. `sync_data` and `sync_dir`: EIO while [`FaultPlan::eio_on_sync`] is set, without
 //!      syncing.
@@ -28,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+use bytes::Bytes;
+use minikafka_core::backend::{
+    parts_len, parts_prefix, Backend, BackendFile, BackendListener, OpenMode, ShardId,
+};
 
 /// Raw OS error number of EIO (the same on Linux and macOS).
 pub const EIO_RAW: i32 = 5;
@@ -54,7 +57,8 @@ pub enum FileOp {
     SyncDir,
     /// `BackendFile::read_at`.
     ReadAt,
-    /// `BackendFile::write_at`.
+    /// `BackendFile::write_at` and `BackendFile::write_parts_at` (a vectored write is
+    /// faulted as the write of its concatenation).
     WriteAt,
     /// `BackendFile::sync_data`.
     SyncData,
@@ -374,6 +378,26 @@ impl<F: BackendFile> BackendFile for FaultyFile<F> {
         }
     }
 
+    /// Faulted as a `write_at` of the concatenation (counted as [`FileOp::WriteAt`]: a
+    /// write is a write to the plan); a tear writes the first bytes through the inner
+    /// backend's own vectored write, so its `pwritev` path is what the faults exercise.
+    async fn write_parts_at(&self, parts: Vec<Bytes>, pos: u64) -> (io::Result<()>, Vec<Bytes>) {
+        match self.plan.admit(FileOp::WriteAt, parts_len(&parts)) {
+            Verdict::Proceed => self.inner.write_parts_at(parts, pos).await,
+            Verdict::Fail(e) => (Err(e), parts),
+            Verdict::Tear(byte) => {
+                if byte > 0 {
+                    let prefix = parts_prefix(&parts, byte);
+                    let (written, _) = self.inner.write_parts_at(prefix, pos).await;
+                    if let Err(e) = written {
+                        return (Err(e), parts);
+                    }
+                }
+                (Err(eio()), parts)
+            }
+        }
+    }
+
     async fn sync_data(&self) -> io::Result<()> {
         self.plan.gate(FileOp::SyncData)?;
         self.inner.sync_data().await
@@ -528,6 +552,13 @@ mod tests {
     fn torn_write_writes_the_prefix_then_eio() {
         on_portable("fault-tear", |b, d| async move {
             check_torn_write(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn torn_parts_write_writes_the_concatenations_prefix_then_eio() {
+        on_portable("fault-tear-parts", |b, d| async move {
+            check_torn_parts_write(&b, &d).await
         });
     }
 
