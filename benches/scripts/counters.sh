@@ -7,10 +7,11 @@
 #     write 3 × PARTITIONS keyed records with BIN_DIR/mk, kill -9, start it again under the
 #     counter and time until `mk topics describe` answers; the restarted broker is killed
 #     with SIGKILL too, so the counts are startup (and the describe probes) only.
-#   benches/scripts/counters.sh produce BIN_DIR strace|perf
-#     One shard, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record Produce
-#     requests one at a time for 3 s on a blocking socket, then 3 s through the async client;
-#     divide the counts by the requests it reports (both runs' req/s × 3).
+#   benches/scripts/counters.sh produce BIN_DIR strace|perf [VALUE_BYTES] [SHARDS]
+#     SHARDS (1) shards, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record
+#     Produce requests of VALUE_BYTES (100) one at a time for 3 s on a blocking socket, then
+#     3 s through the async client; divide the counts by the requests it reports (both runs'
+#     req/s × 3).
 #
 # Writes under ${OUT:-/tmp/mk-counters}/<mode>-<what>; prints the counts.
 set -u
@@ -26,7 +27,7 @@ esac
 ARGS="--override listeners=PLAINTEXT://127.0.0.1:$PORT --override log.dirs=$W/data --override flush.policy=none --override auto.create.topics.enable=false"
 await_listening() { for _ in $(seq 600); do grep -q "listening on" "$1" && return 0; sleep 0.1; done; return 1; }
 # The broker's pid under the wrapper (the wrapper's child), or the wrapper itself when bare.
-broker_pid() { if [ -z "$WRAP" ]; then echo "$1"; else pgrep -P "$1"; fi; }
+broker_pid() { if [ -z "$WRAP" ]; then echo "$1"; else pgrep -x -P "$1" minikafka; fi; }
 if [ "$WHAT" = restart ]; then
   ARGS="$ARGS --override num.shards=$SHARDS"
   "$BIN/minikafka" $ARGS >"$W/out1" 2>"$W/err1" &
@@ -45,10 +46,11 @@ if [ "$WHAT" = restart ]; then
   kill -9 "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
 elif [ "$WHAT" = produce ]; then
   RTT=${MK_RTT:-target/debug/mk-rtt}
-  $WRAP "$BIN/minikafka" $ARGS --override num.shards=1 >"$W/out" 2>"$W/err" &
+  VALUE_BYTES=${4:-100}; SHARDS=${5:-1}
+  $WRAP "$BIN/minikafka" $ARGS --override num.shards=$SHARDS >"$W/out" 2>"$W/err" &
   SPID=$!
   await_listening "$W/out" || { echo "no start"; kill $SPID; exit 1; }
-  "$RTT" 127.0.0.1:$PORT 3 100 rtt | tee "$W/rtt.txt" | head -2
+  "$RTT" 127.0.0.1:$PORT 3 "$VALUE_BYTES" rtt | tee "$W/rtt.txt" | head -2
   kill -TERM "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
 else
   echo "what: restart or produce" >&2; exit 2
