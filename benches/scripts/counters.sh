@@ -11,7 +11,7 @@
 #     SHARDS (1) shards, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record
 #     Produce requests of VALUE_BYTES (100) one at a time for 3 s on a blocking socket, then
 #     3 s through the async client; divide the counts by the requests it reports (both runs'
-#     req/s × 3).
+#     req/s × 3). RTT_SECONDS=0 sends none: the startup and topic creation alone, to subtract.
 #
 # Writes under ${OUT:-/tmp/mk-counters}/<mode>-<what>; prints the counts.
 set -u
@@ -50,7 +50,7 @@ elif [ "$WHAT" = produce ]; then
   $WRAP "$BIN/minikafka" $ARGS --override num.shards=$SHARDS >"$W/out" 2>"$W/err" &
   SPID=$!
   await_listening "$W/out" || { echo "no start"; kill $SPID; exit 1; }
-  "$RTT" 127.0.0.1:$PORT 3 "$VALUE_BYTES" rtt | tee "$W/rtt.txt" | head -2
+  "$RTT" 127.0.0.1:$PORT "${RTT_SECONDS:-3}" "$VALUE_BYTES" rtt | tee "$W/rtt.txt" | head -2
   kill -TERM "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
 else
   echo "what: restart or produce" >&2; exit 2

@@ -54,7 +54,8 @@ pub struct BrokerConfig {
     pub flush_policy: FlushPolicy,
     /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
     pub log_message_timestamp_type: TimestampType,
-    /// `num.shards`: executor threads, one per core by default.
+    /// `num.shards`: executor threads; by default one on up to two cores, else one per core
+    /// ([`default_shard_count`]).
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
     pub node_id: i32,
@@ -247,9 +248,27 @@ impl Default for BrokerConfig {
     }
 }
 
-/// One shard per available core.
+/// Cores up to which the default is one shard. Measured on a 2-core machine
+/// (docs/BENCHMARKS.md, "Cross-shard hops"): with a second shard, a request for a partition
+/// its connection's shard does not own wakes both executors (~2.2 eventfd writes and 4× the
+/// `io_uring_enter` calls of a same-shard request), the connection's shard is not the
+/// client's choice, and the clients share the two cores; one shard answered more requests
+/// for fewer system calls. Not measured above 2 cores (no bigger machine was lent): re-measure
+/// there before trusting the one-per-core default.
+pub const ONE_SHARD_MAX_CORES: usize = 2;
+
+/// The default `num.shards`: [`shard_count_for_cores`] of the available parallelism.
 pub fn default_shard_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    shard_count_for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// One shard on up to [`ONE_SHARD_MAX_CORES`] cores, else one per core.
+pub fn shard_count_for_cores(cores: usize) -> usize {
+    if cores <= ONE_SHARD_MAX_CORES {
+        1
+    } else {
+        cores
+    }
 }
 
 /// Parses Java-properties text into ordered `(key, value)` pairs.
@@ -668,7 +687,15 @@ mod tests {
         assert_eq!(config.log_dir, PathBuf::from("./data"));
         assert_eq!(config.flush_policy, FlushPolicy::None);
         assert_eq!(config.message_max_bytes, 1_048_588);
-        assert!(config.num_shards >= 1);
+        assert_eq!(config.num_shards, default_shard_count());
+    }
+
+    #[test]
+    fn one_shard_up_to_two_cores_then_one_per_core() {
+        assert_eq!(shard_count_for_cores(1), 1);
+        assert_eq!(shard_count_for_cores(2), 1);
+        assert_eq!(shard_count_for_cores(3), 3);
+        assert_eq!(shard_count_for_cores(16), 16);
     }
 
     #[test]

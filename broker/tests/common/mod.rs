@@ -33,6 +33,11 @@ pub const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long a SIGTERM shutdown may take before the test fails.
 pub const STOP_LIMIT: Duration = Duration::from_secs(20);
 
+/// `num.shards` of every broker a test starts, unless it sets its own (a later override
+/// wins): two, so the suites cross shards (partitions owned by the shard a connection did not
+/// land on) on every machine, whatever the default is there (one shard on two cores).
+pub const TEST_SHARDS: &str = "2";
+
 /// Settings for a broker to start; see [`Broker::builder`].
 #[derive(Debug, Default)]
 pub struct BrokerBuilder {
@@ -55,6 +60,7 @@ impl BrokerBuilder {
     }
 
     /// Picks a free port and a fresh data directory, spawns the binary and waits until ready.
+    /// Two shards unless the test says otherwise ([`TEST_SHARDS`]).
     pub fn start(self) -> Broker {
         let root = tempfile::Builder::new()
             .prefix("minikafka-it-")
@@ -67,7 +73,9 @@ impl BrokerBuilder {
         let mut broker = Broker {
             child: None,
             port,
-            overrides: self.overrides,
+            overrides: std::iter::once(("num.shards".to_owned(), TEST_SHARDS.to_owned()))
+                .chain(self.overrides)
+                .collect(),
             properties: self.properties,
             data_dir,
             log_path,
