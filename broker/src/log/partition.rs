@@ -7,8 +7,9 @@
 //!   an `.await`.
 //! - Appends: validated first (I3), then queued in arrival order; the holder of an async
 //!   mutex writes every queued batch (write coalescing, up to [`COALESCE_MAX_BYTES`], never
-//!   across a roll) so offsets are assigned densely in file order (I1); one `write_at` per
-//!   group; index entries after the data (I4); the size and high watermark are published only
+//!   across a roll) so offsets are assigned densely in file order (I1); one vectored write
+//!   (`write_parts_at`: patched header copies beside the callers' record bytes) per group;
+//!   index entries after the data (I4); the size and high watermark are published only
 //!   after the writes completed (I2). Each batch is checked and answered on its own; a failed
 //!   write is acknowledged to none of its group and publishes nothing; the next append first
 //!   cuts the torn tail and writes at the same position.
