@@ -470,8 +470,8 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// Appends that queue while another holds the append mutex are written together (write
     /// coalescing): the next holder takes the queued batches in arrival order and writes them
-    /// with one vectored write (no concatenating copy); each keeps its own offsets, checks and answer, and a failed write
-    /// fails them all.
+    /// with one vectored write (no concatenating copy); each keeps its own offsets, checks and
+    /// answer, and a failed write fails them all.
     ///
     /// A batch with a producer id is checked by core's producer rules first (under the append
     /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
@@ -557,8 +557,7 @@ impl<B: Backend> PartitionLog<B> {
     ///    a refused one at once, rolling before the group's first batch when core says so,
     ///    patching dense offsets in queue order (I1);
     /// 4. [`write_out`](Self::write_out): one vectored write (`write_parts_at`) plus index
-    ///    entries (I4); a failure
-    ///    fails the whole group (I8);
+    ///    entries (I4); a failure fails the whole group (I8);
     /// 5. [`publish`](Self::publish): the size and high watermark move (I2);
     /// 6. [`record_and_answer`](Self::record_and_answer): producer state, then each answer.
     async fn write_group(&self) {
@@ -1407,9 +1406,7 @@ impl Group {
         self.next_offset = member.last_offset.plus(1);
         self.members.push(member);
     }
-}
 
-impl Group {
     /// The group's bytes as the parts of one vectored write, in offset order: each member's
     /// patched header (slices of one buffer) followed by its records.
     fn take_parts(&mut self) -> Vec<Bytes> {
