@@ -9,6 +9,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use glommio::net::{TcpListener, TcpStream};
 use minikafka_core::backend::BackendListener;
@@ -40,6 +41,11 @@ impl BackendListener for UringListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr().map_err(os_error)
+    }
+
+    fn socket(stream: &TcpStream) -> Option<BorrowedFd<'_>> {
+        // SAFETY: the descriptor belongs to `stream`, which outlives the borrow.
+        Some(unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) })
     }
 }
 
