@@ -30,7 +30,6 @@ every check passed, 1 that one failed (the problems are printed), 2 a usage or s
 """
 
 import argparse
-import os
 import pathlib
 import random
 import signal
@@ -42,30 +41,15 @@ import tempfile
 import threading
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from soak_broker import binary, free_port  # noqa: E402
+
 TOPIC = "crash-loop"
 START_LIMIT_S = 60
 FINAL_FLUSH_LIMIT_S = 120
 READ_LIMIT_S = 120
 ACK_LIMIT_S = 60
-
-
-def binary():
-    """The broker binary: $MINIKAFKA_BIN, else the newest build under the cargo target dir."""
-    path = os.environ.get("MINIKAFKA_BIN")
-    if path:
-        return path
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for candidate in (target / "release" / "minikafka", target / "debug" / "minikafka"):
-        if candidate.exists():
-            return str(candidate)
-    sys.exit("no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Broker:
