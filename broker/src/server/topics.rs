@@ -34,6 +34,14 @@ use minikafka_core::error_code::ErrorCode;
 /// A refused topic change: Kafka error code and message.
 pub type AdminError = (ErrorCode, String);
 
+/// The refusal for a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, 3).
+pub fn unknown_topic(name: &str) -> AdminError {
+    (
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        format!("topic {name} does not exist"),
+    )
+}
+
 /// The log configuration of a topic: the broker's settings with the topic's overrides.
 pub fn log_config(
     config: &BrokerConfig,
@@ -232,12 +240,9 @@ pub async fn delete_topic<B: Backend>(
     refuse_internal(name, "deleted")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
-    let Some(info) = shared.unpublish_topic(name) else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("topic {name} does not exist"),
-        ));
-    };
+    let info = shared
+        .unpublish_topic(name)
+        .ok_or_else(|| unknown_topic(name))?;
     let removals =
         (0..info.partition_count()).map(|p| state.remove_partition(info.name.clone(), p));
     let mut failure = None;
@@ -268,12 +273,7 @@ pub async fn add_partitions<B: Backend>(
     refuse_internal(name, "given more partitions")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
-    let Some(info) = shared.topic(name) else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("topic {name} does not exist"),
-        ));
-    };
+    let info = shared.topic(name).ok_or_else(|| unknown_topic(name))?;
     let current = info.partition_count();
     if count <= current {
         return Err((
