@@ -20,9 +20,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::net::TcpStream;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;

@@ -32,6 +32,7 @@ every check passed, 1 that one failed (the problems are printed), 2 a usage or s
 import argparse
 import pathlib
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -99,9 +100,23 @@ class Broker:
                 except OSError:
                     pass
             if time.monotonic() - began > START_LIMIT_S:
+                stacks = self.dump_stacks()
                 self.kill()
-                raise RuntimeError(f"broker not ready within {START_LIMIT_S} s (start {self.starts}):\n{self.tail()}")
+                raise RuntimeError(f"broker not ready within {START_LIMIT_S} s (start {self.starts}; "
+                                   f"its threads' stacks: {stacks}):\n{self.tail()}")
             time.sleep(0.005)
+
+    def dump_stacks(self):
+        """Writes every thread's backtrace of the (hung) broker next to its log, with gdb when
+        installed; returns the file's path or why there is none."""
+        if shutil.which("gdb") is None:
+            return "gdb not installed"
+        path = self.workdir / f"stacks-start-{self.starts}.txt"
+        with open(path, "wb") as out:
+            subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=120,
+                           check=False)
+        return str(path)
 
     def kill(self):
         """SIGKILL and reap; a no-op when the broker is not running."""
