@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from soak_broker import Broker, Failed, cpu_seconds, fd_count, report  # noqa: E402
+from soak_broker import Broker, cpu_seconds, fd_count, report  # noqa: E402
 
 CPU_LIMIT_SHARE = 0.05
 LOG_LINES_LIMIT = 10
@@ -77,10 +77,7 @@ def run(args):
             return 2
     broker = Broker(workdir / "data", log_path, overrides=["offsets.topic.num.partitions=1"],
                     preexec_fn=low_limit)
-    try:
-        broker.start()
-    except Failed as e:
-        print(f"setup: {e}")
+    if not broker.start_for_setup():
         return 2
     proc, port = broker.proc, broker.port
     conns = []

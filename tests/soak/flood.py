@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from soak_broker import Broker, Failed, binary, cpu_seconds, peak_rss_kib, report, rss_kib  # noqa: E402
+from soak_broker import Broker, binary, cpu_seconds, peak_rss_kib, report, rss_kib  # noqa: E402
 
 GREEDY_RSS_LIMIT_MIB = 512
 STALL_LIMIT_BYTES = 64 * 1024 * 1024
@@ -229,10 +229,7 @@ def run(args):
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(broker_nofile, hard)), hard))
 
     broker = Broker(workdir / "data", log_path, overrides=args.override, preexec_fn=broker_limit)
-    try:
-        broker.start()
-    except Failed as e:
-        print(f"setup: {e}")
+    if not broker.start_for_setup():
         return 2
     proc, port = broker.proc, broker.port
     figures = {"binary": binary(), "load average at start": load_average()}

@@ -108,6 +108,15 @@ class Broker:
                 raise Failed(f"broker not ready within {START_LIMIT_S} s:\n{self.tail()}")
             time.sleep(0.02)
 
+    def start_for_setup(self):
+        """Starts the broker as a campaign's setup: False (said why) when it does not start."""
+        try:
+            self.start()
+            return True
+        except Failed as e:
+            print(f"setup: {e}")
+            return False
+
     def mark(self, why):
         with open(self.log_path, "ab") as log:
             log.write(f"\n----- start ({why}) -----\n".encode())
