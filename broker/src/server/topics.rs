@@ -171,17 +171,7 @@ pub async fn create_topic<B: Backend>(
         }));
     }
     let id = Uuid::new_v4();
-    let mut stored = overrides.clone();
-    stored.insert(TOPIC_ID_KEY.to_string(), id.to_string());
-    let meta = TopicMeta {
-        name: name.to_string(),
-        partition_count: partitions,
-        config: stored,
-    };
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
-        .await
-        .map_err(storage)?;
-    store.save(&meta).await.map_err(storage)?;
+    let store = save_topic_meta(state, name, id, partitions, &overrides).await?;
     let info = Arc::new(TopicInfo {
         name: name.to_string(),
         id,
@@ -263,6 +253,31 @@ pub async fn delete_topic<B: Backend>(
     Ok(info.id)
 }
 
+/// Stores topic `name`'s metadata durably, its id among its settings, before the change is
+/// published (I26); gives the store, for undoing a creation.
+pub async fn save_topic_meta<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    id: Uuid,
+    partition_count: i32,
+    config: &BTreeMap<String, String>,
+) -> Result<TopicStore<B>, AdminError> {
+    let mut stored = config.clone();
+    stored.insert(TOPIC_ID_KEY.to_string(), id.to_string());
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
+        .await
+        .map_err(storage)?;
+    store
+        .save(&TopicMeta {
+            name: name.to_string(),
+            partition_count,
+            config: stored,
+        })
+        .await
+        .map_err(storage)?;
+    Ok(store)
+}
+
 /// Raises a topic's partition count to `count`.
 pub async fn add_partitions<B: Backend>(
     state: &Rc<ShardState<B>>,
@@ -286,19 +301,7 @@ pub async fn add_partitions<B: Backend>(
     }
     let log_config = log_config(&shared.effective_config(), &info.config)
         .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
-    let mut stored = info.config.clone();
-    stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
-        .await
-        .map_err(storage)?;
-    store
-        .save(&TopicMeta {
-            name: name.to_string(),
-            partition_count: count,
-            config: stored,
-        })
-        .await
-        .map_err(storage)?;
+    save_topic_meta(state, name, info.id, count, &info.config).await?;
     let mut signals = info.signals.clone();
     signals.extend(new_signals(count - current));
     let grown = Arc::new(TopicInfo {
