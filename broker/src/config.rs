@@ -699,6 +699,21 @@ mod tests {
     }
 
     #[test]
+    fn socket_send_buffer_defaults_to_kafkas_and_minus_one_keeps_the_os_default() {
+        assert_eq!(
+            with(&[]).expect("ok").socket_send_buffer_bytes,
+            Some(102_400)
+        );
+        let config = with(&[("socket.send.buffer.bytes", "-1")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, None);
+        let config = with(&[("socket.send.buffer.bytes", "16384")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, Some(16_384));
+        for bad in ["0", "2147483648", "lots"] {
+            assert!(with(&[("socket.send.buffer.bytes", bad)]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn retention_precedence_and_unlimited() {
         let config = with(&[("log.retention.ms", "-1"), ("log.retention.hours", "2")]).expect("ok");
         assert_eq!(config.retention_ms, None);
