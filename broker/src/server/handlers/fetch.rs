@@ -137,7 +137,7 @@ pub async fn handle<B: Backend>(
         let keep = fit_batches(&read.bytes, &mut budget);
         let mut bytes = read.bytes;
         bytes.truncate(keep);
-        data.records = Some(bytes::Bytes::from(bytes));
+        data.records = Some(bytes);
         response.responses[target.topic].partitions.push(data);
     }
     response
@@ -155,7 +155,7 @@ async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> 
                 error_code: t.error_code,
                 high_watermark: -1,
                 log_start_offset: -1,
-                bytes: Vec::new(),
+                bytes: bytes::Bytes::new(),
             },
         }
     });
