@@ -14,6 +14,7 @@
 //! - Never: answers out of order, or reads past [`MAX_IN_FLIGHT`] unanswered requests.
 
 use std::cell::Cell;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -202,10 +203,11 @@ async fn write_loop<B: Backend>(
     while let Ok(pending) = rx.recv().await {
         // The in-flight guard lives until the response is written (shutdown waits for it).
         let (bytes, _in_flight) = match pending {
-            Pending::Ready(bytes) => (Some(bytes), None),
+            Pending::Ready(bytes) => (Some(Frame::Whole(bytes)), None),
             Pending::Close => break,
             Pending::Reply(reply, in_flight) => match reply.await {
-                Ok(Outcome::Respond(bytes)) => (Some(bytes), Some(in_flight)),
+                Ok(Outcome::Respond(bytes)) => (Some(Frame::Whole(bytes)), Some(in_flight)),
+                Ok(Outcome::RespondInParts(parts)) => (Some(Frame::Parts(parts)), Some(in_flight)),
                 Ok(Outcome::Silent) => (None, Some(in_flight)),
                 Ok(Outcome::Close(why)) => {
                     tracing::warn!(%peer, reason = %why, "closing connection");
@@ -216,8 +218,12 @@ async fn write_loop<B: Backend>(
             },
         };
         unanswered.set(unanswered.get().saturating_sub(1));
-        if let Some(bytes) = bytes {
-            if let Err(e) = writer.write_all(&bytes).await {
+        if let Some(frame) = bytes {
+            let written = match &frame {
+                Frame::Whole(bytes) => writer.write_all(bytes).await,
+                Frame::Parts(parts) => write_all_parts(&mut writer, parts).await,
+            };
+            if let Err(e) = written {
                 tracing::info!(%peer, reason = %e, "connection write failed");
                 metrics.connection_error(ConnectionError::Io);
                 break;
@@ -230,4 +236,34 @@ async fn write_loop<B: Backend>(
     drop(slot);
     drop(writer_alive);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// A response to write: one buffer, or parts written as one frame.
+enum Frame {
+    /// A whole size-prefixed response.
+    Whole(Bytes),
+    /// A size-prefixed response in parts (a Fetch response whose batches are the log's bytes).
+    Parts(Vec<Bytes>),
+}
+
+/// Writes `parts` in order with vectored writes (one `writev` where the stream supports it;
+/// streams without it write one part per call), so shared parts are never copied here.
+async fn write_all_parts<W: futures::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    parts: &[Bytes],
+) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        let n = writer.write_vectored(left).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut left, n);
+    }
+    Ok(())
 }

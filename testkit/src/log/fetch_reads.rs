@@ -43,7 +43,17 @@ pub async fn check_fetch_reads_each_byte_once<B: Backend>(backend: &B, dir: &Pat
         .find(|(_, bytes)| bytes.len() > MAX_BYTES)
         .map(|(base, _)| base)
         .ok_or("no huge batch in the model")?;
-    for target in [0, 1, 57, 58, 200, huge_base - 1, huge_base, huge_base + 1, hw - 3] {
+    for target in [
+        0,
+        1,
+        57,
+        58,
+        200,
+        huge_base - 1,
+        huge_base,
+        huge_base + 1,
+        hw - 3,
+    ] {
         let (reads, bytes_read) = (plan.op_count_of(FileOp::ReadAt), plan.bytes_read());
         let got = log
             .read(Offset(target), MAX_BYTES)
@@ -77,7 +87,10 @@ pub async fn check_fetch_reads_each_byte_once<B: Backend>(backend: &B, dir: &Pat
             continue; // the fallback for a batch larger than the fetch: correct is enough
         }
         ensure(reads == 1, || {
-            format!("read({target}) of {} bytes took {reads} read_at calls", want.len())
+            format!(
+                "read({target}) of {} bytes took {reads} read_at calls",
+                want.len()
+            )
         })?;
         ensure(bytes_read <= (MAX_BYTES as u64) + ALLOWANCE_BYTES, || {
             format!(

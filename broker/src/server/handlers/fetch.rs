@@ -161,3 +161,14 @@ async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> 
     });
     futures::future::join_all(reads).await
 }
+
+/// The record batches of `response`, in the order its encoder writes them (topics, then
+/// partitions): what the connection sends without copying.
+pub fn records_in_order(response: &FetchResponse) -> Vec<bytes::Bytes> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .collect()
+}
