@@ -211,8 +211,8 @@ mod tests {
         let sizes = [0, 100, SPLICE_MIN_BYTES, 70_000, SPLICE_MIN_BYTES - 1];
         for version in 4..=18 {
             let (r, shared) = response(&sizes);
-            let plain = encode_response_for(version, 42, &r).unwrap();
-            let parts = encode_response_spliced(version, 42, &r, shared.clone()).unwrap();
+            let plain = encode_response_for(version, 42, &r).expect("plain");
+            let parts = encode_response_spliced(version, 42, &r, shared.clone()).expect("spliced");
             let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
             assert_eq!(joined, plain[..], "v{version}");
             let large: Vec<&Bytes> = shared
@@ -237,8 +237,8 @@ mod tests {
     fn foreign_bytes_are_copied_not_matched() {
         let (r, shared) = response(&[SPLICE_MIN_BYTES * 2]);
         let foreign: Vec<Bytes> = shared.iter().map(|b| Bytes::from(b.to_vec())).collect();
-        let plain = encode_response_for(12, 7, &r).unwrap();
-        let parts = encode_response_spliced(12, 7, &r, foreign).unwrap();
+        let plain = encode_response_for(12, 7, &r).expect("plain");
+        let parts = encode_response_spliced(12, 7, &r, foreign).expect("spliced");
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0], plain);
     }
