@@ -19,6 +19,7 @@
 //!   dispatches a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
 use std::cell::Cell;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -223,8 +224,12 @@ fn judge<B: Backend>(
                 let outcome = handlers::handle(&st, request, peer).await;
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);
-                if let Outcome::Respond(bytes) = &outcome {
-                    unsent.queued(bytes.len());
+                match &outcome {
+                    Outcome::Respond(bytes) => unsent.queued(bytes.len()),
+                    Outcome::RespondInParts(parts) => {
+                        unsent.queued(parts.iter().map(Bytes::len).sum())
+                    }
+                    _ => {}
                 }
                 let _ = reply_tx.send(outcome);
             });
@@ -268,10 +273,11 @@ async fn write_loop<B: Backend>(
     while let Ok(pending) = rx.recv().await {
         // The in-flight guard lives until the response is written (shutdown waits for it).
         let (bytes, _in_flight) = match pending {
-            Pending::Ready(bytes) => (Some(bytes), None),
+            Pending::Ready(bytes) => (Some(Frame::Whole(bytes)), None),
             Pending::Close => break,
             Pending::Reply(reply, in_flight) => match reply.await {
-                Ok(Outcome::Respond(bytes)) => (Some(bytes), Some(in_flight)),
+                Ok(Outcome::Respond(bytes)) => (Some(Frame::Whole(bytes)), Some(in_flight)),
+                Ok(Outcome::RespondInParts(parts)) => (Some(Frame::Parts(parts)), Some(in_flight)),
                 Ok(Outcome::Silent) => (None, Some(in_flight)),
                 Ok(Outcome::Close(why)) => {
                     tracing::warn!(%peer, reason = %why, "closing connection");
@@ -282,8 +288,8 @@ async fn write_loop<B: Backend>(
             },
         };
         unanswered.set(unanswered.get().saturating_sub(1));
-        if let Some(bytes) = bytes {
-            if let Err(e) = write_counted(&mut writer, &bytes, &unsent).await {
+        if let Some(frame) = bytes {
+            if let Err(e) = write_counted(&mut writer, &frame, &unsent).await {
                 tracing::info!(%peer, reason = %e, "connection write failed");
                 metrics.connection_error(ConnectionError::Io);
                 break;
@@ -298,20 +304,40 @@ async fn write_loop<B: Backend>(
     tracing::debug!(%peer, "connection closed");
 }
 
-/// Writes all of `bytes`, taking what the kernel accepts off `unsent` as it goes (so the reader
-/// resumes as soon as the client drains enough, not after a whole large answer).
+/// A response to write: one buffer, or parts written as one frame.
+enum Frame {
+    /// A whole size-prefixed response.
+    Whole(Bytes),
+    /// A size-prefixed response in parts (a Fetch response whose batches are the log's bytes).
+    Parts(Vec<Bytes>),
+}
+
+/// Writes all of `frame` in order with vectored writes (one `writev` where the stream supports
+/// it; streams without it write one part per call), so shared parts are never copied here,
+/// taking what the kernel accepts off `unsent` as it goes (so the reader resumes as soon as the
+/// client drains enough, not after a whole large answer).
 async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
     writer: &mut W,
-    mut bytes: &[u8],
+    frame: &Frame,
     unsent: &UnsentBytes,
 ) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        let n = writer.write(bytes).await?;
+    let parts = match frame {
+        Frame::Whole(bytes) => std::slice::from_ref(bytes),
+        Frame::Parts(parts) => parts.as_slice(),
+    };
+    let mut slices: Vec<IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        let n = writer.write_vectored(left).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
         unsent.sent(n);
-        bytes = &bytes[n..];
+        IoSlice::advance_slices(&mut left, n);
     }
     Ok(())
 }
