@@ -63,6 +63,11 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets`.
     pub offsets_topic_segment_bytes: u64,
+    /// `offsets.topic.segment.ms` (ours; Kafka's offsets topic rolls at `log.roll.ms`, 7 days):
+    /// the `segment.ms` stored with `__consumer_offsets` when startup creates it, so that its
+    /// active segment rolls and is cleaned, and a restart replays the live keys plus at most
+    /// this long of commits (or one segment).
+    pub offsets_topic_segment_ms: i64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
     /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
@@ -238,6 +243,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
+            offsets_topic_segment_ms: 600_000,
             groups: GroupSettings::default(),
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
@@ -494,6 +500,9 @@ impl BrokerConfig {
                         return Err(invalid(k, v, "must be between 14 and 2147483647"));
                     }
                     config.offsets_topic_segment_bytes = n;
+                }
+                "offsets.topic.segment.ms" => {
+                    config.offsets_topic_segment_ms = parse_positive(k, v)?
                 }
                 _ if k.starts_with("group.") || k.starts_with("offset") => {
                     apply_group_setting(&mut config.groups, k, v)?

@@ -34,13 +34,18 @@ pub fn is_internal(topic: &str) -> bool {
 }
 
 /// The topic-level configuration stored with `__consumer_offsets` when it is created.
-pub fn stored_overrides(segment_bytes: u64) -> BTreeMap<String, String> {
+///
+/// `segment_ms` bounds what a restart replays beyond the live keys: only sealed segments are
+/// cleaned, and at Kafka's 100 MiB segments and 7-day roll a busy group's history would stay
+/// in the active segment (replayed whole) for days.
+pub fn stored_overrides(segment_bytes: u64, segment_ms: i64) -> BTreeMap<String, String> {
     [
         // Compacted, as in Kafka: startup replays the live keys, not their history.
         ("cleanup.policy", "compact".to_string()),
         ("retention.ms", "-1".to_string()),
         ("retention.bytes", "-1".to_string()),
         ("segment.bytes", segment_bytes.to_string()),
+        ("segment.ms", segment_ms.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -63,7 +68,10 @@ pub async fn ensure_stored<B: Backend>(state: &Rc<ShardState<B>>) -> Result<i32,
         }
         return Ok(meta.partition_count);
     }
-    let mut stored = stored_overrides(config.offsets_topic_segment_bytes);
+    let mut stored = stored_overrides(
+        config.offsets_topic_segment_bytes,
+        config.offsets_topic_segment_ms,
+    );
     stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
     let meta = TopicMeta {
         name: OFFSETS_TOPIC.to_string(),
@@ -92,11 +100,16 @@ mod tests {
     #[test]
     fn stored_overrides_disable_retention() {
         let config = crate::config::BrokerConfig::default();
-        let overrides = stored_overrides(config.offsets_topic_segment_bytes);
+        let overrides = stored_overrides(
+            config.offsets_topic_segment_bytes,
+            config.offsets_topic_segment_ms,
+        );
         let log = crate::server::topics::log_config(&config, &overrides).expect("valid");
         assert_eq!(log.retention_ms, None);
         assert_eq!(log.retention_bytes, None);
         assert_eq!(log.segment_bytes, 104_857_600);
+        // Rolled within ten minutes, not Kafka's seven days, so the cleaner reaches it.
+        assert_eq!(log.segment_ms, Some(600_000));
         assert!(log.cleanup_policy.compact && !log.cleanup_policy.delete);
     }
 }
