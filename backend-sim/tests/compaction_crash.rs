@@ -84,25 +84,35 @@ fn write_durably() -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-/// Filesystem calls one whole cleaning of the workload makes, and the first uncleanable offset.
-fn count_cleaning_ops() -> Result<(u64, i64), String> {
+/// The log as a reader sees it (every row from the log start) and as its files lie (the
+/// segments' base offsets): a mix of old and new segments can read back like the new log.
+type State = (Vec<Row>, Vec<i64>);
+
+fn bases<B: Backend>(log: &PartitionLog<B>) -> Vec<i64> {
+    log.segments().iter().map(|s| s.base_offset().0).collect()
+}
+
+/// A whole cleaning of the workload: the filesystem calls it makes, the first uncleanable
+/// offset, and the segment bases before and after.
+fn count_cleaning_ops() -> Result<(u64, i64, Vec<i64>, Vec<i64>), String> {
     minikafka_backend_sim::install(SimConfig::new(0));
     write_durably()?;
     run(false, |backend| async move {
         let faulty = FaultyBackend::new(backend, FaultPlan::new());
         let log = open(&faulty, true).await?;
         let end = log.segments().last().ok_or("no segment")?.base_offset().0;
+        let old_bases = bases(&log);
         let before = faulty.plan().op_count();
         clean_once(&faulty, &log, NOW_MS)
             .await?
             .ok_or("nothing cleaned")?;
-        Ok((faulty.plan().op_count() - before, end))
+        Ok((faulty.plan().op_count() - before, end, old_bases, bases(&log)))
     })
 }
 
 /// One world: the workload, a cleaning failing from call `n` on, a crash, a reopen. What the
-/// reopened log reads back, or why it could not be read.
-fn crash_at(config: SimConfig, n: u64) -> Result<Vec<Row>, String> {
+/// reopened log reads back and its segments, or why it could not be read.
+fn crash_at(config: SimConfig, n: u64) -> Result<State, String> {
     minikafka_backend_sim::install(config);
     write_durably()?;
     run(true, move |backend| async move {
@@ -116,6 +126,7 @@ fn crash_at(config: SimConfig, n: u64) -> Result<Vec<Row>, String> {
     run(false, |backend| async move {
         let log = open(&backend, false).await?;
         let rows = read_rows(&log).await?;
+        let bases = bases(&log);
         let hw = log.high_watermark();
         let info = log
             .append(keyed_batch(&[("k0", Some("after"))], NOW_MS), NOW_MS)
@@ -124,20 +135,20 @@ fn crash_at(config: SimConfig, n: u64) -> Result<Vec<Row>, String> {
         if info.base_offset != hw {
             return Err(format!("append at {} after the end {hw}", info.base_offset));
         }
-        Ok(rows)
+        Ok((rows, bases))
     })
 }
 
-/// The rows before and after the cleaning.
-fn old_and_new() -> Result<(Vec<Row>, Vec<Row>, u64), String> {
-    let (ops, end) = count_cleaning_ops()?;
+/// The log before and after the cleaning, and the calls the cleaning makes.
+fn old_and_new() -> Result<(State, State, u64), String> {
+    let (ops, end, old_bases, new_bases) = count_cleaning_ops()?;
     minikafka_backend_sim::install(SimConfig::new(0));
     let old = write_durably()?;
     let new = expected_after_clean(&old, end, false);
-    if old == new {
+    if old == new || old_bases == new_bases {
         return Err("the workload has nothing to clean".into());
     }
-    Ok((old, new, ops))
+    Ok(((old, old_bases), (new, new_bases), ops))
 }
 
 #[test]
