@@ -106,7 +106,12 @@ fn count_cleaning_ops() -> Result<(u64, i64, Vec<i64>, Vec<i64>), String> {
         clean_once(&faulty, &log, NOW_MS)
             .await?
             .ok_or("nothing cleaned")?;
-        Ok((faulty.plan().op_count() - before, end, old_bases, bases(&log)))
+        Ok((
+            faulty.plan().op_count() - before,
+            end,
+            old_bases,
+            bases(&log),
+        ))
     })
 }
 

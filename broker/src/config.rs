@@ -743,6 +743,7 @@ mod tests {
         assert_eq!(config.groups.offset_metadata_max_bytes, 4_096);
         let config = with(&[
             ("offsets.topic.num.partitions", "3"),
+            ("offsets.topic.segment.ms", "60000"),
             ("offsets.topic.replication.factor", "3"),
             ("group.initial.rebalance.delay.ms", "0"),
             ("group.min.session.timeout.ms", "100"),
@@ -751,6 +752,8 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.offsets_topic_segment_ms, 60_000);
+        assert!(with(&[("offsets.topic.segment.ms", "0")]).is_err());
         assert_eq!(config.groups.initial_rebalance_delay_ms, 0);
         assert_eq!(config.groups.min_session_timeout_ms, 100);
         assert_eq!(config.groups.max_size, 10);

@@ -72,7 +72,10 @@ async fn visit<B: Backend>(
     }
     let identity = Rc::as_ptr(log) as usize;
     let key = (topic.to_string(), partition);
-    if checkpoints.get(&key).is_none_or(|(known, _)| *known != identity) {
+    if checkpoints
+        .get(&key)
+        .is_none_or(|(known, _)| *known != identity)
+    {
         // First visit of this log (since startup, or since its topic was created again): the
         // last run's checkpoint, if it left one in the partition directory.
         let loaded = checkpoint::load(&st.backend, log).await;

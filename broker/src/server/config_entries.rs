@@ -334,7 +334,11 @@ fn cleaner_values(c: &crate::log::cleaner::CleanerSettings) -> Vec<(&'static str
     use minikafka_core::compaction::policy::format_ratio_ppm;
     vec![
         ("log.cleaner.enable", c.enable.to_string(), TYPE_BOOLEAN),
-        ("log.cleaner.backoff.ms", c.backoff_ms.to_string(), TYPE_LONG),
+        (
+            "log.cleaner.backoff.ms",
+            c.backoff_ms.to_string(),
+            TYPE_LONG,
+        ),
         (
             "log.cleaner.dedupe.buffer.size",
             c.dedupe_buffer_bytes.to_string(),

@@ -309,9 +309,10 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     let settings = CleanerSettings::default();
     let log = open(backend, dir, &cfg, false).await?;
     write_workload(&log, 4).await?;
-    ensure(checkpoint::load(backend, &log).await == CleanerCheckpoint::default(), || {
-        "a partition never cleaned has a checkpoint".into()
-    })?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a partition never cleaned has a checkpoint".into(),
+    )?;
     let mut saved = CleanerCheckpoint::default();
     let first = clean_partition(backend, &log, &mut saved, &settings, NOW_MS)
         .await
@@ -392,9 +393,10 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     let (written, _) = file.write_at(b"0\nmany\n".to_vec(), 0).await;
     written.step("damage the checkpoint")?;
     file.close().await.step("close the checkpoint")?;
-    ensure(checkpoint::load(backend, &log).await == CleanerCheckpoint::default(), || {
-        "a damaged checkpoint was trusted".into()
-    })?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a damaged checkpoint was trusted".into(),
+    )?;
     let beyond = CleanerCheckpoint {
         first_dirty: Offset(log.high_watermark().0 + 1),
         oldest_kept_tombstone_ms: None,
@@ -402,9 +404,10 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     checkpoint::save(backend, log.dir(), &beyond)
         .await
         .step("save")?;
-    ensure(checkpoint::load(backend, &log).await == CleanerCheckpoint::default(), || {
-        "a checkpoint past the sealed segments was trusted".into()
-    })?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a checkpoint past the sealed segments was trusted".into(),
+    )?;
     Ok(())
 }
 

@@ -10,6 +10,9 @@
 //!   partition is chosen by that count, so changing it would strand committed offsets.
 //! - It is exempt from size and time retention: its stored overrides say `retention.ms=-1`
 //!   and `retention.bytes=-1`, and the retention timer skips it regardless ([`is_internal`]).
+//! - It is compacted and stored with `segment.ms` = `offsets.topic.segment.ms`, so its active
+//!   segment rolls and gets cleaned, and startup replays the live keys plus at most that long
+//!   of commits (docs/DESIGN.md, "`__consumer_offsets` at startup").
 //! - Only the coordinator hosts write to it (through the shard's append path, so the flush
 //!   policy and group commit apply). Users may read it (Kafka allows that too) but not
 //!   produce to it (INVALID_TOPIC_EXCEPTION, as Kafka answers), delete it or add partitions
