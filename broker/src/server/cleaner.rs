@@ -7,8 +7,9 @@
 //!
 //! Contract: time comes from the backend (`wall_clock_ms`, as every shard timer); no direct
 //! I/O; each partition's checkpoint is loaded from its directory at its first visit and saved
-//! after each cleaning ([`checkpoint`]), so a restart resumes where the last run ended; a failed cleaning is logged and retried at the next visit, the partition serving as
-//! before (the swap protocol leaves old or new segments, I24).
+//! after each cleaning ([`checkpoint`]), so a restart resumes where the last run ended; a
+//! failed cleaning is logged and retried at the next visit, the partition serving as before
+//! (the swap protocol leaves old or new segments, I24).
 
 use std::collections::HashMap;
 use std::rc::Rc;
