@@ -68,6 +68,11 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets`.
     pub offsets_topic_segment_bytes: u64,
+    /// `offsets.topic.segment.ms` (ours; Kafka's offsets topic rolls at `log.roll.ms`, 7 days):
+    /// the `segment.ms` stored with `__consumer_offsets` when startup creates it, so that its
+    /// active segment rolls and is cleaned, and a restart replays the live keys plus at most
+    /// this long of commits (or one segment).
+    pub offsets_topic_segment_ms: i64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
     /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
@@ -244,6 +249,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
+            offsets_topic_segment_ms: 600_000,
             groups: GroupSettings::default(),
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
@@ -526,6 +532,9 @@ impl BrokerConfig {
                     }
                     config.offsets_topic_segment_bytes = n;
                 }
+                "offsets.topic.segment.ms" => {
+                    config.offsets_topic_segment_ms = parse_positive(k, v)?
+                }
                 _ if k.starts_with("group.") || k.starts_with("offset") => {
                     apply_group_setting(&mut config.groups, k, v)?
                 }
@@ -788,6 +797,7 @@ mod tests {
         assert_eq!(config.groups.offset_metadata_max_bytes, 4_096);
         let config = with(&[
             ("offsets.topic.num.partitions", "3"),
+            ("offsets.topic.segment.ms", "60000"),
             ("offsets.topic.replication.factor", "3"),
             ("group.initial.rebalance.delay.ms", "0"),
             ("group.min.session.timeout.ms", "100"),
@@ -796,6 +806,8 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.offsets_topic_segment_ms, 60_000);
+        assert!(with(&[("offsets.topic.segment.ms", "0")]).is_err());
         assert_eq!(config.groups.initial_rebalance_delay_ms, 0);
         assert_eq!(config.groups.min_session_timeout_ms, 100);
         assert_eq!(config.groups.max_size, 10);

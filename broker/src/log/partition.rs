@@ -205,7 +205,9 @@ impl<B: Backend> PartitionLog<B> {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if name == start_offset::CHECKPOINT_FILE {
+            if name == start_offset::CHECKPOINT_FILE
+                || name == super::cleaner::checkpoint::CHECKPOINT_FILE
+            {
                 continue;
             }
             match classify(name) {

@@ -81,6 +81,7 @@ macro_rules! log_check_names {
             check_producer_dedup_survives_crash,
             check_compaction_keeps_latest_per_key,
             check_read_in_flight_survives_cleaning,
+            check_cleaner_checkpoint_survives_restart,
             check_delete_records_moves_log_start,
             check_checkpoint_above_log_end_starts_empty,
             check_reconfigure_applies_to_the_live_log,
