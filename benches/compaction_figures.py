@@ -4,19 +4,23 @@ throughput, and produce latency (p50/p99, librdkafka via confluent-kafka) with t
 and on.
 
 Usage: benches/compaction_figures.py [--bin target/release/minikafka] [--records 200000]
-       [--keys 1000] [--value-bytes 100]
+       [--keys 1000] [--value-bytes 100] [--throttle BYTES_PER_S]
 
 Two runs on fresh data directories, the same workload each: `log.cleaner.enable=false`
 (bytes before: the log as written) and `log.cleaner.enable=true` with a 200 ms backoff
 (bytes after, once the size is stable; cleaner throughput = the I/O bytes over the elapsed
 time the broker logs for each cleaning). The topic is compacted, `segment.bytes` 1 MiB,
 `min.cleanable.dirty.ratio` 0.1, so the cleaner runs while the producer writes. Latency is
-measured per record from send to delivery report, acks=all, linger.ms=1. Run it on a quiet
-machine: it measures, it asserts nothing.
+measured per record from send to delivery report, acks=all, linger.ms=1: the producer sends as
+fast as it can, so it is mostly queueing (depth over throughput), and the cleaner running on
+the partition's shard shows up as lost throughput. `--throttle` adds a third run with the
+cleaner limited to that many bytes per second (`log.cleaner.io.max.bytes.per.second`). Run it
+on a quiet machine: it measures, it asserts nothing.
 """
 
 import argparse
 import json
+import os
 import pathlib
 import re
 import socket
@@ -38,7 +42,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(binary, workdir, cleaner):
+def start(binary, workdir, cleaner, throttle=None):
     port = free_port()
     data = workdir / "data"
     log = open(workdir / "broker.log", "wb")
@@ -46,7 +50,8 @@ def start(binary, workdir, cleaner):
         [binary, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
          "--override", f"log.dirs={data}",
          "--override", f"log.cleaner.enable={'true' if cleaner else 'false'}",
-         "--override", "log.cleaner.backoff.ms=200"],
+         "--override", "log.cleaner.backoff.ms=200"]
+        + (["--override", f"log.cleaner.io.max.bytes.per.second={throttle}"] if throttle else []),
         stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
@@ -70,9 +75,9 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def run(binary, args, cleaner):
+def run(binary, args, cleaner, throttle=None):
     with tempfile.TemporaryDirectory() as tmp:
-        proc, port, data, broker_log = start(binary, pathlib.Path(tmp), cleaner)
+        proc, port, data, broker_log = start(binary, pathlib.Path(tmp), cleaner, throttle)
         try:
             bootstrap = f"127.0.0.1:{port}"
             admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -119,6 +124,7 @@ def run(binary, args, cleaner):
                     elapsed_us += int(re.search(r"elapsed_us=(\d+)", line).group(1))
             return {
                 "cleaner": cleaner,
+                "throttle_bytes_per_s": throttle,
                 "records": args.records,
                 "failed": len(latencies) - len(ok),
                 "produce_records_per_s": round(args.records / produce_s),
@@ -139,13 +145,22 @@ def main():
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--throttle", type=int, default=None)
     args = parser.parse_args()
     off = run(args.bin, args, cleaner=False)
     on = run(args.bin, args, cleaner=True)
-    print(json.dumps({"cleaner_off": off, "cleaner_on": on}, indent=2))
+    runs = {"load_average": os.getloadavg(), "binary": args.bin,
+            "cleaner_off": off, "cleaner_on": on}
+    if args.throttle:
+        runs["cleaner_throttled"] = throttled = run(args.bin, args, True, args.throttle)
+    print(json.dumps(runs, indent=2))
     print(f"bytes before {off['log_bytes_at_end']} -> after {on['log_bytes_at_end']}; "
           f"p99 {off['latency_p99_ms']} ms (cleaner off) vs {on['latency_p99_ms']} ms (on); "
-          f"cleaner {on['cleaner_io_mb_per_s']} MB/s over {on['cleanings']} cleanings")
+          f"cleaner {on['cleaner_io_mb_per_s']} MB/s over {on['cleanings']} cleanings "
+          f"(load {os.getloadavg()[0]:.1f})")
+    if args.throttle:
+        print(f"throttled to {args.throttle} B/s: p99 {throttled['latency_p99_ms']} ms, "
+              f"bytes after {throttled['log_bytes_at_end']}")
 
 
 if __name__ == "__main__":

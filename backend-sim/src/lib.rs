@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
+use bytes::Bytes;
 use minikafka_core::backend::{Backend, BackendFile, OpenMode, ShardId};
 use minikafka_core::clock::MonoTime;
 
@@ -206,6 +207,36 @@ impl SimFile {
             Err(io::Error::other("file handle from before a crash"))
         }
     }
+
+    /// A write of `buf` at `pos`: what `write_at` and `write_parts_at` both do.
+    async fn write_bytes(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        file_op_delay().await;
+        self.check_epoch()?;
+        if !self.writable {
+            return Err(io_error(EBADF));
+        }
+        with_world(|w| {
+            let f = w.config.faults;
+            let failure = if w.fault(f.write_eio) {
+                w.stats.write_eio += 1;
+                Some(EIO)
+            } else if w.fault(f.write_enospc) {
+                w.stats.write_enospc += 1;
+                Some(ENOSPC)
+            } else {
+                None
+            };
+            match failure {
+                Some(code) => {
+                    // A failing write may still have put a prefix in the file.
+                    let prefix = w.rng.below(buf.len() as u64 + 1) as usize;
+                    w.disk.write(self.ino, pos, &buf[..prefix])?;
+                    Err(io_error(code))
+                }
+                None => w.disk.write(self.ino, pos, buf),
+            }
+        })
+    }
 }
 
 impl BackendFile for SimFile {
@@ -226,35 +257,15 @@ impl BackendFile for SimFile {
     }
 
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> (io::Result<()>, Vec<u8>) {
-        file_op_delay().await;
-        if let Err(e) = self.check_epoch() {
-            return (Err(e), buf);
-        }
-        if !self.writable {
-            return (Err(io_error(EBADF)), buf);
-        }
-        let result = with_world(|w| {
-            let f = w.config.faults;
-            let failure = if w.fault(f.write_eio) {
-                w.stats.write_eio += 1;
-                Some(EIO)
-            } else if w.fault(f.write_enospc) {
-                w.stats.write_enospc += 1;
-                Some(ENOSPC)
-            } else {
-                None
-            };
-            match failure {
-                Some(code) => {
-                    // A failing write may still have put a prefix in the file.
-                    let prefix = w.rng.below(buf.len() as u64 + 1) as usize;
-                    w.disk.write(self.ino, pos, &buf[..prefix])?;
-                    Err(io_error(code))
-                }
-                None => w.disk.write(self.ino, pos, &buf),
-            }
-        });
+        let result = self.write_bytes(&buf, pos).await;
         (result, buf)
+    }
+
+    /// The simulated disk keeps bytes, not buffers: the parts are written as their
+    /// concatenation, with the same faults (a failing write may leave any prefix of it).
+    async fn write_parts_at(&self, parts: Vec<Bytes>, pos: u64) -> (io::Result<()>, Vec<Bytes>) {
+        let result = self.write_bytes(&parts.concat(), pos).await;
+        (result, parts)
     }
 
     async fn sync_data(&self) -> io::Result<()> {

@@ -8,7 +8,9 @@
 //!   buffered writes, later writes go through the ring, which completes them inline; where it
 //!   refuses (`EOPNOTSUPP`: ext4, for one), io_uring would punt every buffered write to a
 //!   kernel worker (a thread hop per write), so they are plain `pwrite`s on the shard's
-//!   thread, from the caller's buffer (no copy), as the portable backend does.
+//!   thread, from the caller's buffer (no copy), as the portable backend does. A
+//!   `write_parts_at` takes the same paths as one `pwritev` (core's `WriteCursor`): no copy
+//!   on the shard, one concatenating copy for a ring submission.
 //!   `truncate` runs `ftruncate` on glommio's blocking thread (glommio 0.9 has no io_uring
 //!   truncate). `len` is a direct `fstat(2)` on the descriptor: it never blocks on the disk
 //!   for an open inode, and unlike glommio's path-based `statx` it stays right after the file
@@ -21,13 +23,13 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::io;
+use std::io::{self, IoSlice};
 use std::mem::ManuallyDrop;
-use std::os::unix::fs::FileExt;
 use std::os::unix::io::{AsRawFd, FromRawFd};
 
+use bytes::Bytes;
 use glommio::io::BufferedFile;
-use minikafka_core::backend::{BackendFile, INLINE_WRITE_MAX_BYTES};
+use minikafka_core::backend::{BackendFile, WriteCursor, INLINE_WRITE_MAX_BYTES};
 
 use crate::error::os_error;
 use crate::stats;
@@ -84,33 +86,38 @@ impl UringFile {
         ManuallyDrop::new(unsafe { File::from_raw_fd(self.inner.as_raw_fd()) })
     }
 
-    /// One `pwritev2(RWF_NOWAIT)` of `buf` at `pos` on the shard's thread.
-    fn write_nowait(&self, buf: &[u8], pos: u64) -> io::Result<usize> {
+    /// One `pwritev2` of `slices` at `pos` on the shard's thread, with `flags` (`RWF_NOWAIT`
+    /// for the probe, 0 for a plain positional vectored write).
+    fn pwritev2(&self, slices: &[IoSlice<'_>], pos: u64, flags: libc::c_int) -> io::Result<usize> {
         let offset = libc::off_t::try_from(pos)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write past off_t"))?;
-        let iov = libc::iovec {
-            iov_base: buf.as_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
+        // SAFETY: `IoSlice` is ABI-compatible with `iovec` on Unix; the slices borrow buffers
+        // alive and unaliased for the call, at most MAX_WRITE_PARTS (IOV_MAX) of them (the
+        // cursor's bound); the descriptor is open for the borrow of `self`.
+        let n = unsafe {
+            libc::pwritev2(
+                self.inner.as_raw_fd(),
+                slices.as_ptr().cast::<libc::iovec>(),
+                slices.len() as libc::c_int,
+                offset,
+                flags,
+            )
         };
-        // SAFETY: `iov` points at `buf`, alive and unaliased for the call; the descriptor is
-        // open for the borrow of `self`.
-        let n =
-            unsafe { libc::pwritev2(self.inner.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
 
     /// A small write on the shard's thread: the first one of the file asks the filesystem
     /// whether it does non-blocking buffered writes. `Ok(false)` when the write should go
     /// through the ring instead (nothing was written then).
-    fn write_small_on_shard(&self, buf: &[u8], pos: u64) -> io::Result<bool> {
-        let mut done_bytes = 0;
+    fn write_small_on_shard(&self, cursor: &mut WriteCursor<'_>) -> io::Result<bool> {
         if self.small_writes.get() == SmallWritePath::Undecided {
-            let first = self.write_nowait(buf, pos);
+            let first = self.pwritev2(cursor.slices(), cursor.pos(), libc::RWF_NOWAIT);
             self.small_writes.set(path_after_nowait(&first));
+            let mut wrote_bytes = 0;
             match first {
                 // The filesystem wrote without blocking: later writes go through the ring
                 // (which completes them inline); this one finishes here.
-                Ok(n) => done_bytes = n,
+                Ok(n) => wrote_bytes = n,
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
                 Err(e)
                     if matches!(
@@ -122,19 +129,38 @@ impl UringFile {
                 }
                 Err(e) => return Err(e),
             }
-            if done_bytes == 0 && self.small_writes.get() == SmallWritePath::Ring {
+            if wrote_bytes == 0 && self.small_writes.get() == SmallWritePath::Ring {
                 return Ok(false);
             }
+            cursor.advance(wrote_bytes)?;
         }
-        if done_bytes < buf.len() {
-            let at = pos
-                .checked_add(done_bytes as u64)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past u64"))?;
-            // `write_all_at` retries EINTR and short writes, failing with WriteZero on none.
-            self.raw_file().write_all_at(&buf[done_bytes..], at)?;
-        }
+        // Core's cursor retries EINTR and short writes, failing with WriteZero on none.
+        cursor.write_all(|slices, at| self.pwritev2(slices, at, 0))?;
         stats::record_write_on_shard();
         Ok(true)
+    }
+
+    /// Writes what `cursor` holds through the ring. glommio 0.9's `BufferedFile::write_at`
+    /// consumes its `Vec` and never returns it, so the bytes are copied into one buffer per
+    /// submission (once, unless the kernel writes short).
+    async fn write_via_ring(&self, cursor: &mut WriteCursor<'_>) -> io::Result<()> {
+        while !cursor.is_done() {
+            let chunk = cursor.remaining_to_vec();
+            let wrote_bytes = self
+                .inner
+                .write_at(chunk, cursor.pos())
+                .await
+                .map_err(os_error)?;
+            stats::record_write();
+            if wrote_bytes == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "write_at accepted zero bytes",
+                ));
+            }
+            cursor.advance(wrote_bytes)?;
+        }
+        Ok(())
     }
 
     async fn read_into(&self, buf: &mut Vec<u8>, pos: u64, len: usize) -> io::Result<()> {
@@ -155,33 +181,17 @@ impl UringFile {
         Ok(())
     }
 
-    async fn write_from(&self, buf: &[u8], pos: u64) -> io::Result<()> {
-        if !buf.is_empty()
-            && buf.len() <= INLINE_WRITE_MAX_BYTES
+    /// Writes what `cursor` holds: on the shard when small and the filesystem refuses
+    /// non-blocking buffered writes (no copy), else through the ring.
+    async fn write_from(&self, mut cursor: WriteCursor<'_>) -> io::Result<()> {
+        if !cursor.is_done()
+            && cursor.remaining_bytes() <= INLINE_WRITE_MAX_BYTES as u64
             && self.small_writes.get() != SmallWritePath::Ring
-            && self.write_small_on_shard(buf, pos)?
+            && self.write_small_on_shard(&mut cursor)?
         {
             return Ok(());
         }
-        let mut done_bytes = 0usize;
-        while done_bytes < buf.len() {
-            let at = pos
-                .checked_add(done_bytes as u64)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past u64"))?;
-            // glommio 0.9's `BufferedFile::write_at` consumes its `Vec` and never returns it, so
-            // the caller's buffer is copied once to honour the trait's "handed back" contract.
-            let chunk = buf[done_bytes..].to_vec();
-            let wrote_bytes = self.inner.write_at(chunk, at).await.map_err(os_error)?;
-            stats::record_write();
-            if wrote_bytes == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "write_at accepted zero bytes",
-                ));
-            }
-            done_bytes += wrote_bytes;
-        }
-        Ok(())
+        self.write_via_ring(&mut cursor).await
     }
 }
 
@@ -193,8 +203,14 @@ impl BackendFile for UringFile {
     }
 
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> (io::Result<()>, Vec<u8>) {
-        let result = self.write_from(&buf, pos).await;
+        let result = self.write_from(WriteCursor::new([&buf[..]], pos)).await;
         (result, buf)
+    }
+
+    async fn write_parts_at(&self, parts: Vec<Bytes>, pos: u64) -> (io::Result<()>, Vec<Bytes>) {
+        let cursor = WriteCursor::new(parts.iter().map(|part| &part[..]), pos);
+        let result = self.write_from(cursor).await;
+        (result, parts)
     }
 
     async fn sync_data(&self) -> io::Result<()> {

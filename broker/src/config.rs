@@ -48,13 +48,18 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: u64,
+    /// `socket.send.buffer.bytes`: `SO_SNDBUF` of every accepted connection; `None` (`-1`)
+    /// keeps the OS default (auto-tuned, megabytes on Linux). Bounds what a client that never
+    /// reads can make the broker compute before its writes stall.
+    pub socket_send_buffer_bytes: Option<usize>,
     /// `max.connections`.
     pub max_connections: usize,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
     pub flush_policy: FlushPolicy,
     /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
     pub log_message_timestamp_type: TimestampType,
-    /// `num.shards`: executor threads, one per core by default.
+    /// `num.shards`: executor threads; by default one on up to two cores, else one per core
+    /// ([`default_shard_count`]).
     pub num_shards: usize,
     /// `node.id` / `broker.id`.
     pub node_id: i32,
@@ -63,6 +68,11 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets`.
     pub offsets_topic_segment_bytes: u64,
+    /// `offsets.topic.segment.ms` (ours; Kafka's offsets topic rolls at `log.roll.ms`, 7 days):
+    /// the `segment.ms` stored with `__consumer_offsets` when startup creates it, so that its
+    /// active segment rolls and is cleaned, and a restart replays the live keys plus at most
+    /// this long of commits (or one segment).
+    pub offsets_topic_segment_ms: i64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
     /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
@@ -231,6 +241,7 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            socket_send_buffer_bytes: Some(102_400),
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,
             log_message_timestamp_type: TimestampType::CreateTime,
@@ -238,6 +249,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
+            offsets_topic_segment_ms: 600_000,
             groups: GroupSettings::default(),
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
@@ -247,9 +259,27 @@ impl Default for BrokerConfig {
     }
 }
 
-/// One shard per available core.
+/// Cores up to which the default is one shard. Measured on a 2-core machine
+/// (docs/BENCHMARKS.md, "Cross-shard hops"): with a second shard, a request for a partition
+/// its connection's shard does not own wakes both executors (~2.2 eventfd writes and 4× the
+/// `io_uring_enter` calls of a same-shard request), the connection's shard is not the
+/// client's choice, and the clients share the two cores; one shard answered more requests
+/// for fewer system calls. Not measured above 2 cores (no bigger machine was lent): re-measure
+/// there before trusting the one-per-core default.
+pub const ONE_SHARD_MAX_CORES: usize = 2;
+
+/// The default `num.shards`: [`shard_count_for_cores`] of the available parallelism.
 pub fn default_shard_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    shard_count_for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// One shard on up to [`ONE_SHARD_MAX_CORES`] cores, else one per core.
+pub fn shard_count_for_cores(cores: usize) -> usize {
+    if cores <= ONE_SHARD_MAX_CORES {
+        1
+    } else {
+        cores
+    }
 }
 
 /// Parses Java-properties text into ordered `(key, value)` pairs.
@@ -455,6 +485,13 @@ impl BrokerConfig {
                     config.socket_request_max_bytes = n;
                 }
                 "connections.max.idle.ms" => config.connections_max_idle_ms = parse_positive(k, v)?,
+                "socket.send.buffer.bytes" => {
+                    let n = parse_limit(k, v)?;
+                    if n.is_some_and(|n| n == 0 || n > i32::MAX as i64) {
+                        return Err(invalid(k, v, "expected -1 or 1 to 2147483647"));
+                    }
+                    config.socket_send_buffer_bytes = n.map(|n| n as usize);
+                }
                 "max.connections" => config.max_connections = parse_positive(k, v)?,
                 "flush.policy" => match v {
                     "none" | "fsync" | "interval" => flush_kind = v.to_string(),
@@ -494,6 +531,9 @@ impl BrokerConfig {
                         return Err(invalid(k, v, "must be between 14 and 2147483647"));
                     }
                     config.offsets_topic_segment_bytes = n;
+                }
+                "offsets.topic.segment.ms" => {
+                    config.offsets_topic_segment_ms = parse_positive(k, v)?
                 }
                 _ if k.starts_with("group.") || k.starts_with("offset") => {
                     apply_group_setting(&mut config.groups, k, v)?
@@ -668,7 +708,15 @@ mod tests {
         assert_eq!(config.log_dir, PathBuf::from("./data"));
         assert_eq!(config.flush_policy, FlushPolicy::None);
         assert_eq!(config.message_max_bytes, 1_048_588);
-        assert!(config.num_shards >= 1);
+        assert_eq!(config.num_shards, default_shard_count());
+    }
+
+    #[test]
+    fn one_shard_up_to_two_cores_then_one_per_core() {
+        assert_eq!(shard_count_for_cores(1), 1);
+        assert_eq!(shard_count_for_cores(2), 1);
+        assert_eq!(shard_count_for_cores(3), 3);
+        assert_eq!(shard_count_for_cores(16), 16);
     }
 
     #[test]
@@ -684,6 +732,21 @@ mod tests {
         assert_eq!(config.retention_ms, Some(3_600_000));
         assert_eq!(config.num_partitions, 5);
         assert_eq!(config.flush_policy, FlushPolicy::Interval { ms: 50 });
+    }
+
+    #[test]
+    fn socket_send_buffer_defaults_to_kafkas_and_minus_one_keeps_the_os_default() {
+        assert_eq!(
+            with(&[]).expect("ok").socket_send_buffer_bytes,
+            Some(102_400)
+        );
+        let config = with(&[("socket.send.buffer.bytes", "-1")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, None);
+        let config = with(&[("socket.send.buffer.bytes", "16384")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, Some(16_384));
+        for bad in ["0", "2147483648", "lots"] {
+            assert!(with(&[("socket.send.buffer.bytes", bad)]).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -734,6 +797,7 @@ mod tests {
         assert_eq!(config.groups.offset_metadata_max_bytes, 4_096);
         let config = with(&[
             ("offsets.topic.num.partitions", "3"),
+            ("offsets.topic.segment.ms", "60000"),
             ("offsets.topic.replication.factor", "3"),
             ("group.initial.rebalance.delay.ms", "0"),
             ("group.min.session.timeout.ms", "100"),
@@ -742,6 +806,8 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(config.offsets_topic_num_partitions, 3);
+        assert_eq!(config.offsets_topic_segment_ms, 60_000);
+        assert!(with(&[("offsets.topic.segment.ms", "0")]).is_err());
         assert_eq!(config.groups.initial_rebalance_delay_ms, 0);
         assert_eq!(config.groups.min_session_timeout_ms, 100);
         assert_eq!(config.groups.max_size, 10);

@@ -196,6 +196,11 @@ fn consumer_offsets_are_compacted_and_replayed() {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // The cleaner's checkpoint is kept in the partition directory for the next run.
+        assert!(
+            dir.join("cleaner-offset.checkpoint").exists(),
+            "no cleaner checkpoint after a cleaning"
+        );
         drop(group);
         assert!(broker.stop().success(), "clean shutdown");
         broker.restart();

@@ -6,17 +6,22 @@
 //! - One backend instance per shard (per core). Futures are `!Send` (glommio's are, and so are
 //!   shard-local structures): methods are plain `async fn`s with no `Send` bound.
 //! - Buffers are owned and handed back (`(result, buf)`), so an io_uring backend can own a
-//!   buffer while the kernel uses it, and callers reuse allocations.
+//!   buffer while the kernel uses it, and callers reuse allocations. A write may also come in
+//!   pieces ([`BackendFile::write_parts_at`], `Bytes`), so a caller holding a record batch as
+//!   a patched header plus the request frame's bytes writes it without copying it together;
+//!   [`WriteCursor`] is the bookkeeping every backend's vectored write shares.
 //! - Errors are `std::io::Error`, unchanged from the OS, so callers can tell ENOSPC from EIO.
 //! - Time is the backend's too: the broker reads no clock and starts no thread itself
 //!   (`broker/tests/no_clock.rs` checks), so a simulated backend can run it on virtual time.
 #![allow(async_fn_in_trait)]
 
 use std::future::Future;
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use crate::clock::MonoTime;
 
@@ -53,6 +58,12 @@ pub trait BackendFile: 'static {
     /// on error some prefix may have reached the file (a torn write). The buffer is handed back.
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> (io::Result<()>, Vec<u8>);
 
+    /// Writes `parts` back to back at `pos`, exactly as [`write_at`](Self::write_at) would
+    /// write their concatenation (same retries, same torn-write rule), but without
+    /// concatenating where the backend can: a positional vectored write (`pwritev`) through
+    /// a [`WriteCursor`]. Empty parts are allowed. The parts are handed back.
+    async fn write_parts_at(&self, parts: Vec<Bytes>, pos: u64) -> (io::Result<()>, Vec<Bytes>);
+
     /// Makes the file's data durable: `fdatasync` on Linux, `fcntl(F_FULLFSYNC)` on macOS.
     /// After an error, nothing written before may be assumed durable (invariant I8).
     async fn sync_data(&self) -> io::Result<()>;
@@ -65,6 +76,148 @@ pub trait BackendFile: 'static {
 
     /// Closes the file, reporting any error the OS held back.
     async fn close(self) -> io::Result<()>;
+}
+
+/// Most buffers handed to one vectored write call: `IOV_MAX` on Linux and macOS (1,024). A
+/// [`WriteCursor`] offers at most this many at a time and continues with the rest.
+pub const MAX_WRITE_PARTS: usize = 1024;
+
+/// Where a vectored write stands: the parts not yet written (the first one possibly started)
+/// and the file position the next byte goes to. Pure bookkeeping, shared by every backend's
+/// [`BackendFile::write_parts_at`]: the backend issues the system call
+/// ([`write_all`](Self::write_all) takes it as a closure), the cursor says what is left.
+#[derive(Debug)]
+pub struct WriteCursor<'a> {
+    slices: Vec<IoSlice<'a>>,
+    /// Index of the first slice not yet fully written.
+    first: usize,
+    pos: u64,
+    remaining_bytes: u64,
+}
+
+impl<'a> WriteCursor<'a> {
+    /// A cursor over `parts`, to be written from `pos`. Empty parts are dropped here.
+    pub fn new<I>(parts: I, pos: u64) -> Self
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+    {
+        let slices: Vec<IoSlice<'a>> = parts
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .map(IoSlice::new)
+            .collect();
+        let remaining_bytes = slices.iter().map(|s| s.len() as u64).sum();
+        WriteCursor {
+            slices,
+            first: 0,
+            pos,
+            remaining_bytes,
+        }
+    }
+
+    /// The next buffers to write, in order: at most [`MAX_WRITE_PARTS`] of them.
+    pub fn slices(&self) -> &[IoSlice<'a>] {
+        let rest = &self.slices[self.first..];
+        &rest[..rest.len().min(MAX_WRITE_PARTS)]
+    }
+
+    /// The file position of the next byte to write.
+    pub fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    /// Bytes not yet written.
+    pub fn remaining_bytes(&self) -> u64 {
+        self.remaining_bytes
+    }
+
+    /// Whether every byte is written.
+    pub fn is_done(&self) -> bool {
+        self.remaining_bytes == 0
+    }
+
+    /// Records that the OS accepted `written` more bytes (a short write stops mid-slice).
+    /// An OS reporting more than was offered is an error, as is a position past `u64`.
+    pub fn advance(&mut self, written: usize) -> io::Result<()> {
+        let written_u64 = written as u64;
+        if written_u64 > self.remaining_bytes {
+            return Err(io::Error::other("write reported more bytes than offered"));
+        }
+        self.pos = self
+            .pos
+            .checked_add(written_u64)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past u64"))?;
+        self.remaining_bytes -= written_u64;
+        let mut left = written;
+        while left > 0 {
+            let slice = &mut self.slices[self.first];
+            if left < slice.len() {
+                slice.advance(left);
+                break;
+            }
+            left -= slice.len();
+            self.first += 1;
+        }
+        // Skip a slice the last write ended exactly at.
+        while self.first < self.slices.len() && self.slices[self.first].is_empty() {
+            self.first += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes everything left with `write(slices, pos)` (a `pwritev`), retrying after EINTR
+    /// and short writes; fails with `WriteZero` when the OS accepts nothing. On an error some
+    /// prefix may have been written (a torn write), as with `write_at`.
+    pub fn write_all<W>(&mut self, mut write: W) -> io::Result<()>
+    where
+        W: FnMut(&[IoSlice<'_>], u64) -> io::Result<usize>,
+    {
+        while !self.is_done() {
+            match write(self.slices(), self.pos) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "vectored write accepted zero bytes",
+                    ))
+                }
+                Ok(written) => self.advance(written)?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes left, copied into one buffer (for a backend that must hand the OS a single
+    /// owned buffer, such as a ring submission).
+    pub fn remaining_to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(usize::try_from(self.remaining_bytes).unwrap_or(0));
+        for slice in &self.slices[self.first..] {
+            out.extend_from_slice(slice);
+        }
+        out
+    }
+}
+
+/// The first `len` bytes of `parts` (cheap `Bytes` slices, no copy): what a torn vectored
+/// write of `len` bytes leaves in the file.
+pub fn parts_prefix(parts: &[Bytes], len: usize) -> Vec<Bytes> {
+    let mut left = len;
+    let mut out = Vec::new();
+    for part in parts {
+        if left == 0 {
+            break;
+        }
+        let take = left.min(part.len());
+        out.push(part.slice(..take));
+        left -= take;
+    }
+    out
+}
+
+/// Total bytes of `parts`.
+pub fn parts_len(parts: &[Bytes]) -> usize {
+    parts.iter().map(Bytes::len).sum()
 }
 
 /// A connected TCP stream, readable and writable with the `futures` I/O traits.
@@ -83,6 +236,13 @@ pub trait BackendListener: 'static {
 
     /// The address actually bound (useful after binding port 0).
     fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// The stream's OS socket, for the socket options the broker sets itself (once, for every
+    /// backend: `SO_SNDBUF`); `None` where a stream is no OS socket (a simulated one).
+    #[cfg(unix)]
+    fn socket(_stream: &Self::Stream) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// One shard's view of the operating system: files, directories, TCP, timers, tasks.
@@ -165,4 +325,104 @@ pub trait Backend: Clone + 'static {
     where
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake `pwritev` into `file` that accepts at most `limit` bytes per call.
+    fn fake_pwritev<'f>(
+        file: &'f mut Vec<u8>,
+        limit: usize,
+        calls: &'f mut usize,
+    ) -> impl FnMut(&[IoSlice<'_>], u64) -> io::Result<usize> + 'f {
+        move |slices, pos| {
+            *calls += 1;
+            let mut at = pos as usize;
+            let mut done = 0;
+            for slice in slices {
+                for &byte in slice.iter() {
+                    if done == limit {
+                        return Ok(done);
+                    }
+                    if file.len() <= at {
+                        file.resize(at + 1, 0);
+                    }
+                    file[at] = byte;
+                    at += 1;
+                    done += 1;
+                }
+            }
+            Ok(done)
+        }
+    }
+
+    #[test]
+    fn short_writes_continue_mid_part_until_every_byte_is_written() {
+        let parts: [&[u8]; 4] = [b"head", b"", b"middle", b"end"];
+        for limit in 1..=13 {
+            let mut file = b"xx".to_vec();
+            let mut calls = 0;
+            let mut cursor = WriteCursor::new(parts, 2);
+            assert_eq!(cursor.remaining_bytes(), 13);
+            cursor
+                .write_all(fake_pwritev(&mut file, limit, &mut calls))
+                .expect("written");
+            assert_eq!(file, b"xxheadmiddleend", "limit {limit}");
+            assert_eq!(calls, 13usize.div_ceil(limit), "limit {limit}");
+            assert!(cursor.is_done());
+            assert_eq!(cursor.pos(), 15);
+        }
+    }
+
+    #[test]
+    fn at_most_max_write_parts_slices_are_offered_per_call() {
+        let parts: Vec<Vec<u8>> = (0..MAX_WRITE_PARTS + 5).map(|i| vec![i as u8]).collect();
+        let mut cursor = WriteCursor::new(parts.iter().map(Vec::as_slice), 0);
+        assert_eq!(cursor.slices().len(), MAX_WRITE_PARTS);
+        let mut file = Vec::new();
+        let mut calls = 0;
+        cursor
+            .write_all(fake_pwritev(&mut file, usize::MAX, &mut calls))
+            .expect("written");
+        assert_eq!(calls, 2);
+        assert_eq!(file, parts.concat());
+    }
+
+    #[test]
+    fn zero_bytes_accepted_is_write_zero_and_errors_stop_the_write() {
+        let mut cursor = WriteCursor::new([&b"abc"[..]], 0);
+        let err = cursor.write_all(|_, _| Ok(0)).expect_err("zero");
+        assert_eq!(err.kind(), io::ErrorKind::WriteZero);
+        let mut interrupted = 1;
+        let err = cursor
+            .write_all(|_, _| {
+                if interrupted > 0 {
+                    interrupted -= 1;
+                    return Err(io::Error::from(io::ErrorKind::Interrupted));
+                }
+                Err(io::Error::from_raw_os_error(28))
+            })
+            .expect_err("enospc");
+        assert_eq!(err.raw_os_error(), Some(28));
+        assert!(cursor.advance(4).is_err(), "more than offered");
+        assert_eq!(cursor.remaining_to_vec(), b"abc");
+        cursor.advance(1).expect("one byte");
+        assert_eq!(cursor.remaining_to_vec(), b"bc");
+    }
+
+    #[test]
+    fn a_prefix_of_parts_is_the_concatenations_prefix() {
+        let parts = vec![
+            Bytes::from_static(b"ab"),
+            Bytes::new(),
+            Bytes::from_static(b"cde"),
+        ];
+        assert_eq!(parts_len(&parts), 5);
+        for len in 0..=6 {
+            let prefix: Vec<u8> = parts_prefix(&parts, len).concat();
+            assert_eq!(prefix, b"abcde"[..len.min(5)], "len {len}");
+        }
+    }
 }

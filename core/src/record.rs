@@ -619,12 +619,22 @@ pub const LOG_APPEND_TIME_BIT: i16 = 0x08;
 ///
 /// Panics if `batch` is shorter than [`HEADER_BYTES`]: callers stamp only validated batches.
 pub fn stamp_log_append_time(batch: &mut [u8], append_time_ms: i64) {
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
-    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]
+    let (head, records) = batch.split_at_mut(HEADER_BYTES);
+    stamp_log_append_time_split(head, records, append_time_ms);
+}
+
+/// [`stamp_log_append_time`] for a batch held in two pieces: `head`, its first
+/// [`HEADER_BYTES`] (changed), and `records`, the rest (read for the CRC, unchanged). This is
+/// how the log stamps a produced batch whose records are still the request frame's bytes.
+///
+/// Panics if `head` is shorter than [`HEADER_BYTES`]: callers stamp only validated batches.
+pub fn stamp_log_append_time_split(head: &mut [u8], records: &[u8], append_time_ms: i64) {
+    let attributes = i16::from_be_bytes([head[ATTRIBUTES_AT], head[ATTRIBUTES_AT + 1]]);
+    head[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]
         .copy_from_slice(&(attributes | LOG_APPEND_TIME_BIT).to_be_bytes());
-    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&append_time_ms.to_be_bytes());
-    let crc = compute_crc(batch);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    head[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&append_time_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[CRC_START..HEADER_BYTES]), records);
+    head[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Iterates the batches laid end to end in `buf`, validating each. Stops at the first error

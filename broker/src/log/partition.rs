@@ -7,8 +7,9 @@
 //!   an `.await`.
 //! - Appends: validated first (I3), then queued in arrival order; the holder of an async
 //!   mutex writes every queued batch (write coalescing, up to [`COALESCE_MAX_BYTES`], never
-//!   across a roll) so offsets are assigned densely in file order (I1); one `write_at` per
-//!   group; index entries after the data (I4); the size and high watermark are published only
+//!   across a roll) so offsets are assigned densely in file order (I1); one vectored write
+//!   (`write_parts_at`: patched header copies beside the callers' record bytes) per group;
+//!   index entries after the data (I4); the size and high watermark are published only
 //!   after the writes completed (I2). Each batch is checked and answered on its own; a failed
 //!   write is acknowledged to none of its group and publishes nothing; the next append first
 //!   cuts the torn tail and writes at the same position.
@@ -48,6 +49,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
@@ -57,8 +59,8 @@ use minikafka_core::producer::{
     ProducerLimits, ProducerStateTable,
 };
 use minikafka_core::record::{
-    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time,
-    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions,
+    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time_split,
+    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -77,7 +79,8 @@ use crate::metrics::SyncStats;
 /// Most bytes of batches one coalesced write takes (a group always takes its first batch,
 /// whatever its size).
 pub const COALESCE_MAX_BYTES: u64 = 1 << 20;
-/// Bytes read per window while planning a fetch (headers only are looked at).
+/// Bytes read per window while planning a fetch past its first read (headers only are
+/// looked at).
 const PLAN_WINDOW_BYTES: usize = 16 * 1024;
 /// Bytes read per window while searching a segment for a timestamp.
 const SEARCH_WINDOW_BYTES: usize = 16 * 1024;
@@ -107,8 +110,9 @@ pub struct AppendInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadResult {
     /// Whole batches starting with the one holding the fetch offset (empty at the high
-    /// watermark). The first batch is whole even when larger than `max_bytes`.
-    pub bytes: Vec<u8>,
+    /// watermark). The first batch is whole even when larger than `max_bytes`. Shared, so a
+    /// response can send it without a copy.
+    pub bytes: Bytes,
     /// The offset the next append will get, as snapshotted for this read.
     pub high_watermark: Offset,
     /// The first offset in the log.
@@ -201,7 +205,9 @@ impl<B: Backend> PartitionLog<B> {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if name == start_offset::CHECKPOINT_FILE {
+            if name == start_offset::CHECKPOINT_FILE
+                || name == super::cleaner::checkpoint::CHECKPOINT_FILE
+            {
                 continue;
             }
             match classify(name) {
@@ -468,13 +474,20 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// Appends that queue while another holds the append mutex are written together (write
     /// coalescing): the next holder takes the queued batches in arrival order and writes them
-    /// with one `write_at`; each keeps its own offsets, checks and answer, and a failed write
-    /// fails them all.
+    /// with one vectored write (no concatenating copy); each keeps its own offsets, checks and
+    /// answer, and a failed write fails them all.
     ///
     /// A batch with a producer id is checked by core's producer rules first (under the append
     /// mutex): a refused one is [`LogError::Producer`] and touches nothing; a duplicate is
     /// answered with the original offsets and `duplicate: true` once they are durable.
-    pub async fn append(&self, mut batch: Vec<u8>, now_ms: i64) -> Result<AppendInfo> {
+    ///
+    /// The batch's bytes are not copied: only its fixed header is (to be patched), and the
+    /// rest — still the request frame's bytes when the Produce handler passes a slice of it —
+    /// is written as it is, beside the patched header ([`BackendFile::write_parts_at`]).
+    ///
+    /// [`BackendFile::write_parts_at`]: minikafka_core::backend::BackendFile::write_parts_at
+    pub async fn append(&self, batch: impl Into<Bytes>, now_ms: i64) -> Result<AppendInfo> {
+        let batch: Bytes = batch.into();
         let opts = ValidateOptions {
             max_batch_bytes: self.config.borrow().max_batch_bytes,
             walk_records: true,
@@ -485,11 +498,12 @@ impl<B: Backend> PartitionLog<B> {
         // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
         // left to find once the batch validated).
         check_single_batch(&batch)?;
+        let mut batch = SplitBatch::new(batch)?;
         if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the
             // answer all see the stamped max timestamp.
-            stamp_log_append_time(&mut batch, now_ms);
-            header = BatchHeader::parse(&batch)?;
+            stamp_log_append_time_split(&mut batch.head, &batch.records, now_ms);
+            header = BatchHeader::parse(&batch.head)?;
         }
         self.check_writable()?;
 
@@ -546,8 +560,8 @@ impl<B: Backend> PartitionLog<B> {
     ///    append as a lone append would be checked (producer rules, offset space), answering
     ///    a refused one at once, rolling before the group's first batch when core says so,
     ///    patching dense offsets in queue order (I1);
-    /// 4. [`write_out`](Self::write_out): one `write_at` plus index entries (I4); a failure
-    ///    fails the whole group (I8);
+    /// 4. [`write_out`](Self::write_out): one vectored write (`write_parts_at`) plus index
+    ///    entries (I4); a failure fails the whole group (I8);
     /// 5. [`publish`](Self::publish): the size and high watermark move (I2);
     /// 6. [`record_and_answer`](Self::record_and_answer): producer state, then each answer.
     async fn write_group(&self) {
@@ -593,7 +607,9 @@ impl<B: Backend> PartitionLog<B> {
         let mut group = Group {
             members: Vec::new(),
             headers: Vec::new(),
-            bytes: Vec::new(),
+            heads: Vec::new(),
+            records: Vec::new(),
+            len_bytes: 0,
             next_offset: self.high_watermark.get(),
             admission: GroupAdmission::new(),
         };
@@ -613,7 +629,7 @@ impl<B: Backend> PartitionLog<B> {
     /// would see appended alone), and before a batch that would pass [`COALESCE_MAX_BYTES`]
     /// or need a roll (core's [`roll::roll_reason`]; a roll happens only before a group's
     /// first batch).
-    async fn place(&self, group: &mut Group, mut queued: QueuedAppend) -> Placement {
+    async fn place(&self, group: &mut Group, queued: QueuedAppend) -> Placement {
         if let Err(e) = self.check_writable() {
             let _ = queued.reply.send(Err(e));
             return Placement::Answered;
@@ -642,8 +658,8 @@ impl<B: Backend> PartitionLog<B> {
             let _ = queued.reply.send(Err(LogError::OffsetOverflow));
             return Placement::Answered;
         };
-        let batch_bytes = queued.batch.len() as u64;
-        let pending_bytes = group.bytes.len() as u64;
+        let batch_bytes = queued.batch.len_bytes();
+        let pending_bytes = group.len_bytes;
         let roll = roll::roll_reason(
             active_facts(&self.active()),
             self.roll_limits(),
@@ -668,7 +684,7 @@ impl<B: Backend> PartitionLog<B> {
             .admission
             .join(&self.producers.borrow(), &producer_batch);
         group.push(
-            std::mem::take(&mut queued.batch),
+            queued.batch,
             queued.header,
             Member {
                 producer_batch,
@@ -692,8 +708,8 @@ impl<B: Backend> PartitionLog<B> {
         // Until the write is known complete, bytes past the published size may be torn (also
         // if this future is dropped mid-write).
         self.torn_tail.set(true);
-        let bytes = std::mem::take(&mut group.bytes);
-        let (written, _bytes) = segment.append_batches(bytes, &group.headers).await;
+        let parts = group.take_parts();
+        let (written, _parts) = segment.append_batches(parts, &group.headers).await;
         match written {
             Ok(positions) => {
                 self.torn_tail.set(false);
@@ -951,7 +967,7 @@ impl<B: Backend> PartitionLog<B> {
             });
         }
         let empty = ReadResult {
-            bytes: Vec::new(),
+            bytes: Bytes::new(),
             high_watermark,
             log_start_offset,
         };
@@ -986,20 +1002,47 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Plans and reads from one segment below `end_bytes`; `None` when the segment holds
     /// nothing at or after `fetch_offset` below the snapshot.
+    ///
+    /// Each byte is read once: one read from the index floor, of `max_bytes` plus
+    /// [`fetch_skip_allowance`] (the bytes skipped to reach the target's batch, at most about
+    /// an index interval), serves the planner (which looks at headers only) and the answer,
+    /// which is a slice of it. Only when the planned range runs past that read (a first batch
+    /// larger than it, or a longer skip) are further headers read in windows of
+    /// [`PLAN_WINDOW_BYTES`] and the range read again whole, as before.
     async fn read_segment(
         &self,
         segment: &Segment<B>,
         end_bytes: u64,
         fetch_offset: Offset,
         max_bytes: usize,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Bytes>> {
         let end = FilePos(
             u32::try_from(end_bytes)
                 .map_err(|_| io::Error::other("segment larger than u32::MAX bytes (I6)"))?,
         );
         let start = segment.floor_position(fetch_offset).min(end);
+        let corrupt = |source| LogError::SegmentCorrupt {
+            path: segment.log_path().to_path_buf(),
+            source,
+        };
         let mut planner =
             FetchPlanner::new(fetch_offset, segment.base_offset(), start, end, max_bytes);
+        // Below the snapshot, so bounded by the segment (I2) as well as by max_bytes.
+        let first_len = ((end.0 - start.0) as usize).min(
+            max_bytes
+                .max(HEADER_BYTES)
+                .saturating_add(self.fetch_skip_allowance()),
+        );
+        let first = if first_len == 0 {
+            Vec::new()
+        } else {
+            let first = segment.read_log(start.as_u64(), first_len).await?;
+            if first.len() != first_len {
+                return Err(short_segment());
+            }
+            planner.feed(start, &first).map_err(corrupt)?;
+            first
+        };
         let plan = loop {
             match planner.next_step() {
                 FetchStep::Done(plan) => break plan,
@@ -1007,27 +1050,34 @@ impl<B: Backend> PartitionLog<B> {
                     let left = (end.0 - pos.0) as usize;
                     let want = len.max(PLAN_WINDOW_BYTES.min(left));
                     let window = segment.read_log(pos.as_u64(), want).await?;
-                    planner
-                        .feed(pos, &window)
-                        .map_err(|source| LogError::SegmentCorrupt {
-                            path: segment.log_path().to_path_buf(),
-                            source,
-                        })?;
+                    planner.feed(pos, &window).map_err(corrupt)?;
                 }
             }
         };
         let Some((from, to)) = plan.range else {
             return Ok(None);
         };
+        let first_end = start.as_u64() + first.len() as u64;
+        if from >= start && to.as_u64() <= first_end {
+            let at = (from.0 - start.0) as usize;
+            let until = (to.0 - start.0) as usize;
+            return Ok(Some(Bytes::from(first).slice(at..until)));
+        }
         let len = (to.0 - from.0) as usize;
         let bytes = segment.read_log(from.as_u64(), len).await?;
         if bytes.len() != len {
-            return Err(LogError::Io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "segment shorter than its published size",
-            )));
+            return Err(short_segment());
         }
-        Ok(Some(bytes))
+        Ok(Some(Bytes::from(bytes)))
+    }
+
+    /// Bytes a fetch's first read takes beyond `max_bytes`, for the batches between the index
+    /// floor and the target's batch: an index entry follows at most an index interval of
+    /// bytes (plus the batch that crossed it), so two intervals cover the usual skip; capped
+    /// at [`PLAN_WINDOW_BYTES`], past which the planner reads on in windows.
+    fn fetch_skip_allowance(&self) -> usize {
+        let interval = self.config.borrow().index_interval_bytes as usize;
+        interval.saturating_mul(2).min(PLAN_WINDOW_BYTES)
     }
 
     /// The earliest offset whose record timestamp is at or after `target_ms`, with that
@@ -1310,9 +1360,35 @@ impl<B: Backend> PartitionLog<B> {
     }
 }
 
+/// A produced batch held in two pieces until it is written: its fixed header, copied out so
+/// the writer can patch it (base offset, leader epoch; a log-append-time stamp), and the
+/// records after it, which stay the caller's bytes (a slice of the request frame).
+struct SplitBatch {
+    head: [u8; HEADER_BYTES],
+    records: Bytes,
+}
+
+impl SplitBatch {
+    /// Splits a batch; one shorter than [`HEADER_BYTES`] is core's truncated-header error
+    /// (validation has refused it already).
+    fn new(batch: Bytes) -> Result<SplitBatch> {
+        BatchHeader::parse(&batch)?;
+        let mut head = [0u8; HEADER_BYTES];
+        head.copy_from_slice(&batch[..HEADER_BYTES]);
+        Ok(SplitBatch {
+            head,
+            records: batch.slice(HEADER_BYTES..),
+        })
+    }
+
+    fn len_bytes(&self) -> u64 {
+        (HEADER_BYTES + self.records.len()) as u64
+    }
+}
+
 /// A validated append waiting for the writer, with where to send its outcome.
 struct QueuedAppend {
-    batch: Vec<u8>,
+    batch: SplitBatch,
     header: BatchHeader,
     now_ms: i64,
     reply: oneshot::Sender<Result<Outcome>>,
@@ -1340,8 +1416,12 @@ struct Group {
     members: Vec<Member>,
     /// Each member's header, as patched (base offset, leader epoch).
     headers: Vec<BatchHeader>,
-    /// The members' batches back to back: one `write_at`.
-    bytes: Vec<u8>,
+    /// The members' patched fixed headers back to back ([`HEADER_BYTES`] each).
+    heads: Vec<u8>,
+    /// Each member's records, as the caller passed them (not copied).
+    records: Vec<Bytes>,
+    /// Bytes of the members' batches together: what the one write writes.
+    len_bytes: u64,
     /// The offset the next member gets; the high watermark once the group is published.
     next_offset: Offset,
     /// Core's producer rules for which batches may share this group.
@@ -1349,22 +1429,33 @@ struct Group {
 }
 
 impl Group {
-    /// Adds a member: patches its batch with the next offsets by patching in place (I1: the
-    /// single writer assigns dense offsets; base offset and leader epoch lie outside the CRC).
-    fn push(&mut self, mut batch: Vec<u8>, mut header: BatchHeader, member: Member) {
+    /// Adds a member: patches its batch's header with the next offsets (I1: the single writer
+    /// assigns dense offsets; base offset and leader epoch lie outside the CRC).
+    fn push(&mut self, mut batch: SplitBatch, mut header: BatchHeader, member: Member) {
         let base_offset = self.next_offset;
-        patch_base_offset(&mut batch, base_offset);
-        patch_leader_epoch(&mut batch, LEADER_EPOCH);
+        patch_base_offset(&mut batch.head, base_offset);
+        patch_leader_epoch(&mut batch.head, LEADER_EPOCH);
         header.base_offset = base_offset;
         header.partition_leader_epoch = LEADER_EPOCH;
-        if self.bytes.is_empty() {
-            self.bytes = batch;
-        } else {
-            self.bytes.extend_from_slice(&batch);
-        }
+        self.len_bytes += batch.len_bytes();
+        self.heads.extend_from_slice(&batch.head);
+        self.records.push(batch.records);
         self.headers.push(header);
         self.next_offset = member.last_offset.plus(1);
         self.members.push(member);
+    }
+
+    /// The group's bytes as the parts of one vectored write, in offset order: each member's
+    /// patched header (slices of one buffer) followed by its records.
+    fn take_parts(&mut self) -> Vec<Bytes> {
+        let heads = Bytes::from(std::mem::take(&mut self.heads));
+        let records = std::mem::take(&mut self.records);
+        let mut parts = Vec::with_capacity(2 * records.len());
+        for (i, records) in records.into_iter().enumerate() {
+            parts.push(heads.slice(i * HEADER_BYTES..(i + 1) * HEADER_BYTES));
+            parts.push(records);
+        }
+        parts
     }
 }
 
@@ -1431,4 +1522,12 @@ async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<(
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// A read below a segment's published size came back short: the file lost bytes it had.
+fn short_segment() -> LogError {
+    LogError::Io(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "segment shorter than its published size",
+    ))
 }

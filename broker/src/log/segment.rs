@@ -20,7 +20,8 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use minikafka_core::backend::{Backend, BackendFile, OpenMode};
+use bytes::Bytes;
+use minikafka_core::backend::{parts_len, Backend, BackendFile, OpenMode};
 use minikafka_core::index::{IndexEntry, IndexPlacer, OffsetIndex, ENTRY_BYTES};
 use minikafka_core::record::BatchHeader;
 use minikafka_core::time_index::{TimeIndex, TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
@@ -317,20 +318,21 @@ impl<B: Backend> Segment<B> {
         result.map(|()| buf)
     }
 
-    /// Writes `buf` — the batches of `headers`, already validated, patched and concatenated in
-    /// offset order — with one `write_at` at the published size, then the index and time index
+    /// Writes `parts` — the batches of `headers`, already validated and patched, back to back
+    /// in offset order — with one `write_parts_at` at the published size, then the index and
+    /// time index
     /// entries the placers ask for, each file's new entries with one `write_at` (I4: after the
     /// data), then publishes the new size and max timestamp (I2). On error nothing is
     /// published and the in-memory indexes are unchanged; bytes past the published size may be
     /// torn and are overwritten by the next write (the caller truncates first). Returns each
-    /// batch's position and hands the buffer back.
+    /// batch's position and hands the parts back.
     pub(crate) async fn append_batches(
         &self,
-        buf: Vec<u8>,
+        buf: Vec<Bytes>,
         headers: &[BatchHeader],
-    ) -> (io::Result<Vec<FilePos>>, Vec<u8>) {
+    ) -> (io::Result<Vec<FilePos>>, Vec<Bytes>) {
         let start_u64 = self.size_bytes.get();
-        let total_bytes = buf.len() as u64;
+        let total_bytes = parts_len(&buf) as u64;
         let Some(placed) = self.place(start_u64, total_bytes, headers) else {
             return (
                 Err(io::Error::new(
@@ -340,7 +342,7 @@ impl<B: Backend> Segment<B> {
                 buf,
             );
         };
-        let (written, buf) = self.log.write_at(buf, start_u64).await;
+        let (written, buf) = self.log.write_parts_at(buf, start_u64).await;
         if let Err(e) = written {
             return (Err(e), buf);
         }

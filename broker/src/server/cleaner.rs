@@ -6,8 +6,10 @@
 //! ([`clean_partition`]).
 //!
 //! Contract: time comes from the backend (`wall_clock_ms`, as every shard timer); no direct
-//! I/O; a failed cleaning is logged and retried at the next visit, the partition serving as
-//! before (the swap protocol leaves old or new segments, I24).
+//! I/O; each partition's checkpoint is loaded from its directory at its first visit and saved
+//! after each cleaning ([`checkpoint`]), so a restart resumes where the last run ended; a
+//! failed cleaning is logged and retried at the next visit, the partition serving as before
+//! (the swap protocol leaves old or new segments, I24).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -17,7 +19,7 @@ use minikafka_core::backend::Backend;
 
 use super::groups::offsets_topic::is_internal;
 use super::shard::{sleep_or_stop, ShardState};
-use crate::log::cleaner::{clean_partition, CleanerCheckpoint};
+use crate::log::cleaner::{checkpoint, clean_partition, CleanerCheckpoint};
 use crate::log::PartitionLog;
 
 /// Whether the shard's cleaner (rather than the retention timer) looks after this log.
@@ -70,14 +72,28 @@ async fn visit<B: Backend>(
         }
     }
     let identity = Rc::as_ptr(log) as usize;
-    let entry = checkpoints
-        .entry((topic.to_string(), partition))
-        .or_insert((identity, CleanerCheckpoint::default()));
-    if entry.0 != identity {
-        *entry = (identity, CleanerCheckpoint::default());
+    let key = (topic.to_string(), partition);
+    if checkpoints
+        .get(&key)
+        .is_none_or(|(known, _)| *known != identity)
+    {
+        // First visit of this log (since startup, or since its topic was created again): the
+        // last run's checkpoint, if it left one in the partition directory.
+        let loaded = checkpoint::load(&st.backend, log).await;
+        checkpoints.insert(key.clone(), (identity, loaded));
     }
+    let Some(entry) = checkpoints.get_mut(&key) else {
+        return;
+    };
     let started = st.backend.now();
-    match clean_partition(&st.backend, log, &mut entry.1, settings, now_ms).await {
+    let result = clean_partition(&st.backend, log, &mut entry.1, settings, now_ms).await;
+    if matches!(result, Ok(Some(_))) {
+        // After the swaps are durable (I24); a failure only makes the next run re-clean.
+        if let Err(e) = checkpoint::save(&st.backend, log.dir(), &entry.1).await {
+            tracing::warn!(topic, partition, "cleaner checkpoint not saved: {e}");
+        }
+    }
+    match result {
         Ok(Some(outcome)) => tracing::info!(
             topic,
             partition,

@@ -245,7 +245,7 @@ fn flush_setting(f: FlushPolicy) -> (&'static str, String) {
 
 fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
     let (flush_policy, flush_interval) = flush_setting(c.flush_policy);
-    vec![
+    let mut values = vec![
         (
             "listeners",
             format!("PLAINTEXT://{}", c.listener),
@@ -296,6 +296,13 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             c.connections_max_idle_ms.to_string(),
             TYPE_LONG,
         ),
+        (
+            "socket.send.buffer.bytes",
+            c.socket_send_buffer_bytes
+                .map_or(-1, |n| n as i64)
+                .to_string(),
+            TYPE_INT,
+        ),
         ("max.connections", c.max_connections.to_string(), TYPE_INT),
         (
             "log.message.timestamp.type",
@@ -313,6 +320,68 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             TYPE_STRING,
         ),
         ("log.format", c.log_format.as_str().to_string(), TYPE_STRING),
+        (
+            "offsets.topic.segment.bytes",
+            c.offsets_topic_segment_bytes.to_string(),
+            TYPE_INT,
+        ),
+        (
+            "offsets.topic.segment.ms",
+            c.offsets_topic_segment_ms.to_string(),
+            TYPE_LONG,
+        ),
+    ];
+    values.extend(cleaner_values(&c.cleaner));
+    values
+}
+
+/// The log cleaner's broker settings under Kafka's names, types and value formats (Kafka
+/// shows an unthrottled `log.cleaner.io.max.bytes.per.second` as `Double.MaxValue`).
+fn cleaner_values(c: &crate::log::cleaner::CleanerSettings) -> Vec<(&'static str, String, i8)> {
+    use minikafka_core::compaction::policy::format_ratio_ppm;
+    vec![
+        ("log.cleaner.enable", c.enable.to_string(), TYPE_BOOLEAN),
+        (
+            "log.cleaner.backoff.ms",
+            c.backoff_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size",
+            c.dedupe_buffer_bytes.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.io.max.bytes.per.second",
+            c.io_max_bytes_per_second
+                .map_or_else(|| "1.7976931348623157E308".to_string(), |r| r.to_string()),
+            TYPE_DOUBLE,
+        ),
+        (
+            "log.cleaner.min.cleanable.ratio",
+            format_ratio_ppm(c.min_cleanable_ratio_ppm),
+            TYPE_DOUBLE,
+        ),
+        (
+            "log.cleaner.min.compaction.lag.ms",
+            c.min_compaction_lag_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.max.compaction.lag.ms",
+            c.max_compaction_lag_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleaner.delete.retention.ms",
+            c.delete_retention_ms.to_string(),
+            TYPE_LONG,
+        ),
+        (
+            "log.cleanup.policy",
+            c.default_policy.as_str().to_string(),
+            TYPE_LIST,
+        ),
     ]
 }
 
@@ -394,6 +463,54 @@ mod tests {
         );
         assert_eq!(source_of(&brokers, "node.id"), SOURCE_STATIC_BROKER);
         assert_eq!(source_of(&brokers, "num.partitions"), SOURCE_DEFAULT);
+    }
+
+    /// Every `log.cleaner.*` setting is described for the broker under Kafka's name, with the
+    /// value in force and where it came from.
+    #[test]
+    fn cleaner_settings_are_described_with_their_sources() {
+        let config = broker(&[
+            ("log.cleaner.backoff.ms", "250"),
+            ("log.cleaner.min.cleanable.ratio", "0.1"),
+            ("log.cleanup.policy", "compact,delete"),
+        ]);
+        let brokers = broker_entries(&config, &DynamicBrokerConfig::default());
+        let value_of = |name: &str| {
+            brokers
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| e.value.clone())
+                .unwrap_or_else(|| panic!("{name} not described"))
+        };
+        for key in crate::log::cleaner::CleanerSettings::KEYS {
+            let expected = if [
+                "log.cleaner.backoff.ms",
+                "log.cleaner.min.cleanable.ratio",
+                "log.cleanup.policy",
+            ]
+            .contains(key)
+            {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            };
+            assert_eq!(source_of(&brokers, key), expected, "{key}");
+        }
+        assert_eq!(value_of("log.cleaner.backoff.ms"), "250");
+        assert_eq!(value_of("log.cleaner.min.cleanable.ratio"), "0.1");
+        assert_eq!(value_of("log.cleanup.policy"), "compact,delete");
+        assert_eq!(value_of("log.cleaner.enable"), "true");
+        assert_eq!(value_of("log.cleaner.dedupe.buffer.size"), "134217728");
+        assert_eq!(
+            value_of("log.cleaner.io.max.bytes.per.second"),
+            "1.7976931348623157E308"
+        );
+        assert_eq!(value_of("log.cleaner.delete.retention.ms"), "86400000");
+        assert_eq!(
+            value_of("log.cleaner.max.compaction.lag.ms"),
+            i64::MAX.to_string()
+        );
+        assert_eq!(value_of("offsets.topic.segment.ms"), "600000");
     }
 
     /// An accepted-but-inert override is described with the reason it has no effect.

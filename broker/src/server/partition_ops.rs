@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
@@ -40,8 +41,9 @@ pub struct PartitionKey {
 pub enum PartitionOp {
     /// Append one record batch and wake the partition's waiters (I7).
     Append {
-        /// The batch, as the client sent it (validated by the log).
-        batch: Vec<u8>,
+        /// The batch, as the client sent it (validated by the log): a slice of the request
+        /// frame, not a copy (`Bytes` is `Send`, so it crosses to the owner as it is).
+        batch: Bytes,
         /// Where the offsets (or the error code) go.
         reply: Reply<Result<Appended, ErrorCode>>,
     },
@@ -126,7 +128,7 @@ pub struct PartitionRead {
     /// The log start offset (-1 when unknown).
     pub log_start_offset: i64,
     /// Whole record batches.
-    pub bytes: Vec<u8>,
+    pub bytes: bytes::Bytes,
 }
 
 impl PartitionRead {
@@ -136,7 +138,7 @@ impl PartitionRead {
             error_code,
             high_watermark: -1,
             log_start_offset: -1,
-            bytes: Vec::new(),
+            bytes: bytes::Bytes::new(),
         }
     }
 }

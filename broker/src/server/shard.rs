@@ -24,6 +24,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::error_code::ErrorCode;
@@ -219,7 +220,7 @@ impl<B: Backend> ShardState<B> {
         self: &Rc<Self>,
         topic: String,
         partition: i32,
-        batch: Vec<u8>,
+        batch: Bytes,
     ) -> Result<Appended, ErrorCode> {
         let op = |reply| PartitionOp::Append { batch, reply };
         let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR);
@@ -414,7 +415,7 @@ impl<B: Backend> ShardState<B> {
     pub(crate) async fn append_owned(
         &self,
         key: &PartitionKey,
-        batch: Vec<u8>,
+        batch: Bytes,
     ) -> Result<Appended, ErrorCode> {
         let (topic, partition) = (key.topic.as_str(), key.partition);
         let owned = self
@@ -459,7 +460,7 @@ impl<B: Backend> ShardState<B> {
             error_code: ErrorCode::NONE,
             high_watermark: owned.log.high_watermark().0,
             log_start_offset: owned.log.log_start_offset().0,
-            bytes: Vec::new(),
+            bytes: bytes::Bytes::new(),
         };
         match owned.log.read(Offset(fetch_offset), max_bytes).await {
             Ok(read) => {

@@ -33,6 +33,11 @@ pub const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long a SIGTERM shutdown may take before the test fails.
 pub const STOP_LIMIT: Duration = Duration::from_secs(20);
 
+/// `num.shards` of every broker a test starts, unless it sets its own (a later override
+/// wins): two, so the suites cross shards (partitions owned by the shard a connection did not
+/// land on) on every machine, whatever the default is there (one shard on two cores).
+pub const TEST_SHARDS: &str = "2";
+
 /// Settings for a broker to start; see [`Broker::builder`].
 #[derive(Debug, Default)]
 pub struct BrokerBuilder {
@@ -55,6 +60,7 @@ impl BrokerBuilder {
     }
 
     /// Picks a free port and a fresh data directory, spawns the binary and waits until ready.
+    /// Two shards unless the test says otherwise ([`TEST_SHARDS`]).
     pub fn start(self) -> Broker {
         let root = tempfile::Builder::new()
             .prefix("minikafka-it-")
@@ -67,7 +73,9 @@ impl BrokerBuilder {
         let mut broker = Broker {
             child: None,
             port,
-            overrides: self.overrides,
+            overrides: std::iter::once(("num.shards".to_owned(), TEST_SHARDS.to_owned()))
+                .chain(self.overrides)
+                .collect(),
             properties: self.properties,
             data_dir,
             log_path,
@@ -136,6 +144,13 @@ impl Broker {
     /// The child's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// The child's resident memory (`VmRSS`) in KiB, while it runs (Linux).
+    pub fn resident_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
     }
 
     /// True while the child process has not exited.

@@ -135,6 +135,45 @@ pub async fn check_torn_write<B: Backend>(
     step("close", file.close().await)
 }
 
+/// `write_parts_at` writes its parts back to back, through the backend's vectored write
+/// (empty parts and a part boundary inside the write included), and a pending tear cuts it
+/// at the concatenation's byte: the file then holds exactly that prefix, and EIO comes back
+/// with every part handed back.
+pub async fn check_torn_parts_write<B: Backend>(
+    backend: &FaultyBackend<B>,
+    dir: &Path,
+) -> Result<(), String> {
+    let plan = backend.plan();
+    plan.heal();
+    let (path, file) = fresh_file(backend, dir, "parts").await?;
+    let parts = |pieces: &[&'static [u8]]| -> Vec<Bytes> {
+        pieces.iter().map(|p| Bytes::from_static(p)).collect()
+    };
+    let (r, _) = file
+        .write_parts_at(parts(&[b"0123", b"", b"456789"]), 0)
+        .await;
+    step("write_parts_at", r)?;
+    plan.tear_next_write_at(5);
+    let torn = parts(&[b"abc", b"defg", b"hij"]);
+    let (r, back) = file.write_parts_at(torn.clone(), 10).await;
+    expect_raw("torn write_parts_at", r, EIO_RAW)?;
+    ensure(back == torn, || format!("parts handed back: {back:?}"))?;
+    let on_disk = contents(backend.inner(), &path).await?;
+    ensure(on_disk == b"0123456789abcde", || {
+        format!(
+            "after a tear at byte 5 the file holds {:?}",
+            String::from_utf8_lossy(&on_disk)
+        )
+    })?;
+    let (r, _) = file.write_parts_at(parts(&[b"E", b"FG"]), 14).await;
+    step("write_parts_at after the tear", r)?;
+    let on_disk = contents(backend.inner(), &path).await?;
+    ensure(on_disk == b"0123456789abcdEFG", || {
+        format!("file holds {:?}", String::from_utf8_lossy(&on_disk))
+    })?;
+    step("close", file.close().await)
+}
+
 /// `enospc_on_write(true)`: every `write_at` fails with ENOSPC and writes nothing, other
 /// calls work; clearing it lets writes through again.
 pub async fn check_enospc_on_write<B: Backend>(
@@ -257,6 +296,7 @@ pub fn run_fault_checks<B: Backend>(dir: &Path) {
             [
                 check_fail_after,
                 check_torn_write,
+                check_torn_parts_write,
                 check_enospc_on_write,
                 check_eio_on_sync,
                 check_op_counter,

@@ -11,9 +11,9 @@
 //! - Faults, checked in this order for each call:
 //!   1. crash ([`FaultPlan::fail_after`]): every call at or past the crash point fails with
 //!      EIO (raw OS error 5) and does nothing;
-//!   2. `write_at` only: ENOSPC ([`FaultPlan::enospc_on_write`], raw OS error 28) without
+//!   2. writes only (`write_at`, `write_parts_at`): ENOSPC ([`FaultPlan::enospc_on_write`], raw OS error 28) without
 //!      writing a byte, while set;
-//!   3. `write_at` only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
+//!   3. writes only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
 //!      bytes only, then fails with EIO; it fires once;
 //!   4. `sync_data` and `sync_dir`: EIO while [`FaultPlan::eio_on_sync`] is set, without
 //!      syncing.
@@ -28,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+use bytes::Bytes;
+use minikafka_core::backend::{
+    parts_len, parts_prefix, Backend, BackendFile, BackendListener, OpenMode, ShardId,
+};
 
 /// Raw OS error number of EIO (the same on Linux and macOS).
 pub const EIO_RAW: i32 = 5;
@@ -54,7 +57,8 @@ pub enum FileOp {
     SyncDir,
     /// `BackendFile::read_at`.
     ReadAt,
-    /// `BackendFile::write_at`.
+    /// `BackendFile::write_at` and `BackendFile::write_parts_at` (a vectored write is
+    /// faulted as the write of its concatenation).
     WriteAt,
     /// `BackendFile::sync_data`.
     SyncData,
@@ -106,6 +110,8 @@ struct PlanState {
     enospc_on_write: bool,
     eio_on_sync: bool,
     injected_count: u64,
+    /// Bytes returned by successful `read_at` calls.
+    bytes_read: u64,
 }
 
 /// What the plan decided for one call.
@@ -158,6 +164,7 @@ impl FaultPlan {
                 enospc_on_write: false,
                 eio_on_sync: false,
                 injected_count: 0,
+                bytes_read: 0,
             })),
         }
     }
@@ -245,6 +252,12 @@ impl FaultPlan {
     /// Faults injected so far.
     pub fn injected_count(&self) -> u64 {
         self.lock().injected_count
+    }
+
+    /// Bytes that successful `read_at` calls returned so far (what a reader cost the disk or
+    /// the page cache).
+    pub fn bytes_read(&self) -> u64 {
+        self.lock().bytes_read
     }
 
     /// Whether the crash has happened: at least one call was refused at or past the crash
@@ -353,7 +366,13 @@ pub struct FaultyFile<F> {
 impl<F: BackendFile> BackendFile for FaultyFile<F> {
     async fn read_at(&self, buf: Vec<u8>, pos: u64, len: usize) -> (io::Result<()>, Vec<u8>) {
         match self.plan.gate(FileOp::ReadAt) {
-            Ok(()) => self.inner.read_at(buf, pos, len).await,
+            Ok(()) => {
+                let (result, buf) = self.inner.read_at(buf, pos, len).await;
+                if result.is_ok() {
+                    self.plan.lock().bytes_read += buf.len() as u64;
+                }
+                (result, buf)
+            }
             Err(e) => (Err(e), buf),
         }
     }
@@ -370,6 +389,26 @@ impl<F: BackendFile> BackendFile for FaultyFile<F> {
                     }
                 }
                 (Err(eio()), buf)
+            }
+        }
+    }
+
+    /// Faulted as a `write_at` of the concatenation (counted as [`FileOp::WriteAt`]: a
+    /// write is a write to the plan); a tear writes the first bytes through the inner
+    /// backend's own vectored write, so its `pwritev` path is what the faults exercise.
+    async fn write_parts_at(&self, parts: Vec<Bytes>, pos: u64) -> (io::Result<()>, Vec<Bytes>) {
+        match self.plan.admit(FileOp::WriteAt, parts_len(&parts)) {
+            Verdict::Proceed => self.inner.write_parts_at(parts, pos).await,
+            Verdict::Fail(e) => (Err(e), parts),
+            Verdict::Tear(byte) => {
+                if byte > 0 {
+                    let prefix = parts_prefix(&parts, byte);
+                    let (written, _) = self.inner.write_parts_at(prefix, pos).await;
+                    if let Err(e) = written {
+                        return (Err(e), parts);
+                    }
+                }
+                (Err(eio()), parts)
             }
         }
     }
@@ -528,6 +567,13 @@ mod tests {
     fn torn_write_writes_the_prefix_then_eio() {
         on_portable("fault-tear", |b, d| async move {
             check_torn_write(&b, &d).await
+        });
+    }
+
+    #[test]
+    fn torn_parts_write_writes_the_concatenations_prefix_then_eio() {
+        on_portable("fault-tear-parts", |b, d| async move {
+            check_torn_parts_write(&b, &d).await
         });
     }
 

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use minikafka_broker::log::cleaner::{clean_partition, CleanerCheckpoint, CleanerSettings};
+use minikafka_broker::log::cleaner::{
+    checkpoint, clean_partition, CleanerCheckpoint, CleanerSettings,
+};
 use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
-use minikafka_core::backend::Backend;
+use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use minikafka_core::compaction::policy::{CleanupPolicy, CompactionConfig};
 use minikafka_core::record::{BatchBuilder, BatchIter, NewRecord, ValidateOptions};
 use minikafka_core::types::Offset;
@@ -18,9 +20,11 @@ use crate::check::{ensure, Check, Step};
 use crate::fault::{FaultPlan, FaultyBackend};
 
 /// `(offset, key, value)` as read back; `None` value = tombstone.
-type Row = (i64, Vec<u8>, Option<Vec<u8>>);
+pub type Row = (i64, Vec<u8>, Option<Vec<u8>>);
 
-fn compacted_config() -> LogConfig {
+/// A compacted log: 1 MiB segments, no flush policy (only rolls, swaps and closes sync),
+/// everything cleanable at once, tombstones kept 1 s.
+pub fn compacted_config() -> LogConfig {
     LogConfig {
         segment_bytes: 1 << 20,
         index_interval_bytes: 128,
@@ -38,7 +42,7 @@ fn compacted_config() -> LogConfig {
 }
 
 /// One batch of `(key, value)` records stamped `timestamp_ms`.
-fn keyed_batch(records: &[(&str, Option<&str>)], timestamp_ms: i64) -> Vec<u8> {
+pub fn keyed_batch(records: &[(&str, Option<&str>)], timestamp_ms: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for (key, value) in records {
         b.push(&NewRecord {
@@ -53,7 +57,7 @@ fn keyed_batch(records: &[(&str, Option<&str>)], timestamp_ms: i64) -> Vec<u8> {
 
 /// The workload: `rounds` segments of overwrites of 5 keys, a tombstone for `k1` in the last;
 /// an active segment with one more batch. Returns every row written, in offset order.
-async fn write_workload<B: Backend>(
+pub async fn write_workload<B: Backend>(
     log: &PartitionLog<B>,
     rounds: usize,
 ) -> Result<Vec<Row>, String> {
@@ -93,7 +97,7 @@ async fn write_workload<B: Backend>(
 
 /// What a cleaning at `now_ms` must leave: below `end`, the latest row per key (tombstones
 /// older than the retention gone); from `end` on, everything.
-fn expected_after_clean(rows: &[Row], end: i64, tombstones_expired: bool) -> Vec<Row> {
+pub fn expected_after_clean(rows: &[Row], end: i64, tombstones_expired: bool) -> Vec<Row> {
     let mut latest: BTreeMap<&[u8], i64> = BTreeMap::new();
     for (offset, key, _) in rows.iter().filter(|r| r.0 < end) {
         latest.insert(key, *offset);
@@ -109,7 +113,7 @@ fn expected_after_clean(rows: &[Row], end: i64, tombstones_expired: bool) -> Vec
 
 /// Every row of the log, read through [`PartitionLog::read`] from the log start (as a
 /// consumer fetches: across offset gaps).
-async fn read_rows<B: Backend>(log: &PartitionLog<B>) -> Result<Vec<Row>, String> {
+pub async fn read_rows<B: Backend>(log: &PartitionLog<B>) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     let mut offset = log.log_start_offset();
     let mut reads = 0;
@@ -139,7 +143,8 @@ async fn read_rows<B: Backend>(log: &PartitionLog<B>) -> Result<Vec<Row>, String
     Ok(rows)
 }
 
-async fn clean_once<B: Backend>(
+/// One cleaning at `now_ms` from a fresh checkpoint with the default settings.
+pub async fn clean_once<B: Backend>(
     backend: &B,
     log: &PartitionLog<B>,
     now_ms: i64,
@@ -289,6 +294,121 @@ pub async fn check_compaction_crash_at_every_step<B: Backend>(backend: &B, dir: 
             "expected both outcomes over {total_ops} crash points (old {saw_old}, new {saw_new})"
         )
     })
+}
+
+/// The cleaner's checkpoint survives a restart: saved after a cleaning, it loads back equal
+/// from the reopened partition (which keeps the file), so the next cleaning finds nothing
+/// dirty instead of re-cleaning the whole log (which a fresh checkpoint would), and after more
+/// writes it keys only on the new segments (the dirty ratio counts them alone). A damaged
+/// file, or one beyond the sealed segments, is not trusted: the cleaner starts over.
+pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    let cfg = compacted_config();
+    let settings = CleanerSettings::default();
+    let log = open(backend, dir, &cfg, false).await?;
+    write_workload(&log, 4).await?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a partition never cleaned has a checkpoint".into(),
+    )?;
+    let mut saved = CleanerCheckpoint::default();
+    let first = clean_partition(backend, &log, &mut saved, &settings, NOW_MS)
+        .await
+        .step("clean")?
+        .ok_or("a dirty log with ratio 0 was not cleaned")?;
+    ensure(saved.first_dirty == first.pass_end, || {
+        "the checkpoint is not the pass end".into()
+    })?;
+    checkpoint::save(backend, log.dir(), &saved)
+        .await
+        .step("save the checkpoint")?;
+    log.close().await.step("close")?;
+
+    let log = open(backend, dir, &cfg, true).await?;
+    let loaded = checkpoint::load(backend, &log).await;
+    ensure(loaded == saved, || {
+        format!("loaded {loaded:?}, saved {saved:?}")
+    })?;
+    let mut resumed = loaded;
+    let again = clean_partition(backend, &log, &mut resumed, &settings, NOW_MS)
+        .await
+        .step("clean after the restart")?;
+    ensure(again.is_none(), || {
+        format!("the restart re-cleaned a clean log: {again:?}")
+    })?;
+    let mut fresh = CleanerCheckpoint::default();
+    let from_scratch = clean_partition(backend, &log, &mut fresh, &settings, NOW_MS)
+        .await
+        .step("clean from a fresh checkpoint")?;
+    ensure(from_scratch.is_some(), || {
+        "a fresh checkpoint found nothing to clean: the check cannot tell the two apart".into()
+    })?;
+
+    // More segments: only they are dirty, and the ratio counts the cleaned part as clean.
+    write_workload(&log, 2).await?;
+    let segments = log.segments();
+    let sealed = &segments[..segments.len() - 1];
+    let clean_bytes: u64 = sealed
+        .iter()
+        .filter(|s| s.base_offset() < saved.first_dirty)
+        .map(|s| s.size_bytes())
+        .sum();
+    let dirty_bytes: u64 = sealed
+        .iter()
+        .filter(|s| s.base_offset() >= saved.first_dirty)
+        .map(|s| s.size_bytes())
+        .sum();
+    let mut resumed = loaded;
+    let next = clean_partition(backend, &log, &mut resumed, &settings, NOW_MS)
+        .await
+        .step("clean the new segments")?
+        .ok_or("the new segments were not cleaned")?;
+    ensure(next.plan.first_dirty == saved.first_dirty, || {
+        format!(
+            "the cleaning keyed from {} instead of the checkpoint {}",
+            next.plan.first_dirty, saved.first_dirty
+        )
+    })?;
+    ensure(
+        (next.plan.clean_bytes, next.plan.dirty_bytes) == (clean_bytes, dirty_bytes)
+            && clean_bytes > 0
+            && dirty_bytes > 0,
+        || {
+            format!(
+                "clean/dirty bytes {:?}, expected {clean_bytes}/{dirty_bytes}",
+                next.plan
+            )
+        },
+    )?;
+
+    // Not trusted: a damaged file, or a first dirty offset past the active segment's base.
+    let path = log.dir().join(checkpoint::CHECKPOINT_FILE);
+    let file = backend
+        .open(&path, OpenMode::ReadWriteCreate)
+        .await
+        .step("open the checkpoint")?;
+    file.truncate(0).await.step("truncate")?;
+    let (written, _) = file.write_at(b"0\nmany\n".to_vec(), 0).await;
+    written.step("damage the checkpoint")?;
+    file.close().await.step("close the checkpoint")?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a damaged checkpoint was trusted".into(),
+    )?;
+    let beyond = CleanerCheckpoint {
+        first_dirty: Offset(log.high_watermark().0 + 1),
+        oldest_kept_tombstone_ms: None,
+    };
+    checkpoint::save(backend, log.dir(), &beyond)
+        .await
+        .step("save")?;
+    ensure(
+        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        || "a checkpoint past the sealed segments was trusted".into(),
+    )?;
+    Ok(())
 }
 
 /// A read that took its segment before a cleaning swapped it keeps reading the old bytes

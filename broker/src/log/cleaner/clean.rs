@@ -40,8 +40,8 @@ const WINDOW_BYTES: usize = 1 << 20;
 /// inflating past it stops the cleaning of its partition (logged), never the broker.
 pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
-/// What the cleaner remembers of a partition between cleanings (in memory: after a restart
-/// the first cleaning starts from the log start again, which is correct, only slower).
+/// What the cleaner remembers of a partition between cleanings; kept across restarts in the
+/// partition directory ([`super::checkpoint`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CleanerCheckpoint {
     /// Everything below has been cleaned at least once.

@@ -13,8 +13,10 @@
 //! - [`settings`]: the broker-level `log.cleaner.*` settings.
 //! - [`clean`]: one cleaning of one partition.
 //! - [`swap`]: the swap steps and their recovery at open.
+//! - [`checkpoint`]: where the last cleaning ended, kept across restarts.
 //! - [`codec`]: the codecs for compressed batches.
 
+pub mod checkpoint;
 pub mod clean;
 pub mod codec;
 pub mod settings;

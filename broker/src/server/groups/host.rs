@@ -230,7 +230,7 @@ async fn writer<B: Backend>(
         let result = {
             let _in_flight = state.begin_request();
             state
-                .append_owned(&offsets_key(host.partition), batch)
+                .append_owned(&offsets_key(host.partition), batch.into())
                 .await
         };
         let result = result.map(|_| ()).map_err(|code| {

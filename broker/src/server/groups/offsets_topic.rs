@@ -10,6 +10,9 @@
 //!   partition is chosen by that count, so changing it would strand committed offsets.
 //! - It is exempt from size and time retention: its stored overrides say `retention.ms=-1`
 //!   and `retention.bytes=-1`, and the retention timer skips it regardless ([`is_internal`]).
+//! - It is compacted and stored with `segment.ms` = `offsets.topic.segment.ms`, so its active
+//!   segment rolls and gets cleaned, and startup replays the live keys plus at most that long
+//!   of commits (docs/DESIGN.md, "`__consumer_offsets` at startup").
 //! - Only the coordinator hosts write to it (through the shard's append path, so the flush
 //!   policy and group commit apply). Users may read it (Kafka allows that too) but not
 //!   produce to it (INVALID_TOPIC_EXCEPTION, as Kafka answers), delete it or add partitions
@@ -34,13 +37,18 @@ pub fn is_internal(topic: &str) -> bool {
 }
 
 /// The topic-level configuration stored with `__consumer_offsets` when it is created.
-pub fn stored_overrides(segment_bytes: u64) -> BTreeMap<String, String> {
+///
+/// `segment_ms` bounds what a restart replays beyond the live keys: only sealed segments are
+/// cleaned, and at Kafka's 100 MiB segments and 7-day roll a busy group's history would stay
+/// in the active segment (replayed whole) for days.
+pub fn stored_overrides(segment_bytes: u64, segment_ms: i64) -> BTreeMap<String, String> {
     [
         // Compacted, as in Kafka: startup replays the live keys, not their history.
         ("cleanup.policy", "compact".to_string()),
         ("retention.ms", "-1".to_string()),
         ("retention.bytes", "-1".to_string()),
         ("segment.bytes", segment_bytes.to_string()),
+        ("segment.ms", segment_ms.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -63,7 +71,10 @@ pub async fn ensure_stored<B: Backend>(state: &Rc<ShardState<B>>) -> Result<i32,
         }
         return Ok(meta.partition_count);
     }
-    let mut stored = stored_overrides(config.offsets_topic_segment_bytes);
+    let mut stored = stored_overrides(
+        config.offsets_topic_segment_bytes,
+        config.offsets_topic_segment_ms,
+    );
     stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
     let meta = TopicMeta {
         name: OFFSETS_TOPIC.to_string(),
@@ -92,11 +103,16 @@ mod tests {
     #[test]
     fn stored_overrides_disable_retention() {
         let config = crate::config::BrokerConfig::default();
-        let overrides = stored_overrides(config.offsets_topic_segment_bytes);
+        let overrides = stored_overrides(
+            config.offsets_topic_segment_bytes,
+            config.offsets_topic_segment_ms,
+        );
         let log = crate::server::topics::log_config(&config, &overrides).expect("valid");
         assert_eq!(log.retention_ms, None);
         assert_eq!(log.retention_bytes, None);
         assert_eq!(log.segment_bytes, 104_857_600);
+        // Rolled within ten minutes, not Kafka's seven days, so the cleaner reaches it.
+        assert_eq!(log.segment_ms, Some(600_000));
         assert!(log.cleanup_policy.compact && !log.cleanup_policy.delete);
     }
 }

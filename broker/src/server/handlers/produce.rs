@@ -161,7 +161,9 @@ pub async fn handle<B: Backend>(
             if let (Some(info), Some(records)) = (&info, partition.records) {
                 let name = info.name.clone();
                 appends.push(async move {
-                    let result = state.append(name, index, records.to_vec()).await;
+                    // The records stay a slice of the request frame: no copy (the log
+                    // copies only the batch's header, to patch it).
+                    let result = state.append(name, index, records).await;
                     (topic_index, slot, result)
                 });
             }
