@@ -47,17 +47,10 @@ fn ok(output: &Output, what: &str) -> String {
 fn mk_produces_keyed_lines_with_headers_and_consumes_them_with_a_format() {
     let broker = Broker::start();
     let addr = broker.addr.as_str();
-    ok(
-        &mk(
-            addr,
-            &["topics", "create", "cli", "--partitions", "3"],
-            None,
-        ),
-        "topics create",
-    );
-    let listed = ok(&mk(addr, &["topics", "list"], None), "topics list");
+    run_ok(addr, &["topics", "create", "cli", "--partitions", "3"]);
+    let listed = run_ok(addr, &["topics", "list"]);
     assert!(listed.lines().any(|l| l == "cli"), "{listed}");
-    let described = ok(&mk(addr, &["topics", "describe", "cli"], None), "describe");
+    let described = run_ok(addr, &["topics", "describe", "cli"]);
     assert!(described.contains("PartitionCount: 3"), "{described}");
 
     let input: String = (0..30).map(|i| format!("key{i}:value {i}\n")).collect();
@@ -81,14 +74,7 @@ fn mk_produces_keyed_lines_with_headers_and_consumes_them_with_a_format() {
         "produce",
     );
 
-    let out = ok(
-        &mk(
-            addr,
-            &["consume", "cli", "--format", "%k|%v|p%p|o%o|%h|%T"],
-            None,
-        ),
-        "consume",
-    );
+    let out = run_ok(addr, &["consume", "cli", "--format", "%k|%v|p%p|o%o|%h|%T"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 30, "{out}");
     let mut seen = std::collections::BTreeMap::new();
@@ -124,35 +110,28 @@ fn mk_produces_keyed_lines_with_headers_and_consumes_them_with_a_format() {
 
     // --partition, --from OFFSET and --count.
     let p0 = partition_for_key(b"key0", 3).to_string();
-    let out = ok(
-        &mk(
-            addr,
-            &[
-                "consume",
-                "cli",
-                "--partition",
-                &p0,
-                "--from",
-                "1",
-                "--count",
-                "2",
-                "--format",
-                "%o",
-            ],
-            None,
-        ),
-        "consume --from 1",
+    let out = run_ok(
+        addr,
+        &[
+            "consume",
+            "cli",
+            "--partition",
+            &p0,
+            "--from",
+            "1",
+            "--count",
+            "2",
+            "--format",
+            "%o",
+        ],
     );
     assert_eq!(out, "1\n2\n");
 
     // --from end prints nothing and exits.
-    let out = ok(
-        &mk(addr, &["consume", "cli", "--from", "end"], None),
-        "consume --from end",
-    );
+    let out = run_ok(addr, &["consume", "cli", "--from", "end"]);
     assert_eq!(out, "");
 
-    let offsets = ok(&mk(addr, &["offsets", "cli"], None), "offsets");
+    let offsets = run_ok(addr, &["offsets", "cli"]);
     let rows: Vec<&str> = offsets.lines().skip(1).collect();
     assert_eq!(rows.len(), 3, "{offsets}");
     let total: i64 = rows
@@ -165,7 +144,7 @@ fn mk_produces_keyed_lines_with_headers_and_consumes_them_with_a_format() {
         .sum();
     assert_eq!(total, 30);
 
-    ok(&mk(addr, &["topics", "delete", "cli"], None), "delete");
+    run_ok(addr, &["topics", "delete", "cli"]);
     let out = mk(addr, &["topics", "describe", "cli"], None);
     assert!(!out.status.success(), "describing a deleted topic fails");
 }
@@ -174,7 +153,7 @@ fn mk_produces_keyed_lines_with_headers_and_consumes_them_with_a_format() {
 fn mk_plain_values_round_trip() {
     let broker = Broker::start();
     let addr = broker.addr.as_str();
-    ok(&mk(addr, &["topics", "create", "plain"], None), "create");
+    run_ok(addr, &["topics", "create", "plain"]);
     ok(
         &mk(
             addr,
@@ -183,7 +162,7 @@ fn mk_plain_values_round_trip() {
         ),
         "produce",
     );
-    let out = ok(&mk(addr, &["consume", "plain"], None), "consume");
+    let out = run_ok(addr, &["consume", "plain"]);
     assert_eq!(out, "one\ntwo\nthree\n");
 }
 
@@ -209,6 +188,11 @@ fn mk_reports_errors_on_one_line_with_a_nonzero_exit() {
 }
 
 /// `mk` exits 1 with one stderr line that contains each of `needles`.
+/// Runs `mk` with `args` and no input; its standard output when it succeeded.
+fn run_ok(addr: &str, args: &[&str]) -> String {
+    ok(&mk(addr, args, None), &args.join(" "))
+}
+
 fn fails_with(output: &Output, what: &str, needles: &[&str]) {
     assert_eq!(output.status.code(), Some(1), "{what} did not fail");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -237,27 +221,16 @@ fn config_line<'a>(described: &'a str, name: &str) -> &'a str {
 fn mk_alters_and_describes_topic_and_broker_configs() {
     let broker = Broker::start();
     let addr = broker.addr.as_str();
-    ok(
-        &mk(
-            addr,
-            &["topics", "create", "conf", "--config", "retention.ms=60000"],
-            None,
-        ),
-        "topics create",
+    run_ok(
+        addr,
+        &["topics", "create", "conf", "--config", "retention.ms=60000"],
     );
-    let out = ok(
-        &mk(
-            addr,
-            &["topics", "alter", "conf", "--config", "segment.bytes=4096"],
-            None,
-        ),
-        "topics alter",
+    let out = run_ok(
+        addr,
+        &["topics", "alter", "conf", "--config", "segment.bytes=4096"],
     );
     assert!(out.contains("altered 1 setting(s) of topic conf"), "{out}");
-    let described = ok(
-        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
-        "describe topic",
-    );
+    let described = run_ok(addr, &["configs", "describe", "--topic", "conf"]);
     assert_eq!(
         config_line(&described, "segment.bytes"),
         "segment.bytes=4096 (DYNAMIC_TOPIC_CONFIG)"
@@ -267,42 +240,28 @@ fn mk_alters_and_describes_topic_and_broker_configs() {
         "retention.ms=60000 (DYNAMIC_TOPIC_CONFIG)",
         "an incremental SET dropped another setting"
     );
-    ok(
-        &mk(
-            addr,
-            &["topics", "alter", "conf", "--delete-config", "retention.ms"],
-            None,
-        ),
-        "delete config",
+    run_ok(
+        addr,
+        &["topics", "alter", "conf", "--delete-config", "retention.ms"],
     );
-    let described = ok(
-        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
-        "describe topic",
-    );
+    let described = run_ok(addr, &["configs", "describe", "--topic", "conf"]);
     assert_eq!(
         config_line(&described, "retention.ms"),
         "retention.ms=604800000 (DEFAULT_CONFIG)"
     );
     // validate-only changes nothing.
-    ok(
-        &mk(
-            addr,
-            &[
-                "topics",
-                "alter",
-                "conf",
-                "--config",
-                "retention.ms=1",
-                "--validate-only",
-            ],
-            None,
-        ),
-        "validate only",
+    run_ok(
+        addr,
+        &[
+            "topics",
+            "alter",
+            "conf",
+            "--config",
+            "retention.ms=1",
+            "--validate-only",
+        ],
     );
-    let described = ok(
-        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
-        "describe topic",
-    );
+    let described = run_ok(addr, &["configs", "describe", "--topic", "conf"]);
     assert!(config_line(&described, "retention.ms").starts_with("retention.ms=604800000"));
     let refused = [
         (
@@ -366,39 +325,28 @@ fn mk_alters_and_describes_topic_and_broker_configs() {
     for (args, key, code) in refused {
         fails_with(&mk(addr, &args, None), &args.join(" "), &[key, code]);
     }
-    ok(
-        &mk(
-            addr,
-            &[
-                "configs",
-                "alter",
-                "--broker",
-                "0",
-                "--config",
-                "log.retention.ms=5000",
-            ],
-            None,
-        ),
-        "broker alter",
+    run_ok(
+        addr,
+        &[
+            "configs",
+            "alter",
+            "--broker",
+            "0",
+            "--config",
+            "log.retention.ms=5000",
+        ],
     );
-    ok(
-        &mk(
-            addr,
-            &[
-                "configs",
-                "alter",
-                "--broker-default",
-                "--config",
-                "log.segment.bytes=8192",
-            ],
-            None,
-        ),
-        "default alter",
+    run_ok(
+        addr,
+        &[
+            "configs",
+            "alter",
+            "--broker-default",
+            "--config",
+            "log.segment.bytes=8192",
+        ],
     );
-    let node = ok(
-        &mk(addr, &["configs", "describe", "--broker", "0"], None),
-        "describe broker",
-    );
+    let node = run_ok(addr, &["configs", "describe", "--broker", "0"]);
     assert_eq!(
         config_line(&node, "log.retention.ms"),
         "log.retention.ms=5000 (DYNAMIC_BROKER_CONFIG)"
@@ -408,10 +356,7 @@ fn mk_alters_and_describes_topic_and_broker_configs() {
         "log.segment.bytes=8192 (DYNAMIC_DEFAULT_BROKER_CONFIG)"
     );
     assert!(config_line(&node, "log.dirs").ends_with("(STATIC_BROKER_CONFIG, read-only)"));
-    let described = ok(
-        &mk(addr, &["configs", "describe", "--topic", "conf"], None),
-        "describe topic",
-    );
+    let described = run_ok(addr, &["configs", "describe", "--topic", "conf"]);
     assert_eq!(
         config_line(&described, "retention.ms"),
         "retention.ms=5000 (DYNAMIC_BROKER_CONFIG)"
@@ -429,32 +374,25 @@ fn mk_alters_and_describes_topic_and_broker_configs() {
 fn mk_deletes_records_below_an_offset() {
     let broker = Broker::start();
     let addr = broker.addr.as_str();
-    ok(&mk(addr, &["topics", "create", "trim"], None), "create");
+    run_ok(addr, &["topics", "create", "trim"]);
     let input: String = (0..10).map(|i| format!("v{i}\n")).collect();
     ok(&mk(addr, &["produce", "trim"], Some(&input)), "produce");
-    let out = ok(
-        &mk(
-            addr,
-            &[
-                "records",
-                "delete",
-                "trim",
-                "--partition",
-                "0",
-                "--before",
-                "4",
-            ],
-            None,
-        ),
-        "records delete",
+    let out = run_ok(
+        addr,
+        &[
+            "records",
+            "delete",
+            "trim",
+            "--partition",
+            "0",
+            "--before",
+            "4",
+        ],
     );
     assert!(out.contains("log start offset 4"), "{out}");
-    let offsets = ok(&mk(addr, &["offsets", "trim"], None), "offsets");
+    let offsets = run_ok(addr, &["offsets", "trim"]);
     assert!(offsets.contains('4') && offsets.contains("10"), "{offsets}");
-    let consumed = ok(
-        &mk(addr, &["consume", "trim", "--format", "%o:%v"], None),
-        "consume",
-    );
+    let consumed = run_ok(addr, &["consume", "trim", "--format", "%o:%v"]);
     assert_eq!(consumed.lines().next(), Some("4:v4"), "{consumed}");
     assert_eq!(consumed.lines().count(), 6, "{consumed}");
     fails_with(
@@ -474,21 +412,17 @@ fn mk_deletes_records_below_an_offset() {
         "past the end",
         &["trim-0", "OffsetOutOfRange"],
     );
-    let out = ok(
-        &mk(
-            addr,
-            &[
-                "records",
-                "delete",
-                "trim",
-                "--partition",
-                "0",
-                "--before",
-                "end",
-            ],
-            None,
-        ),
-        "records delete end",
+    let out = run_ok(
+        addr,
+        &[
+            "records",
+            "delete",
+            "trim",
+            "--partition",
+            "0",
+            "--before",
+            "end",
+        ],
     );
     assert!(out.contains("log start offset 10"), "{out}");
 }

@@ -30,10 +30,13 @@ use minikafka_core::error_code::ErrorCode;
 
 use super::dynamic_config::{self, check_dynamic_key, DynamicKeyError, Scope};
 use super::shard::ShardState;
-use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
-use super::topics::{log_config, refuse_internal, storage, validate_topic_config, AdminError};
+use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX};
+use super::topics::{
+    log_config, refuse_internal, save_topic_meta, storage, unknown_topic, validate_topic_config,
+    AdminError,
+};
 use crate::log::config::{check_topic_config, topic_config_status};
-use crate::log::{LogConfig, TopicMeta, TopicStore};
+use crate::log::LogConfig;
 
 /// One operation of IncrementalAlterConfigs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,31 +244,14 @@ pub async fn alter_topic<B: Backend>(
     refuse_internal(name, "reconfigured")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
-    let Some(info) = shared.topic(name) else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("topic {name} does not exist"),
-        ));
-    };
+    let info = shared.topic(name).ok_or_else(|| unknown_topic(name))?;
     let after = altered(&info.config, alteration, topic_list_default)?;
     check_topic_keys(alteration, &after)?;
     let log = validate_topic_config(&shared.effective_config(), &after)?;
     if validate_only {
         return Ok(());
     }
-    let mut stored = after.clone();
-    stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
-        .await
-        .map_err(storage)?;
-    store
-        .save(&TopicMeta {
-            name: name.to_string(),
-            partition_count: info.partition_count(),
-            config: stored,
-        })
-        .await
-        .map_err(storage)?;
+    save_topic_meta(state, name, info.id, info.partition_count(), &after).await?;
     let altered_info = Arc::new(TopicInfo {
         name: info.name.clone(),
         id: info.id,

@@ -34,6 +34,14 @@ use minikafka_core::error_code::ErrorCode;
 /// A refused topic change: Kafka error code and message.
 pub type AdminError = (ErrorCode, String);
 
+/// The refusal for a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, 3).
+pub fn unknown_topic(name: &str) -> AdminError {
+    (
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        format!("topic {name} does not exist"),
+    )
+}
+
 /// The log configuration of a topic: the broker's settings with the topic's overrides.
 pub fn log_config(
     config: &BrokerConfig,
@@ -163,17 +171,7 @@ pub async fn create_topic<B: Backend>(
         }));
     }
     let id = Uuid::new_v4();
-    let mut stored = overrides.clone();
-    stored.insert(TOPIC_ID_KEY.to_string(), id.to_string());
-    let meta = TopicMeta {
-        name: name.to_string(),
-        partition_count: partitions,
-        config: stored,
-    };
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
-        .await
-        .map_err(storage)?;
-    store.save(&meta).await.map_err(storage)?;
+    let store = save_topic_meta(state, name, id, partitions, &overrides).await?;
     let info = Arc::new(TopicInfo {
         name: name.to_string(),
         id,
@@ -232,12 +230,9 @@ pub async fn delete_topic<B: Backend>(
     refuse_internal(name, "deleted")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
-    let Some(info) = shared.unpublish_topic(name) else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("topic {name} does not exist"),
-        ));
-    };
+    let info = shared
+        .unpublish_topic(name)
+        .ok_or_else(|| unknown_topic(name))?;
     let removals =
         (0..info.partition_count()).map(|p| state.remove_partition(info.name.clone(), p));
     let mut failure = None;
@@ -258,6 +253,31 @@ pub async fn delete_topic<B: Backend>(
     Ok(info.id)
 }
 
+/// Stores topic `name`'s metadata durably, its id among its settings, before the change is
+/// published (I26); gives the store, for undoing a creation.
+pub async fn save_topic_meta<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    id: Uuid,
+    partition_count: i32,
+    config: &BTreeMap<String, String>,
+) -> Result<TopicStore<B>, AdminError> {
+    let mut stored = config.clone();
+    stored.insert(TOPIC_ID_KEY.to_string(), id.to_string());
+    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
+        .await
+        .map_err(storage)?;
+    store
+        .save(&TopicMeta {
+            name: name.to_string(),
+            partition_count,
+            config: stored,
+        })
+        .await
+        .map_err(storage)?;
+    Ok(store)
+}
+
 /// Raises a topic's partition count to `count`.
 pub async fn add_partitions<B: Backend>(
     state: &Rc<ShardState<B>>,
@@ -268,12 +288,7 @@ pub async fn add_partitions<B: Backend>(
     refuse_internal(name, "given more partitions")?;
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
-    let Some(info) = shared.topic(name) else {
-        return Err((
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("topic {name} does not exist"),
-        ));
-    };
+    let info = shared.topic(name).ok_or_else(|| unknown_topic(name))?;
     let current = info.partition_count();
     if count <= current {
         return Err((
@@ -286,19 +301,7 @@ pub async fn add_partitions<B: Backend>(
     }
     let log_config = log_config(&shared.effective_config(), &info.config)
         .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
-    let mut stored = info.config.clone();
-    stored.insert(TOPIC_ID_KEY.to_string(), info.id.to_string());
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir())
-        .await
-        .map_err(storage)?;
-    store
-        .save(&TopicMeta {
-            name: name.to_string(),
-            partition_count: count,
-            config: stored,
-        })
-        .await
-        .map_err(storage)?;
+    save_topic_meta(state, name, info.id, count, &info.config).await?;
     let mut signals = info.signals.clone();
     signals.extend(new_signals(count - current));
     let grown = Arc::new(TopicInfo {

@@ -26,17 +26,18 @@ use super::str_bytes;
 use crate::server::alter_configs::{alter_broker, alter_topic, Alteration, ConfigOp, OpKind};
 use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::server::shard::ShardState;
-use crate::server::topics::AdminError;
 use minikafka_core::error_code::ErrorCode;
 
-/// Applies `alteration` to one resource.
+/// Applies `alteration` to one resource and gives the error code and message its response
+/// carries back.
 async fn alter_resource<B: Backend>(
     state: &Rc<ShardState<B>>,
     resource_type: i8,
-    name: &str,
+    name: &StrBytes,
     alteration: &Alteration,
     validate_only: bool,
-) -> Result<(), AdminError> {
+) -> (i16, Option<StrBytes>) {
+    let name = name.as_str();
     let outcome = match resource_type {
         RESOURCE_TOPIC => alter_topic(state, name, alteration, validate_only).await,
         RESOURCE_BROKER => alter_broker(state, name, alteration, validate_only).await,
@@ -45,17 +46,12 @@ async fn alter_resource<B: Backend>(
             format!("resource type {other} cannot be altered here (topic 2 and broker 4 can)"),
         )),
     };
-    if let Err((code, message)) = &outcome {
-        tracing::debug!(resource_type, name, %code, "alter configs refused: {message}");
-    }
-    outcome
-}
-
-/// The error code and message of an outcome, as the responses carry them.
-fn error_fields(outcome: Result<(), AdminError>) -> (i16, Option<StrBytes>) {
     match outcome {
         Ok(()) => (ErrorCode::NONE.code(), None),
-        Err((code, message)) => (code.code(), Some(str_bytes(&message))),
+        Err((code, message)) => {
+            tracing::debug!(resource_type, name, %code, "alter configs refused: {message}");
+            (code.code(), Some(str_bytes(&message)))
+        }
     }
 }
 
@@ -78,17 +74,15 @@ pub async fn handle_alter<B: Backend>(
                 })
                 .collect(),
         );
-        let name = resource.resource_name.as_str();
-        let outcome = alter_resource(
+        let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = alter_resource(
             state,
             resource.resource_type,
-            name,
+            &resource.resource_name,
             &alteration,
             request.validate_only,
         )
         .await;
-        let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
-        (result.error_code, result.error_message) = error_fields(outcome);
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         response.responses.push(result);
@@ -114,18 +108,16 @@ pub async fn handle_incremental<B: Backend>(
                 })
                 .collect(),
         );
-        let name = resource.resource_name.as_str();
-        let outcome = alter_resource(
+        let mut result =
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        (result.error_code, result.error_message) = alter_resource(
             state,
             resource.resource_type,
-            name,
+            &resource.resource_name,
             &alteration,
             request.validate_only,
         )
         .await;
-        let mut result =
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default();
-        (result.error_code, result.error_message) = error_fields(outcome);
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         response.responses.push(result);

@@ -26,6 +26,7 @@ use crate::server::config_entries::{
     broker_entries, topic_entries, ConfigEntry, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 use crate::server::shard::ShardState;
+use crate::server::topics::unknown_topic;
 use minikafka_core::error_code::ErrorCode;
 
 fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfigsResourceResult {
@@ -70,13 +71,10 @@ pub fn handle<B: Backend>(
         result.error_message = None;
         let name = resource.resource_name.as_str();
         let entries = match resource.resource_type {
-            RESOURCE_TOPIC => match shared.topic(name) {
-                Some(info) => Ok(topic_entries(&effective, &dynamic, &info.config)),
-                None => Err((
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("topic {name} does not exist"),
-                )),
-            },
+            RESOURCE_TOPIC => shared
+                .topic(name)
+                .map(|info| topic_entries(&effective, &dynamic, &info.config))
+                .ok_or_else(|| unknown_topic(name)),
             RESOURCE_BROKER if name.is_empty() || name == node => {
                 Ok(broker_entries(&effective, &dynamic))
             }

@@ -27,13 +27,14 @@ use kafka_protocol::messages::{
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::consumer::{
-    ConsumerGroupHeartbeatRequest as CoreHeartbeat, DescribeRequest, NamedTopicPartitions,
+    ConsumerGroupDescription, ConsumerGroupHeartbeatRequest as CoreHeartbeat, DescribeRequest,
+    NamedTopicPartitions,
 };
 use minikafka_core::group::consumer_records::TopicPartitions;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use uuid::Uuid;
 
-use super::groups::{split_by_coordinator, text, ClientInfo};
+use super::groups::{ask_coordinators, refusal, text, text_since, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
@@ -63,11 +64,7 @@ pub async fn heartbeat<B: Backend>(
             .subscribed_topic_names
             .as_ref()
             .map(|names| names.iter().map(|n| text(&n.0)).collect()),
-        subscribed_topic_regex: if version >= 1 {
-            request.subscribed_topic_regex.as_ref().map(text)
-        } else {
-            None
-        },
+        subscribed_topic_regex: text_since(version, 1, request.subscribed_topic_regex.as_ref()),
         server_assignor: request.server_assignor.as_ref().map(text),
         topic_partitions: request.topic_partitions.as_ref().map(|owned| {
             owned
@@ -108,10 +105,7 @@ pub async fn heartbeat<B: Backend>(
             });
         }
         other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code();
+            response.error_code = refusal(other).code();
             response.member_epoch = -1;
         }
     }
@@ -141,6 +135,44 @@ fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
     out
 }
 
+/// One described group at `version`.
+fn described_group(g: ConsumerGroupDescription, version: i16) -> DescribedGroup {
+    let mut out = DescribedGroup::default();
+    out.error_code = g.error_code.0;
+    out.group_id = GroupId(str_bytes(&g.group_id));
+    out.group_state = str_bytes(g.state.name());
+    out.group_epoch = g.group_epoch;
+    out.assignment_epoch = g.assignment_epoch;
+    out.assignor_name = str_bytes(g.assignor_name);
+    out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out.members = g
+        .members
+        .into_iter()
+        .map(|m| {
+            let mut member = Member::default();
+            member.member_id = str_bytes(&m.member_id);
+            member.instance_id = m.instance_id.as_deref().map(str_bytes);
+            member.rack_id = m.rack_id.as_deref().map(str_bytes);
+            member.member_epoch = m.member_epoch;
+            member.client_id = str_bytes(&m.client_id);
+            member.client_host = str_bytes(&m.client_host);
+            member.subscribed_topic_names = m
+                .subscribed_topic_names
+                .iter()
+                .map(|n| TopicName(str_bytes(n)))
+                .collect();
+            member.subscribed_topic_regex = m.subscribed_topic_regex.as_deref().map(str_bytes);
+            member.assignment = described_assignment(m.assignment);
+            member.target_assignment = described_assignment(m.target_assignment);
+            if version >= 1 {
+                member.member_type = MEMBER_TYPE_CONSUMER;
+            }
+            member
+        })
+        .collect();
+    out
+}
+
 /// ConsumerGroupDescribe.
 pub async fn describe<B: Backend>(
     state: &Rc<ShardState<B>>,
@@ -148,76 +180,23 @@ pub async fn describe<B: Backend>(
     version: i16,
 ) -> ConsumerGroupDescribeResponse {
     let ids: Vec<String> = request.group_ids.iter().map(|g| text(&g.0)).collect();
-    let mut slots: Vec<Option<DescribedGroup>> = vec![None; ids.len()];
-    if let Some(parts) = split_by_coordinator(state, &ids) {
-        let asks = parts
-            .into_iter()
-            .map(|(partition, (positions, group_ids))| async move {
-                let answer = route::submit(
-                    state,
-                    partition,
-                    GroupRequest::ConsumerGroupDescribe(DescribeRequest { group_ids }),
-                )
-                .await;
-                (positions, answer)
-            });
-        for (positions, answer) in futures::future::join_all(asks).await {
-            match answer {
-                Ok(GroupResponse::ConsumerGroupDescribe(r)) => {
-                    for (pos, g) in positions.into_iter().zip(r.groups) {
-                        let mut out = DescribedGroup::default();
-                        out.error_code = g.error_code.0;
-                        out.group_id = GroupId(str_bytes(&g.group_id));
-                        out.group_state = str_bytes(g.state.name());
-                        out.group_epoch = g.group_epoch;
-                        out.assignment_epoch = g.assignment_epoch;
-                        out.assignor_name = str_bytes(g.assignor_name);
-                        out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
-                        out.members = g
-                            .members
-                            .into_iter()
-                            .map(|m| {
-                                let mut member = Member::default();
-                                member.member_id = str_bytes(&m.member_id);
-                                member.instance_id = m.instance_id.as_deref().map(str_bytes);
-                                member.rack_id = m.rack_id.as_deref().map(str_bytes);
-                                member.member_epoch = m.member_epoch;
-                                member.client_id = str_bytes(&m.client_id);
-                                member.client_host = str_bytes(&m.client_host);
-                                member.subscribed_topic_names = m
-                                    .subscribed_topic_names
-                                    .iter()
-                                    .map(|n| TopicName(str_bytes(n)))
-                                    .collect();
-                                member.subscribed_topic_regex =
-                                    m.subscribed_topic_regex.as_deref().map(str_bytes);
-                                member.assignment = described_assignment(m.assignment);
-                                member.target_assignment =
-                                    described_assignment(m.target_assignment);
-                                if version >= 1 {
-                                    member.member_type = MEMBER_TYPE_CONSUMER;
-                                }
-                                member
-                            })
-                            .collect();
-                        slots[pos] = Some(out);
-                    }
-                }
-                other => {
-                    let code = other.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
-                    for pos in positions {
-                        slots[pos] = Some(describe_error(&ids[pos], code));
-                    }
-                }
-            }
-        }
-    }
+    let answers = ask_coordinators(
+        state,
+        &ids,
+        |_, group_ids| GroupRequest::ConsumerGroupDescribe(DescribeRequest { group_ids }),
+        |response| match response {
+            GroupResponse::ConsumerGroupDescribe(r) => Some(r.groups),
+            _ => None,
+        },
+    )
+    .await;
     let mut response = ConsumerGroupDescribeResponse::default();
-    response.groups = slots
+    response.groups = answers
         .into_iter()
         .zip(&ids)
-        .map(|(slot, id)| {
-            slot.unwrap_or_else(|| describe_error(id, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        .map(|(answer, id)| match answer {
+            Ok(group) => described_group(group, version),
+            Err(code) => describe_error(id, code),
         })
         .collect();
     response

@@ -21,10 +21,9 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use minikafka_core::backend::Backend;
-use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
-use super::groups::{text, ClientInfo};
+use super::groups::{refusal, text, text_since, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
@@ -47,11 +46,7 @@ pub async fn join_group<B: Backend>(
             request.session_timeout_ms
         },
         member_id: text(&request.member_id),
-        group_instance_id: if version >= 5 {
-            request.group_instance_id.as_ref().map(text)
-        } else {
-            None
-        },
+        group_instance_id: text_since(version, 5, request.group_instance_id.as_ref()),
         protocol_type: text(&request.protocol_type),
         protocols: request
             .protocols
@@ -94,10 +89,7 @@ pub async fn join_group<B: Backend>(
                 .collect();
         }
         other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code();
+            response.error_code = refusal(other).code();
             response.generation_id = -1;
             response.member_id = request.member_id.clone();
             if version < 7 {
@@ -120,21 +112,9 @@ pub async fn sync_group<B: Backend>(
         group_id: group_id.clone(),
         generation_id: request.generation_id,
         member_id: text(&request.member_id),
-        group_instance_id: if version >= 3 {
-            request.group_instance_id.as_ref().map(text)
-        } else {
-            None
-        },
-        protocol_type: if version >= 5 {
-            request.protocol_type.as_ref().map(text)
-        } else {
-            None
-        },
-        protocol_name: if version >= 5 {
-            request.protocol_name.as_ref().map(text)
-        } else {
-            None
-        },
+        group_instance_id: text_since(version, 3, request.group_instance_id.as_ref()),
+        protocol_type: text_since(version, 5, request.protocol_type.as_ref()),
+        protocol_name: text_since(version, 5, request.protocol_name.as_ref()),
         assignments: request
             .assignments
             .iter()
@@ -152,12 +132,7 @@ pub async fn sync_group<B: Backend>(
             }
             response.assignment = r.assignment.into();
         }
-        other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code()
-        }
+        other => response.error_code = refusal(other).code(),
     }
     response
 }
@@ -173,20 +148,13 @@ pub async fn heartbeat<B: Backend>(
         group_id: group_id.clone(),
         generation_id: request.generation_id,
         member_id: text(&request.member_id),
-        group_instance_id: if version >= 3 {
-            request.group_instance_id.as_ref().map(text)
-        } else {
-            None
-        },
+        group_instance_id: text_since(version, 3, request.group_instance_id.as_ref()),
     };
     let answer = route::submit_for_group(state, &group_id, GroupRequest::Heartbeat(core_request));
     let mut response = HeartbeatResponse::default();
     response.error_code = match answer.await {
         Ok(GroupResponse::Heartbeat(r)) => r.error_code.0,
-        other => other
-            .err()
-            .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-            .code(),
+        other => refusal(other).code(),
     };
     response
 }
@@ -244,12 +212,7 @@ pub async fn leave_group<B: Backend>(
                 };
             }
         }
-        other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code()
-        }
+        other => response.error_code = refusal(other).code(),
     }
     response
 }

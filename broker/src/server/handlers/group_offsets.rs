@@ -33,7 +33,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
-use super::groups::{split_by_coordinator, text};
+use super::groups::{ask_coordinators, refusal, text, text_since};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
@@ -100,11 +100,7 @@ pub async fn offset_commit<B: Backend>(
             group_id: group_id.clone(),
             generation_id: request.generation_id_or_member_epoch,
             member_id: text(&request.member_id),
-            group_instance_id: if version >= 7 {
-                request.group_instance_id.as_ref().map(text)
-            } else {
-                None
-            },
+            group_instance_id: text_since(version, 7, request.group_instance_id.as_ref()),
             retention_time_ms: if version <= 4 {
                 request.retention_time_ms
             } else {
@@ -220,43 +216,23 @@ pub async fn offset_fetch<B: Backend>(
 ) -> OffsetFetchResponse {
     let groups = fetch_groups(&request, version);
     let ids: Vec<String> = groups.iter().map(|g| g.group_id.clone()).collect();
-    let mut slots: Vec<Option<core_group::FetchedGroup>> = vec![None; groups.len()];
-    if let Some(parts) = split_by_coordinator(state, &ids) {
-        let asks = parts.into_iter().map(|(partition, (positions, _))| {
-            let part: Vec<core_group::OffsetFetchGroup> =
-                positions.iter().map(|&i| groups[i].clone()).collect();
-            async move {
-                let answer = route::submit(
-                    state,
-                    partition,
-                    GroupRequest::OffsetFetch(core_group::OffsetFetchRequest { groups: part }),
-                )
-                .await;
-                (positions, answer)
-            }
-        });
-        for (positions, answer) in futures::future::join_all(asks).await {
-            match answer {
-                Ok(GroupResponse::OffsetFetch(r)) => {
-                    for (pos, group) in positions.into_iter().zip(r.groups) {
-                        slots[pos] = Some(group);
-                    }
-                }
-                other => {
-                    let code = other.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
-                    for pos in positions {
-                        slots[pos] = Some(failed_group(&groups[pos], code));
-                    }
-                }
-            }
-        }
-    }
-    let fetched: Vec<core_group::FetchedGroup> = slots
+    let answers = ask_coordinators(
+        state,
+        &ids,
+        |positions, _| {
+            let groups = positions.iter().map(|&i| groups[i].clone()).collect();
+            GroupRequest::OffsetFetch(core_group::OffsetFetchRequest { groups })
+        },
+        |response| match response {
+            GroupResponse::OffsetFetch(r) => Some(r.groups),
+            _ => None,
+        },
+    )
+    .await;
+    let fetched: Vec<core_group::FetchedGroup> = answers
         .into_iter()
         .zip(&groups)
-        .map(|(slot, g)| {
-            slot.unwrap_or_else(|| failed_group(g, ErrorCode::COORDINATOR_NOT_AVAILABLE))
-        })
+        .map(|(answer, g)| answer.unwrap_or_else(|code| failed_group(g, code)))
         .collect();
     let mut response = OffsetFetchResponse::default();
     if version >= 8 {
@@ -373,12 +349,7 @@ pub async fn offset_delete<B: Backend>(
                 })
                 .collect();
         }
-        other => {
-            response.error_code = other
-                .err()
-                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
-                .code()
-        }
+        other => response.error_code = refusal(other).code(),
     }
     response
 }

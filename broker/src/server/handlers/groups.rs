@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     GroupId, ListGroupsRequest, ListGroupsResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
@@ -56,16 +57,31 @@ impl ClientInfo {
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// A string field of a request.
-pub fn text(s: &kafka_protocol::protocol::StrBytes) -> String {
+pub fn text(s: &StrBytes) -> String {
     s.as_str().to_string()
+}
+
+/// The error code of a coordinator answer that is not the response expected: the
+/// coordinator's refusal, or UNKNOWN_SERVER_ERROR for a response of another kind.
+pub fn refusal(answer: Result<GroupResponse, ErrorCode>) -> ErrorCode {
+    answer.err().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+}
+
+/// An optional string field of a request that exists from `since` on (`None` before).
+pub fn text_since(version: i16, since: i16, field: Option<&StrBytes>) -> Option<String> {
+    if version >= since {
+        field.map(text)
+    } else {
+        None
+    }
 }
 
 /// The groups of a request that one coordinator owns: their positions in the request, and
 /// their ids.
-pub type CoordinatorPart = (Vec<usize>, Vec<String>);
+type CoordinatorPart = (Vec<usize>, Vec<String>);
 
 /// Groups of a request split by coordinator partition; `None` without an offsets topic.
-pub fn split_by_coordinator<B: Backend>(
+fn split_by_coordinator<B: Backend>(
     state: &ShardState<B>,
     group_ids: &[String],
 ) -> Option<BTreeMap<i32, CoordinatorPart>> {
@@ -77,6 +93,46 @@ pub fn split_by_coordinator<B: Backend>(
         part.1.push(id.clone());
     }
     Some(parts)
+}
+
+/// Each group's answer from the coordinator that owns it, in request order: `ask` builds the
+/// request for one coordinator's share (the positions of its groups in `group_ids`, and their
+/// ids) and `unpack` takes one answer per group, in that order, from its response. A group
+/// whose coordinator is missing gets COORDINATOR_NOT_AVAILABLE; one whose coordinator
+/// refused gets that error.
+pub async fn ask_coordinators<B: Backend, T>(
+    state: &Rc<ShardState<B>>,
+    group_ids: &[String],
+    ask: impl Fn(&[usize], Vec<String>) -> GroupRequest,
+    unpack: impl Fn(GroupResponse) -> Option<Vec<T>>,
+) -> Vec<Result<T, ErrorCode>> {
+    let mut answers: Vec<Result<T, ErrorCode>> = group_ids
+        .iter()
+        .map(|_| Err(ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        .collect();
+    let Some(parts) = split_by_coordinator(state, group_ids) else {
+        return answers;
+    };
+    let asks = parts.into_iter().map(|(partition, (positions, ids))| {
+        let request = ask(&positions, ids);
+        async move { (positions, route::submit(state, partition, request).await) }
+    });
+    for (positions, answer) in futures::future::join_all(asks).await {
+        match answer.map(&unpack) {
+            Ok(Some(items)) => {
+                for (pos, item) in positions.into_iter().zip(items) {
+                    answers[pos] = Ok(item);
+                }
+            }
+            other => {
+                let code = other.map_or_else(|code| code, |_| ErrorCode::UNKNOWN_SERVER_ERROR);
+                for pos in positions {
+                    answers[pos] = Err(code);
+                }
+            }
+        }
+    }
+    answers
 }
 
 /// ListGroups.
@@ -194,41 +250,25 @@ pub async fn describe_groups<B: Backend>(
 ) -> DescribeGroupsResponse {
     let ids: Vec<String> = request.groups.iter().map(|g| text(&g.0)).collect();
     let with_ops = version >= 3 && request.include_authorized_operations;
-    let mut slots: Vec<Option<DescribedGroup>> = vec![None; ids.len()];
-    if let Some(parts) = split_by_coordinator(state, &ids) {
-        let asks = parts
-            .into_iter()
-            .map(|(partition, (positions, group_ids))| async move {
-                let answer = route::submit(
-                    state,
-                    partition,
-                    GroupRequest::DescribeGroups(core_group::DescribeGroupsRequest { group_ids }),
-                )
-                .await;
-                (positions, answer)
-            });
-        for (positions, answer) in futures::future::join_all(asks).await {
-            match answer {
-                Ok(GroupResponse::DescribeGroups(r)) => {
-                    for (pos, group) in positions.into_iter().zip(r.groups) {
-                        slots[pos] = Some(described(group, version, with_ops));
-                    }
-                }
-                Ok(_) => {}
-                Err(code) => {
-                    for pos in positions {
-                        slots[pos] = Some(describe_error(&ids[pos], code));
-                    }
-                }
-            }
-        }
-    }
+    let answers = ask_coordinators(
+        state,
+        &ids,
+        |_, group_ids| {
+            GroupRequest::DescribeGroups(core_group::DescribeGroupsRequest { group_ids })
+        },
+        |response| match response {
+            GroupResponse::DescribeGroups(r) => Some(r.groups),
+            _ => None,
+        },
+    )
+    .await;
     let mut response = DescribeGroupsResponse::default();
-    response.groups = slots
+    response.groups = answers
         .into_iter()
         .zip(&ids)
-        .map(|(slot, id)| {
-            slot.unwrap_or_else(|| describe_error(id, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        .map(|(answer, id)| match answer {
+            Ok(group) => described(group, version, with_ops),
+            Err(code) => describe_error(id, code),
         })
         .collect();
     response
@@ -240,43 +280,26 @@ pub async fn delete_groups<B: Backend>(
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let ids: Vec<String> = request.groups_names.iter().map(|g| text(&g.0)).collect();
-    let mut codes: Vec<ErrorCode> = vec![ErrorCode::COORDINATOR_NOT_AVAILABLE; ids.len()];
-    if let Some(parts) = split_by_coordinator(state, &ids) {
-        let asks = parts
-            .into_iter()
-            .map(|(partition, (positions, group_ids))| async move {
-                let answer = route::submit(
-                    state,
-                    partition,
-                    GroupRequest::DeleteGroups(core_group::DeleteGroupsRequest { group_ids }),
-                )
-                .await;
-                (positions, answer)
-            });
-        for (positions, answer) in futures::future::join_all(asks).await {
-            match answer {
-                Ok(GroupResponse::DeleteGroups(r)) => {
-                    for (pos, (_, code)) in positions.into_iter().zip(r.results) {
-                        codes[pos] = code;
-                    }
-                }
-                Ok(_) => {}
-                Err(code) => {
-                    for pos in positions {
-                        codes[pos] = code;
-                    }
-                }
+    let answers = ask_coordinators(
+        state,
+        &ids,
+        |_, group_ids| GroupRequest::DeleteGroups(core_group::DeleteGroupsRequest { group_ids }),
+        |response| match response {
+            GroupResponse::DeleteGroups(r) => {
+                Some(r.results.into_iter().map(|(_, code)| code).collect())
             }
-        }
-    }
+            _ => None,
+        },
+    )
+    .await;
     let mut response = DeleteGroupsResponse::default();
     response.results = ids
         .iter()
-        .zip(codes)
-        .map(|(id, code)| {
+        .zip(answers)
+        .map(|(id, answer)| {
             let mut r = DeletableGroupResult::default();
             r.group_id = GroupId(str_bytes(id));
-            r.error_code = code.code();
+            r.error_code = answer.unwrap_or_else(|code| code).code();
             r
         })
         .collect();
