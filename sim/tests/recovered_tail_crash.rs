@@ -18,6 +18,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
+const DATA: &str = "/sim/data";
 const PARTITION: &str = "/sim/data/t-0";
 
 fn config() -> LogConfig {
@@ -93,6 +94,9 @@ async fn append_with_failing_sync(backend: SimBackend) -> Result<i64, String> {
 /// `restart_between` (which must show the record), a machine crash, and a last restart.
 fn after_crash(seed: u64, restart_between: bool) -> Result<i64, String> {
     minikafka_backend_sim::install(SimConfig::new(seed));
+    // The data directory exists durably, as `mk-sim` and the broker's startup leave it.
+    minikafka_backend_sim::host_put(&Path::new(DATA).join("cluster.id"), b"sim\n")
+        .map_err(|e| e.to_string())?;
     let written = incarnation(!restart_between, append_with_failing_sync)?;
     if written != 1 {
         return Err(format!("seed {seed}: the write reached {written}, not 1"));
