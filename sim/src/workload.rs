@@ -93,10 +93,7 @@ pub(crate) fn group_partitions() -> Vec<TopicPartition> {
 
 /// Reads a partition whole from its start: its records and its high watermark; `None` when
 /// the broker could not be read (a fault).
-async fn read_all(
-    backend: &SimBackend,
-    tp: &TopicPartition,
-) -> Option<(Vec<(i64, String)>, i64)> {
+async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<(Vec<(i64, String)>, i64)> {
     let conn = connect(backend).await?;
     let config = ConsumerConfig {
         max_wait: Duration::from_millis(0),
@@ -141,11 +138,9 @@ async fn verify(
             }
         }
         match read {
-            Some((records, end)) => {
-                model
-                    .borrow_mut()
-                    .check_partition(&tp, &records, Some(end))?
-            }
+            Some((records, end)) => model
+                .borrow_mut()
+                .check_partition(&tp, &records, Some(end))?,
             None if must_read && !model.borrow().damaged.contains(&tp) => {
                 return Err(format!("{tp:?}: could not be read back after recovery"))
             }
