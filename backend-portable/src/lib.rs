@@ -226,6 +226,12 @@ impl BackendListener for PortableListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.get_ref().local_addr()
     }
+
+    #[cfg(unix)]
+    fn socket(stream: &PortableStream) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(stream.get_ref().as_fd())
+    }
 }
 
 impl BackendFile for PortableFile {

@@ -48,6 +48,7 @@ mod file;
 mod net;
 mod shards;
 mod stats;
+mod stream;
 
 use std::future::Future;
 use std::io;
@@ -71,7 +72,7 @@ pub use crate::shards::{
     IO_MEMORY_MAX_BYTES, IO_MEMORY_MIN_BYTES, MEMLOCK_MIN_BYTES, RINGS_PER_SHARD,
 };
 pub use crate::stats::UringIoStats;
-pub use glommio::net::TcpStream as UringStream;
+pub use crate::stream::UringStream;
 
 /// One shard's io_uring backend. Cheap to clone; tied to its shard's thread (`!Send`), since
 /// every glommio call must run on the executor that owns the rings.

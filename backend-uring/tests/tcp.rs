@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +50,49 @@ fn tcp_echo_round_trip() {
         };
         let ((), echoed) = futures::join!(send, receive);
         assert!(echoed == request, "echo matches");
+    });
+}
+
+/// A vectored write sends several slices in one call (one `sendmsg`), in order.
+#[test]
+fn vectored_writes_send_every_slice_in_order() {
+    on_one_shard(|backend| async move {
+        let listener = backend.listen(loopback()).await.expect("listen");
+        let addr = listener.local_addr().expect("local addr");
+        let parts: Vec<Vec<u8>> = vec![
+            vec![1u8; 100],
+            (0..300_000u32).map(|i| (i % 251) as u8).collect(),
+            vec![],
+            vec![3u8; 3],
+        ];
+        let expected: Vec<u8> = parts.concat();
+        let total = expected.len();
+        let server = async {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut got = vec![0u8; total];
+            stream.read_exact(&mut got).await.expect("server read");
+            got
+        };
+        let client = async {
+            let mut stream = backend.connect(addr).await.expect("connect");
+            let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+            let mut left = &mut slices[..];
+            let mut first_call = None;
+            while !left.is_empty() {
+                let n = stream.write_vectored(left).await.expect("write_vectored");
+                assert!(n > 0, "a vectored write made progress");
+                first_call.get_or_insert(n);
+                IoSlice::advance_slices(&mut left, n);
+            }
+            stream.flush().await.expect("flush");
+            first_call.expect("one call at least")
+        };
+        let (got, first_call) = futures::join!(server, client);
+        assert!(got == expected, "the slices arrive whole and in order");
+        assert!(
+            first_call > 100,
+            "the first call sent more than its first slice ({first_call} bytes)"
+        );
     });
 }
 

@@ -2,7 +2,7 @@
 # Load-independent counters of the broker (syscalls, io_uring submissions and punts, context
 # switches): figures for a loaded machine, where wall-clock times mean little.
 #
-#   benches/scripts/counters.sh restart BIN_DIR strace|perf|bare [PARTITIONS] [SHARDS]
+#   benches/scripts/counters.sh restart BIN_DIR strace|perf|opcodes|bare [PARTITIONS] [SHARDS]
 #     Start BIN_DIR/minikafka (flush none), create a topic of PARTITIONS (4000) partitions,
 #     write 3 × PARTITIONS keyed records with BIN_DIR/mk, kill -9, start it again under the
 #     counter and time until `mk topics describe` answers; the restarted broker is killed
@@ -11,6 +11,11 @@
 #     One shard, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record Produce
 #     requests one at a time for 3 s on a blocking socket, then 3 s through the async client;
 #     divide the counts by the requests it reports (both runs' req/s × 3).
+#   benches/scripts/counters.sh fetch BIN_DIR strace|perf|opcodes [RECORDS]
+#     One shard, flush none: the broker is filled with RECORDS (200000) records of 256 B by
+#     BIN_DIR/mk; then the counter attaches to it (1 s before) for `mk consume` of every
+#     record from the beginning (1 MiB partition fetches). Prints the Fetch requests it
+#     answered meanwhile (its metrics endpoint): divide by them.
 #
 # Writes under ${OUT:-/tmp/mk-counters}/<mode>-<what>; prints the counts.
 set -u
@@ -20,8 +25,9 @@ PORT=$((20000 + RANDOM % 20000))
 case $MODE in
   strace) WRAP="strace -c -f -o $W/counts.txt" ;;
   perf) WRAP="perf stat -e io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,context-switches,task-clock -o $W/counts.txt" ;;
+  opcodes) WRAP="perf record -q -e io_uring:io_uring_submit_req -o $W/perf.data" ;;
   bare) WRAP="" ;;
-  *) echo "mode: strace, perf or bare" >&2; exit 2 ;;
+  *) echo "mode: strace, perf, opcodes or bare" >&2; exit 2 ;;
 esac
 ARGS="--override listeners=PLAINTEXT://127.0.0.1:$PORT --override log.dirs=$W/data --override flush.policy=none --override auto.create.topics.enable=false"
 await_listening() { for _ in $(seq 600); do grep -q "listening on" "$1" && return 0; sleep 0.1; done; return 1; }
@@ -50,7 +56,38 @@ elif [ "$WHAT" = produce ]; then
   await_listening "$W/out" || { echo "no start"; kill $SPID; exit 1; }
   "$RTT" 127.0.0.1:$PORT 3 100 rtt | tee "$W/rtt.txt" | head -2
   kill -TERM "$(broker_pid $SPID)"; wait $SPID 2>/dev/null
+elif [ "$WHAT" = fetch ]; then
+  RECORDS=${4:-200000}
+  MPORT=$((PORT + 1))
+  "$BIN/minikafka" $ARGS --override num.shards=1 --override metrics.listener=http://127.0.0.1:$MPORT >"$W/out" 2>"$W/err" &
+  PID=$!
+  await_listening "$W/out" || { echo "no start"; kill -9 $PID; exit 1; }
+  "$BIN/mk" -b 127.0.0.1:$PORT topics create t --partitions 1 >/dev/null || { kill -9 $PID; exit 1; }
+  seq 1 "$RECORDS" | awk '{ printf "%0256d\n", $1 }' |
+    "$BIN/mk" -b 127.0.0.1:$PORT produce t --linger-ms 50 >/dev/null
+  fetches() { curl -s "http://127.0.0.1:$MPORT/metrics" | grep '^minikafka_requests_total{api="Fetch"}' | awk '{ print $2 }'; }
+  BEFORE=$(fetches)
+  # The counter attaches to the running broker for the consume only (no startup, no fill).
+  case $MODE in
+    strace) strace -c -f -p $PID -o "$W/counts.txt" & ;;
+    perf) perf stat -e io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,context-switches,task-clock -p $PID -o "$W/counts.txt" & ;;
+    opcodes) perf record -q -e io_uring:io_uring_submit_req -p $PID -o "$W/perf.data" & ;;
+  esac
+  CPID=$!
+  sleep 1
+  T0=$(date +%s.%N)
+  GOT=$("$BIN/mk" -b 127.0.0.1:$PORT consume t --count "$RECORDS" --format '%o' | wc -l)
+  T1=$(date +%s.%N)
+  kill -INT $CPID; wait $CPID 2>/dev/null
+  echo "consumed $GOT records of 256 B with $(( $(fetches) - BEFORE )) Fetch requests in $(echo "$T1 - $T0" | bc) s (plus 1 s attached before it)"
+  kill -TERM $PID; wait $PID 2>/dev/null
+  WRAP=counted
 else
-  echo "what: restart or produce" >&2; exit 2
+  echo "what: restart, produce or fetch" >&2; exit 2
 fi
-[ -z "$WRAP" ] || grep -v '^$\|^#' "$W/counts.txt" | head -20
+if [ "$MODE" = opcodes ]; then
+  # io_uring submissions by opcode (uring backend only).
+  perf script -i "$W/perf.data" 2>/dev/null | grep -o 'opcode [A-Z_]*' | sort | uniq -c | sort -rn | tee "$W/counts.txt"
+elif [ -n "$WRAP" ]; then
+  grep -v '^$\|^#' "$W/counts.txt" | head -20
+fi

@@ -48,6 +48,10 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: u64,
+    /// `socket.send.buffer.bytes`: `SO_SNDBUF` of every accepted connection; `None` (`-1`)
+    /// keeps the OS default (auto-tuned, megabytes on Linux). Bounds what a client that never
+    /// reads can make the broker compute before its writes stall.
+    pub socket_send_buffer_bytes: Option<usize>,
     /// `max.connections`.
     pub max_connections: usize,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
@@ -231,6 +235,7 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            socket_send_buffer_bytes: Some(102_400),
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,
             log_message_timestamp_type: TimestampType::CreateTime,
@@ -455,6 +460,13 @@ impl BrokerConfig {
                     config.socket_request_max_bytes = n;
                 }
                 "connections.max.idle.ms" => config.connections_max_idle_ms = parse_positive(k, v)?,
+                "socket.send.buffer.bytes" => {
+                    let n = parse_limit(k, v)?;
+                    if n.is_some_and(|n| n == 0 || n > i32::MAX as i64) {
+                        return Err(invalid(k, v, "expected -1 or 1 to 2147483647"));
+                    }
+                    config.socket_send_buffer_bytes = n.map(|n| n as usize);
+                }
                 "max.connections" => config.max_connections = parse_positive(k, v)?,
                 "flush.policy" => match v {
                     "none" | "fsync" | "interval" => flush_kind = v.to_string(),
@@ -684,6 +696,21 @@ mod tests {
         assert_eq!(config.retention_ms, Some(3_600_000));
         assert_eq!(config.num_partitions, 5);
         assert_eq!(config.flush_policy, FlushPolicy::Interval { ms: 50 });
+    }
+
+    #[test]
+    fn socket_send_buffer_defaults_to_kafkas_and_minus_one_keeps_the_os_default() {
+        assert_eq!(
+            with(&[]).expect("ok").socket_send_buffer_bytes,
+            Some(102_400)
+        );
+        let config = with(&[("socket.send.buffer.bytes", "-1")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, None);
+        let config = with(&[("socket.send.buffer.bytes", "16384")]).expect("ok");
+        assert_eq!(config.socket_send_buffer_bytes, Some(16_384));
+        for bad in ["0", "2147483648", "lots"] {
+            assert!(with(&[("socket.send.buffer.bytes", bad)]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -8,9 +8,9 @@
 //!   the client's writes stall) instead of buffering responses without bound, its memory stays
 //!   bounded, and other clients are served meanwhile.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use minikafka_broker::protocol::schema::{schema_for, Kind, MessageSchema, StructSchema};
@@ -18,7 +18,7 @@ use minikafka_broker::protocol::schema::{schema_for, Kind, MessageSchema, Struct
 mod common;
 
 use common::librdkafka::{create_topics, expect_all_ok, Rec, TestProducer};
-use common::raw::{connect, read_frame, request};
+use common::raw::{assert_closed_after, connect, read_frame, request};
 use common::{bounded, Broker};
 
 const TEST_LIMIT: Duration = Duration::from_secs(180);
@@ -124,42 +124,6 @@ fn huge_count_body(schema: &MessageSchema, version: i16) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// Sends `bytes`, then requires an error answer at most and the connection closed within 5 s.
-fn assert_refused_and_closed(addr: SocketAddr, what: &str, bytes: &[u8]) {
-    let mut stream = connect(addr);
-    let _ = stream.write_all(bytes);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut buf = [0u8; 4096];
-    let mut received = 0usize;
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                received += n;
-                assert!(
-                    received < 64 * 1024,
-                    "{what}: a large answer to a refused request"
-                );
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
-                return
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("{what}: unexpected read error {e}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: connection still open 5 s later"
-        );
-    }
-}
-
-fn resident_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Every served API, at its lowest and highest version, with a 2^31 - 1 count where its first
 /// array (else string) sits: each closes only its own connection, the broker stays small and
 /// keeps answering a connection opened before them all (I10).
@@ -181,7 +145,7 @@ fn a_huge_count_in_every_served_request_costs_only_its_connection_i10() {
                     continue;
                 };
                 let what = format!("{api:?} v{version} with a 2^31 count");
-                assert_refused_and_closed(addr, &what, &request(key, version, 7, &body));
+                assert_closed_after(addr, &what, &request(key, version, 7, &body), false);
                 assert!(broker.is_alive(), "broker died after {what}");
                 attacked.insert(key);
             }
@@ -192,8 +156,7 @@ fn a_huge_count_in_every_served_request_costs_only_its_connection_i10() {
             "only {attacked:?} of {apis_count} APIs attacked"
         );
         assert!(!served_apis(&mut bystander).is_empty());
-        let pid = broker.pid().expect("pid");
-        if let Some(kib) = resident_kib(pid) {
+        if let Some(kib) = broker.resident_kib() {
             assert!(kib < 512 * 1024, "broker resident memory {kib} KiB");
         }
     });
@@ -252,7 +215,6 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
         greedy
             .set_write_timeout(Some(Duration::from_secs(2)))
             .expect("write timeout");
-        let pid = broker.pid().expect("pid");
         let mut stalled = false;
         let mut written = 0i32;
         // Each answer is ~1 MiB: unbounded reading would take 1.3 GB of requests and buffering
@@ -267,7 +229,7 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
                 Err(e) => panic!("write failed after {written} requests: {e}"),
             }
             if written % 500 == 0 {
-                let kib = resident_kib(pid).unwrap_or(0);
+                let kib = broker.resident_kib().unwrap_or(0);
                 assert!(
                     kib < 1024 * 1024,
                     "broker at {kib} KiB after {written} unread fetches"
@@ -278,7 +240,7 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
             stalled,
             "the broker read all {written} requests of a client that never reads"
         );
-        let kib = resident_kib(pid).unwrap_or(0);
+        let kib = broker.resident_kib().unwrap_or(0);
         assert!(
             kib < 1024 * 1024,
             "broker at {kib} KiB with a stalled client"
@@ -289,6 +251,131 @@ fn a_client_that_never_reads_gets_back_pressure_not_unbounded_buffering() {
         drop(greedy);
         assert!(broker.is_alive());
     });
+}
+
+/// A client pipelines ApiVersions requests (small requests, answers of a few hundred bytes)
+/// and never reads. The answers the broker computes for it are bounded by the socket buffers
+/// it chose (`socket.send.buffer.bytes`; the client's receive buffer, set small here) plus
+/// its in-flight limit, not by Linux's auto-tuned megabytes: measured as the bytes the kernel
+/// holds for the connection on both ends (`/proc/net/tcp`). A neighbour is served meanwhile.
+#[test]
+fn a_client_that_never_reads_gets_only_its_socket_buffers_of_answers() {
+    const SEND_BUFFER: usize = 102_400;
+    const CLIENT_RECEIVE_BUFFER: usize = 32 * 1024;
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::builder()
+            .with("socket.send.buffer.bytes", &SEND_BUFFER.to_string())
+            .start();
+        let addr = broker.addr();
+        let mut neighbour = connect(addr);
+        let answer_bytes = api_versions_answer_bytes(&mut neighbour);
+
+        let greedy = small_receive_buffer_connect(addr, CLIENT_RECEIVE_BUFFER);
+        let greedy_port = greedy.local_addr().expect("local addr").port();
+        let mut greedy = greedy;
+        let batch: Vec<u8> = (0..64).flat_map(|i| request(18, 0, i, &[])).collect();
+        let mut requests = 0usize;
+        loop {
+            match greedy.write_all(&batch) {
+                Ok(()) => requests += 64,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => break,
+                Err(e) => panic!("write failed after {requests} requests: {e}"),
+            }
+            assert!(
+                requests < 10_000_000,
+                "the broker read {requests} requests of a client that never reads"
+            );
+        }
+        // The broker answers until the buffers are full, then stops: wait for the count to
+        // hold still (a second unchanged), bounded by the test's limit.
+        let mut held = kernel_held_bytes(broker.port(), greedy_port);
+        let mut unchanged = 0;
+        while unchanged < 5 {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = kernel_held_bytes(broker.port(), greedy_port);
+            unchanged = if now == held { unchanged + 1 } else { 0 };
+            held = now;
+        }
+        // Linux doubles both buffer settings for its bookkeeping; each end may overshoot by
+        // one 64 KiB segment. (The broker itself holds at most its in-flight answers more.)
+        let bound = (2 * SEND_BUFFER + 2 * CLIENT_RECEIVE_BUFFER + 2 * 64 * 1024) as u64;
+        assert!(
+            held > 0,
+            "the broker answered nothing ({requests} requests sent)"
+        );
+        assert!(
+            held <= bound,
+            "{held} bytes of answers held for a client that never reads (bound {bound}, \
+             {requests} requests sent, answers of {answer_bytes} bytes)"
+        );
+        // The neighbour is served while the greedy connection is stuck.
+        for i in 0..20 {
+            neighbour
+                .write_all(&request(18, 0, 1000 + i, &[]))
+                .expect("neighbour write");
+            let body = read_frame(&mut neighbour).expect("neighbour answered");
+            assert_eq!(body[..4], (1000 + i).to_be_bytes()[..], "answered in order");
+        }
+        create_topics(&broker, &[("beside-greedy", 1)]);
+        let mut producer = TestProducer::new(&broker, &[]);
+        let acks = producer.produce_all(&[Rec::new("beside-greedy", Some(0), b"meanwhile")]);
+        assert_eq!(expect_all_ok(&acks).len(), 1);
+        drop(greedy);
+        assert!(broker.is_alive());
+    });
+}
+
+/// The size on the wire (frame included) of an ApiVersions v0 answer.
+fn api_versions_answer_bytes(stream: &mut TcpStream) -> usize {
+    stream
+        .write_all(&request(18, 0, 1, &[]))
+        .expect("write ApiVersions");
+    4 + read_frame(stream).expect("ApiVersions answer").len()
+}
+
+/// A connection whose receive buffer is set before connecting (so the window it advertises
+/// is small from the start), with the usual 5 s timeouts.
+fn small_receive_buffer_connect(addr: SocketAddr, bytes: usize) -> TcpStream {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(bytes).expect("SO_RCVBUF");
+    socket
+        .connect_timeout(&addr.into(), Duration::from_secs(5))
+        .expect("connect");
+    let stream = TcpStream::from(socket);
+    stream
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .expect("write timeout");
+    stream
+}
+
+/// Bytes the kernel holds for one loopback connection: the broker end's send queue plus the
+/// client end's receive queue (the `tx_queue` and `rx_queue` columns of `/proc/net/tcp`).
+fn kernel_held_bytes(broker_port: u16, client_port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let port = |address: &str| {
+        u16::from_str_radix(address.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
+    };
+    let mut held = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote), Some(queues)) =
+            (fields.get(1), fields.get(2), fields.get(4))
+        else {
+            continue;
+        };
+        let (tx, rx) = queues.split_once(':').unwrap_or(("0", "0"));
+        let (tx, rx) = (
+            u64::from_str_radix(tx, 16).unwrap_or(0),
+            u64::from_str_radix(rx, 16).unwrap_or(0),
+        );
+        match (port(local), port(remote)) {
+            (l, r) if l == broker_port && r == client_port => held += tx,
+            (l, r) if l == client_port && r == broker_port => held += rx,
+            _ => {}
+        }
+    }
+    held
 }
 
 /// A Fetch v4 body (non-flexible): replica -1, max wait 0, min bytes 0, max bytes, isolation 0,

@@ -20,9 +20,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::net::TcpStream;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
@@ -40,7 +39,7 @@ mod common;
 use common::librdkafka::{
     consumer, create_topics, expect_all_ok, read_partition, Rec, TestProducer, TEST_LIMIT,
 };
-use common::raw::{connect, frame, read_frame, request};
+use common::raw::{assert_closed_after, connect, frame, read_frame, request};
 use common::{bounded, Broker};
 
 // ---------------------------------------------------------------------------------------------
@@ -1320,43 +1319,6 @@ fn assert_api_versions_ok(stream: &mut TcpStream, correlation_id: i32) {
     }
 }
 
-/// Sends `bytes` (write errors ignored: the broker may close early), optionally half-closes,
-/// then requires the broker to close the connection within 5 s.
-fn assert_closed_after(addr: SocketAddr, what: &str, bytes: &[u8], half_close: bool) {
-    let mut stream = connect(addr);
-    let _ = stream.write_all(bytes);
-    if half_close {
-        let _ = stream.shutdown(Shutdown::Write);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut buf = [0_u8; 4096];
-    let mut received = 0_usize;
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                received += n;
-                assert!(received < 1 << 20, "{what}: endless reply");
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
-                return
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("{what}: unexpected read error {e}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: connection still open 5 s later"
-        );
-    }
-}
-
-fn resident_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Hostile bytes each cost only their own connection: HTTP, a TLS ClientHello, frame sizes 0,
 /// negative and above socket.request.max.bytes, a Metadata v0 body with an absurd array count,
 /// an unknown api key and a truncated frame are each answered by closing that connection
@@ -1412,8 +1374,7 @@ fn hostile_bytes_cost_only_their_connection() {
         }
         assert_api_versions_ok(&mut bystander, 2);
         assert!(broker.is_alive(), "broker alive after all hostile inputs");
-        let pid = broker.pid().expect("broker pid");
-        if let Some(kib) = resident_kib(pid) {
+        if let Some(kib) = broker.resident_kib() {
             assert!(
                 kib < 1024 * 1024,
                 "broker resident memory {kib} KiB after hostile input"

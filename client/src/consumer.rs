@@ -19,6 +19,7 @@
 //! - Never: spawns, sleeps or retries on its own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -128,11 +129,13 @@ pub struct RecordHeader {
     pub value: Option<Bytes>,
 }
 
-/// One consumed record.
+/// One consumed record. Decoding one allocates nothing per record unless it has headers:
+/// the topic is shared by every record of the partition's fetch, key and value are slices of
+/// the fetch response (or of the batch's inflated records).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsumerRecord {
-    /// Topic.
-    pub topic: String,
+    /// Topic (shared, one allocation per decoded partition, not per record).
+    pub topic: Arc<str>,
     /// Partition.
     pub partition: i32,
     /// Offset.
@@ -143,7 +146,7 @@ pub struct ConsumerRecord {
     pub key: Option<Bytes>,
     /// Value, `None` for null.
     pub value: Option<Bytes>,
-    /// Headers in record order.
+    /// Headers in record order (empty, unallocated, when the record has none).
     pub headers: Vec<RecordHeader>,
 }
 
@@ -182,6 +185,7 @@ pub fn decode_records(
         source,
     };
     let mut out = DecodedRecords::default();
+    let shared_topic: Arc<str> = Arc::from(topic);
     for view in BatchIter::new(records)
         .with_options(ValidateOptions::stored())
         .lenient_tail()
@@ -232,7 +236,7 @@ pub fn decode_records(
                 header.base_timestamp.wrapping_add(record.timestamp_delta)
             };
             out.records.push(ConsumerRecord {
-                topic: topic.to_string(),
+                topic: Arc::clone(&shared_topic),
                 partition,
                 offset,
                 timestamp_ms,

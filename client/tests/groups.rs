@@ -148,10 +148,7 @@ impl Member {
                         Ok(records) => {
                             let mut s = shared.lock().expect("lock");
                             s.records.extend(records.iter().map(|r| {
-                                (
-                                    TopicPartition::new(r.topic.clone(), r.partition),
-                                    r.offset.0,
-                                )
+                                (TopicPartition::new(&*r.topic, r.partition), r.offset.0)
                             }));
                             s.assignment = consumer.assignment();
                             s.generation = consumer.generation();

@@ -83,6 +83,13 @@ pub trait BackendListener: 'static {
 
     /// The address actually bound (useful after binding port 0).
     fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// The stream's OS socket, for the socket options the broker sets itself (once, for every
+    /// backend: `SO_SNDBUF`); `None` where a stream is no OS socket (a simulated one).
+    #[cfg(unix)]
+    fn socket(_stream: &Self::Stream) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// One shard's view of the operating system: files, directories, TCP, timers, tasks.

@@ -30,9 +30,9 @@ every check passed, 1 that one failed (the problems are printed), 2 a usage or s
 """
 
 import argparse
-import os
 import pathlib
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -42,7 +42,10 @@ import tempfile
 import threading
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from soak_broker import binary, free_port  # noqa: E402
+
 TOPIC = "crash-loop"
 START_LIMIT_S = 60
 FINAL_FLUSH_LIMIT_S = 120
@@ -50,29 +53,12 @@ READ_LIMIT_S = 120
 ACK_LIMIT_S = 60
 
 
-def binary():
-    """The broker binary: $MINIKAFKA_BIN, else the newest build under the cargo target dir."""
-    path = os.environ.get("MINIKAFKA_BIN")
-    if path:
-        return path
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for candidate in (target / "release" / "minikafka", target / "debug" / "minikafka"):
-        if candidate.exists():
-            return str(candidate)
-    sys.exit("no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Broker:
     """The broker child process on a fixed port and data directory, restarted each cycle."""
 
-    def __init__(self, workdir, partitions):
+    def __init__(self, workdir, partitions, start_limit_s=START_LIMIT_S):
         self.workdir = workdir
+        self.start_limit_s = start_limit_s
         self.port = free_port()
         self.data_dir = workdir / "data"
         self.data_dir.mkdir(exist_ok=True)
@@ -114,10 +100,33 @@ class Broker:
                     return time.monotonic() - began
                 except OSError:
                     pass
-            if time.monotonic() - began > START_LIMIT_S:
+            if time.monotonic() - began > self.start_limit_s:
+                stacks = self.dump_stacks()
                 self.kill()
-                raise RuntimeError(f"broker not ready within {START_LIMIT_S} s (start {self.starts}):\n{self.tail()}")
+                raise RuntimeError(f"broker not ready within {self.start_limit_s} s (start {self.starts}; "
+                                   f"its threads' stacks: {stacks}):\n{self.tail()}")
             time.sleep(0.005)
+
+    def dump_stacks(self):
+        """Writes every thread's backtrace of the (hung) broker next to its log, with gdb when
+        installed; returns the file's path or why there is none."""
+        if shutil.which("gdb") is None:
+            return "gdb not installed"
+        path = self.workdir / f"stacks-start-{self.starts}.txt"
+        with open(path, "wb") as out:
+            # Kernel side first (io_uring's worker threads show only there), then gdb's view.
+            for task in sorted(pathlib.Path(f"/proc/{self.proc.pid}/task").iterdir()):
+                try:
+                    name = (task / "comm").read_text().strip()
+                    kernel = (task / "stack").read_text()
+                except OSError as e:
+                    name, kernel = task.name, f"({e})\n"
+                out.write(f"task {task.name} {name} (kernel stack):\n{kernel}\n".encode())
+            out.flush()
+            subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=120,
+                           check=False)
+        return str(path)
 
     def kill(self):
         """SIGKILL and reap; a no-op when the broker is not running."""
@@ -359,7 +368,7 @@ def run(args):
           f"{args.partitions} partitions, binary {binary()}", flush=True)
     rng = random.Random(seed)
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-crash-loop-"))
-    broker = Broker(workdir, args.partitions)
+    broker = Broker(workdir, args.partitions, args.start_limit_s)
     acked = []
     failed = []
     fatal = []
@@ -492,6 +501,9 @@ def main():
     parser.add_argument("--records", type=int, default=200, help="records produced per cycle (default 200)")
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    parser.add_argument("--start-limit-s", type=float, default=START_LIMIT_S,
+                        help=f"longest restart to ready before the run fails (default {START_LIMIT_S}; "
+                             "more on a machine whose disk stalls)")
     parser.add_argument("--keys", type=int, default=64, help="distinct keys (default 64)")
     parser.add_argument("--no-group", dest="group", action="store_false",
                         help="without the consumer-group consumer that commits during the cycles")

@@ -33,7 +33,6 @@ import argparse
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from crash_loop import binary, free_port  # noqa: E402
+from soak_broker import Broker, Failed, report  # noqa: E402
 
 RECORD_BYTES = 16 * 1024
 ANSWER_LIMIT_S = 30
@@ -49,10 +48,6 @@ STORAGE_ERROR = 56  # Kafka's KAFKA_STORAGE_ERROR
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
 GROUP = "disk-full-group"
-
-
-class Failed(Exception):
-    """A check failed."""
 
 
 def mount_tmpfs(path, size_mib):
@@ -74,62 +69,6 @@ def remount(path, size_mib):
 def free_bytes(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
-
-
-class Broker:
-    def __init__(self, data_dir, log_path):
-        self.data_dir = data_dir
-        self.log_path = log_path
-        self.port = free_port()
-        self.proc = None
-
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.port}"
-
-    def start(self):
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [binary(),
-             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--override", f"log.dirs={self.data_dir}",
-             "--override", "flush.policy=fsync",
-             "--override", "num.partitions=1",
-             "--override", "offsets.topic.num.partitions=1"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        began = time.monotonic()
-        while "listening on" not in self.log_path.read_text(errors="replace").rsplit("----- start", 1)[-1]:
-            if self.proc.poll() is not None:
-                raise Failed(f"broker exited at start with {self.proc.returncode}:\n{self.tail()}")
-            if time.monotonic() - began > 60:
-                raise Failed("broker not ready within 60 s")
-            time.sleep(0.02)
-
-    def mark(self, what):
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n----- start ({what}) -----\n".encode())
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise Failed("broker did not stop within 30 s of SIGTERM")
-
-    def kill(self):
-        if self.alive():
-            self.proc.kill()
-            self.proc.wait()
-
-    def tail(self, lines=30):
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def producer(bootstrap, retries):
@@ -305,11 +244,11 @@ def run(args):
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-disk-full-"))
     data = workdir / "data"
     mount_tmpfs(data, args.size_mib)
-    broker = Broker(data, workdir / "broker.log")
-    figures = {}
+    broker = Broker(data, workdir / "broker.log", overrides=[
+        "flush.policy=fsync", "num.partitions=1", "offsets.topic.num.partitions=1"])
+    figures, failures = {}, []
     try:
-        broker.mark("first")
-        broker.start()
+        broker.start("first")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 2})
         for future in admin.create_topics([NewTopic("fill", 1, 1), NewTopic("other", 1, 1)]).values():
             future.result(timeout=30)
@@ -378,8 +317,7 @@ def run(args):
 
         # Nothing acknowledged lost, across a clean restart on the same tmpfs.
         broker.stop()
-        broker.mark("restart")
-        broker.start()
+        broker.start("restart")
         check_acked(broker.bootstrap, "other", other_acked)
         got = committed(broker.bootstrap)
         if got != last_commit:
@@ -387,20 +325,16 @@ def run(args):
         figures["other records acknowledged, all read back after restart"] = len(other_acked)
         broker.stop()
     except Failed as e:
-        broker.kill()
-        print(f"FAIL: {e}\nbroker log: {broker.log_path}")
-        for k, v in figures.items():
-            print(f"  {k}: {v}")
-        return 1
+        failures.append(str(e))
     finally:
         broker.kill()
         subprocess.run(["umount", str(data)], check=False)
-    for k, v in figures.items():
-        print(f"  {k}: {v}")
-    print("PASS: KAFKA_STORAGE_ERROR when full, the rest served, produce resumed after growing "
-          "and after deleting a topic, nothing acknowledged lost")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    status = report(figures, failures, "KAFKA_STORAGE_ERROR when full, the rest served, produce "
+                    "resumed after growing and after deleting a topic, nothing acknowledged lost",
+                    broker.log_path)
+    if status == 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
 
 
 def main():

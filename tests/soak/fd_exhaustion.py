@@ -21,20 +21,18 @@ Exit status 0: every check passed; 1: a check failed; 2: setup error.
 """
 
 import argparse
-import os
 import pathlib
 import resource
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from crash_loop import binary, free_port  # noqa: E402
+from soak_broker import Broker, cpu_seconds, fd_count, report  # noqa: E402
 
 CPU_LIMIT_SHARE = 0.05
 LOG_LINES_LIMIT = 10
@@ -62,19 +60,8 @@ def answered(sock, correlation_id, wait_s):
     return struct.unpack(">i", data[4:8])[0] == correlation_id
 
 
-def cpu_seconds(pid):
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def run(args):
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-fd-"))
-    port = free_port()
     log_path = workdir / "broker.log"
 
     def low_limit():
@@ -88,21 +75,14 @@ def run(args):
         except ValueError as e:
             print(f"setup: cannot raise this process's open-files limit to {needed}: {e}")
             return 2
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [binary(), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-             "--override", f"log.dirs={workdir / 'data'}",
-             "--override", "offsets.topic.num.partitions=1"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=low_limit)
+    broker = Broker(workdir / "data", log_path, overrides=["offsets.topic.num.partitions=1"],
+                    preexec_fn=low_limit)
+    if not broker.start_for_setup():
+        return 2
+    proc, port = broker.proc, broker.port
     conns = []
     figures = {"open-files limit of the broker": args.nofile}
     try:
-        began = time.monotonic()
-        while "listening on" not in log_path.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() - began > 60:
-                print(f"setup: broker did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-                return 2
-            time.sleep(0.02)
         figures["descriptors at start"] = fd_count(proc.pid)
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
         time.sleep(args.measure_s)
@@ -165,17 +145,14 @@ def run(args):
     finally:
         for c in conns:
             c.close()
-        alive = proc.poll() is None
-        proc.kill()
-        proc.wait()
-    for k, v in figures.items():
-        print(f"  {k}: {v}")
-    if not alive:
-        print("FAIL: the broker died")
-        return 1
-    print("PASS: over the open-files limit without a busy loop; accept resumed when connections closed")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+        alive = broker.alive()
+        broker.kill()
+    status = report(figures, [] if alive else ["the broker died"],
+                    "over the open-files limit without a busy loop; accept resumed when "
+                    "connections closed", log_path)
+    if status == 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
 
 
 def main():

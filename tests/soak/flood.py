@@ -34,15 +34,13 @@ import shutil
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from crash_loop import binary, free_port  # noqa: E402
-from fd_exhaustion import cpu_seconds  # noqa: E402
+from soak_broker import Broker, binary, cpu_seconds, peak_rss_kib, report, rss_kib  # noqa: E402
 
 GREEDY_RSS_LIMIT_MIB = 512
 STALL_LIMIT_BYTES = 64 * 1024 * 1024
@@ -76,13 +74,6 @@ def recv_exact(sock, n):
             raise ConnectionError("connection closed by the broker")
         data += chunk
     return bytes(data)
-
-
-def rss_kib(pid):
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def round_trips(port, n):
@@ -230,7 +221,6 @@ def greedy(port, clients):
 def run(args):
     raise_nofile(args.idle + args.slowloris + args.greedy + 256)
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-flood-"))
-    port = free_port()
     log_path = workdir / "broker.log"
     broker_nofile = args.idle + args.slowloris + args.greedy + 1024
 
@@ -238,22 +228,15 @@ def run(args):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(broker_nofile, hard)), hard))
 
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [binary(), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-             "--override", f"log.dirs={workdir / 'data'}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=broker_limit)
-    figures = {"binary": binary()}
+    broker = Broker(workdir / "data", log_path, overrides=args.override, preexec_fn=broker_limit)
+    if not broker.start_for_setup():
+        return 2
+    proc, port = broker.proc, broker.port
+    figures = {"binary": binary(), "load average at start": load_average()}
     failures = []
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     try:
-        began = time.monotonic()
-        while "listening on" not in log_path.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() - began > 60:
-                print(f"setup: broker did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-                return 2
-            time.sleep(0.02)
         round_trips(port, 200)  # warm up
         base = round_trips(port, args.requests)
         rss0 = rss_kib(proc.pid)
@@ -293,6 +276,7 @@ def run(args):
         figures[f"{args.pipeline} ApiVersions pipelined in one write: all answered in order (s)"] = round(took, 2)
 
         rss2 = rss_kib(proc.pid)
+        cpu_greedy = cpu_seconds(proc.pid)
         socks, written = greedy(port, args.greedy)
         rss3 = rss_kib(proc.pid)
         figures[f"{args.greedy} clients never reading: bytes written before the writes stalled (max)"] = max(written)
@@ -314,29 +298,49 @@ def run(args):
                 break
         figures["broker CPU after they stalled, 3 s windows (share of one core)"] = \
             " ".join(f"{x:.2f}" for x in shares)
+        figures["broker CPU seconds from their first write until it settled"] = \
+            round(cpu_seconds(proc.pid) - cpu_greedy, 2)
+        held = [kernel_held_bytes(port, s.getsockname()[1]) for s in socks]
+        if held:
+            figures["answers held in the kernel per client that never reads (bytes, min / max)"] = \
+                f"{min(held)} / {max(held)}"
         during = round_trips(port, 500)
         figures["normal client p99 beside them (ms)"] = round(p(during, 0.99), 2)
         for s in socks:
             s.close()
-        figures["broker peak RSS (VmHWM, MiB)"] = round(int([line for line in pathlib.Path(
-            f"/proc/{proc.pid}/status").read_text().splitlines() if line.startswith("VmHWM:")][0].split()[1]) / 1024, 1)
+        figures["broker peak RSS (VmHWM, MiB)"] = round(peak_rss_kib(proc.pid) / 1024, 1)
         if proc.poll() is not None:
             failures.append(f"broker exited with {proc.returncode}")
     except (OSError, RuntimeError, ConnectionError) as e:
         failures.append(f"{type(e).__name__}: {e}")
     finally:
         stop.set()
-        proc.kill()
-        proc.wait()
-    for k, v in figures.items():
-        print(f"  {k}: {v}")
-    if failures:
-        print(f"FAIL: {'; '.join(failures)} (broker log {log_path})")
-        return 1
-    print("PASS: the normal client was served through the flood; pipelining answered in order; "
-          "clients that never read were stalled, memory bounded")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+        broker.kill()
+    figures["load average at the end"] = load_average()
+    status = report(figures, failures, "the normal client was served through the flood; pipelining "
+                    "answered in order; clients that never read were stalled, memory bounded", log_path)
+    if status == 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+def load_average():
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def kernel_held_bytes(broker_port, client_port):
+    """Bytes the kernel holds for one loopback connection: the broker end's send queue plus the
+    client end's receive queue (``tx_queue`` and ``rx_queue`` of ``/proc/net/tcp``)."""
+    held = 0
+    for line in pathlib.Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+        tx, rx = (int(x, 16) for x in fields[4].split(":"))
+        if (local, remote) == (broker_port, client_port):
+            held += tx
+        elif (local, remote) == (client_port, broker_port):
+            held += rx
+    return held
 
 
 def main():
@@ -346,6 +350,8 @@ def main():
     parser.add_argument("--requests", type=int, default=2000, help="normal client round trips per measurement")
     parser.add_argument("--pipeline", type=int, default=5000, help="requests pipelined in one write")
     parser.add_argument("--greedy", type=int, default=20, help="clients that never read (default 20)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting, e.g. socket.send.buffer.bytes=-1 (repeatable)")
     parser.add_argument("--hold-s", type=float, default=20.0,
                         help="seconds to keep the flood after measuring (slowloris requests complete)")
     args = parser.parse_args()

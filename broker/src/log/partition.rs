@@ -48,6 +48,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
@@ -58,7 +59,7 @@ use minikafka_core::producer::{
 };
 use minikafka_core::record::{
     check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time,
-    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions,
+    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -77,7 +78,8 @@ use crate::metrics::SyncStats;
 /// Most bytes of batches one coalesced write takes (a group always takes its first batch,
 /// whatever its size).
 pub const COALESCE_MAX_BYTES: u64 = 1 << 20;
-/// Bytes read per window while planning a fetch (headers only are looked at).
+/// Bytes read per window while planning a fetch past its first read (headers only are
+/// looked at).
 const PLAN_WINDOW_BYTES: usize = 16 * 1024;
 /// Bytes read per window while searching a segment for a timestamp.
 const SEARCH_WINDOW_BYTES: usize = 16 * 1024;
@@ -107,8 +109,9 @@ pub struct AppendInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadResult {
     /// Whole batches starting with the one holding the fetch offset (empty at the high
-    /// watermark). The first batch is whole even when larger than `max_bytes`.
-    pub bytes: Vec<u8>,
+    /// watermark). The first batch is whole even when larger than `max_bytes`. Shared, so a
+    /// response can send it without a copy.
+    pub bytes: Bytes,
     /// The offset the next append will get, as snapshotted for this read.
     pub high_watermark: Offset,
     /// The first offset in the log.
@@ -959,7 +962,7 @@ impl<B: Backend> PartitionLog<B> {
             });
         }
         let empty = ReadResult {
-            bytes: Vec::new(),
+            bytes: Bytes::new(),
             high_watermark,
             log_start_offset,
         };
@@ -994,20 +997,47 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Plans and reads from one segment below `end_bytes`; `None` when the segment holds
     /// nothing at or after `fetch_offset` below the snapshot.
+    ///
+    /// Each byte is read once: one read from the index floor, of `max_bytes` plus
+    /// [`fetch_skip_allowance`] (the bytes skipped to reach the target's batch, at most about
+    /// an index interval), serves the planner (which looks at headers only) and the answer,
+    /// which is a slice of it. Only when the planned range runs past that read (a first batch
+    /// larger than it, or a longer skip) are further headers read in windows of
+    /// [`PLAN_WINDOW_BYTES`] and the range read again whole, as before.
     async fn read_segment(
         &self,
         segment: &Segment<B>,
         end_bytes: u64,
         fetch_offset: Offset,
         max_bytes: usize,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Bytes>> {
         let end = FilePos(
             u32::try_from(end_bytes)
                 .map_err(|_| io::Error::other("segment larger than u32::MAX bytes (I6)"))?,
         );
         let start = segment.floor_position(fetch_offset).min(end);
+        let corrupt = |source| LogError::SegmentCorrupt {
+            path: segment.log_path().to_path_buf(),
+            source,
+        };
         let mut planner =
             FetchPlanner::new(fetch_offset, segment.base_offset(), start, end, max_bytes);
+        // Below the snapshot, so bounded by the segment (I2) as well as by max_bytes.
+        let first_len = ((end.0 - start.0) as usize).min(
+            max_bytes
+                .max(HEADER_BYTES)
+                .saturating_add(self.fetch_skip_allowance()),
+        );
+        let first = if first_len == 0 {
+            Vec::new()
+        } else {
+            let first = segment.read_log(start.as_u64(), first_len).await?;
+            if first.len() != first_len {
+                return Err(short_segment());
+            }
+            planner.feed(start, &first).map_err(corrupt)?;
+            first
+        };
         let plan = loop {
             match planner.next_step() {
                 FetchStep::Done(plan) => break plan,
@@ -1015,27 +1045,34 @@ impl<B: Backend> PartitionLog<B> {
                     let left = (end.0 - pos.0) as usize;
                     let want = len.max(PLAN_WINDOW_BYTES.min(left));
                     let window = segment.read_log(pos.as_u64(), want).await?;
-                    planner
-                        .feed(pos, &window)
-                        .map_err(|source| LogError::SegmentCorrupt {
-                            path: segment.log_path().to_path_buf(),
-                            source,
-                        })?;
+                    planner.feed(pos, &window).map_err(corrupt)?;
                 }
             }
         };
         let Some((from, to)) = plan.range else {
             return Ok(None);
         };
+        let first_end = start.as_u64() + first.len() as u64;
+        if from >= start && to.as_u64() <= first_end {
+            let at = (from.0 - start.0) as usize;
+            let until = (to.0 - start.0) as usize;
+            return Ok(Some(Bytes::from(first).slice(at..until)));
+        }
         let len = (to.0 - from.0) as usize;
         let bytes = segment.read_log(from.as_u64(), len).await?;
         if bytes.len() != len {
-            return Err(LogError::Io(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "segment shorter than its published size",
-            )));
+            return Err(short_segment());
         }
-        Ok(Some(bytes))
+        Ok(Some(Bytes::from(bytes)))
+    }
+
+    /// Bytes a fetch's first read takes beyond `max_bytes`, for the batches between the index
+    /// floor and the target's batch: an index entry follows at most an index interval of
+    /// bytes (plus the batch that crossed it), so two intervals cover the usual skip; capped
+    /// at [`PLAN_WINDOW_BYTES`], past which the planner reads on in windows.
+    fn fetch_skip_allowance(&self) -> usize {
+        let interval = self.config.borrow().index_interval_bytes as usize;
+        interval.saturating_mul(2).min(PLAN_WINDOW_BYTES)
     }
 
     /// The earliest offset whose record timestamp is at or after `target_ms`, with that
@@ -1439,4 +1476,12 @@ async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<(
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// A read below a segment's published size came back short: the file lost bytes it had.
+fn short_segment() -> LogError {
+    LogError::Io(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "segment shorter than its published size",
+    ))
 }

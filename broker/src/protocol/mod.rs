@@ -22,6 +22,7 @@ pub mod frame;
 pub mod header;
 pub mod precheck;
 pub mod schema;
+pub mod spliced;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};

@@ -296,6 +296,13 @@ fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
             c.connections_max_idle_ms.to_string(),
             TYPE_LONG,
         ),
+        (
+            "socket.send.buffer.bytes",
+            c.socket_send_buffer_bytes
+                .map_or(-1, |n| n as i64)
+                .to_string(),
+            TYPE_INT,
+        ),
         ("max.connections", c.max_connections.to_string(), TYPE_INT),
         (
             "log.message.timestamp.type",

@@ -7,13 +7,19 @@
 //!   [`MAX_IN_FLIGHT`] per connection (the reader stops reading beyond it, bounding memory);
 //!   responses are written strictly in request order (clients pipeline). A produce with
 //!   `acks=0` gets no response.
+//! - Send-side back-pressure ([`super::send_queue`]): the socket's send buffer is
+//!   `socket.send.buffer.bytes`, and while a connection's computed, unsent responses reach
+//!   [`MAX_UNSENT_BYTES`] its reader dispatches nothing more and reads no further, so a client
+//!   that never reads costs a bounded amount of memory and of work (I10).
 //! - Closes the connection, with a log line, on: a frame-size error, an unknown API key, an
 //!   unsupported version (except ApiVersions, answered with its v0 UNSUPPORTED_VERSION
 //!   response), an undecodable request, an API we do not serve; on idleness longer than
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
-//! - Never: answers out of order, or reads past [`MAX_IN_FLIGHT`] unanswered requests.
+//! - Never: answers out of order, reads past [`MAX_IN_FLIGHT`] unanswered requests, or
+//!   dispatches a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
 use std::cell::Cell;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -24,6 +30,7 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
+use super::send_queue::{UnsentBytes, MAX_UNSENT_BYTES};
 use super::shard::{InFlight, ShardState};
 use crate::metrics::ConnectionError;
 use crate::protocol::{
@@ -60,24 +67,58 @@ type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
 /// `Shared::connections`; this decrements the count at the end.
 pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer: SocketAddr) {
     let slot = ConnectionSlot(Rc::clone(&state));
+    #[cfg(unix)]
+    if let (Some(bytes), Some(socket)) = (
+        state.shared.config.socket_send_buffer_bytes,
+        <B::Listener as BackendListener>::socket(&stream),
+    ) {
+        super::send_queue::set_send_buffer(socket, bytes);
+    }
     let (reader, writer) = stream.split();
     let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT);
     let unanswered = Rc::new(Cell::new(0usize));
+    let unsent = Rc::new(UnsentBytes::new(MAX_UNSENT_BYTES));
     // Dropped by the writer when it ends, which stops the reader too.
     let (writer_alive, writer_done) = async_channel::bounded::<()>(1);
-    let writer_task = write_loop::<B>(writer, rx, Rc::clone(&unanswered), peer, slot, writer_alive);
+    let writer_task = write_loop::<B>(
+        writer,
+        rx,
+        Rc::clone(&unanswered),
+        Rc::clone(&unsent),
+        peer,
+        slot,
+        writer_alive,
+    );
     state.backend.spawn_local(writer_task);
-    read_loop(&state, reader, tx, unanswered, peer, writer_done).await;
+    let conn = Conn {
+        unanswered,
+        unsent,
+        peer,
+        writer_done,
+    };
+    read_loop(&state, reader, tx, conn).await;
+}
+
+/// What the reader shares with the writer.
+struct Conn {
+    unanswered: Rc<Cell<usize>>,
+    unsent: Rc<UnsentBytes>,
+    peer: SocketAddr,
+    writer_done: async_channel::Receiver<()>,
 }
 
 async fn read_loop<B: Backend>(
     state: &Rc<ShardState<B>>,
     mut reader: futures::io::ReadHalf<Stream<B>>,
     tx: async_channel::Sender<Pending<B>>,
-    unanswered: Rc<Cell<usize>>,
-    peer: SocketAddr,
-    writer_done: async_channel::Receiver<()>,
+    conn: Conn,
 ) {
+    let Conn {
+        unanswered,
+        unsent,
+        peer,
+        writer_done,
+    } = conn;
     let config = &state.shared.config;
     let decoder = FrameDecoder::new(config.socket_request_max_bytes);
     let idle = Duration::from_millis(config.connections_max_idle_ms);
@@ -87,10 +128,10 @@ async fn read_loop<B: Backend>(
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => {
-                    if state.stopping() {
+                    if state.stopping() || !until_sendable(state, &unsent, &writer_done).await {
                         return;
                     }
-                    let Some(pending) = judge(state, frame, peer) else {
+                    let Some(pending) = judge(state, frame, peer, &unsent) else {
                         let _ = tx.send(Pending::Close).await;
                         return;
                     };
@@ -137,11 +178,29 @@ async fn read_loop<B: Backend>(
     }
 }
 
-/// Judges one frame: a pending reply, or `None` when the connection must close.
+/// Waits while the connection's unsent answers are at their limit (the client is not reading
+/// them); `false` when the connection must end meanwhile (shutdown, or the writer ended).
+async fn until_sendable<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    unsent: &UnsentBytes,
+    writer_done: &async_channel::Receiver<()>,
+) -> bool {
+    if !unsent.over_limit() {
+        return true;
+    }
+    let below = std::pin::pin!(unsent.wait_below_limit());
+    let stop = std::pin::pin!(state.stop.recv());
+    let done = std::pin::pin!(writer_done.recv());
+    matches!(select(below, select(stop, done)).await, Either::Left(_))
+}
+
+/// Judges one frame: a pending reply, or `None` when the connection must close. A reply's
+/// bytes count in `unsent` from when they are computed.
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
     peer: SocketAddr,
+    unsent: &Rc<UnsentBytes>,
 ) -> Option<Pending<B>> {
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
@@ -160,10 +219,18 @@ fn judge<B: Backend>(
             let guard = state.begin_request();
             let st = Rc::clone(state);
             let (api_key, started) = (request.api_key as i16, state.backend.now());
+            let unsent = Rc::clone(unsent);
             state.backend.spawn_local(async move {
                 let outcome = handlers::handle(&st, request, peer).await;
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);
+                match &outcome {
+                    Outcome::Respond(bytes) => unsent.queued(bytes.len()),
+                    Outcome::RespondInParts(parts) => {
+                        unsent.queued(parts.iter().map(Bytes::len).sum())
+                    }
+                    _ => {}
+                }
                 let _ = reply_tx.send(outcome);
             });
             Some(Pending::Reply(reply_rx, guard))
@@ -174,7 +241,10 @@ fn judge<B: Backend>(
         }) => {
             tracing::debug!(%peer, api_version, "ApiVersions version unsupported; answering v0");
             match encode_api_versions_unsupported(correlation_id, &state.shared.supported) {
-                Ok(bytes) => Some(Pending::Ready(bytes)),
+                Ok(bytes) => {
+                    unsent.queued(bytes.len());
+                    Some(Pending::Ready(bytes))
+                }
                 Err(e) => {
                     tracing::warn!(%peer, reason = %e, "closing connection");
                     state.metrics.connection_error(ConnectionError::Request);
@@ -194,6 +264,7 @@ async fn write_loop<B: Backend>(
     mut writer: futures::io::WriteHalf<Stream<B>>,
     rx: async_channel::Receiver<Pending<B>>,
     unanswered: Rc<Cell<usize>>,
+    unsent: Rc<UnsentBytes>,
     peer: SocketAddr,
     slot: ConnectionSlot<B>,
     writer_alive: async_channel::Sender<()>,
@@ -202,10 +273,11 @@ async fn write_loop<B: Backend>(
     while let Ok(pending) = rx.recv().await {
         // The in-flight guard lives until the response is written (shutdown waits for it).
         let (bytes, _in_flight) = match pending {
-            Pending::Ready(bytes) => (Some(bytes), None),
+            Pending::Ready(bytes) => (Some(Frame::Whole(bytes)), None),
             Pending::Close => break,
             Pending::Reply(reply, in_flight) => match reply.await {
-                Ok(Outcome::Respond(bytes)) => (Some(bytes), Some(in_flight)),
+                Ok(Outcome::Respond(bytes)) => (Some(Frame::Whole(bytes)), Some(in_flight)),
+                Ok(Outcome::RespondInParts(parts)) => (Some(Frame::Parts(parts)), Some(in_flight)),
                 Ok(Outcome::Silent) => (None, Some(in_flight)),
                 Ok(Outcome::Close(why)) => {
                     tracing::warn!(%peer, reason = %why, "closing connection");
@@ -216,8 +288,8 @@ async fn write_loop<B: Backend>(
             },
         };
         unanswered.set(unanswered.get().saturating_sub(1));
-        if let Some(bytes) = bytes {
-            if let Err(e) = writer.write_all(&bytes).await {
+        if let Some(frame) = bytes {
+            if let Err(e) = write_counted(&mut writer, &frame, &unsent).await {
                 tracing::info!(%peer, reason = %e, "connection write failed");
                 metrics.connection_error(ConnectionError::Io);
                 break;
@@ -230,4 +302,42 @@ async fn write_loop<B: Backend>(
     drop(slot);
     drop(writer_alive);
     tracing::debug!(%peer, "connection closed");
+}
+
+/// A response to write: one buffer, or parts written as one frame.
+enum Frame {
+    /// A whole size-prefixed response.
+    Whole(Bytes),
+    /// A size-prefixed response in parts (a Fetch response whose batches are the log's bytes).
+    Parts(Vec<Bytes>),
+}
+
+/// Writes all of `frame` in order with vectored writes (one `writev` where the stream supports
+/// it; streams without it write one part per call), so shared parts are never copied here,
+/// taking what the kernel accepts off `unsent` as it goes (so the reader resumes as soon as the
+/// client drains enough, not after a whole large answer).
+async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    frame: &Frame,
+    unsent: &UnsentBytes,
+) -> std::io::Result<()> {
+    let parts = match frame {
+        Frame::Whole(bytes) => std::slice::from_ref(bytes),
+        Frame::Parts(parts) => parts.as_slice(),
+    };
+    let mut slices: Vec<IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| IoSlice::new(p))
+        .collect();
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        let n = writer.write_vectored(left).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        unsent.sent(n);
+        IoSlice::advance_slices(&mut left, n);
+    }
+    Ok(())
 }

@@ -20,6 +20,7 @@
 //! - [`partition_ops`]: the operations on a partition, as the messages shards exchange.
 //! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
 //! - [`connection`]: framing, ordered responses, connection limits.
+//! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
 //!   stored (AlterConfigs, IncrementalAlterConfigs).
@@ -40,6 +41,7 @@ pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
+pub mod send_queue;
 pub mod shard;
 pub mod shared;
 pub mod topics;

@@ -126,7 +126,7 @@ pub struct PartitionRead {
     /// The log start offset (-1 when unknown).
     pub log_start_offset: i64,
     /// Whole record batches.
-    pub bytes: Vec<u8>,
+    pub bytes: bytes::Bytes,
 }
 
 impl PartitionRead {
@@ -136,7 +136,7 @@ impl PartitionRead {
             error_code,
             high_watermark: -1,
             log_start_offset: -1,
-            bytes: Vec::new(),
+            bytes: bytes::Bytes::new(),
         }
     }
 }

@@ -459,7 +459,7 @@ impl<B: Backend> ShardState<B> {
             error_code: ErrorCode::NONE,
             high_watermark: owned.log.high_watermark().0,
             log_start_offset: owned.log.log_start_offset().0,
-            bytes: Vec::new(),
+            bytes: bytes::Bytes::new(),
         };
         match owned.log.read(Offset(fetch_offset), max_bytes).await {
             Ok(read) => {

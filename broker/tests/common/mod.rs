@@ -138,6 +138,13 @@ impl Broker {
         self.child.as_ref().map(Child::id)
     }
 
+    /// The child's resident memory (`VmRSS`) in KiB, while it runs (Linux).
+    pub fn resident_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
     /// True while the child process has not exited.
     pub fn is_alive(&mut self) -> bool {
         match self.child.as_mut() {

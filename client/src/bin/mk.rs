@@ -861,7 +861,7 @@ async fn consume_group(
                         .map_err(|e| format!("writing output: {e}"))?;
                     printed += 1;
                     done.insert(
-                        TopicPartition::new(record.topic.clone(), record.partition),
+                        TopicPartition::new(&*record.topic, record.partition),
                         record.offset.plus(1),
                     );
                 }

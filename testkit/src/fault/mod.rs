@@ -106,6 +106,8 @@ struct PlanState {
     enospc_on_write: bool,
     eio_on_sync: bool,
     injected_count: u64,
+    /// Bytes returned by successful `read_at` calls.
+    bytes_read: u64,
 }
 
 /// What the plan decided for one call.
@@ -158,6 +160,7 @@ impl FaultPlan {
                 enospc_on_write: false,
                 eio_on_sync: false,
                 injected_count: 0,
+                bytes_read: 0,
             })),
         }
     }
@@ -245,6 +248,12 @@ impl FaultPlan {
     /// Faults injected so far.
     pub fn injected_count(&self) -> u64 {
         self.lock().injected_count
+    }
+
+    /// Bytes that successful `read_at` calls returned so far (what a reader cost the disk or
+    /// the page cache).
+    pub fn bytes_read(&self) -> u64 {
+        self.lock().bytes_read
     }
 
     /// Whether the crash has happened: at least one call was refused at or past the crash
@@ -353,7 +362,13 @@ pub struct FaultyFile<F> {
 impl<F: BackendFile> BackendFile for FaultyFile<F> {
     async fn read_at(&self, buf: Vec<u8>, pos: u64, len: usize) -> (io::Result<()>, Vec<u8>) {
         match self.plan.gate(FileOp::ReadAt) {
-            Ok(()) => self.inner.read_at(buf, pos, len).await,
+            Ok(()) => {
+                let (result, buf) = self.inner.read_at(buf, pos, len).await;
+                if result.is_ok() {
+                    self.plan.lock().bytes_read += buf.len() as u64;
+                }
+                (result, buf)
+            }
             Err(e) => (Err(e), buf),
         }
     }

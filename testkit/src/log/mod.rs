@@ -22,6 +22,7 @@ pub mod basics;
 pub mod coalescing;
 pub mod compaction;
 pub mod faults;
+pub mod fetch_reads;
 pub mod producers;
 pub mod recovery;
 pub mod start_offset;
@@ -31,6 +32,7 @@ pub use basics::*;
 pub use coalescing::*;
 pub use compaction::*;
 pub use faults::*;
+pub use fetch_reads::*;
 pub use model::{producer_batch, test_batch, NOW_MS};
 pub use producers::*;
 pub use recovery::*;
@@ -53,6 +55,7 @@ macro_rules! log_check_names {
     (checks, {$($callback:tt)*}, {$($args:tt)*}) => {
         $($callback)*! { $($args)* [
             check_append_read_round_trip,
+            check_fetch_reads_each_byte_once,
             check_invalid_batch_touches_nothing,
             check_segment_roll_at_segment_bytes,
             check_index_placement_small_batches,

@@ -14,6 +14,9 @@
 //!   fewer than `min_bytes`, no partition has an error and the deadline has not passed, it
 //!   waits for a notification (an append on any shard), the deadline, or shutdown; after a
 //!   notification it re-arms, then re-reads.
+//! - Each partition reads at most the smaller of its `partition_max_bytes` and the response's
+//!   `max_bytes` (the first batch whole), each byte once; the batches are the log's bytes,
+//!   sent without a copy (the handler's caller encodes the response in parts).
 //! - Fetch sessions are not kept: the answer always has session id 0 (a full response),
 //!   whatever session id, epoch or forgotten topics the client sent. `isolation_level` is
 //!   ignored.
@@ -54,6 +57,7 @@ pub async fn handle<B: Backend>(
     let mut targets = Vec::new();
     let mut waiter = Waiter::new();
     let long_poll = request.max_wait_ms > 0 && request.min_bytes > 0;
+    let response_max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     for fetch_topic in &request.topics {
         let info = if version >= 13 {
             shared.topic_by_id(fetch_topic.topic_id)
@@ -89,13 +93,16 @@ pub async fn handle<B: Backend>(
                 name,
                 error_code,
                 fetch_offset: partition.fetch_offset,
-                max_bytes: usize::try_from(partition.partition_max_bytes).unwrap_or(0),
+                // No partition can send more than the whole response may (bar the first
+                // batch, which the log reads whole anyway), so none reads more.
+                max_bytes: usize::try_from(partition.partition_max_bytes)
+                    .unwrap_or(0)
+                    .min(response_max_bytes),
             });
         }
         response.responses.push(topic);
     }
 
-    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = state.backend.now() + max_wait;
@@ -126,7 +133,7 @@ pub async fn handle<B: Backend>(
     drop(waiter);
 
     // One budget for the whole response, core's rule: the first batch is always whole.
-    let mut budget = FetchBudget::new(max_bytes);
+    let mut budget = FetchBudget::new(response_max_bytes);
     for (target, read) in targets.iter().zip(reads) {
         let mut data = PartitionData::default();
         data.partition_index = target.partition;
@@ -137,7 +144,7 @@ pub async fn handle<B: Backend>(
         let keep = fit_batches(&read.bytes, &mut budget);
         let mut bytes = read.bytes;
         bytes.truncate(keep);
-        data.records = Some(bytes::Bytes::from(bytes));
+        data.records = Some(bytes);
         response.responses[target.topic].partitions.push(data);
     }
     response
@@ -155,9 +162,20 @@ async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> 
                 error_code: t.error_code,
                 high_watermark: -1,
                 log_start_offset: -1,
-                bytes: Vec::new(),
+                bytes: bytes::Bytes::new(),
             },
         }
     });
     futures::future::join_all(reads).await
+}
+
+/// The record batches of `response`, in the order its encoder writes them (topics, then
+/// partitions): what the connection sends without copying.
+pub fn records_in_order(response: &FetchResponse) -> Vec<bytes::Bytes> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .collect()
 }

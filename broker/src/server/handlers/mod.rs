@@ -43,6 +43,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use minikafka_core::backend::Backend;
 
 use super::shard::ShardState;
+use crate::protocol::spliced::encode_response_spliced;
 use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
@@ -53,6 +54,9 @@ use error_codes::ErrorCodes;
 pub enum Outcome {
     /// Write these bytes (a size-prefixed response).
     Respond(Bytes),
+    /// Write these parts in order, as one response (a Fetch response whose record batches
+    /// are the log's own bytes, not copied: [`encode_response_spliced`]).
+    RespondInParts(Vec<Bytes>),
     /// Write nothing (`acks=0` produce).
     Silent,
     /// Close the connection, logging the reason.
@@ -184,13 +188,15 @@ pub async fn handle<B: Backend>(
                 answer(state, api, version, correlation_id, &response)
             }
         }
-        RequestBody::Fetch(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &fetch::handle(state, req, version).await,
-        ),
+        RequestBody::Fetch(req) => {
+            let response = fetch::handle(state, req, version).await;
+            state.metrics.errors(api, response.error_codes());
+            let records = fetch::records_in_order(&response);
+            match encode_response_spliced(version, correlation_id, &response, records) {
+                Ok(parts) => Outcome::RespondInParts(parts),
+                Err(e) => Outcome::Close(e.to_string()),
+            }
+        }
         RequestBody::ListOffsets(req) => answer(
             state,
             api,
