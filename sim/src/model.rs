@@ -165,14 +165,16 @@ impl Model {
         Ok(())
     }
 
-    /// Checks records read from a partition (in offset order, `complete` when they are the
-    /// whole log from its start after a restart) and, when complete, makes them the model.
+    /// Checks records read from a partition (in offset order; `log_end` is `Some(end)` when
+    /// they are the whole log from its start after a restart, `end` its high watermark) and,
+    /// when complete, makes them the model.
     pub fn check_partition(
         &mut self,
         tp: &TopicPartition,
         records: &[(i64, String)],
-        complete: bool,
+        log_end: Option<i64>,
     ) -> Result<(), String> {
+        let complete = log_end.is_some();
         let retained = self.retained.contains(tp);
         // Under retention the log start may move while a read is under way: the reader then
         // jumps forward to the new start. Only a jump forward, and only there.
@@ -213,11 +215,13 @@ impl Model {
             records.iter().map(|(o, v)| (*o, v.as_str())).collect();
         let damaged = self.damaged.contains(tp);
         // Under retention, a complete read starts at the log start: what is below is gone.
+        // An empty log starts at its end: retention never deletes the active segment, so an
+        // acknowledged offset at or past the end is lost, never retained away (I8, I9).
         let log_start = match (restarted_at, records.first()) {
             _ if !retained => 0,
             (Some(o), _) => o,
             (None, Some((o, _))) => *o,
-            (None, None) => i64::MAX,
+            (None, None) => log_end.unwrap_or(i64::MAX),
         };
         let acked = self.acked.entry(tp.clone()).or_default();
         for (offset, value) in acked.iter() {
@@ -232,8 +236,9 @@ impl Model {
                 None => {
                     return Err(format!(
                         "{tp:?}: acknowledged record {value:?} at offset {offset} is lost \
-                         (log has {} records)",
-                        records.len()
+                         (log has {} records, ends at {})",
+                        records.len(),
+                        log_end.unwrap_or(-1)
                     ))
                 }
             }
@@ -273,18 +278,40 @@ mod tests {
         m.ack(&tp(), 1, "b").expect("ack");
         let rec = |o: i64, v: &str| (o, v.to_string());
         assert!(
-            m.check_partition(&tp(), &[rec(0, "a")], true).is_err(),
+            m.check_partition(&tp(), &[rec(0, "a")], Some(1)).is_err(),
             "lost"
         );
         assert!(m
-            .check_partition(&tp(), &[rec(0, "a"), rec(1, "b"), rec(2, "a")], true)
+            .check_partition(&tp(), &[rec(0, "a"), rec(1, "b"), rec(2, "a")], Some(3))
             .is_err());
         assert!(m
-            .check_partition(&tp(), &[rec(0, "a"), rec(2, "b")], true)
+            .check_partition(&tp(), &[rec(0, "a"), rec(2, "b")], Some(3))
             .is_err());
-        assert!(m.check_partition(&tp(), &[rec(0, "x")], false).is_err());
-        m.check_partition(&tp(), &[rec(0, "a"), rec(1, "b"), rec(2, "c")], true)
+        assert!(m.check_partition(&tp(), &[rec(0, "x")], None).is_err());
+        m.check_partition(&tp(), &[rec(0, "a"), rec(1, "b"), rec(2, "c")], Some(3))
             .expect("all there");
         assert!(m.ack(&tp(), 5, "a").is_err(), "acked twice at two offsets");
+    }
+
+    /// Under retention a complete read may start past acknowledged offsets (deleted
+    /// segments), but an empty log ending at or below an acknowledged offset lost it.
+    #[test]
+    fn retained_partition_may_lose_a_prefix_never_its_tail() {
+        let mut m = Model::default();
+        m.retained.insert(tp());
+        for v in ["a", "b", "c"] {
+            m.attempted.insert(v.to_string());
+        }
+        for (o, v) in [(0, "a"), (1, "b"), (2, "c")] {
+            m.ack(&tp(), o, v).expect("ack");
+        }
+        assert!(
+            m.check_partition(&tp(), &[], Some(2)).is_err(),
+            "an empty log ending at 2 lost offset 2"
+        );
+        m.check_partition(&tp(), &[(2, "c".to_string())], Some(3))
+            .expect("a prefix retained away");
+        m.check_partition(&tp(), &[], Some(3))
+            .expect("everything below the end retained away");
     }
 }

@@ -91,8 +91,9 @@ pub(crate) fn group_partitions() -> Vec<TopicPartition> {
     all_partitions()
 }
 
-/// Reads a partition whole from its start; `None` when the broker could not be read (a fault).
-async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<Vec<(i64, String)>> {
+/// Reads a partition whole from its start: its records and its high watermark; `None` when
+/// the broker could not be read (a fault).
+async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<(Vec<(i64, String)>, i64)> {
     let conn = connect(backend).await?;
     let config = ConsumerConfig {
         max_wait: Duration::from_millis(0),
@@ -114,7 +115,7 @@ async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<Vec<(i64,
         }
         let position = consumer.position(&ctp).await.ok()?;
         match consumer.high_watermark(&ctp) {
-            Some(hw) if position >= hw => return Some(out),
+            Some(hw) if position >= hw => return Some((out, hw.0)),
             _ => {}
         }
     }
@@ -137,7 +138,9 @@ async fn verify(
             }
         }
         match read {
-            Some(records) => model.borrow_mut().check_partition(&tp, &records, true)?,
+            Some((records, end)) => model
+                .borrow_mut()
+                .check_partition(&tp, &records, Some(end))?,
             None if must_read && !model.borrow().damaged.contains(&tp) => {
                 return Err(format!("{tp:?}: could not be read back after recovery"))
             }
@@ -448,7 +451,7 @@ async fn fetch_and_check(
         })
         .collect();
     let mut m = model.borrow_mut();
-    if let Err(e) = m.check_partition(tp, &records, false) {
+    if let Err(e) = m.check_partition(tp, &records, None) {
         m.failure.get_or_insert(format!("fetch from {start}: {e}"));
         return false;
     }

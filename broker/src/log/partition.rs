@@ -298,6 +298,14 @@ impl<B: Backend> PartitionLog<B> {
             .unwrap_or(Offset(0))
             .max(segments[0].base_offset());
         let next_offset = segments[segments.len() - 1].next_offset();
+        if !clean_shutdown && config.flush == FlushPolicy::Fsync {
+            // The active segment's tail may be only in the page cache: the previous process
+            // stopped without syncing it (a crash of the process, not of the machine, or a
+            // failed sync that took the partition offline). Everything recovered counts as
+            // durable from here on (a duplicate is answered from it, readers see it), so make
+            // it durable before anything is served (I8; found by the simulator).
+            segments[segments.len() - 1].sync_log().await?;
+        }
         snapshot_offsets.sort();
         let (producers, producer_load) = producers::load(
             &backend,
