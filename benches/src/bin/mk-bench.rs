@@ -569,22 +569,14 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
         write_doc_section(doc, SIDE_BY_SIDE_SECTION, &body, &plot_paths)?;
         written.push(doc.clone());
     }
-    let meta = serde_json::json!({
-        "command": command,
-        "unix_time_s": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        "kernel": machine::kernel_release(),
-        "cpus": machine::cpu_count(),
-        "load_avg_1m_at_start": load_at_start,
-        "load_avg_1m_at_end": load_at_end,
-        "runtime_s": started.elapsed().as_secs_f64(),
-        "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
-        "fio": fio_version,
-        "peer": peer_command,
-        "sizes": opts.sizes,
-    });
-    let meta_path = out.join("meta.json");
-    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta)? + "\n")?;
-    written.push(meta_path);
+    written.push(write_meta(
+        &out,
+        &command,
+        (load_at_start, load_at_end),
+        &filesystem,
+        started,
+        serde_json::json!({ "fio": fio_version, "peer": peer_command, "sizes": opts.sizes }),
+    )?);
     println!("{md}");
     eprintln!(
         "mk-bench side-by-side: done in {:.0} s; wrote {}",
@@ -732,7 +724,35 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
         write_doc_section(doc, SCALE_SECTION, &md, &plot_paths)?;
         written.push(doc.clone());
     }
-    let meta = serde_json::json!({
+    written.push(write_meta(
+        &out,
+        &command,
+        (load_at_start, load_at_end),
+        &filesystem,
+        started,
+        serde_json::json!({ "peer": peer_command, "sizes": opts.sizes }),
+    )?);
+    println!("{md}");
+    eprintln!(
+        "mk-bench scale: done in {:.0} s; wrote {}",
+        started.elapsed().as_secs_f64(),
+        list(&written)
+    );
+    Ok(())
+}
+
+/// Writes an experiment's `meta.json` in `out`: what every run records (the command, when,
+/// the machine, the load average at start and end, how long it ran, the scratch filesystem)
+/// and the experiment's own `fields`. Gives the file's path.
+fn write_meta(
+    out: &Path,
+    command: &str,
+    (load_at_start, load_at_end): (Option<f64>, Option<f64>),
+    filesystem: &Option<(String, String, String)>,
+    started: std::time::Instant,
+    fields: serde_json::Value,
+) -> Result<PathBuf, BenchError> {
+    let mut meta = serde_json::json!({
         "command": command,
         "unix_time_s": SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         "kernel": machine::kernel_release(),
@@ -741,19 +761,13 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
         "load_avg_1m_at_end": load_at_end,
         "runtime_s": started.elapsed().as_secs_f64(),
         "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
-        "peer": peer_command,
-        "sizes": opts.sizes,
     });
-    let meta_path = out.join("meta.json");
-    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta)? + "\n")?;
-    written.push(meta_path);
-    println!("{md}");
-    eprintln!(
-        "mk-bench scale: done in {:.0} s; wrote {}",
-        started.elapsed().as_secs_f64(),
-        list(&written)
-    );
-    Ok(())
+    if let (Some(meta), serde_json::Value::Object(fields)) = (meta.as_object_mut(), fields) {
+        meta.extend(fields);
+    }
+    let path = out.join("meta.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&meta)? + "\n")?;
+    Ok(path)
 }
 
 fn list(paths: &[PathBuf]) -> String {
