@@ -37,8 +37,10 @@ const FORBIDDEN_STD_PATHS: &[&str] = &[
     "std::io::stderr",
 ];
 
-/// The single allowed path under a forbidden prefix: a type, used in a trait signature.
-const ALLOWED_STD_PATHS: &[&str] = &["std::net::SocketAddr"];
+/// The allowed paths under a forbidden prefix: types that name an OS resource in the backend
+/// trait's signatures without touching it (a peer's address; a stream's socket, borrowed for
+/// the options the broker sets, `BackendListener::socket`).
+const ALLOWED_STD_PATHS: &[&str] = &["std::net::SocketAddr", "std::os::fd::BorrowedFd"];
 
 /// Tokens that read a clock, spawn or sleep a thread, open files or sockets, or print.
 const FORBIDDEN_TOKENS: &[&str] = &[
