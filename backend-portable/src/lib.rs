@@ -390,6 +390,26 @@ fn sync_directory(dir: &File) -> io::Result<()> {
     dir.sync_all()
 }
 
+/// `syncfs(2)` of the filesystem holding `file` (Linux).
+#[cfg(target_os = "linux")]
+fn sync_filesystem_of(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is borrowed from `file`, so it stays open for the call.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// No `syncfs(2)` here: the caller syncs its files one by one.
+#[cfg(not(target_os = "linux"))]
+fn sync_filesystem_of(_file: &File) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no syncfs on this platform",
+    ))
+}
+
 /// Makes a directory's entries durable on macOS: `F_FULLFSYNC`, falling back to `fsync` on a
 /// file system that does not support it for directories (ENOTSUP / ENOTTY / EINVAL).
 #[cfg(target_os = "macos")]
@@ -537,6 +557,11 @@ impl Backend for PortableBackend {
         Counters::add(&self.counters.dir_syncs, 1);
         let path = path.to_path_buf();
         smol::unblock(move || sync_directory(&File::open(path)?)).await
+    }
+
+    async fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        smol::unblock(move || sync_filesystem_of(&File::open(path)?)).await
     }
 
     async fn listen(&self, addr: SocketAddr) -> io::Result<PortableListener> {

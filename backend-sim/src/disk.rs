@@ -341,6 +341,35 @@ impl Disk {
         Ok(())
     }
 
+    /// `syncfs`: makes every inode's data (when `data`) and every directory's entries (when
+    /// `dirs`) durable. The simulated machine has one filesystem; `path` must exist on it.
+    pub(crate) fn sync_filesystem(
+        &mut self,
+        path: &Path,
+        data: bool,
+        dirs: bool,
+    ) -> io::Result<()> {
+        if !self.current.dir_exists(path) && !self.current.files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        if dirs {
+            let pending: Vec<PathBuf> = self.pending.keys().cloned().collect();
+            for dir in pending {
+                for change in self.pending.remove(&dir).unwrap_or_default() {
+                    self.durable.apply(&change);
+                }
+            }
+        }
+        if data {
+            for inode in self.inodes.values_mut() {
+                for op in std::mem::take(&mut inode.pending) {
+                    apply(&mut inode.durable, &op);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Applies a crash (see the module documentation).
     pub(crate) fn crash(&mut self, rng: &mut SimRng, stats: &mut SimStats) {
         for (_, changes) in std::mem::take(&mut self.pending) {

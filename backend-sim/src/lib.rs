@@ -370,6 +370,19 @@ impl Backend for SimBackend {
         })
     }
 
+    async fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+        file_op_delay().await;
+        with_world(|w| {
+            if w.fault(w.config.faults.sync_eio) {
+                w.stats.sync_eio += 1;
+                return Err(io_error(EIO));
+            }
+            // The broken modes break this sync the way they break the per-file ones.
+            let (data, dirs) = (!w.config.broken_sync_data, !w.config.broken_sync_dir);
+            w.disk.sync_filesystem(path, data, dirs)
+        })
+    }
+
     async fn listen(&self, addr: SocketAddr) -> io::Result<SimListener> {
         with_world(|w| {
             let id = w.net.listen(addr);

@@ -183,6 +183,21 @@ impl Backend for UringBackend {
         blocking(move || std::fs::File::open(path)?.sync_all()).await
     }
 
+    async fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        // syncfs(2) waits for the whole filesystem's writeback: glommio's blocking thread,
+        // not the ring (io_uring has no syncfs) nor the shard's thread.
+        blocking(move || {
+            let dir = std::fs::File::open(path)?;
+            // SAFETY: the descriptor is borrowed from `dir`, open for the call.
+            if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn listen(&self, addr: SocketAddr) -> io::Result<UringListener> {
         UringListener::bind(addr)
     }

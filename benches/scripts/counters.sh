@@ -2,11 +2,13 @@
 # Load-independent counters of the broker (syscalls, io_uring submissions and punts, context
 # switches): figures for a loaded machine, where wall-clock times mean little.
 #
-#   benches/scripts/counters.sh restart BIN_DIR strace|perf|opcodes|bare [PARTITIONS] [SHARDS]
+#   benches/scripts/counters.sh restart BIN_DIR strace|perf|opcodes|cpu|bare [PARTITIONS] [SHARDS]
 #     Start BIN_DIR/minikafka (flush none), create a topic of PARTITIONS (4000) partitions,
 #     write 3 × PARTITIONS keyed records with BIN_DIR/mk, kill -9, start it again under the
 #     counter and time until `mk topics describe` answers; the restarted broker is killed
 #     with SIGKILL too, so the counts are startup (and the describe probes) only.
+#     FLUSH=fsync runs both brokers with flush.policy=fsync (the restart then syncs what it
+#     recovered, I8).
 #   benches/scripts/counters.sh produce BIN_DIR strace|perf [VALUE_BYTES] [SHARDS]
 #     SHARDS (1) shards, flush none: `mk-rtt` (target/debug or MK_RTT) sends one-record
 #     Produce requests of VALUE_BYTES (100) one at a time for 3 s on a blocking socket, then
@@ -27,10 +29,11 @@ case $MODE in
   strace) WRAP="strace -c -f -o $W/counts.txt" ;;
   perf) WRAP="perf stat -e io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,context-switches,task-clock -o $W/counts.txt" ;;
   opcodes) WRAP="perf record -q -e io_uring:io_uring_submit_req -o $W/perf.data" ;;
+  cpu) WRAP="perf record -q -F 1999 --call-graph dwarf,16384 -o $W/perf.data" ;;
   bare) WRAP="" ;;
-  *) echo "mode: strace, perf, opcodes or bare" >&2; exit 2 ;;
+  *) echo "mode: strace, perf, opcodes, cpu or bare" >&2; exit 2 ;;
 esac
-ARGS="--override listeners=PLAINTEXT://127.0.0.1:$PORT --override log.dirs=$W/data --override flush.policy=none --override auto.create.topics.enable=false"
+ARGS="--override listeners=PLAINTEXT://127.0.0.1:$PORT --override log.dirs=$W/data --override flush.policy=${FLUSH:-none} --override auto.create.topics.enable=false"
 await_listening() { for _ in $(seq 600); do grep -q "listening on" "$1" && return 0; sleep 0.1; done; return 1; }
 # The broker's pid under the wrapper (the wrapper's child), or the wrapper itself when bare.
 broker_pid() { if [ -z "$WRAP" ]; then echo "$1"; else pgrep -x -P "$1" minikafka; fi; }
@@ -90,6 +93,11 @@ fi
 if [ "$MODE" = opcodes ]; then
   # io_uring submissions by opcode (uring backend only).
   perf script -i "$W/perf.data" 2>/dev/null | grep -o 'opcode [A-Z_]*' | sort | uniq -c | sort -rn | tee "$W/counts.txt"
+elif [ "$MODE" = cpu ]; then
+  # CPU samples with call stacks (a release build has line tables): the self and
+  # inclusive shares by function.
+  perf report -i "$W/perf.data" --no-children --percent-limit 1 --stdio -g none --sort dso,sym 2>/dev/null |
+    grep -v '^$\|^#' | head -40 | tee "$W/counts.txt"
 elif [ -n "$WRAP" ]; then
   grep -v '^$\|^#' "$W/counts.txt" | head -20
 fi

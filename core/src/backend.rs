@@ -279,6 +279,14 @@ pub trait Backend: Clone + 'static {
     /// Makes a directory's entries (creations, renames, removals) durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 
+    /// Makes everything written on the filesystem holding `path` durable — every file's data
+    /// and every directory's entries, whoever wrote them (`syncfs(2)`): one call instead of a
+    /// sync per file, for a start that must make many recovered files durable at once.
+    /// [`io::ErrorKind::Unsupported`] where the backend cannot; any other error may come from
+    /// a file that is not ours (a filesystem-wide writeback error), so a caller that needs to
+    /// know about its own files syncs them one by one after a failure.
+    async fn sync_filesystem(&self, path: &Path) -> io::Result<()>;
+
     /// Binds a TCP listener. Every shard may bind the same address (`SO_REUSEPORT`), so the
     /// kernel spreads connections over shards.
     async fn listen(&self, addr: SocketAddr) -> io::Result<Self::Listener>;

@@ -8,12 +8,15 @@
 //!
 //! The control: the same record with no restart between the failed sync and the crash is lost
 //! by some seeds' crashes, so the check can fail and it is the restart's sync that keeps it.
+//! A broker's start opens every partition first and then syncs them all with one sync of the
+//! filesystem (`log::sync_recovered`): the same check covers that path, and its own control
+//! (an open that is never synced) loses the record.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use minikafka_backend_sim::{FaultRates, SimBackend, SimConfig};
-use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
+use minikafka_broker::log::{sync_recovered, FlushPolicy, LogConfig, PartitionLog};
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
@@ -65,6 +68,43 @@ async fn open_high_watermark(backend: SimBackend) -> Result<i64, String> {
     Ok(log.high_watermark().0)
 }
 
+/// How the restart between the failed sync and the crash opens the partition.
+#[derive(Clone, Copy, Debug)]
+enum Restart {
+    /// `PartitionLog::open`: the partition syncs its own recovered segment.
+    Open,
+    /// `open_unsynced`, then `sync_recovered` (what a broker's start does): one sync of the
+    /// whole simulated filesystem.
+    SyncedTogether,
+    /// `open_unsynced` and nothing else (the control: the open alone makes nothing durable).
+    UnsyncedOnly,
+}
+
+/// Opens the partition the way `restart` says; its high watermark.
+async fn restart_high_watermark(backend: SimBackend, restart: Restart) -> Result<i64, String> {
+    let opened =
+        PartitionLog::open_unsynced(backend.clone(), Path::new(PARTITION), config(), false, 0)
+            .await
+            .map_err(|e| e.to_string())?;
+    if !opened.needs_sync() {
+        return Err("an unclean start under fsync said it owes no sync".into());
+    }
+    match restart {
+        Restart::Open => {
+            let log = opened.sync().await.map_err(|e| e.to_string())?;
+            Ok(log.high_watermark().0)
+        }
+        Restart::SyncedTogether => {
+            let logs = sync_recovered(&backend, Path::new(DATA), vec![opened])
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(logs[0].high_watermark().0)
+        }
+        // Nothing reads the log before the crash: the record is recovered (1), not synced.
+        Restart::UnsyncedOnly => Ok(1),
+    }
+}
+
 /// Opens the partition, appends one record while every sync fails (the append is refused,
 /// the partition goes offline), and stops without closing; the high watermark it reached.
 async fn append_with_failing_sync(backend: SimBackend) -> Result<i64, String> {
@@ -93,6 +133,12 @@ async fn append_with_failing_sync(backend: SimBackend) -> Result<i64, String> {
 /// The high watermark after: the failed append, a restart without a machine crash when
 /// `restart_between` (which must show the record), a machine crash, and a last restart.
 fn after_crash(seed: u64, restart_between: bool) -> Result<i64, String> {
+    after_crash_with(seed, restart_between.then_some(Restart::Open))
+}
+
+/// [`after_crash`] with the restart between opening the partition as `restart` says.
+fn after_crash_with(seed: u64, restart: Option<Restart>) -> Result<i64, String> {
+    let restart_between = restart.is_some();
     minikafka_backend_sim::install(SimConfig::new(seed));
     // The data directory exists durably, as `mk-sim` and the broker's startup leave it.
     minikafka_backend_sim::host_put(&Path::new(DATA).join("cluster.id"), b"sim\n")
@@ -101,8 +147,10 @@ fn after_crash(seed: u64, restart_between: bool) -> Result<i64, String> {
     if written != 1 {
         return Err(format!("seed {seed}: the write reached {written}, not 1"));
     }
-    if restart_between {
-        let served = incarnation(true, open_high_watermark)?;
+    if let Some(restart) = restart {
+        let served = incarnation(true, move |backend| {
+            restart_high_watermark(backend, restart)
+        })?;
         if served != 1 {
             return Err(format!(
                 "seed {seed}: the restart recovered {served} records, not the one in the page cache"
@@ -127,4 +175,27 @@ fn without_the_restart_a_crash_loses_the_unsynced_record() {
         .filter(|end| *end == 0)
         .count();
     assert!(lost > 0, "64 crashes kept a record whose sync failed");
+}
+
+#[test]
+fn one_filesystem_sync_for_all_recovered_partitions_keeps_the_record() {
+    for seed in 0..64 {
+        let end = after_crash_with(seed, Some(Restart::SyncedTogether)).expect("runs");
+        assert_eq!(
+            end, 1,
+            "seed {seed}: a recovered record synced by syncfs was lost"
+        );
+    }
+}
+
+#[test]
+fn an_unsynced_open_alone_does_not_keep_the_record() {
+    let lost = (0..64)
+        .map(|seed| after_crash_with(seed, Some(Restart::UnsyncedOnly)).expect("runs"))
+        .filter(|end| *end == 0)
+        .count();
+    assert!(
+        lost > 0,
+        "64 crashes kept a recovered record nobody synced: the sync tests prove nothing"
+    );
 }

@@ -45,6 +45,7 @@ pub mod partition;
 pub mod producer_ids;
 pub mod producers;
 pub mod recover;
+pub mod recovered_sync;
 pub mod segment;
 pub mod start_offset;
 pub mod topics;
@@ -53,6 +54,7 @@ pub use config::{FlushPolicy, LogConfig, TimestampType};
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;
+pub use recovered_sync::{sync_recovered, UnsyncedLog};
 pub use segment::Segment;
 pub use topics::{TopicMeta, TopicStore};
 

@@ -71,6 +71,7 @@ use super::commit::{GroupCommit, SyncFailure};
 use super::config::{FlushPolicy, LogConfig, TimestampType};
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
+use super::recovered_sync::UnsyncedLog;
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
 use super::{LogError, Result, LEADER_EPOCH};
@@ -168,7 +169,9 @@ impl<B: Backend> PartitionLog<B> {
     /// Opens (creating if needed) the partition log in `dir` and recovers it: stray files
     /// (`*.tmp`, `*.deleted`, indexes and time indexes without a log) are removed; each segment is trusted,
     /// re-indexed or scanned and truncated as core's decision table says (I3, I5); a first
-    /// segment at offset 0 is created when there is none.
+    /// segment at offset 0 is created when there is none. Under `fsync`, after an unclean stop,
+    /// the recovered active segment is synced before this returns (I8; see
+    /// [`PartitionLog::open_unsynced`] for a start that syncs many partitions at once).
     pub async fn open(
         backend: B,
         dir: &Path,
@@ -176,6 +179,23 @@ impl<B: Backend> PartitionLog<B> {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self> {
+        Self::open_unsynced(backend, dir, config, clean_shutdown, now_ms)
+            .await?
+            .sync()
+            .await
+    }
+
+    /// [`PartitionLog::open`] without its last step: the log comes back wrapped in an
+    /// [`UnsyncedLog`] that says whether the recovered tail still needs a sync (I8), and
+    /// gives the log out only once it is durable ([`UnsyncedLog::sync`], or
+    /// [`super::recovered_sync::sync_recovered`] for many logs at once).
+    pub async fn open_unsynced(
+        backend: B,
+        dir: &Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<UnsyncedLog<B>> {
         config.validate()?;
         // An existing directory is listed once; a missing one is created durably first.
         let mut listing = match backend.list_dir(dir).await {
@@ -298,14 +318,13 @@ impl<B: Backend> PartitionLog<B> {
             .unwrap_or(Offset(0))
             .max(segments[0].base_offset());
         let next_offset = segments[segments.len() - 1].next_offset();
-        if !clean_shutdown && config.flush == FlushPolicy::Fsync {
-            // The active segment's tail may be only in the page cache: the previous process
-            // stopped without syncing it (a crash of the process, not of the machine, or a
-            // failed sync that took the partition offline). Everything recovered counts as
-            // durable from here on (a duplicate is answered from it, readers see it), so make
-            // it durable before anything is served (I8; found by the simulator).
-            segments[segments.len() - 1].sync_log().await?;
-        }
+        // The active segment's tail may be only in the page cache: the previous process
+        // stopped without syncing it (a crash of the process, not of the machine, or a
+        // failed sync that took the partition offline). Everything recovered counts as
+        // durable from here on (a duplicate is answered from it, readers see it), so it is
+        // made durable before anything is served (I8; found by the simulator): the
+        // `UnsyncedLog` returned gives the log out only after that sync.
+        let needs_sync = !clean_shutdown && config.flush == FlushPolicy::Fsync;
         snapshot_offsets.sort();
         let (producers, producer_load) = producers::load(
             &backend,
@@ -340,7 +359,14 @@ impl<B: Backend> PartitionLog<B> {
         };
         // A crash while deleting segments below a durable start leaves some behind (I25).
         log.remove_segments_below_start().await?;
-        Ok(log)
+        Ok(UnsyncedLog::new(log, needs_sync))
+    }
+
+    /// Syncs the active segment's log file (the recovered tail, I8).
+    pub(super) async fn sync_active_log(&self) -> Result<()> {
+        let active = self.active();
+        active.sync_log().await?;
+        Ok(())
     }
 
     /// The partition directory.

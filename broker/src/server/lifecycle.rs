@@ -5,7 +5,8 @@
 //! Contract:
 //! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing, loads the topic
 //!   registry and syncs the log directory (every directory in it is then durable); every
-//!   shard opens its partitions (passing the previous run's clean-shutdown flag) and replays
+//!   shard opens its partitions (passing the previous run's clean-shutdown flag), makes what
+//!   they recovered durable with one sync for all of them (I8) before registering any, and replays
 //!   the group coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
@@ -22,10 +23,13 @@ use std::time::Duration;
 
 use minikafka_core::accept::AcceptBackoff;
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
+use minikafka_core::wakeup::PartitionSignal;
 
+use super::partition_ops::PartitionKey;
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
 use super::{connection, groups, metrics_endpoint, topics, CLEAN_SHUTDOWN_MARKER};
+use crate::log::{sync_recovered, UnsyncedLog};
 
 /// How often every shard looks at the signal flag.
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -37,7 +41,9 @@ const PARALLEL_OPENS: usize = 16;
 
 /// Opens every partition of the registry this shard owns; how many it opened. A few at a
 /// time: many small partitions (the 50 of `__consumer_offsets`) open in the time of a few,
-/// while recovery of big ones stays bounded in memory.
+/// while recovery of big ones stays bounded in memory. What they recovered is made durable
+/// by one sync for all of them before any is registered (I8, `log::sync_recovered`), so the
+/// start waits for one filesystem sync instead of one synced file per partition.
 async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
     use futures::stream::{StreamExt, TryStreamExt};
     let mut owned = Vec::new();
@@ -48,20 +54,38 @@ async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<
         for (p, signal) in topic.signals.iter().enumerate() {
             let p = p as i32;
             if state.owner(&topic.name, p) == state.shard {
-                owned.push((topic.name.clone(), p, config.clone(), Arc::clone(signal)));
+                let key = PartitionKey {
+                    topic: topic.name.clone(),
+                    partition: p,
+                };
+                owned.push((key, config.clone(), Arc::clone(signal)));
             }
         }
     }
-    let opened = owned.len();
     let clean_shutdown = state.shared.clean_shutdown;
-    futures::stream::iter(owned)
-        .map(|(topic, p, config, signal)| {
-            state.open_partition(topic, p, config, signal, clean_shutdown)
-        })
-        .buffer_unordered(PARALLEL_OPENS)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(opened)
+    let opened: Vec<(PartitionKey, Arc<PartitionSignal>, UnsyncedLog<B>)> =
+        futures::stream::iter(owned)
+            .map(|(key, config, signal)| async move {
+                let log = state
+                    .open_owned_unsynced(&key, config, clean_shutdown)
+                    .await?;
+                Ok::<_, String>((key, signal, log))
+            })
+            .buffer_unordered(PARALLEL_OPENS)
+            .try_collect()
+            .await?;
+    let count = opened.len();
+    let (registered, unsynced): (Vec<_>, Vec<_>) = opened
+        .into_iter()
+        .map(|(key, signal, log)| ((key, signal), log))
+        .unzip();
+    let logs = sync_recovered(&state.backend, &state.shared.config.log_dir, unsynced)
+        .await
+        .map_err(|e| format!("syncing the recovered partitions: {e}"))?;
+    for ((key, signal), log) in registered.into_iter().zip(logs) {
+        state.install_owned(key, log, signal).await;
+    }
+    Ok(count)
 }
 
 /// The body every shard runs (see the module documentation).

@@ -41,7 +41,7 @@ use super::partition_ops::{PartitionCall, PartitionKey, PartitionOp, Reply};
 use super::routing;
 use super::shared::Shared;
 use crate::log::segment::partition_dir;
-use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog};
+use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
 use crate::metrics::ShardMetrics;
 
@@ -507,8 +507,28 @@ impl<B: Backend> ShardState<B> {
         signal: Arc<PartitionSignal>,
         clean_shutdown: bool,
     ) -> Result<(), String> {
+        let unsynced = self
+            .open_owned_unsynced(&key, config, clean_shutdown)
+            .await?;
+        let log = unsynced
+            .sync()
+            .await
+            .map_err(|e| format!("syncing {}/{}: {e}", key.topic, key.partition))?;
+        self.install_owned(key, log, signal).await;
+        Ok(())
+    }
+
+    /// Opens and recovers `key`'s log on this shard (it must own it) without registering it;
+    /// its recovered tail may still need a sync (I8), which the caller owes before
+    /// [`ShardState::install_owned`].
+    pub(crate) async fn open_owned_unsynced(
+        &self,
+        key: &PartitionKey,
+        config: LogConfig,
+        clean_shutdown: bool,
+    ) -> Result<UnsyncedLog<B>, String> {
         let dir = partition_dir(&self.shared.config.log_dir, &key.topic, key.partition);
-        let log = PartitionLog::open(
+        PartitionLog::open_unsynced(
             self.backend.clone(),
             &dir,
             config,
@@ -516,7 +536,17 @@ impl<B: Backend> ShardState<B> {
             self.backend.wall_clock_ms(),
         )
         .await
-        .map_err(|e| format!("opening {}: {e}", dir.display()))?;
+        .map_err(|e| format!("opening {}: {e}", dir.display()))
+    }
+
+    /// Registers an open log as `key`'s: from here on this shard serves it. A log already
+    /// registered under `key` is closed.
+    pub(crate) async fn install_owned(
+        &self,
+        key: PartitionKey,
+        log: PartitionLog<B>,
+        signal: Arc<PartitionSignal>,
+    ) {
         tracing::debug!(
             shard = self.shard.0,
             topic = key.topic,
@@ -531,7 +561,6 @@ impl<B: Backend> ShardState<B> {
         if let Some(old) = old {
             let _ = old.log.close().await;
         }
-        Ok(())
     }
 
     async fn remove_owned(&self, key: &PartitionKey) -> Result<(), String> {

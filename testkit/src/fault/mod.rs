@@ -15,8 +15,9 @@
 //!      writing a byte, while set;
 //!   3. writes only: a pending tear ([`FaultPlan::tear_next_write_at`]) writes the first
 //!      bytes only, then fails with EIO; it fires once;
-//!   4. `sync_data` and `sync_dir`: EIO while [`FaultPlan::eio_on_sync`] is set, without
-//!      syncing.
+//!   4. `sync_data`, `sync_dir` and `sync_filesystem`: EIO while [`FaultPlan::eio_on_sync`]
+//!      is set, without syncing; `sync_filesystem` alone while
+//!      [`FaultPlan::eio_on_sync_filesystem`] is.
 //! - Deterministic: the same plan (seed included) and the same sequence of calls inject the
 //!   same faults. The only randomness is a SplitMix64 generator seeded by
 //!   [`FaultPlan::with_seed`], drawn from only by the `*_randomly*` methods.
@@ -55,6 +56,8 @@ pub enum FileOp {
     ListDir,
     /// `Backend::sync_dir`.
     SyncDir,
+    /// `Backend::sync_filesystem`.
+    SyncFilesystem,
     /// `BackendFile::read_at`.
     ReadAt,
     /// `BackendFile::write_at` and `BackendFile::write_parts_at` (a vectored write is
@@ -109,6 +112,7 @@ struct PlanState {
     tear: Option<Tear>,
     enospc_on_write: bool,
     eio_on_sync: bool,
+    eio_on_sync_filesystem: bool,
     injected_count: u64,
     /// Bytes returned by successful `read_at` calls.
     bytes_read: u64,
@@ -163,6 +167,7 @@ impl FaultPlan {
                 tear: None,
                 enospc_on_write: false,
                 eio_on_sync: false,
+                eio_on_sync_filesystem: false,
                 injected_count: 0,
                 bytes_read: 0,
             })),
@@ -225,6 +230,12 @@ impl FaultPlan {
         self.lock().eio_on_sync = on;
     }
 
+    /// While `on`, `sync_filesystem` alone fails with EIO without syncing (a writeback error
+    /// somewhere on the filesystem: per-file syncs still work).
+    pub fn eio_on_sync_filesystem(&self, on: bool) {
+        self.lock().eio_on_sync_filesystem = on;
+    }
+
     /// Clears every fault (crash point, pending tear, ENOSPC, sync EIO). Counters and the
     /// generator's position are kept.
     pub fn heal(&self) {
@@ -233,6 +244,7 @@ impl FaultPlan {
         state.tear = None;
         state.enospc_on_write = false;
         state.eio_on_sync = false;
+        state.eio_on_sync_filesystem = false;
     }
 
     /// Filesystem calls seen so far (faulted or not).
@@ -297,7 +309,12 @@ impl FaultPlan {
                     }
                     None => Verdict::Proceed,
                 },
-                FileOp::SyncData | FileOp::SyncDir if state.eio_on_sync => Verdict::Fail(eio()),
+                FileOp::SyncData | FileOp::SyncDir | FileOp::SyncFilesystem
+                    if state.eio_on_sync =>
+                {
+                    Verdict::Fail(eio())
+                }
+                FileOp::SyncFilesystem if state.eio_on_sync_filesystem => Verdict::Fail(eio()),
                 _ => Verdict::Proceed,
             }
         };
@@ -483,6 +500,11 @@ impl<B: Backend> Backend for FaultyBackend<B> {
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.plan.gate(FileOp::SyncDir)?;
         self.inner.sync_dir(path).await
+    }
+
+    async fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+        self.plan.gate(FileOp::SyncFilesystem)?;
+        self.inner.sync_filesystem(path).await
     }
 
     async fn listen(&self, addr: SocketAddr) -> io::Result<Self::Listener> {
