@@ -73,6 +73,7 @@ macro_rules! log_check_names {
             check_interval_flush_ticks,
             check_clean_reopen_does_not_scan,
             check_unclean_reopen_keeps_whole_indexes,
+            check_recovered_partitions_synced_together,
             check_topic_metadata_round_trip,
             check_offset_for_timestamp_matches_reference,
             check_time_index_rebuilt_after_crash,

@@ -15,8 +15,10 @@ use crate::fault::FileOp;
 use minikafka_broker::log::segment::index_file_name;
 use minikafka_broker::log::segment::log_file_name;
 use minikafka_broker::log::segment::time_index_file_name;
+use minikafka_broker::log::sync_recovered;
 use minikafka_broker::log::FlushPolicy;
 use minikafka_broker::log::LogConfig;
+use minikafka_broker::log::PartitionLog;
 use minikafka_core::backend::Backend;
 use minikafka_core::backend::BackendFile;
 use minikafka_core::backend::OpenMode;
@@ -442,4 +444,105 @@ pub async fn check_unclean_reopen_keeps_whole_indexes<B: Backend>(
     )?;
     expect_model(&log, &model).await?;
     log.close().await.step("close")
+}
+
+/// A start syncs what it recovered from several partitions with one filesystem sync (I8):
+/// after a kill under `fsync` each unsynced open owes a sync, `sync_recovered` pays them all
+/// with one `sync_filesystem` and no per-file sync; when that sync fails (a writeback error
+/// that may be another program's), each partition syncs its own segment and their results
+/// decide; a failed per-file sync hands out no log; a clean start owes none.
+pub async fn check_recovered_partitions_synced_together<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    const PARTITIONS: usize = 3;
+    let cfg = config(1 << 20, 4096, FlushPolicy::Fsync);
+    let dirs: Vec<_> = (0..PARTITIONS)
+        .map(|p| dir.join(format!("t-{p}")))
+        .collect();
+    let mut models = Vec::new();
+    for (p, sub) in dirs.iter().enumerate() {
+        let log = open(backend, sub, &cfg, false).await?;
+        let mut model = BTreeMap::new();
+        let batches: Vec<Vec<u8>> = (0..=p as u64)
+            .map(|i| test_batch(i, 2, 40, NOW_MS))
+            .collect();
+        append_all(&log, &batches, &mut model).await?;
+        models.push(model);
+        drop(log); // killed: no close
+    }
+
+    // Opens every partition through a fresh fault plan, unsynced; then pays the sync.
+    let reopen = |clean: bool, plan: FaultPlan| {
+        let faulty = FaultyBackend::new(backend.clone(), plan);
+        let dirs = dirs.clone();
+        let cfg = cfg.clone();
+        async move {
+            let mut opened = Vec::new();
+            for sub in &dirs {
+                let log =
+                    PartitionLog::open_unsynced(faulty.clone(), sub, cfg.clone(), clean, NOW_MS)
+                        .await
+                        .step("open unsynced")?;
+                ensure(log.needs_sync() == !clean, || {
+                    format!("clean={clean}: the open owes a sync: {}", log.needs_sync())
+                })?;
+                opened.push(log);
+            }
+            let plan = faulty.plan();
+            let before = (
+                plan.op_count_of(FileOp::SyncFilesystem),
+                plan.op_count_of(FileOp::SyncData),
+            );
+            let logs = sync_recovered(&faulty, dir, opened).await;
+            let after = (
+                plan.op_count_of(FileOp::SyncFilesystem),
+                plan.op_count_of(FileOp::SyncData),
+            );
+            Ok::<_, String>((logs, (after.0 - before.0, after.1 - before.1)))
+        }
+    };
+
+    let (logs, syncs) = reopen(false, FaultPlan::new()).await?;
+    let logs = logs.step("sync recovered")?;
+    ensure(syncs == (1, 0), || {
+        format!(
+            "{PARTITIONS} recovered partitions: (filesystem, file) syncs {syncs:?}, want (1, 0)"
+        )
+    })?;
+    for (log, model) in logs.iter().zip(&models) {
+        expect_model(log, model).await?;
+    }
+    drop(logs);
+
+    let plan = FaultPlan::new();
+    plan.eio_on_sync_filesystem(true);
+    let (logs, syncs) = reopen(false, plan).await?;
+    let logs = logs.step("sync recovered after a failed filesystem sync")?;
+    ensure(syncs == (1, PARTITIONS as u64), || {
+        format!(
+            "a failed filesystem sync: (filesystem, file) syncs {syncs:?}, want (1, {PARTITIONS})"
+        )
+    })?;
+    for (log, model) in logs.iter().zip(&models) {
+        expect_model(log, model).await?;
+    }
+    drop(logs);
+
+    let plan = FaultPlan::new();
+    plan.eio_on_sync(true);
+    let (logs, _) = reopen(false, plan).await?;
+    ensure(logs.is_err(), || {
+        "every sync failed, yet the recovered logs were handed out (I8)".into()
+    })?;
+
+    let (logs, syncs) = reopen(true, FaultPlan::new()).await?;
+    let logs = logs.step("sync after a clean stop")?;
+    ensure(syncs == (0, 0), || {
+        format!("a clean start synced: (filesystem, file) syncs {syncs:?}")
+    })?;
+    for log in logs {
+        log.close().await.step("close")?;
+    }
+    Ok(())
 }
