@@ -13,7 +13,8 @@
 //!
 //! | operation | mechanism |
 //! |-----------|-----------|
-//! | `open`, `close` | io_uring `OPENAT` / `CLOSE` (`BufferedFile`) |
+//! | `open` | `openat(2)` on the shard's thread, the descriptor then a `BufferedFile` (glommio's ring open adds a punted `STATX`) |
+//! | `close` | io_uring `CLOSE` |
 //! | `read_at`, `write_at` | io_uring `READ` / `WRITE`, buffered (page cache) |
 //! | `sync_data` | io_uring `FSYNC` with `DATASYNC` |
 //! | `truncate`, `rename`, `remove_file` | glommio's blocking thread (glommio has no ring op) |
@@ -37,7 +38,8 @@
 //!   3 rings) exceeds the 8 MiB memlock limit; `run_shards` sizes it to fit (see
 //!   [`io_memory_bytes`]) after raising the soft limit to the hard one.
 //! - glommio submits `openat` with `dirfd = -1` rather than `AT_FDCWD`; relative paths did
-//!   open in testing, but the backend makes every path absolute first so that never matters.
+//!   open in testing, but the backend makes every path it hands glommio absolute first so that
+//!   never matters (`open` does not go through glommio's open).
 //! - Shards are pinned one per allowed CPU when they fit, else all run unpinned.
 //!
 //! [glommio]: https://docs.rs/glommio/0.9
@@ -54,12 +56,13 @@ use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use glommio::io::{BufferedFile, OpenOptions};
+use glommio::io::BufferedFile;
 use minikafka_core::backend::{Backend, OpenMode, ShardId};
 use minikafka_core::clock::MonoTime;
 
@@ -134,17 +137,22 @@ impl Backend for UringBackend {
     }
 
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<UringFile> {
-        let mut options = OpenOptions::new();
+        // `openat(2)` on the shard's thread: glommio's ring open follows each `OPENAT` with a
+        // path `STATX` that io_uring punts to a kernel worker (a thread hop per file, three
+        // per partition at startup) for an inode number this crate never uses. A lookup in
+        // the dentry cache does not wait for the disk.
+        let mut options = std::fs::OpenOptions::new();
         match mode {
             OpenMode::ReadWriteCreate => options.read(true).write(true).create(true),
             OpenMode::CreateNew => options.read(true).write(true).create_new(true),
             OpenMode::ReadWrite => options.read(true).write(true),
             OpenMode::ReadOnly => options.read(true),
         };
-        let file: BufferedFile = options
-            .buffered_open(absolute(path)?)
-            .await
-            .map_err(os_error)?;
+        let file = options.open(path)?;
+        // SAFETY: the descriptor was just opened and is owned by nothing else: `into_raw_fd`
+        // gives up the `File`'s ownership, the `BufferedFile` takes it (and closes it).
+        let file = unsafe { BufferedFile::from_raw_fd(file.into_raw_fd()) };
+        stats::record_open_on_shard();
         Ok(UringFile::new(file))
     }
 

@@ -28,6 +28,7 @@ struct Counters {
     ring_buffered_writes: Cell<u64>,
     ring_buffered_bytes_written: Cell<u64>,
     ring_files_opened: Cell<u64>,
+    files_opened_on_shard: Cell<u64>,
 }
 
 impl Counters {
@@ -42,6 +43,7 @@ impl Counters {
             ring_buffered_writes: Cell::new(0),
             ring_buffered_bytes_written: Cell::new(0),
             ring_files_opened: Cell::new(0),
+            files_opened_on_shard: Cell::new(0),
         }
     }
 }
@@ -76,8 +78,10 @@ pub struct UringIoStats {
     pub ring_buffered_writes: u64,
     /// Bytes accepted by those writes.
     pub ring_buffered_bytes_written: u64,
-    /// Files opened through glommio's rings (io_uring `OPENAT`).
+    /// Files opened through glommio's rings (io_uring `OPENAT`; `Backend::open` does not).
     pub ring_files_opened: u64,
+    /// Files opened by `Backend::open`: `openat(2)` on the shard's thread.
+    pub files_opened_on_shard: u64,
 }
 
 /// Records one completed read.
@@ -93,6 +97,11 @@ pub(crate) fn record_write() {
 /// Records one completed write done on the shard's thread (not through the ring).
 pub(crate) fn record_write_on_shard() {
     COUNTERS.with(|c| bump(&c.file_writes_on_shard, 1));
+}
+
+/// Records one file opened on the shard's thread.
+pub(crate) fn record_open_on_shard() {
+    COUNTERS.with(|c| bump(&c.files_opened_on_shard, 1));
 }
 
 /// Records one completed `fdatasync`.
@@ -123,6 +132,7 @@ pub(crate) fn snapshot() -> UringIoStats {
             ring_buffered_writes: c.ring_buffered_writes.get(),
             ring_buffered_bytes_written: c.ring_buffered_bytes_written.get(),
             ring_files_opened: c.ring_files_opened.get(),
+            files_opened_on_shard: c.files_opened_on_shard.get(),
         }
     })
 }
