@@ -484,7 +484,7 @@ pub async fn check_recovered_partitions_synced_together<B: Backend>(
                     PartitionLog::open_unsynced(faulty.clone(), sub, cfg.clone(), clean, NOW_MS)
                         .await
                         .step("open unsynced")?;
-                ensure(log.needs_sync() == !clean, || {
+                ensure(log.needs_sync() != clean, || {
                     format!("clean={clean}: the open owes a sync: {}", log.needs_sync())
                 })?;
                 opened.push(log);
