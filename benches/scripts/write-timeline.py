@@ -8,8 +8,9 @@ ext4:ext4_sync_file_enter,ext4:ext4_sync_file_exit \\
     benches/scripts/write-timeline.py OUT/trace.PID
 
 One write = the request read from the socket (`recvfrom` or `read` returning bytes), the log's
-sync (an io_uring FSYNC submission, or the peer's own fsync system calls: ext4_sync_file on
-any thread), then the response written to the socket (`sendto`, or `write` to the request's fd).
+sync (an io_uring FSYNC submission, or fsync system calls: ext4_sync_file on any thread), then
+the response written to the socket (`sendto`, or `write`/`writev`/`sendmsg` to an fd it never
+synced; add syscalls:sys_enter_writev,syscalls:sys_enter_sendmsg for the portable backend).
 (A run without syncs, flush none, gives request → response and response → next request.)
 Prints the p50 and p90 of each step over every write that has all of them:
   request → sync issued     the broker's own work before the sync (decode, validate, write)
@@ -56,12 +57,13 @@ def main():
             cur["sync_exit"] = t
         elif ev in ("syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync"):
             synced_fds.add(re.search(r"fd: (0x[0-9a-f]+)", args).group(1))
-        elif ev in ("syscalls:sys_enter_sendto", "syscalls:sys_enter_write") and (
+        elif ev in ("syscalls:sys_enter_sendto", "syscalls:sys_enter_write",
+                    "syscalls:sys_enter_writev", "syscalls:sys_enter_sendmsg") and (
                 "sync_exit" in cur or not any_sync):
             fd = re.search(r"fd: (0x[0-9a-f]+)", args).group(1)
             count = re.search(r"(?:count|len): (0x[0-9a-f]+)", args)
             # A peer's `write`s: skip its log files (those it fsyncs) and 8-byte eventfd wake-ups.
-            if ev == "syscalls:sys_enter_write" and (
+            if ev != "syscalls:sys_enter_sendto" and (
                     fd in synced_fds or (count and int(count.group(1), 16) == 8)):
                 continue
             cur["response"] = t
