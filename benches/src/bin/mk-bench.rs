@@ -216,59 +216,26 @@ struct LogArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Kafka(args) => match run_kafka(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the fdatasync baseline but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench kafka: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::SideBySide(args) => match run_side_by_side(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the fdatasync baseline but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench side-by-side: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Scale(args) => match run_scale(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("mk-bench scale: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Log(args) => match run_log(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the baselines but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench log: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let (name, result) = match cli.command {
+        Command::Kafka(args) => ("kafka", run_kafka(&args)),
+        Command::SideBySide(args) => ("side-by-side", run_side_by_side(&args)),
+        Command::Scale(args) => ("scale", run_scale(&args)),
+        Command::Log(args) => ("log", run_log(&args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(BenchError::Fio(FioError::Missing)) => {
+            eprintln!(
+                "mk-bench: fio is required for the same-run baselines but is not installed; \
+                 install it with `{}` (Debian/Ubuntu)",
+                fio::INSTALL_HINT
+            );
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("mk-bench {name}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
