@@ -43,13 +43,18 @@ def main():
                 pending[tid] = fd.group(1)
             elif call in SENDS:
                 size = re.search(r"(?:len|count|vlen): (0x[0-9a-f]+)", args)
-                sends[fd.group(1)].append((t, int(size.group(1), 16) if size else 0))
+                size = int(size.group(1), 16) if size else 0
+                if call == "write" and size == 8:
+                    continue  # an eventfd wake-up between a Go broker's goroutines
+                sends[fd.group(1)].append((t, size))
         elif call in READS and tid in pending:
             fd = pending.pop(tid)
             ret = int(args.split()[-1], 16)
-            if 0 < ret < 1 << 32:
+            if 0 < ret < 1 << 32 and not (call == "read" and ret == 8):
                 reads[fd].append((t, ret))
-    busiest = sorted(sends, key=lambda fd: len(sends[fd]), reverse=True)[:2]
+    # Connections are read and written; a log file is only written (a Go peer writes its files).
+    connections = [fd for fd in sends if reads.get(fd)]
+    busiest = sorted(connections, key=lambda fd: len(sends[fd]), reverse=True)[:2]
     if len(busiest) < 2:
         sys.exit("fewer than two connections with responses")
     # The consumer's connection: the larger responses (Fetch with records; writev/sendmsg
