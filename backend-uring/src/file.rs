@@ -1,16 +1,17 @@
 //! [`UringFile`]: a [`BackendFile`] over glommio's `BufferedFile`.
 //!
 //! Contract:
-//! - Reads, `fdatasync`, close and large writes are io_uring submissions (counted in
-//!   [`crate::stats`]). Small writes (at most [`INLINE_WRITE_MAX_BYTES`]) take the path the
-//!   file's filesystem makes cheap, decided by the file's first small write, which is a
-//!   `pwritev2(RWF_NOWAIT)` on the shard's thread: where the filesystem does non-blocking
-//!   buffered writes, later writes go through the ring, which completes them inline; where it
-//!   refuses (`EOPNOTSUPP`: ext4, for one), io_uring would punt every buffered write to a
-//!   kernel worker (a thread hop per write), so they are plain `pwrite`s on the shard's
-//!   thread, from the caller's buffer (no copy), as the portable backend does. A
-//!   `write_parts_at` takes the same paths as one `pwritev` (core's `WriteCursor`): no copy
-//!   on the shard, one concatenating copy for a ring submission.
+//! - Reads, `fdatasync` and close are io_uring submissions (counted in [`crate::stats`]).
+//!   Writes take the path the file's filesystem makes cheap, decided by the file's first
+//!   write, which is a `pwritev2(RWF_NOWAIT)` on the shard's thread: where the filesystem does
+//!   non-blocking buffered writes, later writes go through the ring, which completes them
+//!   inline; where it refuses (`EOPNOTSUPP`: ext4, for one), io_uring would punt every
+//!   buffered write to a kernel worker (a thread hop per write, after glommio's copy of the
+//!   buffer), so every write is a plain `pwritev` on the shard's thread, from the caller's
+//!   buffers (no copy). A large one costs the shard the kernel's copy into the page cache,
+//!   about what the ring path's own copy cost it. A `write_parts_at` takes the same paths as
+//!   one `pwritev` (core's `WriteCursor`): no copy on the shard, one concatenating copy for a
+//!   ring submission.
 //!   `truncate` runs `ftruncate` on glommio's blocking thread (glommio 0.9 has no io_uring
 //!   truncate). `len` is a direct `fstat(2)` on the descriptor: it never blocks on the disk
 //!   for an open inode, and unlike glommio's path-based `statx` it stays right after the file
@@ -29,7 +30,7 @@ use std::os::unix::io::{AsRawFd, FromRawFd};
 
 use bytes::Bytes;
 use glommio::io::BufferedFile;
-use minikafka_core::backend::{BackendFile, WriteCursor, INLINE_WRITE_MAX_BYTES};
+use minikafka_core::backend::{BackendFile, WriteCursor};
 
 use crate::error::os_error;
 use crate::stats;
@@ -37,25 +38,25 @@ use crate::stats;
 /// Largest single read submitted to the ring; longer reads are split.
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
-/// How a file's small writes are issued.
+/// How a file's writes are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmallWritePath {
-    /// Not known yet: the next small write asks the filesystem (`RWF_NOWAIT`).
+pub enum WritePath {
+    /// Not known yet: the next write asks the filesystem (`RWF_NOWAIT`).
     Undecided,
     /// Through the ring: the filesystem does non-blocking buffered writes.
     Ring,
-    /// `pwrite(2)` on the shard's thread: the filesystem refuses non-blocking buffered
+    /// `pwritev(2)` on the shard's thread: the filesystem refuses non-blocking buffered
     /// writes, so the ring would punt each one to a kernel worker.
     OnShard,
 }
 
 /// What the filesystem said to a non-blocking buffered write.
-fn path_after_nowait(result: &io::Result<usize>) -> SmallWritePath {
+fn path_after_nowait(result: &io::Result<usize>) -> WritePath {
     match result {
-        Ok(_) => SmallWritePath::Ring,
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => SmallWritePath::OnShard,
+        Ok(_) => WritePath::Ring,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => WritePath::OnShard,
         // EAGAIN (it would block right now) and real errors say nothing about support.
-        Err(_) => SmallWritePath::Undecided,
+        Err(_) => WritePath::Undecided,
     }
 }
 
@@ -63,20 +64,20 @@ fn path_after_nowait(result: &io::Result<usize>) -> SmallWritePath {
 #[derive(Debug)]
 pub struct UringFile {
     inner: BufferedFile,
-    small_writes: Cell<SmallWritePath>,
+    writes: Cell<WritePath>,
 }
 
 impl UringFile {
     pub(crate) fn new(inner: BufferedFile) -> UringFile {
         UringFile {
             inner,
-            small_writes: Cell::new(SmallWritePath::Undecided),
+            writes: Cell::new(WritePath::Undecided),
         }
     }
 
-    /// How this file's small writes go (decided by its first one).
-    pub fn small_write_path(&self) -> SmallWritePath {
-        self.small_writes.get()
+    /// How this file's writes go (decided by its first one).
+    pub fn write_path(&self) -> WritePath {
+        self.writes.get()
     }
 
     /// The descriptor as a `File` that does not close it.
@@ -106,13 +107,13 @@ impl UringFile {
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
 
-    /// A small write on the shard's thread: the first one of the file asks the filesystem
-    /// whether it does non-blocking buffered writes. `Ok(false)` when the write should go
-    /// through the ring instead (nothing was written then).
-    fn write_small_on_shard(&self, cursor: &mut WriteCursor<'_>) -> io::Result<bool> {
-        if self.small_writes.get() == SmallWritePath::Undecided {
+    /// A write on the shard's thread: the first one of the file asks the filesystem whether
+    /// it does non-blocking buffered writes. `Ok(false)` when the write should go through the
+    /// ring instead (nothing was written then).
+    fn write_on_shard(&self, cursor: &mut WriteCursor<'_>) -> io::Result<bool> {
+        if self.writes.get() == WritePath::Undecided {
             let first = self.pwritev2(cursor.slices(), cursor.pos(), libc::RWF_NOWAIT);
-            self.small_writes.set(path_after_nowait(&first));
+            self.writes.set(path_after_nowait(&first));
             let mut wrote_bytes = 0;
             match first {
                 // The filesystem wrote without blocking: later writes go through the ring
@@ -129,7 +130,7 @@ impl UringFile {
                 }
                 Err(e) => return Err(e),
             }
-            if wrote_bytes == 0 && self.small_writes.get() == SmallWritePath::Ring {
+            if wrote_bytes == 0 && self.writes.get() == WritePath::Ring {
                 return Ok(false);
             }
             cursor.advance(wrote_bytes)?;
@@ -181,13 +182,12 @@ impl UringFile {
         Ok(())
     }
 
-    /// Writes what `cursor` holds: on the shard when small and the filesystem refuses
-    /// non-blocking buffered writes (no copy), else through the ring.
+    /// Writes what `cursor` holds: on the shard where the filesystem refuses non-blocking
+    /// buffered writes (no copy), else through the ring.
     async fn write_from(&self, mut cursor: WriteCursor<'_>) -> io::Result<()> {
         if !cursor.is_done()
-            && cursor.remaining_bytes() <= INLINE_WRITE_MAX_BYTES as u64
-            && self.small_writes.get() != SmallWritePath::Ring
-            && self.write_small_on_shard(&mut cursor)?
+            && self.writes.get() != WritePath::Ring
+            && self.write_on_shard(&mut cursor)?
         {
             return Ok(());
         }
@@ -237,13 +237,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_filesystems_answer_to_rwf_nowait_picks_the_small_write_path() {
-        assert_eq!(path_after_nowait(&Ok(10)), SmallWritePath::Ring);
+    fn the_filesystems_answer_to_rwf_nowait_picks_the_write_path() {
+        assert_eq!(path_after_nowait(&Ok(10)), WritePath::Ring);
         let refused = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
-        assert_eq!(path_after_nowait(&Err(refused)), SmallWritePath::OnShard);
+        assert_eq!(path_after_nowait(&Err(refused)), WritePath::OnShard);
         let busy = io::Error::from_raw_os_error(libc::EAGAIN);
-        assert_eq!(path_after_nowait(&Err(busy)), SmallWritePath::Undecided);
+        assert_eq!(path_after_nowait(&Err(busy)), WritePath::Undecided);
         let full = io::Error::from_raw_os_error(libc::ENOSPC);
-        assert_eq!(path_after_nowait(&Err(full)), SmallWritePath::Undecided);
+        assert_eq!(path_after_nowait(&Err(full)), WritePath::Undecided);
     }
 }

@@ -61,10 +61,10 @@ pub struct UringIoStats {
     pub file_reads: u64,
     /// Buffered writes issued by this backend that completed (one io_uring `WRITE` each).
     pub file_writes: u64,
-    /// Small writes done with `pwrite(2)` on the shard's own thread instead (see
-    /// [`crate::file`]: the filesystem cannot do non-blocking buffered writes, so the ring
-    /// would punt each one to a kernel worker), and the first write of a file, which asks the
-    /// filesystem with `RWF_NOWAIT`.
+    /// Writes done with `pwritev(2)` on the shard's own thread instead (see [`crate::file`]:
+    /// the filesystem cannot do non-blocking buffered writes, so the ring would punt each one
+    /// to a kernel worker), and the first write of a file, which asks the filesystem with
+    /// `RWF_NOWAIT`.
     pub file_writes_on_shard: u64,
     /// `fdatasync`s issued by this backend that completed (one io_uring `FSYNC` each).
     pub file_syncs: u64,

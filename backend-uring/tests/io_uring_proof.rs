@@ -1,6 +1,6 @@
-//! Proof that file reads and syncs go through io_uring, and writes through io_uring or, for
-//! small ones on a filesystem that refuses non-blocking buffered writes, as `pwrite` on the
-//! shard's own thread (never a thread pool).
+//! Proof that file reads and syncs go through io_uring, and writes through io_uring or, on a
+//! filesystem that refuses non-blocking buffered writes, as `pwritev` on the shard's own
+//! thread (never a thread pool), whatever their size.
 //!
 //! The backend counts each glommio operation it issues and each write it does on the shard;
 //! glommio's reactor separately counts each buffered read and write completion it reaps from
@@ -10,7 +10,7 @@
 mod common;
 
 use common::{on_one_shard, TempDir};
-use minikafka_backend_uring::SmallWritePath;
+use minikafka_backend_uring::WritePath;
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
 use std::sync::Arc;
 
@@ -54,10 +54,10 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
             assert_eq!(after.file_syncs - before.file_syncs, OPS);
             assert_eq!(after.file_reads - before.file_reads, OPS);
             // The first write asked the filesystem; every later one took the path it chose.
-            match file.small_write_path() {
-                SmallWritePath::OnShard => assert_eq!(shard_writes, OPS),
-                SmallWritePath::Ring => assert_eq!(shard_writes, 1),
-                SmallWritePath::Undecided => assert_eq!(shard_writes, 0),
+            match file.write_path() {
+                WritePath::OnShard => assert_eq!(shard_writes, OPS),
+                WritePath::Ring => assert_eq!(shard_writes, 1),
+                WritePath::Undecided => assert_eq!(shard_writes, 0),
             }
             // glommio's ring counters moved by exactly the backend's ring writes and reads.
             assert_eq!(
@@ -84,9 +84,11 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
     });
 }
 
-/// A large write always goes through the ring, whatever the filesystem said to small ones.
+/// A large write takes the path the filesystem's answer to the file's first write chose:
+/// `pwritev` on the shard where it refuses non-blocking buffered writes (the ring would punt
+/// it to a kernel worker), the ring where it does them.
 #[test]
-fn large_writes_go_through_the_ring() {
+fn large_writes_take_the_path_of_the_filesystems_answer() {
     let dir = Arc::new(TempDir::new("proof-large"));
     let root = dir.path().to_path_buf();
     on_one_shard(move |backend| {
@@ -99,15 +101,22 @@ fn large_writes_go_through_the_ring() {
             let (res, _) = file.write_at(vec![1u8; 16], 0).await;
             res.expect("small write");
             let before = backend.io_stats();
-            let large = vec![7u8; minikafka_core::backend::INLINE_WRITE_MAX_BYTES + 1];
+            let large = vec![7u8; 4 * minikafka_core::backend::INLINE_WRITE_MAX_BYTES];
             let (res, back) = file.write_at(large, 16).await;
             res.expect("large write");
             let after = backend.io_stats();
-            assert!(
-                after.file_writes > before.file_writes,
+            let ring_writes = after.file_writes - before.file_writes;
+            let shard_writes = after.file_writes_on_shard - before.file_writes_on_shard;
+            match file.write_path() {
+                WritePath::OnShard => assert_eq!((ring_writes, shard_writes), (0, 1)),
+                WritePath::Ring => assert!(ring_writes >= 1 && shard_writes == 0),
+                WritePath::Undecided => assert!(ring_writes >= 1 && shard_writes == 0),
+            }
+            assert_eq!(
+                after.ring_buffered_writes - before.ring_buffered_writes,
+                ring_writes,
                 "{before:?} {after:?}"
             );
-            assert_eq!(after.file_writes_on_shard, before.file_writes_on_shard);
             let (res, read) = file.read_at(Vec::new(), 16, back.len()).await;
             res.expect("read");
             assert_eq!(read, back);
