@@ -1,7 +1,14 @@
 //! [`UringFile`]: a [`BackendFile`] over glommio's `BufferedFile`.
 //!
 //! Contract:
-//! - Reads, `fdatasync`, close and large writes are io_uring submissions (counted in
+//! - Reads of bytes the page cache holds are `preadv2(RWF_NOWAIT)`s on the shard's thread
+//!   straight into the caller's buffer (the kernel answers from the cache or says it would
+//!   block, never waits for the disk); what it does not hold (the rest of a short answer,
+//!   or every read of a file whose filesystem refuses non-blocking reads) is read through
+//!   the ring, which copies once more, from glommio's read buffer. So a fetch of cached bytes
+//!   costs no user-space copy and no ring round trip, and a cold read still never blocks the
+//!   shard on the disk.
+//! - `fdatasync`, close and large writes are io_uring submissions (counted in
 //!   [`crate::stats`]). Small writes (at most [`INLINE_WRITE_MAX_BYTES`]) take the path the
 //!   file's filesystem makes cheap, decided by the file's first small write, which is a
 //!   `pwritev2(RWF_NOWAIT)` on the shard's thread: where the filesystem does non-blocking
@@ -59,11 +66,23 @@ fn path_after_nowait(result: &io::Result<usize>) -> SmallWritePath {
     }
 }
 
+/// What a non-blocking read on the shard's thread got.
+enum CachedRead {
+    /// This many bytes (0: end of file).
+    Got(usize),
+    /// The page cache does not hold the next bytes (or the filesystem refuses non-blocking
+    /// reads): read them through the ring.
+    Ring,
+}
+
 /// An open file on a uring shard. Must be used on the shard that opened it.
 #[derive(Debug)]
 pub struct UringFile {
     inner: BufferedFile,
     small_writes: Cell<SmallWritePath>,
+    /// Cleared when the filesystem answers a non-blocking read with `EOPNOTSUPP`: every read
+    /// then goes through the ring.
+    cached_reads: Cell<bool>,
 }
 
 impl UringFile {
@@ -71,6 +90,7 @@ impl UringFile {
         UringFile {
             inner,
             small_writes: Cell::new(SmallWritePath::Undecided),
+            cached_reads: Cell::new(true),
         }
     }
 
@@ -163,12 +183,61 @@ impl UringFile {
         Ok(())
     }
 
+    /// One `preadv2(RWF_NOWAIT)` of up to `want_bytes` at `at` into the spare capacity of
+    /// `buf` (which has room for them), on the shard's thread.
+    fn read_cached(&self, buf: &mut Vec<u8>, at: u64, want_bytes: usize) -> io::Result<CachedRead> {
+        if !self.cached_reads.get() {
+            return Ok(CachedRead::Ring);
+        }
+        let offset = libc::off_t::try_from(at)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "read past off_t"))?;
+        let spare = buf.spare_capacity_mut();
+        let want_bytes = want_bytes.min(spare.len());
+        let iov = libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: want_bytes,
+        };
+        // SAFETY: `iov` points at `want_bytes` bytes of `buf`'s spare capacity, which nothing
+        // else borrows during the call; the kernel writes at most that many; the descriptor is
+        // open for the borrow of `self`.
+        let n = unsafe { libc::preadv2(self.inner.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+        match usize::try_from(n) {
+            Ok(got) => {
+                // SAFETY: the kernel initialised `got` (<= want_bytes <= spare) bytes past the
+                // old length.
+                unsafe { buf.set_len(buf.len() + got) };
+                if got > 0 {
+                    stats::record_read_on_shard(got);
+                }
+                Ok(CachedRead::Got(got))
+            }
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(CachedRead::Ring),
+                    Some(libc::EOPNOTSUPP) => {
+                        self.cached_reads.set(false);
+                        Ok(CachedRead::Ring)
+                    }
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
     async fn read_into(&self, buf: &mut Vec<u8>, pos: u64, len: usize) -> io::Result<()> {
         while buf.len() < len {
             let want_bytes = (len - buf.len()).min(READ_CHUNK_BYTES);
             let at = pos
                 .checked_add(buf.len() as u64)
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read past u64"))?;
+            // Room for this chunk only: never more than READ_CHUNK_BYTES ahead of what was read.
+            buf.reserve_exact(want_bytes);
+            match self.read_cached(buf, at, want_bytes)? {
+                CachedRead::Got(0) => break, // End of file.
+                CachedRead::Got(_) => continue,
+                CachedRead::Ring => {}
+            }
             let got = self.inner.read_at(at, want_bytes).await.map_err(os_error)?;
             stats::record_read();
             if got.is_empty() {

@@ -273,7 +273,9 @@ fn judge<B: Backend>(
                 st.metrics.request(api_key, took);
                 match &outcome {
                     Outcome::Respond(bytes) => unsent.add(bytes.len()),
-                    Outcome::RespondInParts(parts) => unsent.add(parts.iter().map(Bytes::len).sum()),
+                    Outcome::RespondInParts(parts) => {
+                        unsent.add(parts.iter().map(Bytes::len).sum())
+                    }
                     _ => {}
                 }
                 let _ = reply_tx.send(outcome);
