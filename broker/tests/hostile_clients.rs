@@ -334,7 +334,7 @@ fn a_client_that_never_reads_gets_only_its_socket_buffers_of_answers() {
 /// `MAX_UNANSWERED_REQUEST_BYTES` of them and leave the rest in the socket — not its
 /// `MAX_IN_FLIGHT` (32) of them, 16 MiB — measured as the bytes written minus the bytes the
 /// kernel still holds on the way (`/proc/net/tcp`). Once a record arrives every Fetch is
-/// answered, in order.
+/// answered, in order (I10).
 #[test]
 fn large_requests_that_wait_for_answers_are_read_only_up_to_the_byte_budget() {
     const REQUESTS: i32 = 40;

@@ -45,7 +45,7 @@ use crate::protocol::{
 /// Most requests a connection may have unanswered.
 pub const MAX_IN_FLIGHT: usize = 32;
 /// Bytes of requests (frames, size prefix included) read and not yet answered at or above
-/// which a connection's reader stops reading its socket. A request larger than this is still
+/// which a connection's reader stops reading its socket (I10). A request larger than this is still
 /// read whole and served alone. Kafka's broker reads one request per connection at a time
 /// (it mutes the channel until the answer is sent); this lets a pipelining client keep a
 /// few large requests or many small ones in flight. Without it a producer's 32 pipelined
