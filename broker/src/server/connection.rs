@@ -45,10 +45,10 @@ use crate::protocol::{
 /// Most requests a connection may have unanswered.
 pub const MAX_IN_FLIGHT: usize = 32;
 /// Bytes of requests (frames, size prefix included) read and not yet answered at or above
-/// which a connection's reader stops reading its socket (I10). A request larger than this is still
-/// read whole and served alone. Kafka's broker reads one request per connection at a time
-/// (it mutes the channel until the answer is sent); this lets a pipelining client keep a
-/// few large requests or many small ones in flight. Without it a producer's 32 pipelined
+/// which a connection's reader stops reading its socket (I10). A request larger than this is
+/// still read whole and served alone. Kafka's broker reads one request per connection at a
+/// time (it mutes the channel until the answer is sent); this lets a pipelining client keep
+/// a few large requests or many small ones in flight. Without it a producer's 32 pipelined
 /// 1 MB requests held 32 MB of frames (the consume run's fill).
 pub const MAX_UNANSWERED_REQUEST_BYTES: usize = 1 << 20;
 /// Bytes read from the socket per call.
