@@ -2,12 +2,12 @@
 //!
 //! Contract:
 //! - Reads of at least [`CACHED_READ_MIN_BYTES`] of bytes the page cache holds are
-//!   `preadv2(RWF_NOWAIT)`s on the shard's thread straight into the caller's buffer (the kernel answers from the cache or says it would
-//!   block, never waits for the disk); what it does not hold (the rest of a short answer,
-//!   or every read of a file whose filesystem refuses non-blocking reads) is read through
-//!   the ring, which copies once more, from glommio's read buffer. So a fetch of cached bytes
-//!   costs no user-space copy and no ring round trip, and a cold read still never blocks the
-//!   shard on the disk.
+//!   `preadv2(RWF_NOWAIT)`s on the shard's thread straight into the caller's buffer (the
+//!   kernel answers from the cache or says it would block, never waits for the disk); what
+//!   it does not hold (the rest of a short answer, or every read of a file whose filesystem
+//!   refuses non-blocking reads) and smaller reads go through the ring, which copies once
+//!   more, from glommio's read buffer. So a fetch of cached bytes costs no user-space copy
+//!   and no ring round trip, and a cold read still never blocks the shard on the disk.
 //! - `fdatasync`, close and large writes are io_uring submissions (counted in
 //!   [`crate::stats`]). Small writes (at most [`INLINE_WRITE_MAX_BYTES`]) take the path the
 //!   file's filesystem makes cheap, decided by the file's first small write, which is a

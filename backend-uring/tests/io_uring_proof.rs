@@ -1,8 +1,8 @@
-//! Proof that syncs go through io_uring; reads through io_uring or, for large reads of bytes the
-//! page cache holds, as a non-blocking `preadv2(RWF_NOWAIT)` on the shard's own thread; writes through
-//! io_uring or, for small ones on a filesystem that refuses non-blocking buffered writes, as
-//! `pwrite` on the shard's own thread (never a thread pool, never a read that waits for the
-//! disk on the shard).
+//! Proof that syncs go through io_uring; reads through io_uring or, for large reads of bytes
+//! the page cache holds, as a non-blocking `preadv2(RWF_NOWAIT)` on the shard's own thread;
+//! writes through io_uring or, for small ones on a filesystem that refuses non-blocking
+//! buffered writes, as `pwrite` on the shard's own thread (never a thread pool, never a read
+//! that waits for the disk on the shard).
 //!
 //! The backend counts each glommio operation it issues and each read and write it does on the
 //! shard; glommio's reactor separately counts each buffered read and write completion it reaps
