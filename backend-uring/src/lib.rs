@@ -68,7 +68,7 @@ use minikafka_core::clock::MonoTime;
 
 use crate::error::os_error;
 
-pub use crate::file::{SmallWritePath, UringFile, READ_CHUNK_BYTES};
+pub use crate::file::{UringFile, WritePath, CACHED_READ_MIN_BYTES, READ_CHUNK_BYTES};
 pub use crate::net::UringListener;
 pub use crate::shards::{
     allowed_cpus, io_memory_bytes, memlock_limits, raise_memlock_soft_limit, shard_placements,

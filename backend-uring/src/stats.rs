@@ -22,6 +22,8 @@ struct Counters {
     file_reads: Cell<u64>,
     file_writes: Cell<u64>,
     file_writes_on_shard: Cell<u64>,
+    file_reads_on_shard: Cell<u64>,
+    file_bytes_read_on_shard: Cell<u64>,
     file_syncs: Cell<u64>,
     ring_buffered_reads: Cell<u64>,
     ring_buffered_bytes_read: Cell<u64>,
@@ -37,6 +39,8 @@ impl Counters {
             file_reads: Cell::new(0),
             file_writes: Cell::new(0),
             file_writes_on_shard: Cell::new(0),
+            file_reads_on_shard: Cell::new(0),
+            file_bytes_read_on_shard: Cell::new(0),
             file_syncs: Cell::new(0),
             ring_buffered_reads: Cell::new(0),
             ring_buffered_bytes_read: Cell::new(0),
@@ -63,11 +67,17 @@ pub struct UringIoStats {
     pub file_reads: u64,
     /// Buffered writes issued by this backend that completed (one io_uring `WRITE` each).
     pub file_writes: u64,
-    /// Small writes done with `pwrite(2)` on the shard's own thread instead (see
-    /// [`crate::file`]: the filesystem cannot do non-blocking buffered writes, so the ring
-    /// would punt each one to a kernel worker), and the first write of a file, which asks the
-    /// filesystem with `RWF_NOWAIT`.
+    /// Writes done with `pwritev(2)` on the shard's own thread instead (see [`crate::file`]:
+    /// the filesystem cannot do non-blocking buffered writes, so the ring would punt each one
+    /// to a kernel worker), and the first write of a file, which asks the filesystem with
+    /// `RWF_NOWAIT`.
     pub file_writes_on_shard: u64,
+    /// Reads the page cache answered with `preadv2(RWF_NOWAIT)` on the shard's own thread,
+    /// into the caller's buffer (see [`crate::file`]; a read the cache cannot answer goes
+    /// through the ring and counts in `file_reads`).
+    pub file_reads_on_shard: u64,
+    /// Bytes those reads returned.
+    pub file_bytes_read_on_shard: u64,
     /// `fdatasync`s issued by this backend that completed (one io_uring `FSYNC` each).
     pub file_syncs: u64,
     /// Buffered reads completed by glommio's rings (glommio's own count).
@@ -104,6 +114,14 @@ pub(crate) fn record_open_on_shard() {
     COUNTERS.with(|c| bump(&c.files_opened_on_shard, 1));
 }
 
+/// Records one read of `bytes` answered by the page cache on the shard's thread.
+pub(crate) fn record_read_on_shard(bytes: usize) {
+    COUNTERS.with(|c| {
+        bump(&c.file_reads_on_shard, 1);
+        bump(&c.file_bytes_read_on_shard, bytes as u64);
+    });
+}
+
 /// Records one completed `fdatasync`.
 pub(crate) fn record_sync() {
     COUNTERS.with(|c| bump(&c.file_syncs, 1));
@@ -126,6 +144,8 @@ pub(crate) fn snapshot() -> UringIoStats {
             file_reads: c.file_reads.get(),
             file_writes: c.file_writes.get(),
             file_writes_on_shard: c.file_writes_on_shard.get(),
+            file_reads_on_shard: c.file_reads_on_shard.get(),
+            file_bytes_read_on_shard: c.file_bytes_read_on_shard.get(),
             file_syncs: c.file_syncs.get(),
             ring_buffered_reads: c.ring_buffered_reads.get(),
             ring_buffered_bytes_read: c.ring_buffered_bytes_read.get(),

@@ -8,11 +8,11 @@
 //!   writes header and records with one `pwritev`.
 //! - A coalesced group of such batches, 64 KiB or less in all, is written the same way: no
 //!   concatenating buffer. A larger group is one `pwritev` from the portable backend's pool
-//!   (no copy) and one ring submission on the uring backend, whose buffer glommio 0.9 must
-//!   own: exactly one copy there.
-//! - On a filesystem that does non-blocking buffered writes, the uring backend sends small
-//!   writes through the ring too (one copy each); the test asks the backend which path this
-//!   filesystem gets and expects accordingly.
+//!   (no copy) and, on the uring backend, one `pwritev` on the shard (no copy) where the
+//!   filesystem refuses non-blocking buffered writes.
+//! - On a filesystem that does non-blocking buffered writes, the uring backend sends every
+//!   write through the ring, whose buffer glommio 0.9 must own (one copy each); the test asks
+//!   the backend which path this filesystem gets and expects accordingly.
 //!
 //! One `#[test]` in this binary, so no other test's allocations are counted; the shard's
 //! other threads (the portable backend's pool, glommio's) make no allocation that large
@@ -176,15 +176,15 @@ fn outcome(result: Result<(), String>) -> Vec<String> {
     }
 }
 
-/// The uring backend's copies: a ring submission's buffer for a large write, and for small
-/// ones too where this filesystem takes non-blocking buffered writes (asked with a probe file
-/// in `dir`, as the log's files will be).
+/// The uring backend's copies: a ring submission's buffer for every write where this
+/// filesystem takes non-blocking buffered writes, none where it refuses them (asked with a
+/// probe file in `dir`, as the log's files will be).
 #[cfg(all(target_os = "linux", feature = "uring"))]
 async fn uring_copies(
     backend: &minikafka_backend_uring::UringBackend,
     dir: &Path,
 ) -> Result<WriteCopies, String> {
-    use minikafka_backend_uring::SmallWritePath;
+    use minikafka_backend_uring::WritePath;
     use minikafka_core::backend::{BackendFile, OpenMode};
     backend
         .create_dir_all(dir)
@@ -196,12 +196,15 @@ async fn uring_copies(
         .map_err(|e| format!("probe open: {e}"))?;
     let (written, _) = probe.write_at(b"probe".to_vec(), 0).await;
     written.map_err(|e| format!("probe write: {e}"))?;
-    let small = u64::from(probe.small_write_path() == SmallWritePath::Ring);
+    let copies = u64::from(probe.write_path() == WritePath::Ring);
     probe
         .close()
         .await
         .map_err(|e| format!("probe close: {e}"))?;
-    Ok(WriteCopies { small, large: 1 })
+    Ok(WriteCopies {
+        small: copies,
+        large: copies,
+    })
 }
 
 #[test]

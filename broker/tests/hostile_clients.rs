@@ -6,7 +6,10 @@
 //! - requests pipelined far beyond the per-connection in-flight limit: all answered, in order;
 //! - a client that never reads its responses: the broker stops reading from it (back-pressure,
 //!   the client's writes stall) instead of buffering responses without bound, its memory stays
-//!   bounded, and other clients are served meanwhile.
+//!   bounded, and other clients are served meanwhile;
+//! - a client that pipelines large requests its handlers cannot answer yet (long-polling
+//!   Fetches): the broker reads about `MAX_UNANSWERED_REQUEST_BYTES` of them, not its
+//!   in-flight count of them, and answers every one once data arrives.
 
 use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,6 +17,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use minikafka_broker::protocol::schema::{schema_for, Kind, MessageSchema, StructSchema};
+use minikafka_broker::server::connection::{MAX_IN_FLIGHT, MAX_UNANSWERED_REQUEST_BYTES};
 
 mod common;
 
@@ -325,6 +329,105 @@ fn a_client_that_never_reads_gets_only_its_socket_buffers_of_answers() {
     });
 }
 
+/// A client pipelines 40 Fetches of 512 KiB each (padded with ignored trailing bytes) that
+/// long-poll an empty partition, so no handler can answer yet. The broker must read about
+/// `MAX_UNANSWERED_REQUEST_BYTES` of them and leave the rest in the socket — not its
+/// `MAX_IN_FLIGHT` (32) of them, 16 MiB — measured as the bytes written minus the bytes the
+/// kernel still holds on the way (`/proc/net/tcp`). Once a record arrives every Fetch is
+/// answered, in order (I10).
+#[test]
+fn large_requests_that_wait_for_answers_are_read_only_up_to_the_byte_budget() {
+    const REQUESTS: i32 = 40;
+    const PAD_BYTES: usize = 512 * 1024;
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::start();
+        create_topics(&broker, &[("waiting", 1)]);
+        let mut fetch = fetch_body("waiting", 60_000, 1, 1 << 20);
+        fetch.resize(fetch.len() + PAD_BYTES, 0);
+        let frames: Vec<Vec<u8>> = (0..REQUESTS).map(|i| request(1, 4, i, &fetch)).collect();
+        let frame_bytes = frames[0].len();
+        let stream = connect(broker.addr());
+        let client_port = stream.local_addr().expect("local addr").port();
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writer = {
+            let mut stream = stream.try_clone().expect("clone");
+            stream.set_write_timeout(None).expect("blocking writes");
+            let written = std::sync::Arc::clone(&written);
+            std::thread::spawn(move || {
+                for frame in &frames {
+                    let mut left = &frame[..];
+                    while !left.is_empty() {
+                        let n = stream.write(left).expect("write a fetch");
+                        written.fetch_add(n as u64, std::sync::atomic::Ordering::SeqCst);
+                        left = &left[n..];
+                    }
+                }
+            })
+        };
+        // Bytes the broker took off its socket, once that holds still (a second unchanged).
+        let taken = || {
+            let (broker_rx, client_tx) = kernel_queued_toward_broker(broker.port(), client_port);
+            written
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .saturating_sub(broker_rx + client_tx)
+        };
+        let mut read = taken();
+        let mut unchanged = 0;
+        while unchanged < 5 {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = taken();
+            unchanged = if now == read { unchanged + 1 } else { 0 };
+            read = now;
+        }
+        // The budget, the request that crossed it, and one 64 KiB socket read.
+        let bound = (MAX_UNANSWERED_REQUEST_BYTES + frame_bytes + 64 * 1024) as u64;
+        let count_bound = (MAX_IN_FLIGHT * frame_bytes) as u64;
+        assert!(read > 0, "the broker read nothing");
+        assert!(
+            read <= bound,
+            "the broker read {read} bytes of unanswerable requests (bound {bound}; \
+             {MAX_IN_FLIGHT} of them would be {count_bound})"
+        );
+        // A record arrives: the waiting Fetches answer, the broker reads on, all answered.
+        let mut producer = TestProducer::new(&broker, &[]);
+        let acks = producer.produce_all(&[Rec::new("waiting", Some(0), b"arrived")]);
+        assert_eq!(expect_all_ok(&acks).len(), 1);
+        let mut stream = stream;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("read timeout");
+        for correlation_id in 0..REQUESTS {
+            let body =
+                read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
+            assert_eq!(
+                &body[0..4],
+                &correlation_id.to_be_bytes(),
+                "answered out of order"
+            );
+            assert!(
+                body.windows(7).any(|w| w == b"arrived"),
+                "fetch {correlation_id} answered without the record"
+            );
+        }
+        writer.join().expect("writer");
+        assert!(broker.is_alive());
+    });
+}
+
+/// Bytes the kernel holds on the way from a client to the broker over loopback: the broker
+/// end's receive queue and the client end's send queue (`/proc/net/tcp`).
+fn kernel_queued_toward_broker(broker_port: u16, client_port: u16) -> (u64, u64) {
+    let (mut broker_rx, mut client_tx) = (0, 0);
+    for (local, remote, tx, rx) in tcp_queues() {
+        if local == broker_port && remote == client_port {
+            broker_rx += rx;
+        } else if local == client_port && remote == broker_port {
+            client_tx += tx;
+        }
+    }
+    (broker_rx, client_tx)
+}
+
 /// The size on the wire (frame included) of an ApiVersions v0 answer.
 fn api_versions_answer_bytes(stream: &mut TcpStream) -> usize {
     stream
@@ -352,39 +455,52 @@ fn small_receive_buffer_connect(addr: SocketAddr, bytes: usize) -> TcpStream {
 /// Bytes the kernel holds for one loopback connection: the broker end's send queue plus the
 /// client end's receive queue (the `tx_queue` and `rx_queue` columns of `/proc/net/tcp`).
 fn kernel_held_bytes(broker_port: u16, client_port: u16) -> u64 {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let port = |address: &str| {
-        u16::from_str_radix(address.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
-    };
     let mut held = 0;
-    for line in table.lines().skip(1) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(local), Some(remote), Some(queues)) =
-            (fields.get(1), fields.get(2), fields.get(4))
-        else {
-            continue;
-        };
-        let (tx, rx) = queues.split_once(':').unwrap_or(("0", "0"));
-        let (tx, rx) = (
-            u64::from_str_radix(tx, 16).unwrap_or(0),
-            u64::from_str_radix(rx, 16).unwrap_or(0),
-        );
-        match (port(local), port(remote)) {
-            (l, r) if l == broker_port && r == client_port => held += tx,
-            (l, r) if l == client_port && r == broker_port => held += rx,
-            _ => {}
+    for (local, remote, tx, rx) in tcp_queues() {
+        if local == broker_port && remote == client_port {
+            held += tx;
+        } else if local == client_port && remote == broker_port {
+            held += rx;
         }
     }
     held
 }
 
+/// (local port, remote port, tx_queue, rx_queue) of every IPv4 TCP socket (`/proc/net/tcp`).
+fn tcp_queues() -> Vec<(u16, u16, u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let port = |address: &str| {
+        u16::from_str_radix(address.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, remote, queues) = (fields.get(1)?, fields.get(2)?, fields.get(4)?);
+            let (tx, rx) = queues.split_once(':').unwrap_or(("0", "0"));
+            Some((
+                port(local),
+                port(remote),
+                u64::from_str_radix(tx, 16).unwrap_or(0),
+                u64::from_str_radix(rx, 16).unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
 /// A Fetch v4 body (non-flexible): replica -1, max wait 0, min bytes 0, max bytes, isolation 0,
 /// one topic with partition 0 from offset 0 up to `max_bytes`.
 fn fetch_v4_body(topic: &str, max_bytes: i32) -> Vec<u8> {
+    fetch_body(topic, 0, 0, max_bytes)
+}
+
+/// The same with a long poll: wait up to `max_wait_ms` for `min_bytes`.
+fn fetch_body(topic: &str, max_wait_ms: i32, min_bytes: i32, max_bytes: i32) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
+    b.extend_from_slice(&max_wait_ms.to_be_bytes());
+    b.extend_from_slice(&min_bytes.to_be_bytes());
     b.extend_from_slice(&max_bytes.to_be_bytes());
     b.push(0);
     b.extend_from_slice(&1i32.to_be_bytes());

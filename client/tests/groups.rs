@@ -504,127 +504,46 @@ fn mk_groups_describe_shows_lag_and_reset_offsets_moves_it_unless_dry_run() {
         );
     }
 
-    let dry = ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag",
-                "--to-earliest",
-                "--dry-run",
-            ],
-        ),
-        "reset dry run",
-    );
+    // `mk groups reset-offsets lag-group --topic TOPIC HOW…` and the group's rows after it.
+    let reset = |topic: &str, how: &[&str]| {
+        let args = [
+            &["groups", "reset-offsets", "lag-group", "--topic", topic][..],
+            how,
+        ]
+        .concat();
+        ok(&mk(&addr, &args), &format!("reset-offsets {how:?}"))
+    };
+    let lag_rows = || {
+        describe_rows(&ok(
+            &mk(&addr, &["groups", "describe", "lag-group"]),
+            "describe",
+        ))
+    };
+
+    let dry = reset("lag", &["--to-earliest", "--dry-run"]);
     assert!(dry.contains("NEW-OFFSET"), "{dry}");
-    let rows = describe_rows(&ok(
-        &mk(&addr, &["groups", "describe", "lag-group"]),
-        "describe",
-    ));
+    let rows = lag_rows();
     assert!(
         rows.values().all(|r| r.0 == "4"),
         "dry run moved offsets: {rows:?}"
     );
 
-    ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag",
-                "--to-earliest",
-            ],
-        ),
-        "reset",
-    );
-    let rows = describe_rows(&ok(
-        &mk(&addr, &["groups", "describe", "lag-group"]),
-        "describe",
-    ));
+    reset("lag", &["--to-earliest"]);
+    let rows = lag_rows();
     for p in 0..3 {
         assert_eq!(rows[&p], ("0".into(), "5".into(), "5".into()));
     }
-    ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag",
-                "--shift-by",
-                "3",
-            ],
-        ),
-        "shift",
-    );
-    ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag:1",
-                "--to-offset",
-                "1",
-            ],
-        ),
-        "to-offset",
-    );
-    let rows = describe_rows(&ok(
-        &mk(&addr, &["groups", "describe", "lag-group"]),
-        "describe",
-    ));
+    reset("lag", &["--shift-by", "3"]);
+    reset("lag:1", &["--to-offset", "1"]);
+    let rows = lag_rows();
     assert_eq!(rows[&0].0, "3");
     assert_eq!(rows[&1].0, "1");
-    ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag",
-                "--to-latest",
-            ],
-        ),
-        "to-latest",
-    );
-    let rows = describe_rows(&ok(
-        &mk(&addr, &["groups", "describe", "lag-group"]),
-        "describe",
-    ));
+    reset("lag", &["--to-latest"]);
+    let rows = lag_rows();
     assert!(rows.values().all(|r| r.2 == "0"), "{rows:?}");
     // Far in the past: the first offset of each partition.
-    ok(
-        &mk(
-            &addr,
-            &[
-                "groups",
-                "reset-offsets",
-                "lag-group",
-                "--topic",
-                "lag",
-                "--to-datetime",
-                "2001-01-01T00:00:00.000",
-            ],
-        ),
-        "to-datetime",
-    );
-    let rows = describe_rows(&ok(
-        &mk(&addr, &["groups", "describe", "lag-group"]),
-        "describe",
-    ));
+    reset("lag", &["--to-datetime", "2001-01-01T00:00:00.000"]);
+    let rows = lag_rows();
     assert!(rows.values().all(|r| r.0 == "0"), "{rows:?}");
 
     ok(&mk(&addr, &["groups", "delete", "lag-group"]), "delete");

@@ -28,11 +28,14 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from built_binary import built_binary  # noqa: E402
 START_LIMIT_S = 30
 STOP_LIMIT_S = 20
 TEST_LIMIT_S = 120
@@ -48,14 +51,8 @@ KFAKE_DROPPED = {"group.initial.rebalance.delay.ms"}
 
 
 def _minikafka_binary():
-    path = os.environ.get("MINIKAFKA_BIN")
-    if path:
-        return path
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for candidate in (target / "release" / "minikafka", target / "debug" / "minikafka"):
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("no minikafka binary: set MINIKAFKA_BIN or run `cargo build --release --bin minikafka`")
+    return built_binary("minikafka", "MINIKAFKA_BIN") or pytest.fail(
+        "no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
 
 
 def _kfake_binary():

@@ -3,8 +3,6 @@
 INVALID_RECORD, the log compacted to the latest record per key at their original offsets, and
 both clients read across the offset gaps it leaves."""
 
-import os
-import pathlib
 import subprocess
 import time
 
@@ -13,7 +11,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import InvalidRecordError
 
-from conftest import REPO
+from built_binary import built_binary
 from test_kcat import kcat
 
 WAIT_S = 30
@@ -23,14 +21,7 @@ pytestmark = pytest.mark.minikafka_only("the broker's cleaner and the mk CLI")
 
 
 def mk_binary():
-    path = os.environ.get("MK_BIN")
-    if path:
-        return path
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for candidate in (target / "release" / "mk", target / "debug" / "mk"):
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("no mk binary: set MK_BIN or run `cargo build --release --bin mk`")
+    return built_binary("mk", "MK_BIN") or pytest.fail("no mk binary: set MK_BIN or run `cargo build --bin mk`")
 
 
 def read_all(broker, last_offset):

@@ -18,6 +18,8 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from built_binary import built_binary  # noqa: E402
 START_LIMIT_S = 60
 STOP_LIMIT_S = 30
 
@@ -27,15 +29,9 @@ class Failed(Exception):
 
 
 def binary():
-    """The broker binary: $MINIKAFKA_BIN, else the newest build under the cargo target dir."""
-    path = os.environ.get("MINIKAFKA_BIN")
-    if path:
-        return path
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for candidate in (target / "release" / "minikafka", target / "debug" / "minikafka"):
-        if candidate.exists():
-            return str(candidate)
-    sys.exit("no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
+    """The broker binary (tests/built_binary.py): $MINIKAFKA_BIN or the newest build."""
+    return built_binary("minikafka", "MINIKAFKA_BIN") or sys.exit(
+        "no minikafka binary: set MINIKAFKA_BIN or run `cargo build --bin minikafka`")
 
 
 def free_port():

@@ -216,59 +216,26 @@ struct LogArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Kafka(args) => match run_kafka(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the fdatasync baseline but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench kafka: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::SideBySide(args) => match run_side_by_side(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the fdatasync baseline but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench side-by-side: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Scale(args) => match run_scale(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("mk-bench scale: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Log(args) => match run_log(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(BenchError::Fio(FioError::Missing)) => {
-                eprintln!(
-                    "mk-bench: fio is required for the baselines but is not installed; \
-                     install it with `{}` (Debian/Ubuntu)",
-                    fio::INSTALL_HINT
-                );
-                ExitCode::from(2)
-            }
-            Err(e) => {
-                eprintln!("mk-bench log: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let (name, result) = match cli.command {
+        Command::Kafka(args) => ("kafka", run_kafka(&args)),
+        Command::SideBySide(args) => ("side-by-side", run_side_by_side(&args)),
+        Command::Scale(args) => ("scale", run_scale(&args)),
+        Command::Log(args) => ("log", run_log(&args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(BenchError::Fio(FioError::Missing)) => {
+            eprintln!(
+                "mk-bench: fio is required for the same-run baselines but is not installed; \
+                 install it with `{}` (Debian/Ubuntu)",
+                fio::INSTALL_HINT
+            );
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("mk-bench {name}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -414,6 +381,7 @@ fn run_kafka(args: &KafkaArgs) -> Result<(), BenchError> {
         "load_avg_1m_at_start": load_at_start,
         "load_avg_1m_at_end": machine::load_avg_1m(),
         "runtime_s": started.elapsed().as_secs_f64(),
+        "mk_bench_build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
         "fio": fio_version,
         "broker": format!("{:?}", opts.broker),
@@ -527,11 +495,7 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
         machine::cpu_count().unwrap_or(0),
         load_at_start.map_or("unknown".into(), |l| format!("{l:.1}")),
         load_at_end.map_or("unknown".into(), |l| format!("{l:.1}")),
-        if load_at_start.zip(machine::cpu_count()).is_some_and(|(l, n)| l > n as f64 * 0.5) {
-            " (**a loaded machine**: read the figures as indicative only)"
-        } else {
-            ""
-        }
+        conditions_warning(load_at_start, "figures"),
     );
     let judged = goals::evaluate(&runs, &baselines);
     md.push_str(&goals::markdown(&judged));
@@ -689,19 +653,14 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let load_at_end = machine::load_avg_1m();
     let s = &opts.sizes;
-    let mut md =
-        format!(
+    let mut md = format!(
         "### Results: scale\n\n`{command}` — {} CPUs, load average (1 min) {} at the start, {} \
          at the end{}. Flush policy `none` on both brokers; {} records of {} B per Produce \
          request, one request in flight per connection, {} s of produce per point.\n\n",
         machine::cpu_count().unwrap_or(0),
         load_at_start.map_or("unknown".into(), |l| format!("{l:.1}")),
         load_at_end.map_or("unknown".into(), |l| format!("{l:.1}")),
-        if load_at_start.zip(machine::cpu_count()).is_some_and(|(l, n)| l > n as f64 * 0.5) {
-            " (**a loaded machine**: read the wall-clock figures as indicative only)"
-        } else {
-            ""
-        },
+        conditions_warning(load_at_start, "wall-clock figures"),
         s.batch_records,
         s.value_bytes,
         s.produce_duration.as_secs_f64(),
@@ -744,6 +703,25 @@ fn run_scale(args: &ScaleArgs) -> Result<(), BenchError> {
 /// Writes an experiment's `meta.json` in `out`: what every run records (the command, when,
 /// the machine, the load average at start and end, how long it ran, the scratch filesystem)
 /// and the experiment's own `fields`. Gives the file's path.
+/// What a results headline says of the conditions that make its `figures` indicative only: a
+/// loaded machine (1-minute load above half the CPUs at the start), a debug build of mk-bench
+/// (its own client unoptimized, as in CI's smoke step).
+fn conditions_warning(load_at_start: Option<f64>, figures: &str) -> String {
+    let mut warning = String::new();
+    if load_at_start
+        .zip(machine::cpu_count())
+        .is_some_and(|(l, n)| l > n as f64 * 0.5)
+    {
+        warning.push_str(&format!(
+            " (**a loaded machine**: read the {figures} as indicative only)"
+        ));
+    }
+    if cfg!(debug_assertions) {
+        warning.push_str(" (**a debug build of mk-bench**: figures belong to release builds)");
+    }
+    warning
+}
+
 fn write_meta(
     out: &Path,
     command: &str,
@@ -760,6 +738,7 @@ fn write_meta(
         "load_avg_1m_at_start": load_at_start,
         "load_avg_1m_at_end": load_at_end,
         "runtime_s": started.elapsed().as_secs_f64(),
+        "mk_bench_build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "filesystem": filesystem.as_ref().map(|(dev, mount, fs)| serde_json::json!({"device": dev, "mount": mount, "type": fs})),
     });
     if let (Some(meta), serde_json::Value::Object(fields)) = (meta.as_object_mut(), fields) {

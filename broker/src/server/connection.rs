@@ -4,7 +4,10 @@
 //! - Input: a stream accepted by this shard. Frames are split by [`FrameDecoder`], capped by
 //!   `socket.request.max.bytes` (I10), judged and decoded by [`decode_request`].
 //! - Requests are handled concurrently (one shard-local task each), at most
-//!   [`MAX_IN_FLIGHT`] per connection (the reader stops reading beyond it, bounding memory);
+//!   [`MAX_IN_FLIGHT`] per connection, and the reader reads no further from the socket while
+//!   the connection's requests read but not yet answered hold [`MAX_UNANSWERED_REQUEST_BYTES`]
+//!   or more (so large requests pipeline a few deep, small ones up to the count: memory is
+//!   bounded by bytes, not by a count of requests of any size);
 //!   responses are written strictly in request order (clients pipeline). A produce with
 //!   `acks=0` gets no response.
 //! - Send-side back-pressure ([`super::send_queue`]): the socket's send buffer is
@@ -15,8 +18,9 @@
 //!   unsupported version (except ApiVersions, answered with its v0 UNSUPPORTED_VERSION
 //!   response), an undecodable request, an API we do not serve; on idleness longer than
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
-//! - Never: answers out of order, reads past [`MAX_IN_FLIGHT`] unanswered requests, or
-//!   dispatches a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
+//! - Never: answers out of order, reads past [`MAX_IN_FLIGHT`] unanswered requests, reads
+//!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
+//!   a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
 use std::cell::Cell;
 use std::io::IoSlice;
@@ -30,15 +34,23 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
-use super::send_queue::{UnsentBytes, MAX_UNSENT_BYTES};
+use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
 use super::shard::{InFlight, ShardState};
 use crate::metrics::ConnectionError;
 use crate::protocol::{
-    decode_request, encode_api_versions_unsupported, FrameDecoder, RequestError,
+    decode_request, encode_api_versions_unsupported, frame::SIZE_PREFIX_BYTES, FrameDecoder,
+    RequestError,
 };
 
 /// Most requests a connection may have unanswered.
 pub const MAX_IN_FLIGHT: usize = 32;
+/// Bytes of requests (frames, size prefix included) read and not yet answered at or above
+/// which a connection's reader stops reading its socket (I10). A request larger than this is
+/// still read whole and served alone. Kafka's broker reads one request per connection at a
+/// time (it mutes the channel until the answer is sent); this lets a pipelining client keep
+/// a few large requests or many small ones in flight. Without it a producer's 32 pipelined
+/// 1 MB requests held 32 MB of frames (the consume run's fill).
+pub const MAX_UNANSWERED_REQUEST_BYTES: usize = 1 << 20;
 /// Bytes read from the socket per call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -77,7 +89,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
     let (reader, writer) = stream.split();
     let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT);
     let unanswered = Rc::new(Cell::new(0usize));
-    let unsent = Rc::new(UnsentBytes::new(MAX_UNSENT_BYTES));
+    let unsent = Rc::new(ByteBudget::new(MAX_UNSENT_BYTES));
     // Dropped by the writer when it ends, which stops the reader too.
     let (writer_alive, writer_done) = async_channel::bounded::<()>(1);
     let writer_task = write_loop::<B>(
@@ -93,6 +105,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
     let conn = Conn {
         unanswered,
         unsent,
+        requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
         peer,
         writer_done,
     };
@@ -102,7 +115,9 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
 /// What the reader shares with the writer.
 struct Conn {
     unanswered: Rc<Cell<usize>>,
-    unsent: Rc<UnsentBytes>,
+    unsent: Rc<ByteBudget>,
+    /// Bytes of the requests read and not yet answered.
+    requests: Rc<ByteBudget>,
     peer: SocketAddr,
     writer_done: async_channel::Receiver<()>,
 }
@@ -116,6 +131,7 @@ async fn read_loop<B: Backend>(
     let Conn {
         unanswered,
         unsent,
+        requests,
         peer,
         writer_done,
     } = conn;
@@ -128,10 +144,10 @@ async fn read_loop<B: Backend>(
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => {
-                    if state.stopping() || !until_sendable(state, &unsent, &writer_done).await {
+                    if state.stopping() || !until_below(state, &unsent, &writer_done).await {
                         return;
                     }
-                    let Some(pending) = judge(state, frame, peer, &unsent) else {
+                    let Some(pending) = judge(state, frame, peer, &unsent, &requests) else {
                         let _ = tx.send(Pending::Close).await;
                         return;
                     };
@@ -148,6 +164,9 @@ async fn read_loop<B: Backend>(
                     return;
                 }
             }
+        }
+        if !until_below(state, &requests, &writer_done).await {
+            return;
         }
         let read = {
             let read = std::pin::pin!(reader.read(&mut chunk));
@@ -178,30 +197,57 @@ async fn read_loop<B: Backend>(
     }
 }
 
-/// Waits while the connection's unsent answers are at their limit (the client is not reading
-/// them); `false` when the connection must end meanwhile (shutdown, or the writer ended).
-async fn until_sendable<B: Backend>(
+/// Waits while `budget` is at its limit (unsent answers: the client is not reading them;
+/// unanswered requests: their handlers are still working); `false` when the connection must
+/// end meanwhile (shutdown, or the writer ended).
+async fn until_below<B: Backend>(
     state: &Rc<ShardState<B>>,
-    unsent: &UnsentBytes,
+    budget: &ByteBudget,
     writer_done: &async_channel::Receiver<()>,
 ) -> bool {
-    if !unsent.over_limit() {
+    if !budget.over_limit() {
         return true;
     }
-    let below = std::pin::pin!(unsent.wait_below_limit());
+    let below = std::pin::pin!(budget.wait_below_limit());
     let stop = std::pin::pin!(state.stop.recv());
     let done = std::pin::pin!(writer_done.recv());
     matches!(select(below, select(stop, done)).await, Either::Left(_))
 }
 
+/// Bytes a request holds in a connection's `requests` budget until its handler is done (or
+/// dropped).
+struct HeldRequest {
+    budget: Rc<ByteBudget>,
+    bytes: usize,
+}
+
+impl HeldRequest {
+    fn new(budget: &Rc<ByteBudget>, bytes: usize) -> Self {
+        budget.add(bytes);
+        HeldRequest {
+            budget: Rc::clone(budget),
+            bytes,
+        }
+    }
+}
+
+impl Drop for HeldRequest {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
 /// Judges one frame: a pending reply, or `None` when the connection must close. A reply's
-/// bytes count in `unsent` from when they are computed.
+/// bytes count in `unsent` from when they are computed; a dispatched request's frame counts
+/// in `requests` until its handler is done.
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
     peer: SocketAddr,
-    unsent: &Rc<UnsentBytes>,
+    unsent: &Rc<ByteBudget>,
+    requests: &Rc<ByteBudget>,
 ) -> Option<Pending<B>> {
+    let held = HeldRequest::new(requests, SIZE_PREFIX_BYTES + frame.len());
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
             if request.ignored_trailing_bytes > 0 {
@@ -222,12 +268,13 @@ fn judge<B: Backend>(
             let unsent = Rc::clone(unsent);
             state.backend.spawn_local(async move {
                 let outcome = handlers::handle(&st, request, peer).await;
+                drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);
                 match &outcome {
-                    Outcome::Respond(bytes) => unsent.queued(bytes.len()),
+                    Outcome::Respond(bytes) => unsent.add(bytes.len()),
                     Outcome::RespondInParts(parts) => {
-                        unsent.queued(parts.iter().map(Bytes::len).sum())
+                        unsent.add(parts.iter().map(Bytes::len).sum())
                     }
                     _ => {}
                 }
@@ -242,7 +289,7 @@ fn judge<B: Backend>(
             tracing::debug!(%peer, api_version, "ApiVersions version unsupported; answering v0");
             match encode_api_versions_unsupported(correlation_id, &state.shared.supported) {
                 Ok(bytes) => {
-                    unsent.queued(bytes.len());
+                    unsent.add(bytes.len());
                     Some(Pending::Ready(bytes))
                 }
                 Err(e) => {
@@ -264,7 +311,7 @@ async fn write_loop<B: Backend>(
     mut writer: futures::io::WriteHalf<Stream<B>>,
     rx: async_channel::Receiver<Pending<B>>,
     unanswered: Rc<Cell<usize>>,
-    unsent: Rc<UnsentBytes>,
+    unsent: Rc<ByteBudget>,
     peer: SocketAddr,
     slot: ConnectionSlot<B>,
     writer_alive: async_channel::Sender<()>,
@@ -319,7 +366,7 @@ enum Frame {
 async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
     writer: &mut W,
     frame: &Frame,
-    unsent: &UnsentBytes,
+    unsent: &ByteBudget,
 ) -> std::io::Result<()> {
     let parts = match frame {
         Frame::Whole(bytes) => std::slice::from_ref(bytes),
@@ -336,7 +383,7 @@ async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        unsent.sent(n);
+        unsent.release(n);
         IoSlice::advance_slices(&mut left, n);
     }
     Ok(())

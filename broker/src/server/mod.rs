@@ -31,6 +31,7 @@
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod alter_configs;
+pub mod byte_budget;
 pub mod cleaner;
 pub mod config_entries;
 pub mod connection;

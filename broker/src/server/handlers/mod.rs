@@ -157,21 +157,15 @@ pub async fn handle<B: Backend>(
     let version = request.api_version;
     let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
+    // Every answered request: its error codes counted, then encoded with its header.
+    macro_rules! reply {
+        ($response:expr) => {
+            answer(state, api, version, correlation_id, &$response)
+        };
+    }
     match request.body {
-        RequestBody::ApiVersions(_) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &api_versions::handle(state, version),
-        ),
-        RequestBody::Metadata(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &metadata::handle(state, req, version).await,
-        ),
+        RequestBody::ApiVersions(_) => reply!(api_versions::handle(state, version)),
+        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version).await),
         RequestBody::Produce(req) => {
             let acks = req.acks;
             let response = produce::handle(state, req, version).await;
@@ -185,7 +179,7 @@ pub async fn handle<B: Backend>(
                     None => Outcome::Silent,
                 }
             } else {
-                answer(state, api, version, correlation_id, &response)
+                reply!(response)
             }
         }
         RequestBody::Fetch(req) => {
@@ -197,207 +191,67 @@ pub async fn handle<B: Backend>(
                 Err(e) => Outcome::Close(e.to_string()),
             }
         }
-        RequestBody::ListOffsets(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &list_offsets::handle(state, req, version).await,
-        ),
-        RequestBody::CreateTopics(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &create_topics::handle(state, req, version).await,
-        ),
-        RequestBody::DeleteTopics(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &delete_topics::handle(state, req, version).await,
-        ),
-        RequestBody::DeleteRecords(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &delete_records::handle(state, req).await,
-        ),
-        RequestBody::AlterConfigs(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &alter_configs::handle_alter(state, req).await,
-        ),
-        RequestBody::IncrementalAlterConfigs(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &alter_configs::handle_incremental(state, req).await,
-        ),
-        RequestBody::CreatePartitions(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &create_partitions::handle(state, req).await,
-        ),
-        RequestBody::DescribeConfigs(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &describe_configs::handle(state, req, version),
-        ),
-        RequestBody::DescribeCluster(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &describe_cluster::handle(state, req, version),
-        ),
-        RequestBody::FindCoordinator(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &find_coordinator::handle(state, req, version),
-        ),
+        RequestBody::ListOffsets(req) => reply!(list_offsets::handle(state, req, version).await),
+        RequestBody::CreateTopics(req) => reply!(create_topics::handle(state, req, version).await),
+        RequestBody::DeleteTopics(req) => reply!(delete_topics::handle(state, req, version).await),
+        RequestBody::DeleteRecords(req) => reply!(delete_records::handle(state, req).await),
+        RequestBody::AlterConfigs(req) => reply!(alter_configs::handle_alter(state, req).await),
+        RequestBody::IncrementalAlterConfigs(req) => {
+            reply!(alter_configs::handle_incremental(state, req).await)
+        }
+        RequestBody::CreatePartitions(req) => reply!(create_partitions::handle(state, req).await),
+        RequestBody::DescribeConfigs(req) => reply!(describe_configs::handle(state, req, version)),
+        RequestBody::DescribeCluster(req) => reply!(describe_cluster::handle(state, req, version)),
+        RequestBody::FindCoordinator(req) => reply!(find_coordinator::handle(state, req, version)),
         RequestBody::JoinGroup(req) => {
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
             );
-            answer(
-                state,
-                api,
-                version,
-                correlation_id,
-                &group_membership::join_group(state, req, version, &client).await,
-            )
+            reply!(group_membership::join_group(state, req, version, &client).await)
         }
-        RequestBody::SyncGroup(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_membership::sync_group(state, req, version).await,
-        ),
-        RequestBody::Heartbeat(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_membership::heartbeat(state, req, version).await,
-        ),
-        RequestBody::LeaveGroup(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_membership::leave_group(state, req, version).await,
-        ),
-        RequestBody::OffsetCommit(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_offsets::offset_commit(state, req, version).await,
-        ),
-        RequestBody::OffsetFetch(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_offsets::offset_fetch(state, req, version).await,
-        ),
-        RequestBody::OffsetDelete(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_offsets::offset_delete(state, req).await,
-        ),
-        RequestBody::DeleteGroups(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &groups::delete_groups(state, req).await,
-        ),
-        RequestBody::ListGroups(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &groups::list_groups(state, req, version).await,
-        ),
-        RequestBody::DescribeGroups(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &groups::describe_groups(state, req, version).await,
-        ),
+        RequestBody::SyncGroup(req) => {
+            reply!(group_membership::sync_group(state, req, version).await)
+        }
+        RequestBody::Heartbeat(req) => {
+            reply!(group_membership::heartbeat(state, req, version).await)
+        }
+        RequestBody::LeaveGroup(req) => {
+            reply!(group_membership::leave_group(state, req, version).await)
+        }
+        RequestBody::OffsetCommit(req) => {
+            reply!(group_offsets::offset_commit(state, req, version).await)
+        }
+        RequestBody::OffsetFetch(req) => {
+            reply!(group_offsets::offset_fetch(state, req, version).await)
+        }
+        RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
+        RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
+        RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
+        RequestBody::DescribeGroups(req) => {
+            reply!(groups::describe_groups(state, req, version).await)
+        }
         RequestBody::ConsumerGroupHeartbeat(req) => {
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
             );
-            answer(
-                state,
-                api,
-                version,
-                correlation_id,
-                &group_consumer::heartbeat(state, req, version, &client).await,
-            )
+            reply!(group_consumer::heartbeat(state, req, version, &client).await)
         }
-        RequestBody::ConsumerGroupDescribe(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &group_consumer::describe(state, req, version).await,
-        ),
-        RequestBody::OffsetForLeaderEpoch(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &offset_for_leader_epoch::handle(state, req).await,
-        ),
-        RequestBody::DescribeLogDirs(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &describe_log_dirs::handle(state, req).await,
-        ),
-        RequestBody::DescribeProducers(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &describe_producers::handle(state, req).await,
-        ),
-        RequestBody::DescribeTopicPartitions(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &describe_topic_partitions::handle(state, req),
-        ),
-        RequestBody::InitProducerId(req) => answer(
-            state,
-            api,
-            version,
-            correlation_id,
-            &init_producer_id::handle_request(state, req, version).await,
-        ),
+        RequestBody::ConsumerGroupDescribe(req) => {
+            reply!(group_consumer::describe(state, req, version).await)
+        }
+        RequestBody::OffsetForLeaderEpoch(req) => {
+            reply!(offset_for_leader_epoch::handle(state, req).await)
+        }
+        RequestBody::DescribeLogDirs(req) => reply!(describe_log_dirs::handle(state, req).await),
+        RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
+        RequestBody::DescribeTopicPartitions(req) => {
+            reply!(describe_topic_partitions::handle(state, req))
+        }
+        RequestBody::InitProducerId(req) => {
+            reply!(init_producer_id::handle_request(state, req, version).await)
+        }
     }
 }
 
