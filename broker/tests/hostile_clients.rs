@@ -184,13 +184,7 @@ fn requests_pipelined_far_beyond_the_in_flight_limit_are_all_answered_in_order()
             std::thread::spawn(move || stream.write_all(&burst).expect("write the burst"))
         };
         for correlation_id in 0..count {
-            let body =
-                read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
-            assert_eq!(
-                &body[0..4],
-                &correlation_id.to_be_bytes(),
-                "answered out of order"
-            );
+            read_answer_to(&mut stream, correlation_id);
         }
         writer.join().expect("writer");
     });
@@ -397,13 +391,7 @@ fn large_requests_that_wait_for_answers_are_read_only_up_to_the_byte_budget() {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("read timeout");
         for correlation_id in 0..REQUESTS {
-            let body =
-                read_frame(&mut stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
-            assert_eq!(
-                &body[0..4],
-                &correlation_id.to_be_bytes(),
-                "answered out of order"
-            );
+            let body = read_answer_to(&mut stream, correlation_id);
             assert!(
                 body.windows(7).any(|w| w == b"arrived"),
                 "fetch {correlation_id} answered without the record"
@@ -511,4 +499,16 @@ fn fetch_body(topic: &str, max_wait_ms: i32, min_bytes: i32, max_bytes: i32) -> 
     b.extend_from_slice(&0i64.to_be_bytes());
     b.extend_from_slice(&max_bytes.to_be_bytes());
     b
+}
+
+/// Reads the next response frame and checks it answers `correlation_id` (answers come in
+/// request order on a connection); its body.
+fn read_answer_to(stream: &mut std::net::TcpStream, correlation_id: i32) -> Vec<u8> {
+    let body = read_frame(stream).unwrap_or_else(|| panic!("no answer {correlation_id}"));
+    assert_eq!(
+        &body[0..4],
+        &correlation_id.to_be_bytes(),
+        "answered out of order"
+    );
+    body
 }
