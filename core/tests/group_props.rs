@@ -136,6 +136,27 @@ fn commit_allowed(d: &Driver, member: &str, generation: i32) -> bool {
     }
 }
 
+/// Which of a generation's leader assignments holds this member, and under which id: its
+/// own, else the static member it replaced (then the one that one replaced, and so on). The
+/// nearest id wins: a static member that rejoins a deleted and recreated group keeps its
+/// alias, but the new incarnation's leader assigned to its new id, while the old
+/// incarnation (same generation number) assigned to the old one.
+fn assigned_as(
+    sent: &[BTreeMap<String, Vec<u8>>],
+    member: &str,
+    aliases: &HashMap<String, String>,
+) -> Option<(usize, String)> {
+    let mut id = member.to_string();
+    // Bounded: each replacement adds one alias, ids are never reused.
+    for _ in 0..1_000 {
+        if let Some(index) = sent.iter().position(|a| a.contains_key(&id)) {
+            return Some((index, id));
+        }
+        id = aliases.get(&id)?.clone();
+    }
+    None
+}
+
 fn durable_generations(d: &Driver) -> Vec<i32> {
     d.log
         .iter()
@@ -183,7 +204,7 @@ fn collect(d: &mut Driver, clients: &mut [Client], m: &mut Model) {
                 }
                 if r.error_code == ErrorCode::NONE {
                     c.synced = Some(generation);
-                    let mut me = c.member_id.clone().unwrap_or_default();
+                    let me = c.member_id.clone().unwrap_or_default();
                     // I22 / barrier: the leader's assignment for this generation, already durable.
                     assert!(
                         durable_generations(d).contains(&generation),
@@ -193,27 +214,10 @@ fn collect(d: &mut Driver, clients: &mut [Client], m: &mut Model) {
                         .leader_assignment
                         .get(&generation)
                         .expect("a leader synced this generation");
-                    let (index, sent) = sent
-                        .iter()
-                        .enumerate()
-                        .find(|(_, a)| {
-                            let mut id = me.clone();
-                            // Bounded: each replacement adds one alias, ids are never reused.
-                            for _ in 0..1_000 {
-                                if a.contains_key(&id) {
-                                    return true;
-                                }
-                                match m.aliases.get(&id) {
-                                    Some(old) => id = old.clone(),
-                                    None => return false,
-                                }
-                            }
-                            false
-                        })
-                        .expect("the member (or the static member it replaced) was assigned by its leader");
-                    while !sent.contains_key(&me) {
-                        me = m.aliases[&me].clone();
-                    }
+                    let (index, me) = assigned_as(sent, &me, &m.aliases).expect(
+                        "the member (or the static member it replaced) was assigned by its leader",
+                    );
+                    let sent = &sent[index];
                     assert_eq!(&r.assignment, &sent[&me], "not the leader's assignment");
                     let prev = m
                         .delivered
@@ -482,4 +486,33 @@ proptest! {
     fn coordinator_matches_the_model(ops in proptest::collection::vec(op(), 1..80)) {
         run(ops);
     }
+}
+
+/// A shrunk failure of the model (CI, 2026-12-01): the static member's group is deleted and
+/// recreated, the new incarnation reaches generation 1 again, and the member's old id (its
+/// alias) was in the old incarnation's generation-1 assignment. Its own id must win.
+#[test]
+fn static_member_rejoins_a_recreated_group() {
+    use Op::*;
+    run(vec![
+        Step(1),
+        FailNextAppend,
+        Step(3),
+        Advance(2000),
+        Step(0),
+        Step(1),
+        Sync(3),
+        Step(3),
+        Join(0, false),
+        Hold,
+        Hold,
+        Step(1),
+        Advance(12000),
+        Delete,
+        Restart,
+        Release,
+        Join(3, false),
+        Advance(2000),
+        Step(3),
+    ]);
 }
