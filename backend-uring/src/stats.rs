@@ -31,6 +31,7 @@ struct Counters {
     ring_buffered_bytes_written: Cell<u64>,
     ring_files_opened: Cell<u64>,
     files_opened_on_shard: Cell<u64>,
+    dirs_listed_on_shard: Cell<u64>,
 }
 
 impl Counters {
@@ -48,6 +49,7 @@ impl Counters {
             ring_buffered_bytes_written: Cell::new(0),
             ring_files_opened: Cell::new(0),
             files_opened_on_shard: Cell::new(0),
+            dirs_listed_on_shard: Cell::new(0),
         }
     }
 }
@@ -92,6 +94,9 @@ pub struct UringIoStats {
     pub ring_files_opened: u64,
     /// Files opened by `Backend::open`: `openat(2)` on the shard's thread.
     pub files_opened_on_shard: u64,
+    /// Directories listed by `Backend::list_dir`: `getdents64` on the shard's thread (the
+    /// counter is the shard's own, so a listing moved to another thread would not count).
+    pub dirs_listed_on_shard: u64,
 }
 
 /// Records one completed read.
@@ -112,6 +117,11 @@ pub(crate) fn record_write_on_shard() {
 /// Records one file opened on the shard's thread.
 pub(crate) fn record_open_on_shard() {
     COUNTERS.with(|c| bump(&c.files_opened_on_shard, 1));
+}
+
+/// Records one directory listed on the shard's thread.
+pub(crate) fn record_list_on_shard() {
+    COUNTERS.with(|c| bump(&c.dirs_listed_on_shard, 1));
 }
 
 /// Records one read of `bytes` answered by the page cache on the shard's thread.
@@ -153,6 +163,7 @@ pub(crate) fn snapshot() -> UringIoStats {
             ring_buffered_bytes_written: c.ring_buffered_bytes_written.get(),
             ring_files_opened: c.ring_files_opened.get(),
             files_opened_on_shard: c.files_opened_on_shard.get(),
+            dirs_listed_on_shard: c.dirs_listed_on_shard.get(),
         }
     })
 }

@@ -2,7 +2,8 @@
 //! the page cache holds, as a non-blocking `preadv2(RWF_NOWAIT)` on the shard's own thread;
 //! writes through io_uring or, on a filesystem that refuses non-blocking buffered writes, as
 //! `pwritev` on the shard's own thread, whatever their size (never a thread pool, never a
-//! read that waits for the disk on the shard); opens are `openat(2)` on the shard's thread.
+//! read that waits for the disk on the shard); opens are `openat(2)` and directory
+//! listings `getdents64` on the shard's thread.
 //!
 //! The backend counts each glommio operation it issues and each read and write it does on the
 //! shard; glommio's reactor separately counts each buffered read and write completion it reaps
@@ -25,6 +26,7 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
     let root = dir.path().to_path_buf();
     on_one_shard(move |backend| {
         let path = root.join("proof.log");
+        let root = root.clone();
         async move {
             let file = backend
                 .open(&path, OpenMode::CreateNew)
@@ -36,6 +38,11 @@ fn file_reads_writes_and_syncs_are_io_uring_operations() {
                 before.files_opened_on_shard >= 1 && before.ring_files_opened == 0,
                 "open: {before:?}"
             );
+            // A listing is `getdents64` on the shard's thread, not a hop to a blocking thread.
+            let listing = backend.list_dir(&root).await.expect("list");
+            assert_eq!(listing, vec![path.clone()]);
+            let listed = backend.io_stats().dirs_listed_on_shard - before.dirs_listed_on_shard;
+            assert_eq!(listed, 1, "list_dir on the shard");
 
             let mut buf = vec![0u8; BLOCK_BYTES];
             for i in 0..OPS {
