@@ -8,7 +8,8 @@
 //! - Every socket read has a timeout, so a broker that never answers fails the test.
 //! - Covered: ApiVersions, CreateTopics, Metadata, Produce (acks 0, 1, -1), Fetch read back
 //!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
-//!   requests answered in order, ListOffsets (earliest, latest, by timestamp inside batches,
+//!   requests answered in order, the per-connection in-flight limits (other requests
+//!   `MAX_IN_FLIGHT`, Produce deeper), ListOffsets (earliest, latest, by timestamp inside batches,
 //!   max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
 //!   bad settings exiting with code 2, librdkafka's all-topics Metadata v13 request with its 3
 //!   trailing bytes.
@@ -42,6 +43,7 @@ use kafka_protocol::messages::{
     SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use minikafka_broker::server::connection::{MAX_IN_FLIGHT, MAX_IN_FLIGHT_PRODUCE};
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
@@ -546,6 +548,59 @@ fn pipelined_requests_are_answered_in_order_and_acks_0_is_silent() {
     }
     // The acks=0 record was appended.
     assert_eq!(client.list_offset("pipe", 0, -1), (0, 1, -1));
+}
+
+/// Requests other than Produce hold at most `MAX_IN_FLIGHT` handlers per connection: of
+/// `MAX_IN_FLIGHT + 1` pipelined long-polling Fetches the last waits for a slot, and the
+/// Produce behind it on the same connection is read only then. So the first Fetch (the
+/// shortest wait, the first to end) times out empty; a Produce dispatched at once would have
+/// woken it with the record. Produce requests pipeline deeper (`MAX_IN_FLIGHT_PRODUCE`):
+/// three times that many one-record Produces are all answered, in order, at consecutive
+/// offsets.
+#[test]
+fn other_requests_hold_at_most_max_in_flight_handlers_and_produces_pipeline_deeper() {
+    let broker = Broker::start(2);
+    let mut client = broker.client();
+    client.create_topic("slots", 1);
+    let mut fetches = vec![client.send(ApiKey::Fetch, 12, &fetch_request("slots", 0, 0, 300))];
+    for _ in 0..MAX_IN_FLIGHT {
+        fetches.push(client.send(ApiKey::Fetch, 12, &fetch_request("slots", 0, 0, 20_000)));
+    }
+    let produce = client.send(
+        ApiKey::Produce,
+        9,
+        &produce_request("slots", 0, 1, &batch(&["behind"], 1)),
+    );
+    for (i, want) in fetches.iter().enumerate() {
+        let (got, response) = client.recv::<FetchResponse>(12);
+        assert_eq!(got, *want, "responses come back in request order");
+        if i == 0 {
+            assert!(
+                fetched_bytes(&response).is_empty(),
+                "the Produce behind the waiting Fetch was dispatched while {MAX_IN_FLIGHT} \
+                 Fetches held their handlers"
+            );
+        }
+    }
+    let (got, response) = client.recv::<ProduceResponse>(9);
+    assert_eq!(got, produce);
+    assert_eq!(response.responses[0].partition_responses[0].base_offset, 0);
+
+    let sent: Vec<i32> = (0..3 * MAX_IN_FLIGHT_PRODUCE)
+        .map(|_| {
+            client.send(
+                ApiKey::Produce,
+                9,
+                &produce_request("slots", 0, 1, &batch(&["deep"], 2)),
+            )
+        })
+        .collect();
+    for (i, want) in sent.iter().enumerate() {
+        let (got, response) = client.recv::<ProduceResponse>(9);
+        assert_eq!(got, *want, "responses come back in request order");
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, 1 + i as i64));
+    }
 }
 
 #[test]

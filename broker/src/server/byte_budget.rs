@@ -1,6 +1,8 @@
 //! A count of bytes a connection holds against a limit: the send side's computed, unsent
 //! responses ([`super::send_queue`]) and the read side's requests read but not answered
-//! ([`super::connection::MAX_UNANSWERED_REQUEST_BYTES`]).
+//! ([`super::connection::MAX_UNANSWERED_REQUEST_BYTES`]). The connection also counts its
+//! handlers of requests other than Produce in one, a unit per request
+//! ([`super::connection::MAX_IN_FLIGHT`]).
 //!
 //! Contract:
 //! - [`ByteBudget::add`] and [`ByteBudget::release`] move the count; a task that must not take

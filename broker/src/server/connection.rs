@@ -4,7 +4,8 @@
 //! - Input: a stream accepted by this shard. Frames are split by [`FrameDecoder`], capped by
 //!   `socket.request.max.bytes` (I10), judged and decoded by [`decode_request`].
 //! - Requests are handled concurrently (one shard-local task each), at most
-//!   [`MAX_IN_FLIGHT`] per connection, and the reader reads no further from the socket while
+//!   [`MAX_IN_FLIGHT_PRODUCE`] per connection of which at most [`MAX_IN_FLIGHT`] are anything
+//!   but Produce, and the reader reads no further from the socket while
 //!   the connection's requests read but not yet answered hold [`MAX_UNANSWERED_REQUEST_BYTES`]
 //!   or more (so large requests pipeline a few deep, small ones up to the count: memory is
 //!   bounded by bytes, not by a count of requests of any size);
@@ -18,7 +19,8 @@
 //!   unsupported version (except ApiVersions, answered with its v0 UNSUPPORTED_VERSION
 //!   response), an undecodable request, an API we do not serve; on idleness longer than
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
-//! - Never: answers out of order, reads past [`MAX_IN_FLIGHT`] unanswered requests, reads
+//! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
+//!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
 //!   a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
@@ -42,8 +44,19 @@ use crate::protocol::{
     RequestError,
 };
 
-/// Most requests a connection may have unanswered.
+/// Most requests other than Produce a connection may have in its handlers at once. Their
+/// answers are sized by the client (a Fetch's `max_bytes`) or by the broker's state (all
+/// topics' Metadata), not by the request's own bytes, so this count is what bounds the
+/// answers computed while [`MAX_UNSENT_BYTES`] stops further dispatch.
 pub const MAX_IN_FLIGHT: usize = 32;
+/// Most requests a connection may have unanswered, Produce included. A Produce answer is
+/// sized by its request (one entry per partition it names), which
+/// [`MAX_UNANSWERED_REQUEST_BYTES`] bounds; a deeper pipeline of small Produce requests is
+/// what fills a group commit (I9): at 32, one-record requests at depth 128 shared each sync
+/// 16 to 17 at most, at 128 about 60 (docs/BENCHMARKS.md).
+pub const MAX_IN_FLIGHT_PRODUCE: usize = 128;
+/// The request header's first field, `request_api_key`, for Produce.
+const PRODUCE_API_KEY: [u8; 2] = 0i16.to_be_bytes();
 /// Bytes of requests (frames, size prefix included) read and not yet answered at or above
 /// which a connection's reader stops reading its socket (I10). A request larger than this is
 /// still read whole and served alone. Kafka's broker reads one request per connection at a
@@ -87,7 +100,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
         super::send_queue::set_send_buffer(socket, bytes);
     }
     let (reader, writer) = stream.split();
-    let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT);
+    let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT_PRODUCE);
     let unanswered = Rc::new(Cell::new(0usize));
     let unsent = Rc::new(ByteBudget::new(MAX_UNSENT_BYTES));
     // Dropped by the writer when it ends, which stops the reader too.
@@ -106,6 +119,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
         unanswered,
         unsent,
         requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
+        others_in_flight: Rc::new(ByteBudget::new(MAX_IN_FLIGHT)),
         peer,
         writer_done,
     };
@@ -118,6 +132,8 @@ struct Conn {
     unsent: Rc<ByteBudget>,
     /// Bytes of the requests read and not yet answered.
     requests: Rc<ByteBudget>,
+    /// Handlers of requests other than Produce still working (a count of requests).
+    others_in_flight: Rc<ByteBudget>,
     peer: SocketAddr,
     writer_done: async_channel::Receiver<()>,
 }
@@ -132,6 +148,7 @@ async fn read_loop<B: Backend>(
         unanswered,
         unsent,
         requests,
+        others_in_flight,
         peer,
         writer_done,
     } = conn;
@@ -147,7 +164,14 @@ async fn read_loop<B: Backend>(
                     if state.stopping() || !until_below(state, &unsent, &writer_done).await {
                         return;
                     }
-                    let Some(pending) = judge(state, frame, peer, &unsent, &requests) else {
+                    let other = frame.get(..2) != Some(&PRODUCE_API_KEY[..]);
+                    if other && !until_below(state, &others_in_flight, &writer_done).await {
+                        return;
+                    }
+                    let held = HeldRequest::new(&requests, SIZE_PREFIX_BYTES + frame.len());
+                    let held_other = other.then(|| HeldRequest::new(&others_in_flight, 1));
+                    let Some(pending) = judge(state, frame, peer, &unsent, (held, held_other))
+                    else {
                         let _ = tx.send(Pending::Close).await;
                         return;
                     };
@@ -214,8 +238,8 @@ async fn until_below<B: Backend>(
     matches!(select(below, select(stop, done)).await, Either::Left(_))
 }
 
-/// Bytes a request holds in a connection's `requests` budget until its handler is done (or
-/// dropped).
+/// What a request holds in a connection's budgets until its handler is done (or dropped):
+/// its bytes in `requests`, and one in `others_in_flight` unless it is a Produce.
 struct HeldRequest {
     budget: Rc<ByteBudget>,
     bytes: usize,
@@ -238,16 +262,15 @@ impl Drop for HeldRequest {
 }
 
 /// Judges one frame: a pending reply, or `None` when the connection must close. A reply's
-/// bytes count in `unsent` from when they are computed; a dispatched request's frame counts
-/// in `requests` until its handler is done.
+/// bytes count in `unsent` from when they are computed; what the request `held` in the
+/// connection's budgets is released when its handler is done.
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
     peer: SocketAddr,
     unsent: &Rc<ByteBudget>,
-    requests: &Rc<ByteBudget>,
+    held: (HeldRequest, Option<HeldRequest>),
 ) -> Option<Pending<B>> {
-    let held = HeldRequest::new(requests, SIZE_PREFIX_BYTES + frame.len());
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
             if request.ignored_trailing_bytes > 0 {

@@ -6,8 +6,9 @@
 //!   by the kernel in a [`ByteBudget`] of [`MAX_UNSENT_BYTES`]. While the count is at or
 //!   above it the connection's reader dispatches no new request
 //!   ([`ByteBudget::wait_below_limit`]), as Kafka mutes a channel whose response is unsent;
-//!   requests already dispatched (at most `MAX_IN_FLIGHT`) still complete. So a connection
-//!   holds at most the limit plus its in-flight responses, whatever its client does (I10).
+//!   requests already dispatched (at most `MAX_IN_FLIGHT` besides Produce, whose answers are
+//!   small) still complete. So a connection holds at most the limit plus its in-flight
+//!   responses, whatever its client does (I10).
 //! - [`set_send_buffer`] sets `SO_SNDBUF` of an accepted stream (`socket.send.buffer.bytes`),
 //!   once here for every backend: left to Linux, the send buffer auto-tunes to megabytes per
 //!   connection, all of which a client that never reads gets the broker to compute.
