@@ -221,13 +221,16 @@ impl<B: Backend> PartitionLog<B> {
         let mut index_bases = Vec::new();
         let mut snapshot_offsets = Vec::new();
         let mut removed_any = false;
+        let mut start_checkpoint_listed = false;
         for path in listing {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if name == start_offset::CHECKPOINT_FILE
-                || name == super::cleaner::checkpoint::CHECKPOINT_FILE
-            {
+            if name == start_offset::CHECKPOINT_FILE {
+                start_checkpoint_listed = true;
+                continue;
+            }
+            if name == super::cleaner::checkpoint::CHECKPOINT_FILE {
                 continue;
             }
             match classify(name) {
@@ -295,7 +298,14 @@ impl<B: Backend> PartitionLog<B> {
             .await?;
             segments.push(Rc::new(segment));
         }
-        let checkpoint = start_offset::read(&backend, dir).await?;
+        // Only this process writes the directory, so the listing says whether the checkpoint
+        // is there: most partitions never had records deleted, and an open that fails costs a
+        // path lookup per partition at every restart.
+        let checkpoint = if start_checkpoint_listed {
+            start_offset::read(&backend, dir).await?
+        } else {
+            None
+        };
         let recovered_end = segments[segments.len() - 1].next_offset();
         if let Some(start) = checkpoint.filter(|start| *start > recovered_end) {
             // Every record left was deleted before the crash (the checkpoint is durable, the
