@@ -3,9 +3,10 @@
 //! (connection → handlers → shard operations → log) offer.
 //!
 //! Contract:
-//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing, loads the topic
-//!   registry and syncs the log directory (every directory in it is then durable); every
-//!   shard opens its partitions (passing the previous run's clean-shutdown flag), makes what
+//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing and loads the topic
+//!   registry; every shard opens its partitions while shard 0 also syncs the log directory
+//!   (every directory in it is durable before anything is served; each shard opens its
+//!   partitions passing the previous run's clean-shutdown flag), makes what
 //!   they recovered durable with one sync for all of them (I8) before registering any, and replays
 //!   the group coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
@@ -100,15 +101,26 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             shared.fail(format!("creating the offsets topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
-        } else if let Err(e) = backend.sync_dir(&shared.config.log_dir).await {
-            // Makes every partition directory an earlier run left durable in one sync, so
-            // opening a partition need not sync its parent (`log::create_dir_durably`).
-            shared.fail(format!("syncing the log directory: {e}"));
         }
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {
         let recovery_started = backend.now();
-        match open_owned_partitions(&state).await {
+        // Shard 0 makes every partition directory an earlier run left durable in one sync,
+        // so opening a partition need not sync its parent (`log::create_dir_durably`). It
+        // runs beside the opens (a directory sync is a journal commit, tens of ms here) and
+        // is done before the `PartitionsOpen` barrier, so before anything is served.
+        let log_dir_synced = async {
+            if shard == 0 {
+                backend.sync_dir(&shared.config.log_dir).await
+            } else {
+                Ok(())
+            }
+        };
+        let (opened, synced) = futures::join!(open_owned_partitions(&state), log_dir_synced);
+        if let Err(e) = synced {
+            shared.fail(format!("syncing the log directory: {e}"));
+        }
+        match opened {
             Ok(n) => {
                 tracing::info!(shard, partitions = n, "partitions open");
                 // Coordinators replay before any shard accepts a connection.
