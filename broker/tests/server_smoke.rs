@@ -9,8 +9,8 @@
 //! - Covered: ApiVersions, CreateTopics, Metadata, Produce (acks 0, 1, -1), Fetch read back
 //!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
 //!   requests answered in order, the per-connection in-flight limits (other requests
-//!   `MAX_IN_FLIGHT`, Produce deeper), ListOffsets (earliest, latest, by timestamp inside batches,
-//!   max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
+//!   `MAX_IN_FLIGHT`, Produce deeper), ListOffsets (earliest, latest, by timestamp inside
+//!   batches, max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
 //!   bad settings exiting with code 2, librdkafka's all-topics Metadata v13 request with its 3
 //!   trailing bytes.
 

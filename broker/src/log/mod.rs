@@ -71,7 +71,8 @@ pub type Result<T> = std::result::Result<T, LogError>;
 /// directory). A directory that already exists is left alone: the broker syncs its log
 /// directory once at startup, beside the partitions' opening and before any is served
 /// (`server::lifecycle`), which makes every directory an earlier run left there durable —
-/// one sync per start instead of one per partition. Other callers opening an existing directory sync its parent themselves.
+/// one sync per start instead of one per partition. Other callers opening an existing
+/// directory sync its parent themselves.
 pub async fn create_dir_durably<B: minikafka_core::backend::Backend>(
     backend: &B,
     dir: &std::path::Path,

@@ -4,9 +4,9 @@
 //!
 //! Contract:
 //! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing and loads the topic
-//!   registry; every shard opens its partitions while shard 0 also syncs the log directory
-//!   (every directory in it is durable before anything is served; each shard opens its
-//!   partitions passing the previous run's clean-shutdown flag), makes what
+//!   registry; every shard opens its partitions (passing the previous run's clean-shutdown
+//!   flag) while shard 0 also syncs the log directory (so every directory in it is durable
+//!   before anything is served), makes what
 //!   they recovered durable with one sync for all of them (I8) before registering any, and replays
 //!   the group coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
