@@ -260,11 +260,11 @@ impl Default for BrokerConfig {
 }
 
 /// Cores up to which the default is one shard. Measured on a 2-core machine
-/// (docs/BENCHMARKS.md, "Cross-shard hops"): with a second shard, a request for a partition
-/// its connection's shard does not own wakes both executors (~2.2 eventfd writes and 4× the
-/// `io_uring_enter` calls of a same-shard request), the connection's shard is not the
-/// client's choice, and the clients share the two cores; one shard answered more requests
-/// for fewer system calls. Not measured above 2 cores (no bigger machine was lent): re-measure
+/// (docs/perf-log/2026-12-01-write-and-fetch-paths.md, "Cross-shard hops"): with a second
+/// shard, a request for a partition its connection's shard does not own wakes both
+/// executors (~2.2 eventfd writes and 4× the `io_uring_enter` calls of a same-shard
+/// request), the connection's shard is not the client's choice, and the clients share the
+/// two cores; one shard answered more requests for fewer system calls. Not measured above 2 cores (no bigger machine was lent): re-measure
 /// there before trusting the one-per-core default.
 pub const ONE_SHARD_MAX_CORES: usize = 2;
 

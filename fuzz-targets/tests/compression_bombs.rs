@@ -1,5 +1,6 @@
-//! Compression bombs against the client's decompression path (`minikafka_client::compression`
-//! and `consumer::decode_records`): a few kilobytes of gzip, zstd, lz4 or snappy that inflate to
+//! Compression bombs against the client's decompression path (`minikafka_client::compression`,
+//! over `minikafka_codec`, which the broker's cleaner and key check use too, and
+//! `consumer::decode_records`): a few kilobytes of gzip, zstd, lz4 or snappy that inflate to
 //! tens of megabytes or gigabytes must be refused at the configured limit, with memory measured
 //! by the allocation meter staying near that limit, not near the inflated size (I10).
 

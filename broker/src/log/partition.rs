@@ -1133,8 +1133,8 @@ impl<B: Backend> PartitionLog<B> {
     /// and reads forward in windows below the segment's size snapshot (I2) to the first batch
     /// whose max timestamp reaches the target. An uncompressed batch is walked record by record
     /// (base timestamp + timestamp delta) to the exact first record. A compressed batch answers
-    /// with its base offset and max timestamp — an approximation, since the broker never
-    /// decompresses: the true record may come later in that batch and carry a smaller
+    /// with its base offset and max timestamp — an approximation, since this lookup does not
+    /// decompress: the true record may come later in that batch and carry a smaller
     /// timestamp. (A batch in LogAppendTime answers the same way: all its records carry the
     /// max timestamp.) Offsets below the log start are never returned. Never takes the
     /// append mutex.

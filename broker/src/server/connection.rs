@@ -53,7 +53,7 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// sized by its request (one entry per partition it names), which
 /// [`MAX_UNANSWERED_REQUEST_BYTES`] bounds; a deeper pipeline of small Produce requests is
 /// what fills a group commit (I9): at 32, one-record requests at depth 128 shared each sync
-/// 16 to 17 at most, at 128 about 60 (docs/BENCHMARKS.md).
+/// 16 to 17 at most, at 128 about 60 (docs/perf-log/2026-12-01-side-by-side-limits.md).
 pub const MAX_IN_FLIGHT_PRODUCE: usize = 128;
 /// The request header's first field, `request_api_key`, for Produce.
 const PRODUCE_API_KEY: [u8; 2] = 0i16.to_be_bytes();

@@ -15,6 +15,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use minikafka_codec::KafkaCodecs;
 use minikafka_core::backend::Backend;
 use minikafka_core::compaction::choose::{choose, CleanPlan, SegmentFacts};
 use minikafka_core::compaction::offset_map::KeyOffsetMap;
@@ -26,7 +27,6 @@ use minikafka_core::compaction::swap::SwapRange;
 use minikafka_core::record::{peek_extent, BatchIter, ValidateOptions, LOG_OVERHEAD};
 use minikafka_core::types::Offset;
 
-use super::codec::KafkaCodecs;
 use super::settings::CleanerSettings;
 use super::swap::{self, CleanedWriter};
 use crate::log::partition::PartitionLog;

@@ -14,11 +14,11 @@
 //! - [`clean`]: one cleaning of one partition.
 //! - [`swap`]: the swap steps and their recovery at open.
 //! - [`checkpoint`]: where the last cleaning ended, kept across restarts.
-//! - [`codec`]: the codecs for compressed batches.
+//!
+//! The codecs for compressed batches are `minikafka_codec::KafkaCodecs`.
 
 pub mod checkpoint;
 pub mod clean;
-pub mod codec;
 pub mod settings;
 pub mod swap;
 

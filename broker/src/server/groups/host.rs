@@ -13,7 +13,7 @@
 //!   drains the coordinator: `poll_append` into the writer's queue, `poll_response` to the
 //!   waiting requests, and wakes the timer so it re-reads `poll_timeout`.
 //! - The writer appends queued records through the shard's normal append path (the
-//!   partition's FIFO gate, the flush policy, group commit), several appends in one batch
+//!   partition log's append queue, the flush policy, group commit), several appends in one batch
 //!   when they are queued together, one batch at a time, and reports each append with
 //!   `handle_appended` in the order it was polled. An answer that depends on records is
 //!   released only after that report (I20: a commit is acknowledged only once durable).

@@ -21,6 +21,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use minikafka_codec::KafkaCodecs;
 use minikafka_core::backend::Backend;
 use minikafka_core::compaction::policy::CleanupPolicy;
 use minikafka_core::compaction::rewrite::batch_records;
@@ -29,7 +30,6 @@ use minikafka_core::record::{
 };
 
 use crate::log::cleaner::clean::MAX_DECOMPRESSED_BYTES;
-use crate::log::cleaner::codec::KafkaCodecs;
 
 use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
