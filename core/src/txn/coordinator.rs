@@ -489,14 +489,18 @@ impl Coordinator {
 
     /// Fires every deadline at or before `now`.
     pub fn handle_timeout(&mut self, now: Millis) {
-        // Bounded: each pass removes a timer; handlers only add timers strictly after `now`
-        // (every interval and backoff is at least 1 ms, TxnConfig::validated).
-        while let Some((at, reason)) = self.timers.first().cloned() {
-            if at > now {
-                break;
-            }
-            self.timers.remove(&(at, reason.clone()));
-            match reason {
+        // Bounded: the timers due now are taken first and each fires once; the timers they
+        // arm are after `now` (every interval and backoff is at least 1 ms,
+        // TxnConfig::validated) except where `now + interval` saturates at the end of time.
+        let due: Vec<(Millis, TimeoutReason)> = self
+            .timers
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .cloned()
+            .collect();
+        for timer in due {
+            self.timers.remove(&timer);
+            match timer.1 {
                 TimeoutReason::AbortTimedOut => {
                     self.abort_timed_out(now);
                     let next = now.saturating_add(self.config.abort_timed_out_interval_ms);
