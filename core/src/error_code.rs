@@ -90,8 +90,15 @@ error_codes! {
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45;
     /// A batch's producer epoch is older than the partition has seen (fenced).
     INVALID_PRODUCER_EPOCH = 47;
-    /// A transactional batch arrived, and transactions are not supported.
+    /// The request is not valid in the transaction's current state (e.g. EndTxn(commit) of
+    /// an aborted transaction); also a transactional batch where none is expected.
     INVALID_TXN_STATE = 48;
+    /// The producer id is not the one the transactional id is mapped to (or the id is unknown).
+    INVALID_PRODUCER_ID_MAPPING = 49;
+    /// The transaction timeout is not positive or exceeds `transaction.max.timeout.ms`.
+    INVALID_TRANSACTION_TIMEOUT = 50;
+    /// Another transition of this transactional id is in progress; retry (retriable).
+    CONCURRENT_TRANSACTIONS = 51;
     /// Transactional ids are refused (transactions are not supported).
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53;
     /// The disk failed under the partition.
@@ -117,8 +124,12 @@ error_codes! {
     INVALID_RECORD = 87;
     /// There are unstable offsets (pending transactional writes) for the partition.
     UNSTABLE_OFFSET_COMMIT = 88;
+    /// A newer producer with the same transactional id fenced this one (its epoch is stale).
+    PRODUCER_FENCED = 90;
     /// No topic has this id.
     UNKNOWN_TOPIC_ID = 100;
+    /// The transactional id is not known to its coordinator (DescribeTransactions).
+    TRANSACTIONAL_ID_NOT_FOUND = 105;
     /// The member epoch is fenced by the group coordinator (consumer protocol).
     FENCED_MEMBER_EPOCH = 110;
     /// The instance id is still used by another member (consumer protocol).
@@ -129,6 +140,9 @@ error_codes! {
     STALE_MEMBER_EPOCH = 113;
     /// The DescribeCluster endpoint type is not served.
     UNSUPPORTED_ENDPOINT_TYPE = 119;
+    /// The transaction must be aborted by the producer (KIP-890: a partition not in the
+    /// transaction was written).
+    TRANSACTION_ABORTABLE = 120;
     /// A subscription's regular expression does not compile (consumer protocol).
     INVALID_REGULAR_EXPRESSION = 130;
 }

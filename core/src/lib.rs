@@ -19,6 +19,9 @@
 //!   whole) shared by a segment's plan and a Fetch response.
 //! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
 //!   consumer protocol (KIP-848) group state machine, its assignors and its records.
+//! - [`txn`]: the transaction coordinator: transactional ids, producer epochs, the
+//!   two-phase end of a transaction (Prepare record, markers, Complete record), its
+//!   `__transaction_state` records.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`segment_trust`]: whether a segment's indexes and tail read back at startup are
 //!   trusted, and the trusted segment's state.
@@ -54,5 +57,6 @@ pub mod segment_trust;
 pub mod shard_sync;
 pub mod sync;
 pub mod time_index;
+pub mod txn;
 pub mod types;
 pub mod wakeup;

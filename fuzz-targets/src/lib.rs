@@ -16,6 +16,8 @@
 //!   bound, and its valid prefix iterates as whole valid batches with a valid index.
 //! - An index (offset or time) that validates loads, and looks up consistently.
 //! - A consumer-group record or consumer-protocol blob that decodes re-encodes to the same value.
+//! - A `__transaction_state` record that decodes re-encodes to the same value, and replaying
+//!   any record into a transaction coordinator never panics.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
@@ -24,6 +26,7 @@ pub mod group;
 pub mod input;
 pub mod protocol;
 pub mod storage;
+pub mod txn;
 
 /// A fuzz target: runs one input, panics when a contract is broken.
 pub type Target = fn(&[u8]);
@@ -39,4 +42,5 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("time_index", storage::time_index),
     ("group_records", group::group_records),
     ("consumer_protocol", group::consumer_protocol),
+    ("txn_records", txn::txn_records),
 ];

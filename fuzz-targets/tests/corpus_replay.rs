@@ -144,3 +144,24 @@ fn group_seeds_decode() {
         assert!(ok, "{name}");
     }
 }
+
+#[test]
+fn txn_seeds_decode() {
+    // The `txn_records` seeds are encoder output (`write_txn_seeds`): each key and value must
+    // decode, so the fuzzer starts from accepted records.
+    use minikafka_core::txn::records::{TxnLogKey, TxnLogValue};
+    let seeds: Vec<_> = corpus_files("txn_records")
+        .into_iter()
+        .filter(|f| is_encoder_seed(f))
+        .collect();
+    assert!(seeds.len() >= 10, "txn_records seeds missing");
+    for file in seeds {
+        let bytes = std::fs::read(&file).expect("readable");
+        let key_len = usize::from(u16::from_be_bytes([bytes[1], bytes[2]]));
+        let (key, value) = bytes[3..].split_at(key_len);
+        assert!(TxnLogKey::decode(key).is_ok(), "{}", file.display());
+        if bytes[0] & 1 == 0 {
+            assert!(TxnLogValue::decode(value).is_ok(), "{}", file.display());
+        }
+    }
+}
