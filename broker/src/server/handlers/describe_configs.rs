@@ -73,7 +73,7 @@ pub fn handle<B: Backend>(
         let entries = match resource.resource_type {
             RESOURCE_TOPIC => shared
                 .topic(name)
-                .map(|info| topic_entries(&effective, &dynamic, &info.config))
+                .map(|info| topic_entries(&effective, &dynamic, info.config.overrides()))
                 .ok_or_else(|| unknown_topic(name)),
             RESOURCE_BROKER if name.is_empty() || name == node => {
                 Ok(broker_entries(&effective, &dynamic))
