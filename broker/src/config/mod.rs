@@ -17,7 +17,7 @@ pub mod topic;
 
 pub use table::{broker_setting, topic_setting, Effect, Setting, SETTINGS};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -90,12 +90,11 @@ pub struct BrokerConfig {
     pub metrics_listener: Option<SocketAddr>,
     /// `log.format`: how log lines are written to stderr.
     pub log_format: LogFormat,
-    /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
-    /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
-    pub explicit: BTreeSet<String>,
-    /// The values given for settings accepted with no effect on a single node (so
-    /// DescribeConfigs reports what was given).
-    pub inert: BTreeMap<String, String>,
+    /// The settings given in the properties file or as overrides, keys and values as written
+    /// (so DescribeConfigs can say STATIC_BROKER_CONFIG for a setting given explicitly, even
+    /// at its default value, list it among the synonyms, and report what was given for a
+    /// setting without effect here).
+    pub explicit: BTreeMap<String, String>,
 }
 
 /// `log.format`: the shape of the broker's log lines.
@@ -235,8 +234,7 @@ impl Default for BrokerConfig {
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
             log_format: LogFormat::Text,
-            explicit: BTreeSet::new(),
-            inert: BTreeMap::new(),
+            explicit: BTreeMap::new(),
         }
     }
 }
@@ -389,17 +387,12 @@ impl BrokerConfig {
             else {
                 continue;
             };
-            match &setting.broker {
-                Some(side) => {
-                    (side.apply)(&mut config, key, value).map_err(|why| invalid(key, value, why))?
-                }
-                None => {
-                    config.inert.insert(setting.name.to_string(), value.clone());
-                }
+            if let Some(side) = &setting.broker {
+                (side.apply)(&mut config, key, value).map_err(|why| invalid(key, value, why))?;
             }
         }
         config.check()?;
-        config.explicit = settings.keys().cloned().collect();
+        config.explicit = settings.clone();
         Ok(config)
     }
 
@@ -539,11 +532,10 @@ mod tests {
         ])
         .expect("accepted");
         assert_eq!(
-            config.inert.get("num.io.threads").map(String::as_str),
+            config.explicit.get("num.io.threads").map(String::as_str),
             Some("16")
         );
         let mut plain = config.clone();
-        plain.inert.clear();
         plain.explicit.clear();
         assert_eq!(plain, BrokerConfig::default());
     }

@@ -15,7 +15,13 @@
 //! - Rows apply in table order (a setting given as two, `flush.policy` then
 //!   `flush.interval.ms`, relies on it); among a row's spellings the first one given wins
 //!   (`log.retention.ms` over `.minutes` over `.hours`, as Kafka).
-//! - Adding a setting is one row here plus the code that uses the value.
+//! - Adding a setting is one row here plus the code that uses the value: a broker setting
+//!   is a `broker` row whose `apply` stores the parsed value in a [`BrokerConfig`] field (or
+//!   a group of them, as `groups` and `cleaner`) and whose `show` gives it back for
+//!   DescribeConfigs; a topic setting adds `.topic(name, …)` (or is a topic-only row) with
+//!   an `apply` to a [`LogConfig`] field; a Kafka setting meaning nothing on one node is an
+//!   `inert` row. Parsing, validation, DescribeConfigs, the alter checks, the README and the
+//!   `server.properties` test then know it (the last asks for a line in the file).
 
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 

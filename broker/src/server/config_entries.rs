@@ -50,6 +50,57 @@ pub struct ConfigEntry {
     pub config_type: i8,
     /// Why the setting has no effect here, for one that is accepted but not applicable.
     pub documentation: Option<String>,
+    /// Where the value may come from, in precedence order (DescribeConfigs v1+ synonyms).
+    pub synonyms: Vec<ConfigSynonym>,
+}
+
+/// One synonym of a described setting: a name its value may come from (the topic override,
+/// a broker spelling in a dynamic scope or the static file, or the default), the value
+/// there and that source. The first is the one in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    /// Kafka key (a topic name or a broker spelling).
+    pub name: String,
+    /// The value under that name.
+    pub value: String,
+    /// Its source (1 to 5).
+    pub source: i8,
+}
+
+fn synonym(name: &str, value: &str, source: i8) -> ConfigSynonym {
+    ConfigSynonym {
+        name: name.to_string(),
+        value: value.to_string(),
+        source,
+    }
+}
+
+/// The broker spellings of `setting` that hold a value, dynamic scopes first, then the
+/// static file, then the default (`defaults` is a configuration of nothing but defaults).
+fn broker_synonyms(
+    setting: &Setting,
+    config: &BrokerConfig,
+    dynamic: &DynamicBrokerConfig,
+    defaults: &BrokerConfig,
+) -> Vec<ConfigSynonym> {
+    let mut out = Vec::new();
+    for (values, source) in [
+        (&dynamic.broker, SOURCE_DYNAMIC_BROKER),
+        (&dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (&config.explicit, SOURCE_STATIC_BROKER),
+    ] {
+        for key in setting.spellings() {
+            if let Some(value) = values.get(key) {
+                out.push(synonym(key, value, source));
+            }
+        }
+    }
+    let default = match &setting.broker {
+        Some(side) => (side.show)(defaults),
+        None => setting.default.to_string(),
+    };
+    out.push(synonym(setting.name, &default, SOURCE_DEFAULT));
+    out
 }
 
 /// The flush policy is given as two settings (`flush.policy` with `flush.interval.ms`, a
@@ -61,7 +112,7 @@ fn flush_pair(setting: &Setting) -> Option<&'static Setting> {
 }
 
 fn given(config: &BrokerConfig, keys: &[&str]) -> bool {
-    keys.iter().any(|k| config.explicit.contains(*k))
+    keys.iter().any(|k| config.explicit.contains_key(*k))
 }
 
 /// The broker spellings behind a row (with its flush partner's).
@@ -110,6 +161,7 @@ pub fn topic_entries(
     let Ok(effective) = effective else {
         return Vec::new();
     };
+    let defaults = BrokerConfig::default();
     let mut out = Vec::new();
     for setting in SETTINGS {
         let (Some(name), Some(show)) = (
@@ -125,13 +177,25 @@ pub fn topic_entries(
             } else {
                 broker_source(config, dynamic, &broker_keys(setting))
             };
+        let value = show(&effective);
+        let mut synonyms: Vec<ConfigSynonym> = overrides
+            .get(name)
+            .map(|v| synonym(name, v, SOURCE_TOPIC))
+            .into_iter()
+            .collect();
+        if setting.is_broker() {
+            synonyms.extend(broker_synonyms(setting, config, dynamic, &defaults));
+        } else if synonyms.is_empty() {
+            synonyms.push(synonym(name, &value, SOURCE_DEFAULT));
+        }
         out.push(ConfigEntry {
             name: name.to_string(),
-            value: show(&effective),
+            value,
             source,
             read_only: false,
             config_type: setting.kind.code(),
             documentation: None,
+            synonyms,
         });
     }
     for (key, value) in overrides {
@@ -143,6 +207,7 @@ pub fn topic_entries(
                 read_only: false,
                 config_type: Kind::String.code(),
                 documentation: no_effect_reason(topic_setting(key)),
+                synonyms: vec![synonym(key, value, SOURCE_TOPIC)],
             });
         }
     }
@@ -152,15 +217,16 @@ pub fn topic_entries(
 /// The broker's settings (`config` is the effective configuration, `dynamic` what of it was
 /// set at run time): every broker row, those without effect here with the reason.
 pub fn broker_entries(config: &BrokerConfig, dynamic: &DynamicBrokerConfig) -> Vec<ConfigEntry> {
+    let defaults = BrokerConfig::default();
     SETTINGS
         .iter()
         .filter(|s| s.is_broker())
         .map(|setting| {
             let value = match &setting.broker {
                 Some(side) => (side.show)(config),
-                None => config
-                    .inert
-                    .get(setting.name)
+                None => setting
+                    .spellings()
+                    .find_map(|k| config.explicit.get(k))
                     .map_or(setting.default, String::as_str)
                     .to_string(),
             };
@@ -172,6 +238,7 @@ pub fn broker_entries(config: &BrokerConfig, dynamic: &DynamicBrokerConfig) -> V
                 value,
                 config_type: setting.kind.code(),
                 documentation: no_effect_reason(Some(setting)),
+                synonyms: broker_synonyms(setting, config, dynamic, &defaults),
             }
         })
         .collect()
@@ -329,6 +396,45 @@ mod tests {
         );
         let honoured = brokers.iter().find(|e| e.name == "log.segment.bytes");
         assert_eq!(honoured.and_then(|e| e.documentation.clone()), None);
+    }
+
+    /// Synonyms follow Kafka's precedence (topic override, dynamic broker, dynamic cluster
+    /// default, static, default) under the table's spellings; the first is the source in force.
+    #[test]
+    fn synonyms_list_every_source_in_precedence_order() {
+        let base = broker(&[("log.retention.hours", "1")]);
+        let dynamic = DynamicBrokerConfig {
+            broker: BTreeMap::new(),
+            cluster_default: BTreeMap::from([("log.retention.ms".to_string(), "5000".to_string())]),
+        };
+        let effective = crate::server::dynamic_config::apply(&base, &dynamic).expect("applies");
+        let overrides = BTreeMap::from([("flush.ms".to_string(), "100".to_string())]);
+        let topic = topic_entries(&effective, &dynamic, &overrides);
+        let retention = topic
+            .iter()
+            .find(|e| e.name == "retention.ms")
+            .expect("described");
+        let listed: Vec<(&str, &str, i8)> = retention
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.value.as_str(), s.source))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("log.retention.ms", "5000", SOURCE_DYNAMIC_DEFAULT_BROKER),
+                ("log.retention.hours", "1", SOURCE_STATIC_BROKER),
+                ("log.retention.ms", "604800000", SOURCE_DEFAULT),
+            ]
+        );
+        let brokers = broker_entries(&effective, &dynamic);
+        for entry in topic.iter().chain(&brokers) {
+            let first = entry.synonyms.first().map(|s| s.source);
+            if entry.name == "flush.policy" && entry.source == SOURCE_TOPIC {
+                continue; // set by the topic's flush.ms, the other half of the pair
+            }
+            assert_eq!(first, Some(entry.source), "{}", entry.name);
+        }
     }
 
     /// A broker setting changed at run time is DYNAMIC_BROKER_CONFIG (this broker) or

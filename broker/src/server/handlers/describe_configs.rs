@@ -13,7 +13,10 @@
 //! - Broker resources (type 4, named by `node.id` or empty): the settings the broker
 //!   honours, source 2 to 5 as above (2 and 3 for settings altered at run time, which alone
 //!   are not read-only). Another broker id or resource type: INVALID_REQUEST.
-//! - `configuration_keys` filters; synonyms (when asked) list the entry itself.
+//! - `configuration_keys` filters; synonyms (when asked) list where the value may come from,
+//!   in precedence order (the topic override, each broker spelling set dynamically for this
+//!   broker, as the cluster default, or in the static file, then the default), from the
+//!   settings table's synonyms.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -44,11 +47,17 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
         None
     };
     if synonyms {
-        let mut synonym = DescribeConfigsSynonym::default();
-        synonym.name = str_bytes(&entry.name);
-        synonym.value = Some(str_bytes(&entry.value));
-        synonym.source = entry.source;
-        result.synonyms = vec![synonym];
+        result.synonyms = entry
+            .synonyms
+            .iter()
+            .map(|s| {
+                let mut synonym = DescribeConfigsSynonym::default();
+                synonym.name = str_bytes(&s.name);
+                synonym.value = Some(str_bytes(&s.value));
+                synonym.source = s.source;
+                synonym
+            })
+            .collect();
     }
     result
 }
