@@ -849,6 +849,30 @@ pub static SETTINGS: &[Setting] = &[
     inert("metadata.max.retention.bytes", Kind::Long, "104857600", SINGLE_NODE),
     inert("metadata.max.retention.ms", Kind::Long, "604800000", SINGLE_NODE),
     inert("zookeeper.session.timeout.ms", Kind::Int, "18000", SINGLE_NODE),
+    inert("replica.alter.log.dirs.io.max.bytes.per.second", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("leader.replication.throttled.rate", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("follower.replication.throttled.rate", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("replication.quota.window.num", Kind::Int, "11", SINGLE_NODE),
+    inert("replication.quota.window.size.seconds", Kind::Int, "1", SINGLE_NODE),
+    inert("controlled.shutdown.enable", Kind::Boolean, "true", SINGLE_NODE),
+    inert("controlled.shutdown.max.retries", Kind::Int, "3", SINGLE_NODE),
+    inert("controlled.shutdown.retry.backoff.ms", Kind::Long, "5000", SINGLE_NODE),
+    inert("broker.id.generation.enable", Kind::Boolean, "true", SINGLE_NODE),
+    inert("reserved.broker.max.id", Kind::Int, "1000", SINGLE_NODE),
+    inert("broker.heartbeat.interval.ms", Kind::Int, "2000", SINGLE_NODE),
+    inert("broker.session.timeout.ms", Kind::Int, "9000", SINGLE_NODE),
+    inert("initial.broker.registration.timeout.ms", Kind::Int, "60000", SINGLE_NODE),
+    inert("early.start.listeners", Kind::String, "", SINGLE_NODE),
+    inert("controller.quorum.append.linger.ms", Kind::Int, "25", SINGLE_NODE),
+    inert("controller.quorum.request.timeout.ms", Kind::Int, "2000", SINGLE_NODE),
+    inert("controller.quorum.retry.backoff.ms", Kind::Int, "20", SINGLE_NODE),
+    inert("controller.socket.timeout.ms", Kind::Int, "30000", SINGLE_NODE),
+    inert("metadata.log.max.record.bytes.between.snapshots", Kind::Long, "20971520", SINGLE_NODE),
+    inert("metadata.log.max.snapshot.interval.ms", Kind::Long, "3600000", SINGLE_NODE),
+    inert("metadata.max.idle.interval.ms", Kind::Int, "500", SINGLE_NODE),
+    inert("inter.broker.protocol.version", Kind::String, "", SINGLE_NODE),
+    inert("zookeeper.max.in.flight.requests", Kind::Int, "10", SINGLE_NODE),
+    inert("zookeeper.metadata.migration.enable", Kind::Boolean, "false", SINGLE_NODE),
     inert("sasl.kerberos.service.name", Kind::String, "", SINGLE_NODE),
     inert("sasl.kerberos.kinit.cmd", Kind::String, "/usr/bin/kinit", SINGLE_NODE),
     inert("sasl.kerberos.min.time.before.relogin", Kind::Long, "60000", SINGLE_NODE),
@@ -900,7 +924,16 @@ pub static SETTINGS: &[Setting] = &[
     topic_only("segment.jitter.ms", Kind::Long, "0",
         Effect::NoEffect("not applicable: segments roll exactly at segment.ms"), Valid::Any,
         "not applicable: segments roll exactly at segment.ms"),
-    topic_only("unclean.leader.election.enable", Kind::Boolean, "false", Effect::NoEffect(ONE_REPLICA), Valid::Any, ONE_REPLICA),
+    Setting {
+        effect: Effect::NoEffect(ONE_REPLICA),
+        doc: ONE_REPLICA,
+        ..inert("unclean.leader.election.enable", Kind::Boolean, "false", SINGLE_NODE)
+    }
+    .topic("unclean.leader.election.enable", TopicSide {
+        check: Valid::Any,
+        apply: None,
+        show: None,
+    }),
 ];
 
 /// The row of a broker setting named `key` (its name first, then a synonym).
