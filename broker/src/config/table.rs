@@ -122,7 +122,7 @@ impl Valid {
                 _ => Err(format!("expected -1 (unlimited) or an integer up to {max}")),
             },
             Valid::OneOf(names) => {
-                if names.contains(&value.trim()) {
+                if names.contains(&value) {
                     Ok(())
                 } else {
                     Err(format!("expected {}", names.join(" or ")))
@@ -1006,6 +1006,20 @@ mod tests {
                 assert_eq!(s.valid.check(s.default), Ok(()), "{}", s.name);
             }
             assert!(!s.doc.is_empty() && !s.doc.contains('\n'), "{}", s.name);
+        }
+    }
+
+    /// A row's default is the typed default: giving it changes nothing.
+    #[test]
+    fn each_default_is_the_typed_default() {
+        for s in SETTINGS
+            .iter()
+            .filter(|s| s.broker.is_some() && !s.default.is_empty())
+        {
+            let given = [(s.name.to_string(), s.default.to_string())];
+            let mut config = BrokerConfig::from_sources(None, &given).expect(s.name);
+            config.explicit.clear();
+            assert_eq!(config, BrokerConfig::default(), "{}", s.name);
         }
     }
 

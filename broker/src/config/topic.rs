@@ -139,7 +139,7 @@ pub fn check_topic_config(key: &str, value: &str) -> Result<Effect, LogError> {
     }
     if let Some(side) = setting.topic {
         side.check
-            .check(value)
+            .check(value.trim())
             .map_err(|why| config_error(key, format!("{value:?} is not supported: {why}")))?;
     }
     Ok(setting.effect)

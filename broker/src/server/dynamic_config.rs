@@ -293,6 +293,9 @@ mod tests {
         let base = BrokerConfig::default();
         let err = apply(&base, &state(&[("log.segment.bytes", "lots")], &[])).expect_err("bad");
         assert!(err.contains("log.segment.bytes"), "{err}");
+        // A value is taken exactly as written, never guessed at.
+        let err = apply(&base, &state(&[("flush.policy", " fsync")], &[])).expect_err("spaced");
+        assert!(err.contains("flush.policy"), "{err}");
         let err = apply(&base, &state(&[("message.max.bytes", "209715200")], &[]))
             .expect_err("above the frame limit");
         assert!(err.contains("message.max.bytes"), "{err}");
