@@ -1,17 +1,18 @@
 //! DescribeConfigs (key 32), v1–4: topic and broker configuration.
 //!
 //! Contract:
-//! - Topic resources (type 2): the effective `cleanup.policy` and compaction settings,
-//!   `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`, `max.message.bytes`,
-//!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
-//!   `message.timestamp.type` (`CreateTime` or `LogAppendTime`), plus any other stored override; one the
-//!   broker accepts without acting on it says why in its documentation (v3+). Source: 1
+//! - Topic resources (type 2): every topic setting of the settings table that has a value
+//!   of its own (`cleanup.policy`, retention, segments, compaction, `flush.policy`,
+//!   `compression.type` — always `producer` —, `message.timestamp.type`, …), plus any other
+//!   stored override; one the broker accepts without acting on it says why in its
+//!   documentation (v3+). Source: 1
 //!   (DYNAMIC_TOPIC_CONFIG) for a topic override, else the source of the broker setting it
 //!   falls back on: 2/3 (dynamic broker / dynamic cluster default), 4 (STATIC_BROKER_CONFIG)
 //!   when given explicitly, else 5 (DEFAULT_CONFIG). Unknown topic:
 //!   UNKNOWN_TOPIC_OR_PARTITION (3).
-//! - Broker resources (type 4, named by `node.id` or empty): the settings the broker
-//!   honours, source 2 to 5 as above (2 and 3 for settings altered at run time, which alone
+//! - Broker resources (type 4, named by `node.id` or empty): every broker row of the table
+//!   (one without effect on a single node says so in its documentation), source 2 to 5 as
+//!   above (2 and 3 for settings altered at run time, which alone
 //!   are not read-only). Another broker id or resource type: INVALID_REQUEST.
 //! - `configuration_keys` filters; synonyms (when asked) list where the value may come from,
 //!   in precedence order (the topic override, each broker spelling set dynamically for this
