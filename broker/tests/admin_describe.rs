@@ -1,8 +1,9 @@
 //! The describe APIs operators and clients use, over real TCP against the `minikafka` binary:
 //! DescribeLogDirs (real partition sizes, checked against the segment files on disk),
 //! OffsetForLeaderEpoch (the clients' truncation check: epoch 0 ends at the log end offset),
-//! DescribeProducers (the idempotent producer librdkafka registered, across a restart) and
-//! DescribeTopicPartitions (KIP-966 cursor pagination). Records are written by librdkafka;
+//! DescribeProducers (the idempotent producer librdkafka registered, across a restart),
+//! DescribeTopicPartitions (KIP-966 cursor pagination) and DescribeConfigs' synonyms and
+//! documentation (which librdkafka's admin API drops). Records are written by librdkafka;
 //! the describe requests are `kafka-protocol`'s typed requests ([`common::typed`]), as
 //! librdkafka's admin API does not expose these calls (kafka-python's does: see
 //! `tests/interop/test_admin_describe.py`).
@@ -389,5 +390,73 @@ fn describe_topic_partitions_pages_with_a_cursor() {
 
         let bad = describe_topic_partitions(&mut client, &["pages-a"], 10, Some(("pages-b", 0)));
         assert_eq!(page(&bad), (vec![("pages-a".into(), 42, vec![])], None));
+    });
+}
+
+/// DescribeConfigs (v4, synonyms and documentation asked for) over the wire: a value given
+/// under another spelling is described under the setting's name with every spelling it may
+/// come from as synonyms, in precedence order; a Kafka setting that means nothing on one
+/// node is described with what was given and says it has no effect (settings table,
+/// `broker/src/config/table.rs`).
+#[test]
+fn describe_configs_lists_synonyms_and_no_effect_settings() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::builder()
+            .with("log.retention.hours", "1")
+            .with("num.io.threads", "4")
+            .start();
+        create_topics(&broker, &[("synonyms", 1)]);
+        let mut client = TypedClient::connect(broker.addr());
+        let mut request = DescribeConfigsRequest::default();
+        request.include_synonyms = true;
+        request.include_documentation = true;
+        request.resources = [(4, "0"), (2, "synonyms")]
+            .into_iter()
+            .map(|(kind, name)| {
+                let mut resource = describe_configs_request::DescribeConfigsResource::default();
+                resource.resource_type = kind;
+                resource.resource_name = StrBytes::from_string(name.to_string());
+                resource.configuration_keys = None; // all of them
+                resource
+            })
+            .collect();
+        let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+        let entry = |resource: usize, name: &str| {
+            let result = &response.results[resource];
+            assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+            result
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap_or_else(|| panic!("{name} not described"))
+                .clone()
+        };
+        let synonyms = |c: &describe_configs_response::DescribeConfigsResourceResult| {
+            c.synonyms
+                .iter()
+                .map(|s| {
+                    let value = s.value.as_ref().map_or("", |v| v.as_str()).to_string();
+                    (s.name.as_str().to_string(), value, s.source)
+                })
+                .collect::<Vec<_>>()
+        };
+        let expected = vec![
+            ("log.retention.hours".to_string(), "1".to_string(), 4),
+            ("log.retention.ms".to_string(), "604800000".to_string(), 5),
+        ];
+        let retention = entry(0, "log.retention.ms");
+        assert_eq!(retention.value.as_deref(), Some("3600000"));
+        assert_eq!((retention.config_source, retention.read_only), (4, false));
+        assert_eq!(synonyms(&retention), expected);
+        let topic_retention = entry(1, "retention.ms");
+        assert_eq!(topic_retention.config_source, 4);
+        assert_eq!(synonyms(&topic_retention), expected);
+        let threads = entry(0, "num.io.threads");
+        assert_eq!(threads.value.as_deref(), Some("4"));
+        assert_eq!((threads.config_source, threads.read_only), (4, true));
+        let why = threads.documentation.as_deref().unwrap_or("");
+        assert!(why.contains("no effect on a single node"), "{why:?}");
+        let kerberos = entry(0, "sasl.kerberos.min.time.before.relogin");
+        assert_eq!(kerberos.config_source, 5);
     });
 }

@@ -1,8 +1,10 @@
-//! `config/server.properties`, the example configuration: the real broker starts from it and
-//! serves librdkafka; every setting the broker accepts (read from the match arms of
-//! `broker/src/config.rs` and its list of accepted-and-ignored Kafka settings) appears in it;
-//! every setting it names is one the broker accepts; each active line is documented with its
-//! default and is the default (the file parses to the same settings as no file).
+//! `config/server.properties` and the README's settings tables against the settings table
+//! (`broker/src/config/table.rs`): the real broker starts from the file and serves
+//! librdkafka; every broker setting of the table (every spelling, those without effect on a
+//! single node included) appears in it; every setting it names is one the broker accepts;
+//! each active line is documented with its default and is the table's default (the file
+//! parses to the same settings as no file); the README's section is the one generated from
+//! the table (`MINIKAFKA_WRITE_README=1` rewrites it).
 //!
 //! Contract: the broker test starts its own broker ([`common::Broker`]) inside
 //! [`common::bounded`], overriding only the port and data directory.
@@ -12,7 +14,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use minikafka_broker::config::{BrokerConfig, ConfigError, IGNORED_KAFKA_KEYS};
+use minikafka_broker::config::docs::{with_generated_section, README_BEGIN};
+use minikafka_broker::config::{broker_setting, BrokerConfig, ConfigError, SETTINGS};
 use rdkafka::message::Message;
 use rdkafka::Offset;
 
@@ -31,32 +34,19 @@ fn example() -> String {
 }
 
 fn is_setting_name(s: &str) -> bool {
-    s.contains('.')
+    s.starts_with(|c: char| c.is_ascii_lowercase())
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.')
 }
 
-/// Every key a match arm of the configuration parser accepts: lines such as
-/// `"log.dirs" | "log.dir" => {`.
-fn accepted_by_the_parser() -> BTreeSet<String> {
-    let source = std::fs::read_to_string(repo_file("broker/src/config.rs")).expect("config.rs");
-    let mut keys = BTreeSet::new();
-    for line in source.lines() {
-        let line = line.trim();
-        let Some((pattern, _)) = line.split_once("=>") else {
-            continue;
-        };
-        if !pattern.starts_with('"') {
-            continue;
-        }
-        for alternative in pattern.split('|') {
-            let name = alternative.trim().trim_matches('"');
-            if is_setting_name(name) {
-                keys.insert(name.to_string());
-            }
-        }
-    }
-    keys
+/// Every broker spelling the settings table accepts.
+fn accepted_by_the_table() -> BTreeSet<String> {
+    SETTINGS
+        .iter()
+        .filter(|s| s.is_broker())
+        .flat_map(|s| s.spellings())
+        .map(str::to_string)
+        .collect()
 }
 
 /// `(key, value, active)` for every `key=value` line of the file and every commented
@@ -80,12 +70,8 @@ fn named_in(text: &str) -> Vec<(String, String, bool)> {
 fn every_setting_the_broker_accepts_is_in_the_example() {
     let text = example();
     let named: BTreeSet<String> = named_in(&text).into_iter().map(|(k, _, _)| k).collect();
-    let mut accepted = accepted_by_the_parser();
-    assert!(
-        accepted.len() >= 40,
-        "the scan of config.rs found only {accepted:?}"
-    );
-    accepted.extend(IGNORED_KAFKA_KEYS.iter().map(|k| k.to_string()));
+    let accepted = accepted_by_the_table();
+    assert!(accepted.len() >= 70, "the table has only {accepted:?}");
     let missing: Vec<&String> = accepted.difference(&named).collect();
     assert!(
         missing.is_empty(),
@@ -104,6 +90,20 @@ fn every_setting_in_the_example_is_accepted_documented_and_the_default() {
         );
         result.unwrap_or_else(|e| panic!("{key}={value}: {e}"));
     }
+    // Each active line is its row's default, as the table writes it.
+    for (key, value, active) in named_in(&text) {
+        let setting = broker_setting(&key).unwrap_or_else(|| panic!("{key} is in no row"));
+        if active {
+            assert_eq!(
+                setting.name, key,
+                "an active line uses the setting's own name"
+            );
+            assert_eq!(
+                value, setting.default,
+                "{key}: the file's value is not the default"
+            );
+        }
+    }
     // Each active line sits under a comment block that states its default.
     let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
@@ -121,6 +121,24 @@ fn every_setting_in_the_example_is_accepted_documented_and_the_default() {
     let mut from_file = BrokerConfig::from_sources(Some(&text), &[]).expect("the example parses");
     from_file.explicit.clear();
     assert_eq!(from_file, BrokerConfig::default());
+}
+
+/// The README's settings section is the one generated from the table.
+#[test]
+fn the_readme_settings_section_is_generated_from_the_table() {
+    let path = repo_file("README.md");
+    let readme = std::fs::read_to_string(&path).expect("README.md");
+    let generated = with_generated_section(&readme)
+        .unwrap_or_else(|| panic!("README.md lacks the line {README_BEGIN:?} and its end"));
+    if std::env::var_os("MINIKAFKA_WRITE_README").is_some() {
+        std::fs::write(&path, &generated).expect("README.md written");
+        return;
+    }
+    assert!(
+        readme == generated,
+        "README.md's settings section differs from the table: rerun this test with \
+         MINIKAFKA_WRITE_README=1 to regenerate it"
+    );
 }
 
 /// The real broker starts from the file (port and data directory overridden) and serves a

@@ -13,11 +13,12 @@
 //!   admin lock: the metadata file is saved (atomic, durable), the registry entry replaced,
 //!   and every partition's live log reconfigured on its owner. `validate_only` stops before
 //!   the save. The internal offsets topic is refused.
-//! - Broker: only [`DYNAMIC_BROKER_KEYS`](super::dynamic_config::DYNAMIC_BROKER_KEYS), in the
-//!   scope the resource name picks (`node.id`: this broker; empty: cluster default); a
+//! - Broker: only the dynamic rows of the settings table
+//!   ([`dynamic_broker_keys`](crate::config::table::dynamic_broker_keys)), in the scope the resource name picks (`node.id`: this broker; empty: cluster default); a
 //!   read-only setting is INVALID_REQUEST, a name that is no broker setting INVALID_CONFIG.
 //!   The new state must apply, and every topic's log configuration under it must be valid;
-//!   then it is stored (atomic, durable), published, and every live partition reconfigured.
+//!   then it is stored (atomic, durable), published, every topic's registry entry republished
+//!   with its configuration parsed under it, and every live partition reconfigured.
 //! - A crash after the store and before the reconfiguration loses nothing: startup opens every
 //!   partition with the stored settings.
 
@@ -35,7 +36,9 @@ use super::topics::{
     log_config, refuse_internal, save_topic_meta, storage, unknown_topic, validate_topic_config,
     AdminError,
 };
-use crate::log::config::{check_topic_config, topic_config_status};
+use crate::config::topic::{
+    check_topic_config, topic_config_status, topic_list_default, TopicConfig,
+};
 use crate::log::LogConfig;
 
 /// One operation of IncrementalAlterConfigs.
@@ -199,17 +202,6 @@ fn split_list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// The topic settings whose values are lists, with their defaults.
-fn topic_list_default(key: &str) -> Option<&'static str> {
-    match key {
-        "cleanup.policy" => Some("delete"),
-        "leader.replication.throttled.replicas" | "follower.replication.throttled.replicas" => {
-            Some("")
-        }
-        _ => None,
-    }
-}
-
 /// Checks the names and values a topic alteration sets, and the names it deletes.
 fn check_topic_keys(
     alteration: &Alteration,
@@ -245,7 +237,7 @@ pub async fn alter_topic<B: Backend>(
     let shared = Arc::clone(&state.shared);
     let _admin = shared.admin_lock.lock().await;
     let info = shared.topic(name).ok_or_else(|| unknown_topic(name))?;
-    let after = altered(&info.config, alteration, topic_list_default)?;
+    let after = altered(info.config.overrides(), alteration, topic_list_default)?;
     check_topic_keys(alteration, &after)?;
     let log = validate_topic_config(&shared.effective_config(), &after)?;
     if validate_only {
@@ -255,7 +247,7 @@ pub async fn alter_topic<B: Backend>(
     let altered_info = Arc::new(TopicInfo {
         name: info.name.clone(),
         id: info.id,
-        config: after,
+        config: TopicConfig::new(after, log.clone()),
         signals: info.signals.clone(),
     });
     shared.publish_topic(Arc::clone(&altered_info));
@@ -299,7 +291,7 @@ pub async fn alter_broker<B: Backend>(
     let effective = dynamic_config::apply(&shared.config, &next).map_err(invalid_config)?;
     let mut logs = Vec::new();
     for topic in shared.all_topics() {
-        let log = log_config(&effective, &topic.config)
+        let log = log_config(&effective, topic.config.overrides())
             .map_err(|e| invalid_config(format!("topic {}: {e}", topic.name)))?;
         logs.push((topic, log));
     }
@@ -310,6 +302,19 @@ pub async fn alter_broker<B: Backend>(
         .await
         .map_err(storage)?;
     shared.set_dynamic_config(next);
+    let logs: Vec<(Arc<TopicInfo>, LogConfig)> = logs
+        .into_iter()
+        .map(|(topic, log)| {
+            let reparsed = Arc::new(TopicInfo {
+                name: topic.name.clone(),
+                id: topic.id,
+                config: TopicConfig::new(topic.config.overrides().clone(), log.clone()),
+                signals: topic.signals.clone(),
+            });
+            shared.publish_topic(Arc::clone(&reparsed));
+            (reparsed, log)
+        })
+        .collect();
     reconfigure_all(state, &logs).await?;
     tracing::info!(?scope, "dynamic broker configuration altered");
     Ok(())

@@ -9,16 +9,16 @@
 //! dynamically for this broker, 3 (DYNAMIC_DEFAULT_BROKER_CONFIG) when set as the dynamic
 //! cluster default, 4 (STATIC_BROKER_CONFIG) when given in the properties file or as an
 //! override, else 5 (DEFAULT_CONFIG); a broker entry's source follows the same rule, and it
-//! is read-only unless it is one of the dynamic settings. A stored override the broker accepts but does not act on
-//! ([`TopicConfigStatus::NotApplicable`]) carries that reason as its documentation.
+//! is read-only unless it is one of the dynamic settings. A setting the broker accepts but
+//! does not act on ([`Effect::NoEffect`]) carries that reason as its documentation. Names,
+//! types, synonyms and values all come from the settings table (`crate::config::table`).
 
 use std::collections::BTreeMap;
 
-use super::dynamic_config::{DynamicBrokerConfig, Scope, DYNAMIC_BROKER_KEYS};
-use super::topics::log_config;
-use crate::config::BrokerConfig;
-use crate::log::config::{topic_config_status, TopicConfigStatus};
-use crate::log::{FlushPolicy, LogConfig};
+use super::dynamic_config::{DynamicBrokerConfig, Scope};
+use crate::config::table::{Effect, Kind, Setting};
+use crate::config::topic::log_config;
+use crate::config::{topic_setting, BrokerConfig, SETTINGS};
 
 /// Resource type TOPIC.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -35,14 +35,6 @@ pub const SOURCE_STATIC_BROKER: i8 = 4;
 /// Config source DEFAULT_CONFIG.
 pub const SOURCE_DEFAULT: i8 = 5;
 
-/// Config types (DescribeConfigs v3+).
-const TYPE_BOOLEAN: i8 = 1;
-const TYPE_STRING: i8 = 2;
-const TYPE_INT: i8 = 3;
-const TYPE_LONG: i8 = 5;
-const TYPE_DOUBLE: i8 = 6;
-const TYPE_LIST: i8 = 7;
-
 /// One described setting: name, value, source, type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigEntry {
@@ -58,113 +50,81 @@ pub struct ConfigEntry {
     pub config_type: i8,
     /// Why the setting has no effect here, for one that is accepted but not applicable.
     pub documentation: Option<String>,
+    /// Where the value may come from, in precedence order (DescribeConfigs v1+ synonyms).
+    pub synonyms: Vec<ConfigSynonym>,
 }
 
-fn opt_i64(v: Option<i64>) -> String {
-    v.map_or_else(|| "-1".to_string(), |v| v.to_string())
+/// One synonym of a described setting: a name its value may come from (the topic override,
+/// a broker spelling in a dynamic scope or the static file, or the default), the value
+/// there and that source. The first is the one in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonym {
+    /// Kafka key (a topic name or a broker spelling).
+    pub name: String,
+    /// The value under that name.
+    pub value: String,
+    /// Its source (1 to 5).
+    pub source: i8,
 }
 
-fn topic_values(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
-    vec![
-        (
-            "cleanup.policy",
-            c.cleanup_policy.as_str().to_string(),
-            TYPE_LIST,
-        ),
-        (
-            "min.cleanable.dirty.ratio",
-            minikafka_core::compaction::policy::format_ratio_ppm(
-                c.compaction.min_cleanable_dirty_ratio_ppm,
-            ),
-            TYPE_DOUBLE,
-        ),
-        (
-            "min.compaction.lag.ms",
-            c.compaction.min_compaction_lag_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "max.compaction.lag.ms",
-            c.compaction.max_compaction_lag_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "delete.retention.ms",
-            c.compaction.delete_retention_ms.to_string(),
-            TYPE_LONG,
-        ),
-        ("retention.ms", opt_i64(c.retention_ms), TYPE_LONG),
-        (
-            "retention.bytes",
-            opt_i64(c.retention_bytes.map(|b| b as i64)),
-            TYPE_LONG,
-        ),
-        ("segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
-        (
-            "segment.ms",
-            c.segment_ms.unwrap_or(i64::MAX).to_string(),
-            TYPE_LONG,
-        ),
-        ("max.message.bytes", c.max_batch_bytes.to_string(), TYPE_INT),
-        (
-            "index.interval.bytes",
-            c.index_interval_bytes.to_string(),
-            TYPE_INT,
-        ),
-        ("flush.policy", c.flush.name().to_string(), TYPE_STRING),
-        ("compression.type", "producer".to_string(), TYPE_STRING),
-        (
-            "message.timestamp.type",
-            c.timestamp_type.name().to_string(),
-            TYPE_STRING,
-        ),
-    ]
-}
-
-/// The broker settings (any spelling) a topic-level setting falls back on.
-fn broker_synonyms(topic_key: &str) -> &'static [&'static str] {
-    match topic_key {
-        "segment.bytes" => &["log.segment.bytes"],
-        "segment.ms" => &["log.roll.ms", "log.roll.hours"],
-        "retention.bytes" => &["log.retention.bytes"],
-        "retention.ms" => &[
-            "log.retention.ms",
-            "log.retention.minutes",
-            "log.retention.hours",
-        ],
-        "max.message.bytes" => &["message.max.bytes"],
-        "index.interval.bytes" => &["log.index.interval.bytes"],
-        "flush.policy" => &["flush.policy", "flush.interval.ms"],
-        "cleanup.policy" => &["log.cleanup.policy"],
-        "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
-        "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
-        "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
-        "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
-        "message.timestamp.type" => &["log.message.timestamp.type"],
-        _ => &[],
+fn synonym(name: &str, value: &str, source: i8) -> ConfigSynonym {
+    ConfigSynonym {
+        name: name.to_string(),
+        value: value.to_string(),
+        source,
     }
 }
 
-/// The spellings a broker entry may have been given as.
-fn broker_key_spellings(name: &str) -> &'static [&'static str] {
-    match name {
-        "log.dirs" => &["log.dirs", "log.dir"],
-        "log.roll.ms" => &["log.roll.ms", "log.roll.hours"],
-        "log.retention.ms" => &[
-            "log.retention.ms",
-            "log.retention.minutes",
-            "log.retention.hours",
-        ],
-        "node.id" => &["node.id", "broker.id"],
-        "flush.interval.ms" => &["flush.interval.ms"],
-        "listeners" => &["listeners"],
-        "advertised.listeners" => &["advertised.listeners", "listeners"],
-        _ => &[],
+/// The broker spellings of `setting` that hold a value, dynamic scopes first, then the
+/// static file, then the default (`defaults` is a configuration of nothing but defaults).
+fn broker_synonyms(
+    setting: &Setting,
+    config: &BrokerConfig,
+    dynamic: &DynamicBrokerConfig,
+    defaults: &BrokerConfig,
+) -> Vec<ConfigSynonym> {
+    let mut out = Vec::new();
+    for (values, source) in [
+        (&dynamic.broker, SOURCE_DYNAMIC_BROKER),
+        (&dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (&config.explicit, SOURCE_STATIC_BROKER),
+    ] {
+        for key in setting.spellings() {
+            if let Some(value) = values.get(key) {
+                out.push(synonym(key, value, source));
+            }
+        }
     }
+    let default = match &setting.broker {
+        Some(side) => (side.show)(defaults),
+        None => setting.default.to_string(),
+    };
+    out.push(synonym(setting.name, &default, SOURCE_DEFAULT));
+    out
+}
+
+/// The flush policy is given as two settings (`flush.policy` with `flush.interval.ms`, a
+/// topic's `flush.policy` with `flush.ms`); the policy's source is that of either half.
+fn flush_pair(setting: &Setting) -> Option<&'static Setting> {
+    (setting.name == "flush.policy")
+        .then(|| SETTINGS.iter().find(|s| s.name == "flush.interval.ms"))
+        .flatten()
 }
 
 fn given(config: &BrokerConfig, keys: &[&str]) -> bool {
-    keys.iter().any(|k| config.explicit.contains(*k))
+    keys.iter().any(|k| config.explicit.contains_key(*k))
+}
+
+/// The broker spellings behind a row (with its flush partner's).
+fn broker_keys(setting: &Setting) -> Vec<&'static str> {
+    if !setting.is_broker() {
+        return Vec::new();
+    }
+    let mut keys: Vec<&str> = setting.spellings().collect();
+    if let Some(pair) = flush_pair(setting) {
+        keys.extend(pair.spellings());
+    }
+    keys
 }
 
 /// The source of a broker setting known by `keys` (its spellings): dynamic scopes first.
@@ -181,15 +141,16 @@ fn broker_source(config: &BrokerConfig, dynamic: &DynamicBrokerConfig, keys: &[&
     }
 }
 
-fn not_applicable_reason(key: &str) -> Option<String> {
-    match topic_config_status(key) {
-        Some(TopicConfigStatus::NotApplicable(why)) => Some(why.to_string()),
+fn no_effect_reason(setting: Option<&Setting>) -> Option<String> {
+    match setting.map(|s| s.effect) {
+        Some(Effect::NoEffect(why)) => Some(why.to_string()),
         _ => None,
     }
 }
 
 /// The effective configuration of a topic with `overrides` on this broker (`config` is the
-/// effective broker configuration, `dynamic` what of it was set at run time).
+/// effective broker configuration, `dynamic` what of it was set at run time): every topic
+/// row that shows a value, then any other stored override.
 pub fn topic_entries(
     config: &BrokerConfig,
     dynamic: &DynamicBrokerConfig,
@@ -200,26 +161,43 @@ pub fn topic_entries(
     let Ok(effective) = effective else {
         return Vec::new();
     };
-    let mut out: Vec<ConfigEntry> = topic_values(&effective)
-        .into_iter()
-        .map(|(name, value, config_type)| {
-            let source = if overrides.contains_key(name)
-                || (name == "flush.policy" && overrides.contains_key("flush.ms"))
-            {
+    let defaults = BrokerConfig::default();
+    let mut out = Vec::new();
+    for setting in SETTINGS {
+        let (Some(name), Some(show)) = (
+            setting.topic_name(),
+            setting.topic.and_then(|side| side.show),
+        ) else {
+            continue;
+        };
+        let partner = flush_pair(setting).and_then(Setting::topic_name);
+        let source =
+            if overrides.contains_key(name) || partner.is_some_and(|p| overrides.contains_key(p)) {
                 SOURCE_TOPIC
             } else {
-                broker_source(config, dynamic, broker_synonyms(name))
+                broker_source(config, dynamic, &broker_keys(setting))
             };
-            ConfigEntry {
-                name: name.to_string(),
-                value,
-                source,
-                read_only: false,
-                config_type,
-                documentation: None,
-            }
-        })
-        .collect();
+        let value = show(&effective);
+        let mut synonyms: Vec<ConfigSynonym> = overrides
+            .get(name)
+            .map(|v| synonym(name, v, SOURCE_TOPIC))
+            .into_iter()
+            .collect();
+        if setting.is_broker() {
+            synonyms.extend(broker_synonyms(setting, config, dynamic, &defaults));
+        } else if synonyms.is_empty() {
+            synonyms.push(synonym(name, &value, SOURCE_DEFAULT));
+        }
+        out.push(ConfigEntry {
+            name: name.to_string(),
+            value,
+            source,
+            read_only: false,
+            config_type: setting.kind.code(),
+            documentation: None,
+            synonyms,
+        });
+    }
     for (key, value) in overrides {
         if !out.iter().any(|e| e.name == *key) {
             out.push(ConfigEntry {
@@ -227,184 +205,40 @@ pub fn topic_entries(
                 value: value.clone(),
                 source: SOURCE_TOPIC,
                 read_only: false,
-                config_type: TYPE_STRING,
-                documentation: not_applicable_reason(key),
+                config_type: Kind::String.code(),
+                documentation: no_effect_reason(topic_setting(key)),
+                synonyms: vec![synonym(key, value, SOURCE_TOPIC)],
             });
         }
     }
     out
 }
 
-fn flush_setting(f: FlushPolicy) -> (&'static str, String) {
-    match f {
-        FlushPolicy::None => ("none", "1000".into()),
-        FlushPolicy::Fsync => ("fsync", "1000".into()),
-        FlushPolicy::Interval { ms } => ("interval", ms.to_string()),
-    }
-}
-
-fn broker_values(c: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
-    let (flush_policy, flush_interval) = flush_setting(c.flush_policy);
-    let mut values = vec![
-        (
-            "listeners",
-            format!("PLAINTEXT://{}", c.listener),
-            TYPE_LIST,
-        ),
-        (
-            "advertised.listeners",
-            format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port),
-            TYPE_LIST,
-        ),
-        ("log.dirs", c.log_dir.display().to_string(), TYPE_LIST),
-        ("log.segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
-        ("log.roll.ms", opt_i64(c.segment_ms), TYPE_LONG),
-        (
-            "log.retention.bytes",
-            opt_i64(c.retention_bytes.map(|b| b as i64)),
-            TYPE_LONG,
-        ),
-        ("log.retention.ms", opt_i64(c.retention_ms), TYPE_LONG),
-        (
-            "log.retention.check.interval.ms",
-            c.retention_check_interval_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.index.interval.bytes",
-            c.index_interval_bytes.to_string(),
-            TYPE_INT,
-        ),
-        ("num.partitions", c.num_partitions.to_string(), TYPE_INT),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics.to_string(),
-            TYPE_BOOLEAN,
-        ),
-        (
-            "message.max.bytes",
-            c.message_max_bytes.to_string(),
-            TYPE_INT,
-        ),
-        (
-            "socket.request.max.bytes",
-            c.socket_request_max_bytes.to_string(),
-            TYPE_INT,
-        ),
-        (
-            "connections.max.idle.ms",
-            c.connections_max_idle_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "socket.send.buffer.bytes",
-            c.socket_send_buffer_bytes
-                .map_or(-1, |n| n as i64)
-                .to_string(),
-            TYPE_INT,
-        ),
-        ("max.connections", c.max_connections.to_string(), TYPE_INT),
-        (
-            "log.message.timestamp.type",
-            c.log_message_timestamp_type.name().to_string(),
-            TYPE_STRING,
-        ),
-        ("flush.policy", flush_policy.to_string(), TYPE_STRING),
-        ("flush.interval.ms", flush_interval, TYPE_LONG),
-        ("num.shards", c.num_shards.to_string(), TYPE_INT),
-        ("node.id", c.node_id.to_string(), TYPE_INT),
-        (
-            "metrics.listener",
-            c.metrics_listener
-                .map_or_else(String::new, |a| format!("http://{a}")),
-            TYPE_STRING,
-        ),
-        ("log.format", c.log_format.as_str().to_string(), TYPE_STRING),
-        (
-            "offsets.topic.segment.bytes",
-            c.offsets_topic_segment_bytes.to_string(),
-            TYPE_INT,
-        ),
-        (
-            "offsets.topic.segment.ms",
-            c.offsets_topic_segment_ms.to_string(),
-            TYPE_LONG,
-        ),
-    ];
-    values.extend(cleaner_values(&c.cleaner));
-    values
-}
-
-/// The log cleaner's broker settings under Kafka's names, types and value formats (Kafka
-/// shows an unthrottled `log.cleaner.io.max.bytes.per.second` as `Double.MaxValue`).
-fn cleaner_values(c: &crate::log::cleaner::CleanerSettings) -> Vec<(&'static str, String, i8)> {
-    use minikafka_core::compaction::policy::format_ratio_ppm;
-    vec![
-        ("log.cleaner.enable", c.enable.to_string(), TYPE_BOOLEAN),
-        (
-            "log.cleaner.backoff.ms",
-            c.backoff_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.cleaner.dedupe.buffer.size",
-            c.dedupe_buffer_bytes.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.cleaner.io.max.bytes.per.second",
-            c.io_max_bytes_per_second
-                .map_or_else(|| "1.7976931348623157E308".to_string(), |r| r.to_string()),
-            TYPE_DOUBLE,
-        ),
-        (
-            "log.cleaner.min.cleanable.ratio",
-            format_ratio_ppm(c.min_cleanable_ratio_ppm),
-            TYPE_DOUBLE,
-        ),
-        (
-            "log.cleaner.min.compaction.lag.ms",
-            c.min_compaction_lag_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.cleaner.max.compaction.lag.ms",
-            c.max_compaction_lag_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.cleaner.delete.retention.ms",
-            c.delete_retention_ms.to_string(),
-            TYPE_LONG,
-        ),
-        (
-            "log.cleanup.policy",
-            c.default_policy.as_str().to_string(),
-            TYPE_LIST,
-        ),
-    ]
-}
-
 /// The broker's settings (`config` is the effective configuration, `dynamic` what of it was
-/// set at run time).
+/// set at run time): every broker row, those without effect here with the reason.
 pub fn broker_entries(config: &BrokerConfig, dynamic: &DynamicBrokerConfig) -> Vec<ConfigEntry> {
-    broker_values(config)
-        .into_iter()
-        .map(|(name, value, config_type)| {
-            let spellings = broker_key_spellings(name);
-            let own = [name];
-            let keys = if spellings.is_empty() {
-                &own[..]
-            } else {
-                spellings
+    let defaults = BrokerConfig::default();
+    SETTINGS
+        .iter()
+        .filter(|s| s.is_broker())
+        .map(|setting| {
+            let value = match &setting.broker {
+                Some(side) => (side.show)(config),
+                None => setting
+                    .spellings()
+                    .find_map(|k| config.explicit.get(k))
+                    .map_or(setting.default, String::as_str)
+                    .to_string(),
             };
+            let keys: Vec<&str> = setting.spellings().collect();
             ConfigEntry {
-                name: name.to_string(),
-                source: broker_source(config, dynamic, keys),
-                read_only: !DYNAMIC_BROKER_KEYS.contains(&name),
+                name: setting.name.to_string(),
+                source: broker_source(config, dynamic, &keys),
+                read_only: !setting.dynamic,
                 value,
-                config_type,
-                documentation: None,
+                config_type: setting.kind.code(),
+                documentation: no_effect_reason(Some(setting)),
+                synonyms: broker_synonyms(setting, config, dynamic, &defaults),
             }
         })
         .collect()
@@ -482,13 +316,17 @@ mod tests {
                 .map(|e| e.value.clone())
                 .unwrap_or_else(|| panic!("{name} not described"))
         };
-        for key in crate::log::cleaner::CleanerSettings::KEYS {
+        for key in crate::config::SETTINGS
+            .iter()
+            .map(|s| s.name)
+            .filter(|n| n.starts_with("log.clean"))
+        {
             let expected = if [
                 "log.cleaner.backoff.ms",
                 "log.cleaner.min.cleanable.ratio",
                 "log.cleanup.policy",
             ]
-            .contains(key)
+            .contains(&key)
             {
                 SOURCE_STATIC_BROKER
             } else {
@@ -533,6 +371,72 @@ mod tests {
         assert_eq!(honoured.and_then(|e| e.documentation.clone()), None);
     }
 
+    /// Every broker row is described; a Kafka setting without effect on a single node is
+    /// described with what was given (or its default) and says why it does nothing.
+    #[test]
+    fn every_broker_row_is_described_and_no_effect_ones_say_so() {
+        let config = broker(&[("num.network.threads", "5")]);
+        let brokers = broker_entries(&config, &DynamicBrokerConfig::default());
+        let broker_rows = SETTINGS.iter().filter(|s| s.is_broker()).count();
+        assert_eq!(brokers.len(), broker_rows);
+        let threads = brokers
+            .iter()
+            .find(|e| e.name == "num.network.threads")
+            .expect("described");
+        assert_eq!(
+            (threads.value.as_str(), threads.source, threads.read_only),
+            ("5", SOURCE_STATIC_BROKER, true)
+        );
+        let why = threads.documentation.as_deref().unwrap_or("");
+        assert!(why.contains("no effect on a single node"), "{why:?}");
+        let io = brokers.iter().find(|e| e.name == "num.io.threads");
+        assert_eq!(
+            io.map(|e| (e.value.as_str(), e.source)),
+            Some(("8", SOURCE_DEFAULT))
+        );
+        let honoured = brokers.iter().find(|e| e.name == "log.segment.bytes");
+        assert_eq!(honoured.and_then(|e| e.documentation.clone()), None);
+    }
+
+    /// Synonyms follow Kafka's precedence (topic override, dynamic broker, dynamic cluster
+    /// default, static, default) under the table's spellings; the first is the source in force.
+    #[test]
+    fn synonyms_list_every_source_in_precedence_order() {
+        let base = broker(&[("log.retention.hours", "1")]);
+        let dynamic = DynamicBrokerConfig {
+            broker: BTreeMap::new(),
+            cluster_default: BTreeMap::from([("log.retention.ms".to_string(), "5000".to_string())]),
+        };
+        let effective = crate::server::dynamic_config::apply(&base, &dynamic).expect("applies");
+        let overrides = BTreeMap::from([("flush.ms".to_string(), "100".to_string())]);
+        let topic = topic_entries(&effective, &dynamic, &overrides);
+        let retention = topic
+            .iter()
+            .find(|e| e.name == "retention.ms")
+            .expect("described");
+        let listed: Vec<(&str, &str, i8)> = retention
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.value.as_str(), s.source))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("log.retention.ms", "5000", SOURCE_DYNAMIC_DEFAULT_BROKER),
+                ("log.retention.hours", "1", SOURCE_STATIC_BROKER),
+                ("log.retention.ms", "604800000", SOURCE_DEFAULT),
+            ]
+        );
+        let brokers = broker_entries(&effective, &dynamic);
+        for entry in topic.iter().chain(&brokers) {
+            let first = entry.synonyms.first().map(|s| s.source);
+            if entry.name == "flush.policy" && entry.source == SOURCE_TOPIC {
+                continue; // set by the topic's flush.ms, the other half of the pair
+            }
+            assert_eq!(first, Some(entry.source), "{}", entry.name);
+        }
+    }
+
     /// A broker setting changed at run time is DYNAMIC_BROKER_CONFIG (this broker) or
     /// DYNAMIC_DEFAULT_BROKER_CONFIG (cluster default), for the broker entry and for every
     /// topic falling back on it; only dynamic settings are writable.
@@ -565,13 +469,14 @@ mod tests {
             source_of(&brokers, "log.segment.bytes"),
             SOURCE_DYNAMIC_DEFAULT_BROKER
         );
-        let writable: Vec<&str> = brokers
+        let mut writable: Vec<&str> = brokers
             .iter()
             .filter(|e| !e.read_only)
             .map(|e| e.name.as_str())
             .collect();
+        writable.sort_unstable();
         assert!(
-            writable.iter().all(|n| DYNAMIC_BROKER_KEYS.contains(n)),
+            writable == crate::config::table::dynamic_broker_keys(),
             "{writable:?}"
         );
         assert!(writable.contains(&"log.retention.ms") && !writable.contains(&"log.dirs"));

@@ -3,8 +3,9 @@
 //! directory and laid over the static configuration.
 //!
 //! Contract:
-//! - Dynamic keys: exactly [`DYNAMIC_BROKER_KEYS`] (the log defaults every topic without an
-//!   override falls back on). Any other broker setting is read-only: refused with
+//! - Dynamic keys: exactly the rows of the settings table marked dynamic
+//!   ([`dynamic_broker_keys`]: the log defaults every topic without an override falls back
+//!   on). Any other broker setting is read-only: refused with
 //!   INVALID_REQUEST ("cannot be updated dynamically"), as Kafka refuses a static setting; a
 //!   name that is no broker setting at all is INVALID_CONFIG naming it.
 //! - Two scopes, as Kafka's: settings for this broker (resource name = `node.id`, source
@@ -21,22 +22,9 @@ use std::path::Path;
 
 use minikafka_core::backend::Backend;
 
-use crate::config::{BrokerConfig, ConfigError};
+use crate::config::table::dynamic_broker_keys;
+use crate::config::{broker_setting, BrokerConfig, SETTINGS};
 use crate::log::atomic_file::{read_bounded, tmp_path, write_atomically, ReadError};
-use crate::log::FlushPolicy;
-
-/// The broker settings that may change at run time, sorted. Each is a default of the topic
-/// logs, and a change reaches every live partition without an override at once.
-pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
-    "flush.interval.ms",
-    "flush.policy",
-    "log.index.interval.bytes",
-    "log.retention.bytes",
-    "log.retention.ms",
-    "log.roll.ms",
-    "log.segment.bytes",
-    "message.max.bytes",
-];
 
 /// File name of the stored dynamic configuration in the data directory.
 pub const DYNAMIC_CONFIG_FILE: &str = "dynamic-broker.properties";
@@ -150,65 +138,41 @@ impl DynamicBrokerConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DynamicKeyError {
     /// A broker setting that only a restart changes.
-    #[error("cannot update {0} dynamically: it is read-only (dynamic: {keys})", keys = DYNAMIC_BROKER_KEYS.join(", "))]
+    #[error("cannot update {0} dynamically: it is read-only (dynamic: {keys})", keys = dynamic_broker_keys().join(", "))]
     ReadOnly(String),
     /// Not a broker setting at all.
     #[error("{0} is not a broker configuration")]
     Unknown(String),
 }
 
-/// Checks that `key` is one of [`DYNAMIC_BROKER_KEYS`].
+/// Checks that `key` names a dynamic broker setting (by its name, not a synonym).
 pub fn check_dynamic_key(key: &str) -> Result<(), DynamicKeyError> {
-    if DYNAMIC_BROKER_KEYS.contains(&key) {
-        return Ok(());
-    }
-    let probe = BTreeMap::from([(key.to_string(), String::new())]);
-    match BrokerConfig::from_settings(&probe) {
-        Err(ConfigError::Unknown(_)) => Err(DynamicKeyError::Unknown(key.to_string())),
-        _ => Err(DynamicKeyError::ReadOnly(key.to_string())),
+    match broker_setting(key) {
+        Some(setting) if setting.dynamic && setting.name == key => Ok(()),
+        Some(_) => Err(DynamicKeyError::ReadOnly(key.to_string())),
+        None => Err(DynamicKeyError::Unknown(key.to_string())),
     }
 }
 
 /// The effective broker configuration: `base` (the static one) with the dynamic settings in
-/// force laid over it. An invalid value is an error naming its key.
+/// force laid over it, each by its row, in table order (so a flush policy set alone keeps
+/// the static interval). An invalid value is an error naming its key.
 pub fn apply(base: &BrokerConfig, dynamic: &DynamicBrokerConfig) -> Result<BrokerConfig, String> {
     let merged = dynamic.merged();
-    if merged.is_empty() {
-        return Ok(base.clone());
-    }
-    let mut settings = merged.clone();
-    // The flush policy is two settings; the half not set dynamically keeps its static value.
-    if settings.contains_key("flush.policy") || settings.contains_key("flush.interval.ms") {
-        settings
-            .entry("flush.policy".into())
-            .or_insert_with(|| base.flush_policy.name().to_string());
-        let interval_ms = match base.flush_policy {
-            FlushPolicy::Interval { ms } => ms,
-            _ => 1000,
-        };
-        settings
-            .entry("flush.interval.ms".into())
-            .or_insert_with(|| interval_ms.to_string());
-    }
-    // message.max.bytes is bounded by the (static) frame limit.
-    settings.insert(
-        "socket.request.max.bytes".into(),
-        base.socket_request_max_bytes.to_string(),
-    );
-    let parsed = BrokerConfig::from_settings(&settings).map_err(|e| e.to_string())?;
-    let mut out = base.clone();
     for key in merged.keys() {
-        match key.as_str() {
-            "log.segment.bytes" => out.segment_bytes = parsed.segment_bytes,
-            "log.roll.ms" => out.segment_ms = parsed.segment_ms,
-            "log.retention.bytes" => out.retention_bytes = parsed.retention_bytes,
-            "log.retention.ms" => out.retention_ms = parsed.retention_ms,
-            "log.index.interval.bytes" => out.index_interval_bytes = parsed.index_interval_bytes,
-            "message.max.bytes" => out.message_max_bytes = parsed.message_max_bytes,
-            "flush.policy" | "flush.interval.ms" => out.flush_policy = parsed.flush_policy,
-            other => return Err(DynamicKeyError::ReadOnly(other.to_string()).to_string()),
-        }
+        check_dynamic_key(key).map_err(|e| e.to_string())?;
     }
+    let mut out = base.clone();
+    for setting in SETTINGS.iter().filter(|s| s.dynamic) {
+        let (Some(value), Some(side)) = (merged.get(setting.name), setting.broker) else {
+            continue;
+        };
+        let invalid =
+            |why: String| format!("invalid value `{value}` for `{}`: {why}", setting.name);
+        setting.valid.check(value).map_err(invalid)?;
+        (side.apply)(&mut out, setting.name, value).map_err(invalid)?;
+    }
+    out.check().map_err(|e| e.to_string())?;
     Ok(out)
 }
 
@@ -250,6 +214,7 @@ pub async fn save<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::FlushPolicy;
 
     fn state(broker: &[(&str, &str)], default: &[(&str, &str)]) -> DynamicBrokerConfig {
         let map = |pairs: &[(&str, &str)]| {
@@ -266,9 +231,7 @@ mod tests {
 
     #[test]
     fn keys_are_sorted_and_each_is_applied() {
-        let mut sorted = DYNAMIC_BROKER_KEYS.to_vec();
-        sorted.sort_unstable();
-        assert_eq!(sorted, DYNAMIC_BROKER_KEYS);
+        let keys = dynamic_broker_keys();
         let base = BrokerConfig::default();
         for (key, value) in [
             ("flush.interval.ms", "77"),
@@ -280,6 +243,7 @@ mod tests {
             ("log.segment.bytes", "77777"),
             ("message.max.bytes", "7777"),
         ] {
+            assert!(keys.contains(&key), "{key}");
             let applied = apply(&base, &state(&[(key, value)], &[])).expect(key);
             if key == "flush.interval.ms" {
                 // Only meaningful with the interval policy; alone it keeps the policy.
@@ -329,6 +293,9 @@ mod tests {
         let base = BrokerConfig::default();
         let err = apply(&base, &state(&[("log.segment.bytes", "lots")], &[])).expect_err("bad");
         assert!(err.contains("log.segment.bytes"), "{err}");
+        // A value is taken exactly as written, never guessed at.
+        let err = apply(&base, &state(&[("flush.policy", " fsync")], &[])).expect_err("spaced");
+        assert!(err.contains("flush.policy"), "{err}");
         let err = apply(&base, &state(&[("message.max.bytes", "209715200")], &[]))
             .expect_err("above the frame limit");
         assert!(err.contains("message.max.bytes"), "{err}");

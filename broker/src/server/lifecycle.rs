@@ -48,10 +48,8 @@ const PARALLEL_OPENS: usize = 16;
 async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
     use futures::stream::{StreamExt, TryStreamExt};
     let mut owned = Vec::new();
-    let broker_config = state.shared.effective_config();
     for topic in state.shared.all_topics() {
-        let config = topics::log_config(&broker_config, &topic.config)
-            .map_err(|e| format!("topic {}: {e}", topic.name))?;
+        let config = topic.config.log().clone();
         for (p, signal) in topic.signals.iter().enumerate() {
             let p = p as i32;
             if state.owner(&topic.name, p) == state.shard {

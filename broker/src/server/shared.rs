@@ -47,8 +47,8 @@ pub struct TopicInfo {
     pub name: String,
     /// The topic id (persisted in the topic's metadata file).
     pub id: Uuid,
-    /// Topic-level configuration overrides (without the reserved keys).
-    pub config: BTreeMap<String, String>,
+    /// Topic-level configuration: the overrides (without the reserved keys), parsed.
+    pub config: crate::config::topic::TopicConfig,
     /// One wakeup signal per partition, index = partition.
     pub signals: Vec<Arc<PartitionSignal>>,
 }

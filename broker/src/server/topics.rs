@@ -26,6 +26,7 @@ use uuid::Uuid;
 use super::groups::offsets_topic::is_internal;
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
+use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
 use crate::log::topics::validate_topic_name;
 use crate::log::{LogConfig, LogError, TopicMeta, TopicStore};
@@ -42,24 +43,13 @@ pub fn unknown_topic(name: &str) -> AdminError {
     )
 }
 
-/// The log configuration of a topic: the broker's settings with the topic's overrides.
+/// The log configuration of a topic: the broker's settings with the topic's overrides
+/// (from the settings table, `crate::config::topic`).
 pub fn log_config(
     config: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
 ) -> Result<LogConfig, LogError> {
-    let base = LogConfig {
-        segment_bytes: config.segment_bytes,
-        segment_ms: config.segment_ms,
-        index_interval_bytes: config.index_interval_bytes,
-        retention_bytes: config.retention_bytes,
-        retention_ms: config.retention_ms,
-        max_batch_bytes: config.message_max_bytes,
-        flush: config.flush_policy,
-        cleanup_policy: config.cleaner.default_policy,
-        compaction: config.cleaner.compaction_defaults(),
-        timestamp_type: config.log_message_timestamp_type,
-    };
-    base.with_overrides(overrides)
+    crate::config::topic::log_config(config, overrides)
 }
 
 /// Checks a topic's requested configuration: no reserved keys, and values the log accepts.
@@ -123,7 +113,18 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 id
             }
         };
-        let config = topic_overrides(&meta.config);
+        let config = TopicConfig::parse(
+            &state.shared.effective_config(),
+            topic_overrides(&meta.config),
+        )
+        .map_err(|e| LogError::BadMetadata {
+            path: state
+                .data_dir()
+                .join("topics")
+                .join(format!("{}.meta", meta.name)),
+            line: 0,
+            reason: e.to_string(),
+        })?;
         tracing::info!(topic = meta.name, partitions = meta.partition_count, %id, "topic loaded");
         state.shared.publish_topic(Arc::new(TopicInfo {
             name: meta.name,
@@ -166,7 +167,7 @@ pub async fn create_topic<B: Backend>(
         return Ok(Arc::new(TopicInfo {
             name: name.to_string(),
             id: Uuid::nil(),
-            config: overrides,
+            config: TopicConfig::new(overrides, log_config),
             signals: new_signals(partitions),
         }));
     }
@@ -175,7 +176,7 @@ pub async fn create_topic<B: Backend>(
     let info = Arc::new(TopicInfo {
         name: name.to_string(),
         id,
-        config: overrides,
+        config: TopicConfig::new(overrides, log_config.clone()),
         signals: new_signals(partitions),
     });
     if let Err(e) = open_partitions(state, &info, 0, &log_config).await {
@@ -299,9 +300,8 @@ pub async fn add_partitions<B: Backend>(
     if validate_only {
         return Ok(());
     }
-    let log_config = log_config(&shared.effective_config(), &info.config)
-        .map_err(|e| (ErrorCode::INVALID_CONFIG, e.to_string()))?;
-    save_topic_meta(state, name, info.id, count, &info.config).await?;
+    let log_config = info.config.log().clone();
+    save_topic_meta(state, name, info.id, count, info.config.overrides()).await?;
     let mut signals = info.signals.clone();
     signals.extend(new_signals(count - current));
     let grown = Arc::new(TopicInfo {

@@ -1,5 +1,6 @@
 //! The broker-level cleaner settings, under Kafka's names (`log.cleaner.*`,
-//! `log.cleanup.policy`), and the topic defaults they give.
+//! `log.cleanup.policy`; their rows in `crate::config::table` call [`CleanerSettings::apply`]),
+//! and the topic defaults they give.
 
 use minikafka_core::compaction::policy::{parse_ratio_ppm, CleanupPolicy, CompactionConfig};
 
@@ -46,19 +47,6 @@ impl Default for CleanerSettings {
 }
 
 impl CleanerSettings {
-    /// The names [`CleanerSettings::apply`] takes.
-    pub const KEYS: &'static [&'static str] = &[
-        "log.cleaner.backoff.ms",
-        "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.delete.retention.ms",
-        "log.cleaner.enable",
-        "log.cleaner.io.max.bytes.per.second",
-        "log.cleaner.max.compaction.lag.ms",
-        "log.cleaner.min.cleanable.ratio",
-        "log.cleaner.min.compaction.lag.ms",
-        "log.cleanup.policy",
-    ];
-
     /// The topic-level defaults these settings give.
     pub fn compaction_defaults(&self) -> CompactionConfig {
         CompactionConfig {
@@ -136,7 +124,8 @@ mod tests {
             let before = s.clone();
             assert_eq!(s.apply(key, value), Ok(true), "{key}");
             assert_ne!(s, before, "{key} has no effect");
-            assert!(CleanerSettings::KEYS.contains(&key));
+            let row = crate::config::broker_setting(key).expect("a row of the settings table");
+            assert_eq!(row.valid.check(value), Ok(()), "{key}");
         }
         assert_eq!(s.default_policy, CleanupPolicy::COMPACT);
         assert_eq!(s.io_max_bytes_per_second, Some(1 << 20));

@@ -22,7 +22,7 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::log::config::{check_topic_config, topic_config_status};
+use crate::config::topic::{check_topic_config, topic_config_status};
 use crate::log::topics::validate_topic_name;
 use crate::server::config_entries::topic_entries;
 use crate::server::shard::ShardState;
@@ -142,7 +142,7 @@ pub async fn handle<B: Backend>(
                         topic_entries(
                             &state.shared.effective_config(),
                             &state.shared.dynamic_config(),
-                            &info.config,
+                            info.config.overrides(),
                         )
                         .into_iter()
                         .map(|e| {

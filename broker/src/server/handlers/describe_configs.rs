@@ -1,19 +1,23 @@
 //! DescribeConfigs (key 32), v1–4: topic and broker configuration.
 //!
 //! Contract:
-//! - Topic resources (type 2): the effective `cleanup.policy` and compaction settings,
-//!   `retention.ms`, `retention.bytes`, `segment.bytes`, `segment.ms`, `max.message.bytes`,
-//!   `index.interval.bytes`, `flush.policy`, `compression.type` (always `producer`),
-//!   `message.timestamp.type` (`CreateTime` or `LogAppendTime`), plus any other stored override; one the
-//!   broker accepts without acting on it says why in its documentation (v3+). Source: 1
+//! - Topic resources (type 2): every topic setting of the settings table that has a value
+//!   of its own (`cleanup.policy`, retention, segments, compaction, `flush.policy`,
+//!   `compression.type` — always `producer` —, `message.timestamp.type`, …), plus any other
+//!   stored override; one the broker accepts without acting on it says why in its
+//!   documentation (v3+). Source: 1
 //!   (DYNAMIC_TOPIC_CONFIG) for a topic override, else the source of the broker setting it
 //!   falls back on: 2/3 (dynamic broker / dynamic cluster default), 4 (STATIC_BROKER_CONFIG)
 //!   when given explicitly, else 5 (DEFAULT_CONFIG). Unknown topic:
 //!   UNKNOWN_TOPIC_OR_PARTITION (3).
-//! - Broker resources (type 4, named by `node.id` or empty): the settings the broker
-//!   honours, source 2 to 5 as above (2 and 3 for settings altered at run time, which alone
+//! - Broker resources (type 4, named by `node.id` or empty): every broker row of the table
+//!   (one without effect on a single node says so in its documentation), source 2 to 5 as
+//!   above (2 and 3 for settings altered at run time, which alone
 //!   are not read-only). Another broker id or resource type: INVALID_REQUEST.
-//! - `configuration_keys` filters; synonyms (when asked) list the entry itself.
+//! - `configuration_keys` filters; synonyms (when asked) list where the value may come from,
+//!   in precedence order (the topic override, each broker spelling set dynamically for this
+//!   broker, as the cluster default, or in the static file, then the default), from the
+//!   settings table's synonyms.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -44,11 +48,17 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
         None
     };
     if synonyms {
-        let mut synonym = DescribeConfigsSynonym::default();
-        synonym.name = str_bytes(&entry.name);
-        synonym.value = Some(str_bytes(&entry.value));
-        synonym.source = entry.source;
-        result.synonyms = vec![synonym];
+        result.synonyms = entry
+            .synonyms
+            .iter()
+            .map(|s| {
+                let mut synonym = DescribeConfigsSynonym::default();
+                synonym.name = str_bytes(&s.name);
+                synonym.value = Some(str_bytes(&s.value));
+                synonym.source = s.source;
+                synonym
+            })
+            .collect();
     }
     result
 }
@@ -73,7 +83,7 @@ pub fn handle<B: Backend>(
         let entries = match resource.resource_type {
             RESOURCE_TOPIC => shared
                 .topic(name)
-                .map(|info| topic_entries(&effective, &dynamic, &info.config))
+                .map(|info| topic_entries(&effective, &dynamic, info.config.overrides()))
                 .ok_or_else(|| unknown_topic(name)),
             RESOURCE_BROKER if name.is_empty() || name == node => {
                 Ok(broker_entries(&effective, &dynamic))

@@ -16,14 +16,12 @@
 //!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
 //!   LogAppendTime` topic, else -1) and log start offset.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use minikafka_codec::KafkaCodecs;
 use minikafka_core::backend::Backend;
-use minikafka_core::compaction::policy::CleanupPolicy;
 use minikafka_core::compaction::rewrite::batch_records;
 use minikafka_core::record::{
     check_single_batch, validate_batch_with, BatchCheck, BatchError, BatchView, ValidateOptions,
@@ -76,15 +74,6 @@ fn keys_present_for_compaction(records: &[u8]) -> Result<(), ErrorCode> {
         return Err(ErrorCode::INVALID_RECORD);
     }
     Ok(())
-}
-
-/// Whether the topic's `cleanup.policy` (or the broker's `log.cleanup.policy`) compacts.
-fn compacted(config: &BTreeMap<String, String>, default: CleanupPolicy) -> bool {
-    config
-        .get("cleanup.policy")
-        .and_then(|v| CleanupPolicy::parse(v).ok())
-        .unwrap_or(default)
-        .compact
 }
 
 fn partition_response(index: i32, error_code: ErrorCode) -> PartitionProduceResponse {
@@ -141,7 +130,7 @@ pub async fn handle<B: Backend>(
                     }
                     Some(info) => match partition.records.as_deref().map(|records| {
                         single_batch(records)?;
-                        if compacted(&info.config, shared.config.cleaner.default_policy) {
+                        if info.config.log().cleanup_policy.compact {
                             keys_present_for_compaction(records)?;
                         }
                         Ok(())

@@ -5,11 +5,19 @@
 //!   `key: value`, `#`/`!` comments, trailing `\` continues a line) and `--override key=value`
 //!   pairs, applied in that order.
 //! - Output: a validated [`BrokerConfig`], or a [`ConfigError`] naming the setting and why.
+//! - Every setting is one row of [`table::SETTINGS`]; parsing, DescribeConfigs, the alter
+//!   checks and the README's tables derive from it (docs/DESIGN.md, "Configuration").
 //! - Unknown keys are rejected (a typo must not silently become a default), except Kafka
-//!   settings we accept and ignore because they have no meaning for a single node
-//!   ([`IGNORED_KAFKA_KEYS`]).
+//!   settings we accept with no effect because they mean nothing on a single node (rows with
+//!   [`Effect::NoEffect`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod docs;
+pub mod table;
+pub mod topic;
+
+pub use table::{broker_setting, topic_setting, Effect, Setting, SETTINGS};
+
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -82,9 +90,11 @@ pub struct BrokerConfig {
     pub metrics_listener: Option<SocketAddr>,
     /// `log.format`: how log lines are written to stderr.
     pub log_format: LogFormat,
-    /// The keys given in the properties file or as overrides, as written (so DescribeConfigs
-    /// can say STATIC_BROKER_CONFIG for a setting given explicitly, even at its default value).
-    pub explicit: BTreeSet<String>,
+    /// The settings given in the properties file or as overrides, keys and values as written
+    /// (so DescribeConfigs can say STATIC_BROKER_CONFIG for a setting given explicitly, even
+    /// at its default value, list it among the synonyms, and report what was given for a
+    /// setting without effect here).
+    pub explicit: BTreeMap<String, String>,
 }
 
 /// `log.format`: the shape of the broker's log lines.
@@ -166,36 +176,6 @@ impl Default for GroupSettings {
 /// The server-side assignors the consumer protocol offers (`group.consumer.assignors`).
 pub const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
 
-/// Kafka settings accepted and ignored: they configure replication, security or JVM matters
-/// that a single node without TLS does not have. Accepting them lets users start us with a
-/// stock `server.properties`.
-pub const IGNORED_KAFKA_KEYS: &[&str] = &[
-    "process.roles",
-    "controller.quorum.voters",
-    "controller.listener.names",
-    "inter.broker.listener.name",
-    "listener.security.protocol.map",
-    "num.network.threads",
-    "num.io.threads",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir",
-    "offsets.topic.replication.factor",
-    "offsets.topic.compression.codec",
-    "offsets.commit.required.acks",
-    "offsets.commit.timeout.ms",
-    "offsets.load.buffer.size",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "default.replication.factor",
-    "min.insync.replicas",
-    "zookeeper.connect",
-    "zookeeper.connection.timeout.ms",
-    "controller.quorum.bootstrap.servers",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-];
-
 /// Why a configuration was rejected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -254,7 +234,7 @@ impl Default for BrokerConfig {
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
             log_format: LogFormat::Text,
-            explicit: BTreeSet::new(),
+            explicit: BTreeMap::new(),
         }
     }
 }
@@ -334,44 +314,19 @@ fn invalid(key: &str, value: &str, why: impl Into<String>) -> ConfigError {
     }
 }
 
-fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
-    value
-        .parse()
-        .map_err(|_| invalid(key, value, "expected a number in range"))
-}
-
-/// `-1` (or any negative) means unlimited, as in Kafka.
-fn parse_limit(key: &str, value: &str) -> Result<Option<i64>, ConfigError> {
-    let n: i64 = parse_num(key, value)?;
-    Ok((n >= 0).then_some(n))
-}
-
-fn parse_positive<T>(key: &str, value: &str) -> Result<T, ConfigError>
-where
-    T: std::str::FromStr + PartialOrd + Default,
-{
-    let n: T = parse_num(key, value)?;
-    if n <= T::default() {
-        return Err(invalid(key, value, "must be positive"));
-    }
-    Ok(n)
-}
-
 /// Parses `PLAINTEXT://host:port` (the only listener security protocol we speak).
-fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
-    let first = value.split(',').next().unwrap_or("").trim();
+fn parse_listener(value: &str) -> Result<(String, u16), String> {
     if value.contains(',') {
-        return Err(invalid(key, value, "one listener is supported"));
+        return Err("one listener is supported".into());
     }
-    let rest = first
+    let rest = value
+        .trim()
         .strip_prefix("PLAINTEXT://")
-        .ok_or_else(|| invalid(key, value, "expected PLAINTEXT://host:port"))?;
+        .ok_or("expected PLAINTEXT://host:port")?;
     let (host, port) = rest
         .rsplit_once(':')
-        .ok_or_else(|| invalid(key, value, "expected PLAINTEXT://host:port"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| invalid(key, value, "port must be 0..65535"))?;
+        .ok_or("expected PLAINTEXT://host:port")?;
+    let port: u16 = port.parse().map_err(|_| "port must be 0..65535")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let host = if host.is_empty() { "0.0.0.0" } else { host };
     Ok((host.to_string(), port))
@@ -379,22 +334,26 @@ fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> 
 
 /// Parses `metrics.listener`: `http://host:port` (a trailing `/metrics` is allowed) or
 /// `host:port`; empty or `none` turns the endpoint off.
-fn parse_metrics_listener(key: &str, value: &str) -> Result<Option<SocketAddr>, ConfigError> {
+fn parse_metrics_listener(value: &str) -> Result<Option<SocketAddr>, String> {
     if value.is_empty() || value == "none" {
         return Ok(None);
     }
     let rest = value.strip_prefix("http://").unwrap_or(value);
     let rest = rest.strip_suffix("/metrics").unwrap_or(rest);
     let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or_else(|| invalid(key, value, "expected http://host:port"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| invalid(key, value, "port must be 0..65535"))?;
+    let (host, port) = rest.rsplit_once(':').ok_or("expected http://host:port")?;
+    let port: u16 = port.parse().map_err(|_| "port must be 0..65535")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let host = if host.is_empty() { "0.0.0.0" } else { host };
-    resolve(key, value, host, port).map(Some)
+    resolve(value, host, port).map(Some)
+}
+
+fn resolve(value: &str, host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{value}: {e}"))?
+        .next()
+        .ok_or_else(|| "host resolves to no address".to_string())
 }
 
 impl BrokerConfig {
@@ -411,155 +370,36 @@ impl BrokerConfig {
         Self::from_settings(&settings)
     }
 
-    /// Builds a configuration from resolved settings.
+    /// Builds a configuration from resolved settings, as [`SETTINGS`] says: every key must be
+    /// a broker setting (or a synonym) and pass its row's validator; then each row, in table
+    /// order, applies the first of its spellings given; then [`BrokerConfig::check`].
     pub fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let mut config = BrokerConfig::default();
-        let mut advertised: Option<(String, u16)> = None;
-        let mut flush_interval_ms: u64 = 1000;
-        let mut flush_kind = "none".to_string();
-        let (mut retention_ms, mut retention_minutes, mut retention_hours) = (None, None, None);
-        let (mut roll_ms, mut roll_hours) = (None, None);
         for (key, value) in settings {
-            let (k, v) = (key.as_str(), value.as_str());
-            match k {
-                "listeners" => {
-                    let (host, port) = parse_listener(k, v)?;
-                    config.listener = resolve(k, v, &host, port)?;
-                }
-                "advertised.listeners" => advertised = Some(parse_listener(k, v)?),
-                "log.dirs" | "log.dir" => {
-                    if v.contains(',') {
-                        return Err(invalid(k, v, "one data directory is supported"));
-                    }
-                    if v.is_empty() {
-                        return Err(invalid(k, v, "must not be empty"));
-                    }
-                    config.log_dir = PathBuf::from(v);
-                }
-                "log.segment.bytes" => {
-                    let n: u64 = parse_positive(k, v)?;
-                    // A segment holds 32-bit positions (I6); Kafka's minimum is 14 bytes.
-                    if !(14..=i32::MAX as u64).contains(&n) {
-                        return Err(invalid(k, v, "must be between 14 and 2147483647"));
-                    }
-                    config.segment_bytes = n;
-                }
-                "log.roll.ms" => roll_ms = Some(parse_positive::<i64>(k, v)?),
-                "log.roll.hours" => roll_hours = Some(parse_positive::<i64>(k, v)?),
-                "log.retention.bytes" => {
-                    config.retention_bytes = parse_limit(k, v)?.map(|n| n as u64)
-                }
-                "log.retention.ms" => retention_ms = Some(parse_limit(k, v)?),
-                "log.retention.minutes" => retention_minutes = Some(parse_limit(k, v)?),
-                "log.retention.hours" => retention_hours = Some(parse_limit(k, v)?),
-                "log.retention.check.interval.ms" => {
-                    config.retention_check_interval_ms = parse_positive(k, v)?
-                }
-                "log.index.interval.bytes" => config.index_interval_bytes = parse_num(k, v)?,
-                k if crate::log::cleaner::CleanerSettings::KEYS.contains(&k) => {
-                    config
-                        .cleaner
-                        .apply(k, v)
-                        .map_err(|why| invalid(k, v, why))?;
-                }
-                "num.partitions" => config.num_partitions = parse_positive(k, v)?,
-                "auto.create.topics.enable" => {
-                    config.auto_create_topics = match v {
-                        "true" => true,
-                        "false" => false,
-                        _ => return Err(invalid(k, v, "expected true or false")),
-                    }
-                }
-                "message.max.bytes" => {
-                    let n: usize = parse_positive(k, v)?;
-                    if n > i32::MAX as usize {
-                        return Err(invalid(k, v, "must fit in 31 bits"));
-                    }
-                    config.message_max_bytes = n;
-                }
-                "socket.request.max.bytes" => {
-                    let n: usize = parse_positive(k, v)?;
-                    if n > i32::MAX as usize {
-                        return Err(invalid(k, v, "must fit in 31 bits"));
-                    }
-                    config.socket_request_max_bytes = n;
-                }
-                "connections.max.idle.ms" => config.connections_max_idle_ms = parse_positive(k, v)?,
-                "socket.send.buffer.bytes" => {
-                    let n = parse_limit(k, v)?;
-                    if n.is_some_and(|n| n == 0 || n > i32::MAX as i64) {
-                        return Err(invalid(k, v, "expected -1 or 1 to 2147483647"));
-                    }
-                    config.socket_send_buffer_bytes = n.map(|n| n as usize);
-                }
-                "max.connections" => config.max_connections = parse_positive(k, v)?,
-                "flush.policy" => match v {
-                    "none" | "fsync" | "interval" => flush_kind = v.to_string(),
-                    _ => return Err(invalid(k, v, "expected none, fsync or interval")),
-                },
-                "flush.interval.ms" => flush_interval_ms = parse_positive(k, v)?,
-                "log.message.timestamp.type" => {
-                    config.log_message_timestamp_type = TimestampType::parse(v)
-                        .ok_or_else(|| invalid(k, v, "expected CreateTime or LogAppendTime"))?
-                }
-                "num.shards" => {
-                    let n: usize = parse_positive(k, v)?;
-                    if n > 1024 {
-                        return Err(invalid(k, v, "at most 1024 shards"));
-                    }
-                    config.num_shards = n;
-                }
-                "node.id" | "broker.id" => config.node_id = parse_num(k, v)?,
-                "metrics.listener" => config.metrics_listener = parse_metrics_listener(k, v)?,
-                "log.format" => {
-                    config.log_format = match v {
-                        "text" => LogFormat::Text,
-                        "json" => LogFormat::Json,
-                        _ => return Err(invalid(k, v, "expected text or json")),
-                    }
-                }
-                "offsets.topic.num.partitions" => {
-                    let n: i32 = parse_positive(k, v)?;
-                    if n > 1000 {
-                        return Err(invalid(k, v, "at most 1000 partitions"));
-                    }
-                    config.offsets_topic_num_partitions = n;
-                }
-                "offsets.topic.segment.bytes" => {
-                    let n: u64 = parse_positive(k, v)?;
-                    if !(14..=i32::MAX as u64).contains(&n) {
-                        return Err(invalid(k, v, "must be between 14 and 2147483647"));
-                    }
-                    config.offsets_topic_segment_bytes = n;
-                }
-                "offsets.topic.segment.ms" => {
-                    config.offsets_topic_segment_ms = parse_positive(k, v)?
-                }
-                _ if k.starts_with("group.") || k.starts_with("offset") => {
-                    apply_group_setting(&mut config.groups, k, v)?
-                }
-                _ if IGNORED_KAFKA_KEYS.contains(&k) => {}
-                _ => return Err(ConfigError::Unknown(key.clone())),
+            let setting = broker_setting(key).ok_or_else(|| ConfigError::Unknown(key.clone()))?;
+            setting
+                .valid
+                .check(value)
+                .map_err(|why| invalid(key, value, why))?;
+        }
+        let mut config = BrokerConfig::default();
+        for setting in SETTINGS.iter().filter(|s| s.is_broker()) {
+            let Some((key, value)) = setting.spellings().find_map(|k| settings.get_key_value(k))
+            else {
+                continue;
+            };
+            if let Some(side) = &setting.broker {
+                (side.apply)(&mut config, key, value).map_err(|why| invalid(key, value, why))?;
             }
         }
-        // Kafka's precedence: ms, then minutes, then hours.
-        if let Some(ms) = retention_ms
-            .or(retention_minutes.map(|m| m.map(|m| m.saturating_mul(60_000))))
-            .or(retention_hours.map(|h| h.map(|h| h.saturating_mul(3_600_000))))
-        {
-            config.retention_ms = ms;
-        }
-        if let Some(ms) = roll_ms.or(roll_hours.map(|h| h.saturating_mul(3_600_000))) {
-            config.segment_ms = Some(ms);
-        }
-        config.flush_policy = match flush_kind.as_str() {
-            "fsync" => FlushPolicy::Fsync,
-            "interval" => FlushPolicy::Interval {
-                ms: flush_interval_ms,
-            },
-            _ => FlushPolicy::None,
-        };
-        let groups = &config.groups;
+        config.check()?;
+        config.explicit = settings.clone();
+        Ok(config)
+    }
+
+    /// Checks what spans several settings: session timeouts within their bounds, a batch
+    /// limit within the frame limit.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let groups = &self.groups;
         if groups.min_session_timeout_ms > groups.max_session_timeout_ms {
             return Err(invalid(
                 "group.min.session.timeout.ms",
@@ -588,105 +428,15 @@ impl BrokerConfig {
             groups.consumer_heartbeat_interval_bounds_ms,
             "group.consumer.heartbeat.interval.ms",
         )?;
-        if config.message_max_bytes > config.socket_request_max_bytes {
+        if self.message_max_bytes > self.socket_request_max_bytes {
             return Err(invalid(
                 "message.max.bytes",
-                &config.message_max_bytes.to_string(),
+                &self.message_max_bytes.to_string(),
                 "must not exceed socket.request.max.bytes",
             ));
         }
-        let (host, port) = advertised.unwrap_or_else(|| {
-            let ip = config.listener.ip();
-            let host = if ip.is_unspecified() {
-                "127.0.0.1".to_string()
-            } else {
-                ip.to_string()
-            };
-            (host, config.listener.port())
-        });
-        config.advertised_host = host;
-        config.advertised_port = port;
-        config.explicit = settings.keys().cloned().collect();
-        Ok(config)
+        Ok(())
     }
-}
-
-/// Applies one `group.*` / `offsets.*` / `offset.*` setting, or rejects an unknown one.
-fn apply_group_setting(groups: &mut GroupSettings, k: &str, v: &str) -> Result<(), ConfigError> {
-    match k {
-        "group.min.session.timeout.ms" => groups.min_session_timeout_ms = parse_positive(k, v)?,
-        "group.max.session.timeout.ms" => groups.max_session_timeout_ms = parse_positive(k, v)?,
-        "group.max.size" => groups.max_size = parse_positive(k, v)?,
-        "group.initial.rebalance.delay.ms" => {
-            let n: i32 = parse_num(k, v)?;
-            if n < 0 {
-                return Err(invalid(k, v, "must not be negative"));
-            }
-            groups.initial_rebalance_delay_ms = n;
-        }
-        "offsets.retention.minutes" => groups.offsets_retention_minutes = parse_positive(k, v)?,
-        "offsets.retention.check.interval.ms" => {
-            groups.offsets_retention_check_interval_ms = parse_positive(k, v)?
-        }
-        "offset.metadata.max.bytes" => {
-            let n: i32 = parse_num(k, v)?;
-            if n < 0 {
-                return Err(invalid(k, v, "must not be negative"));
-            }
-            groups.offset_metadata_max_bytes = n;
-        }
-        "group.consumer.heartbeat.interval.ms" => {
-            groups.consumer_heartbeat_interval_ms = parse_positive(k, v)?
-        }
-        "group.consumer.session.timeout.ms" => {
-            groups.consumer_session_timeout_ms = parse_positive(k, v)?
-        }
-        "group.consumer.min.session.timeout.ms" => {
-            groups.consumer_session_timeout_bounds_ms.0 = parse_positive(k, v)?
-        }
-        "group.consumer.max.session.timeout.ms" => {
-            groups.consumer_session_timeout_bounds_ms.1 = parse_positive(k, v)?
-        }
-        "group.consumer.min.heartbeat.interval.ms" => {
-            groups.consumer_heartbeat_interval_bounds_ms.0 = parse_positive(k, v)?
-        }
-        "group.consumer.max.heartbeat.interval.ms" => {
-            groups.consumer_heartbeat_interval_bounds_ms.1 = parse_positive(k, v)?
-        }
-        "group.consumer.max.size" => groups.consumer_max_size = parse_positive(k, v)?,
-        "group.consumer.assignors" => {
-            let names: Vec<String> = v
-                .split(',')
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
-                .collect();
-            if names.is_empty() {
-                return Err(invalid(k, v, "name at least one assignor"));
-            }
-            if let Some(bad) = names
-                .iter()
-                .find(|n| !CONSUMER_ASSIGNORS.contains(&n.as_str()))
-            {
-                return Err(invalid(
-                    k,
-                    v,
-                    format!("unknown assignor {bad} (known: uniform, range)"),
-                ));
-            }
-            groups.consumer_assignors = names;
-        }
-        _ if IGNORED_KAFKA_KEYS.contains(&k) => {}
-        _ => return Err(ConfigError::Unknown(k.to_string())),
-    }
-    Ok(())
-}
-
-fn resolve(key: &str, value: &str, host: &str, port: u16) -> Result<SocketAddr, ConfigError> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| invalid(key, value, e.to_string()))?
-        .next()
-        .ok_or_else(|| invalid(key, value, "host resolves to no address"))
 }
 
 #[cfg(test)]
@@ -770,6 +520,24 @@ mod tests {
         assert!(with(&[("log.segment.bytes", "4294967296")]).is_err());
         assert!(with(&[("message.max.bytes", "200000000")]).is_err());
         assert!(with(&[("num.shards", "0")]).is_err());
+    }
+
+    /// A Kafka setting without meaning on a single node is accepted, kept for
+    /// DescribeConfigs, and changes nothing else.
+    #[test]
+    fn no_effect_settings_are_accepted_and_kept() {
+        let config = with(&[
+            ("num.io.threads", "16"),
+            ("sasl.kerberos.min.time.before.relogin", "60000"),
+        ])
+        .expect("accepted");
+        assert_eq!(
+            config.explicit.get("num.io.threads").map(String::as_str),
+            Some("16")
+        );
+        let mut plain = config.clone();
+        plain.explicit.clear();
+        assert_eq!(plain, BrokerConfig::default());
     }
 
     #[test]

@@ -1,0 +1,1056 @@
+//! Every broker and topic setting, one row each, the way Kafka's `ConfigDef` declares them.
+//!
+//! Contract:
+//! - [`SETTINGS`] is the only list of setting names in the broker. A row gives the name, the
+//!   Kafka type, the default (as `server.properties` writes it), the validator of a broker
+//!   value, the scope (broker, topic, or both, with the topic's name), whether AlterConfigs may
+//!   change it at run time, its other spellings, what the broker does with it and a one-line
+//!   doc; then how the broker side is applied to a [`BrokerConfig`] and shown, and how the
+//!   topic side is checked, applied to a [`LogConfig`] and shown.
+//! - Derived from it: parsing of `server.properties` and `--override`
+//!   ([`BrokerConfig::from_settings`]), the dynamic broker keys
+//!   (`server::dynamic_config`), DescribeConfigs (`server::config_entries`), the checks of
+//!   CreateTopics, AlterConfigs and IncrementalAlterConfigs ([`super::topic`]), the README's
+//!   settings tables ([`super::docs`]) and the test that `config/server.properties` matches.
+//! - Rows apply in table order (a setting given as two, `flush.policy` then
+//!   `flush.interval.ms`, relies on it); among a row's spellings the first one given wins
+//!   (`log.retention.ms` over `.minutes` over `.hours`, as Kafka).
+//! - Adding a setting is one row here plus the code that uses the value: a broker setting
+//!   is a `broker` row whose `apply` stores the parsed value in a [`BrokerConfig`] field (or
+//!   a group of them, as `groups` and `cleaner`) and whose `show` gives it back for
+//!   DescribeConfigs; a topic setting adds `.topic(name, …)` (or is a topic-only row) with
+//!   an `apply` to a [`LogConfig`] field; a Kafka setting meaning nothing on one node is an
+//!   `inert` row. Parsing, validation, DescribeConfigs, the alter checks, the README and the
+//!   `server.properties` test then know it (the last asks for a line in the file).
+
+use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
+
+use super::{
+    parse_listener, parse_metrics_listener, resolve, BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
+};
+use crate::log::{FlushPolicy, LogConfig, TimestampType};
+
+/// Kafka's type of a setting (DescribeConfigs v3+ `config_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `true` or `false`.
+    Boolean,
+    /// Free text or one of a few names.
+    String,
+    /// A 16-bit integer.
+    Short,
+    /// A 32-bit integer.
+    Int,
+    /// A 64-bit integer.
+    Long,
+    /// A floating-point number.
+    Double,
+    /// A comma-separated list.
+    List,
+}
+
+impl Kind {
+    /// The code DescribeConfigs answers for this type.
+    pub fn code(self) -> i8 {
+        match self {
+            Kind::Boolean => 1,
+            Kind::String => 2,
+            Kind::Int => 3,
+            Kind::Short => 4,
+            Kind::Long => 5,
+            Kind::Double => 6,
+            Kind::List => 7,
+        }
+    }
+}
+
+/// Where a setting applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A broker setting only.
+    Broker,
+    /// A topic setting only (named by the row's name).
+    Topic,
+    /// A broker setting that is the default of a topic setting named `topic` (Kafka's
+    /// synonym: `log.retention.ms` ↔ `retention.ms`).
+    Both {
+        /// The topic-level name.
+        topic: &'static str,
+    },
+}
+
+/// What this broker does with a setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Acted on.
+    Honoured,
+    /// Accepted and stored without effect here; the reason is what DescribeConfigs says.
+    NoEffect(&'static str),
+    /// Refused with INVALID_CONFIG: the broker cannot keep its word on it.
+    Refused(&'static str),
+}
+
+/// Which values a setting takes.
+#[derive(Clone, Copy, Debug)]
+pub enum Valid {
+    /// Any text.
+    Any,
+    /// `true` or `false`.
+    Bool,
+    /// An integer in `min..=max`.
+    Range(i64, i64),
+    /// A negative number (unlimited, as `-1`) or an integer in `0..=max`.
+    Unlimited(i64),
+    /// One of these names, exactly.
+    OneOf(&'static [&'static str]),
+    /// A check of its own, and how the README states it.
+    Check(fn(&str) -> Result<(), String>, &'static str),
+}
+
+impl Valid {
+    /// `Ok` when `value` is acceptable, else why not.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        match *self {
+            Valid::Any => Ok(()),
+            Valid::Bool => bool_value(value).map(drop),
+            Valid::Range(min, max) => match value.parse::<i64>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(()),
+                _ => Err(format!("expected an integer in {min}..={max}")),
+            },
+            Valid::Unlimited(max) => match value.parse::<i64>() {
+                Ok(n) if n <= max => Ok(()),
+                _ => Err(format!("expected -1 (unlimited) or an integer up to {max}")),
+            },
+            Valid::OneOf(names) => {
+                if names.contains(&value) {
+                    Ok(())
+                } else {
+                    Err(format!("expected {}", names.join(" or ")))
+                }
+            }
+            Valid::Check(check, _) => check(value),
+        }
+    }
+
+    /// The accepted values in words, for the README.
+    pub fn describe(&self) -> String {
+        match *self {
+            Valid::Any => String::new(),
+            Valid::Bool => "true, false".into(),
+            Valid::Range(min, i64::MAX) => format!("at least {min}"),
+            Valid::Range(min, max) => format!("{min}..{max}"),
+            Valid::Unlimited(i64::MAX) => "-1 (unlimited), at least 0".into(),
+            Valid::Unlimited(max) => format!("-1 (unlimited), 0..{max}"),
+            Valid::OneOf(names) => names.join(", "),
+            Valid::Check(_, words) => words.into(),
+        }
+    }
+}
+
+/// Applies a broker value (already validated) given under a key (the name or a synonym).
+pub type ApplyBroker = fn(&mut BrokerConfig, &str, &str) -> Result<(), String>;
+/// Applies a topic-level override to a partition's log configuration.
+pub type ApplyTopic = fn(&mut LogConfig, &str) -> Result<(), String>;
+
+/// How a broker setting reaches the typed configuration, and how it is shown.
+#[derive(Clone, Copy, Debug)]
+pub struct BrokerSide {
+    /// Stores a value (already validated) given under `key` (the name or a synonym).
+    pub apply: ApplyBroker,
+    /// The value in force, as DescribeConfigs answers it.
+    pub show: fn(&BrokerConfig) -> String,
+}
+
+/// How a topic setting is checked, applied to a partition's log and shown.
+#[derive(Clone, Copy, Debug)]
+pub struct TopicSide {
+    /// Values the broker keeps its word on (numbers are checked when applied).
+    pub check: Valid,
+    /// Applies an override; `None` for a setting that changes no [`LogConfig`] field by itself.
+    pub apply: Option<ApplyTopic>,
+    /// The effective value, when DescribeConfigs always lists the setting.
+    pub show: Option<fn(&LogConfig) -> String>,
+}
+
+/// One setting.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// Kafka's name (the broker's name for a [`Scope::Both`] row).
+    pub name: &'static str,
+    /// Kafka's type.
+    pub kind: Kind,
+    /// The default as `server.properties` writes it; empty when it depends on other settings
+    /// or on the machine (the doc says how).
+    pub default: &'static str,
+    /// Which broker values are accepted.
+    pub valid: Valid,
+    /// Broker, topic or both.
+    pub scope: Scope,
+    /// Whether AlterConfigs may change the broker value at run time (topic values always may).
+    pub dynamic: bool,
+    /// Other broker spellings, by precedence after the name (Kafka's synonyms).
+    pub synonyms: &'static [&'static str],
+    /// What the broker does with it.
+    pub effect: Effect,
+    /// One line for the README.
+    pub doc: &'static str,
+    /// The broker side; `None` for a broker setting with no effect (or a topic-only row).
+    pub broker: Option<BrokerSide>,
+    /// The topic side; `None` for a broker-only row.
+    pub topic: Option<TopicSide>,
+}
+
+impl Setting {
+    /// The topic-level name, for a row with a topic side.
+    pub fn topic_name(&self) -> Option<&'static str> {
+        match self.scope {
+            Scope::Broker => None,
+            Scope::Topic => Some(self.name),
+            Scope::Both { topic } => Some(topic),
+        }
+    }
+
+    /// Whether the broker accepts this name in `server.properties`.
+    pub fn is_broker(&self) -> bool {
+        self.scope != Scope::Topic
+    }
+
+    /// The broker spellings: the name, then its synonyms.
+    pub fn spellings(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name).chain(self.synonyms.iter().copied())
+    }
+
+    const fn dynamic(self) -> Self {
+        Setting {
+            dynamic: true,
+            ..self
+        }
+    }
+
+    const fn synonyms(self, synonyms: &'static [&'static str]) -> Self {
+        Setting { synonyms, ..self }
+    }
+
+    const fn topic(self, topic: &'static str, side: TopicSide) -> Self {
+        Setting {
+            scope: Scope::Both { topic },
+            topic: Some(side),
+            ..self
+        }
+    }
+}
+
+/// A broker setting this broker acts on.
+const fn broker(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    valid: Valid,
+    doc: &'static str,
+    apply: ApplyBroker,
+    show: fn(&BrokerConfig) -> String,
+) -> Setting {
+    Setting {
+        name,
+        kind,
+        default,
+        valid,
+        scope: Scope::Broker,
+        dynamic: false,
+        synonyms: &[],
+        effect: Effect::Honoured,
+        doc,
+        broker: Some(BrokerSide { apply, show }),
+        topic: None,
+    }
+}
+
+/// A Kafka broker setting accepted, with no effect on a single node.
+const fn inert(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    why: &'static str,
+) -> Setting {
+    Setting {
+        name,
+        kind,
+        default,
+        valid: Valid::Any,
+        scope: Scope::Broker,
+        dynamic: false,
+        synonyms: &[],
+        effect: Effect::NoEffect(why),
+        doc: why,
+        broker: None,
+        topic: None,
+    }
+}
+
+/// A topic-only setting.
+const fn topic_only(
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    effect: Effect,
+    check: Valid,
+    doc: &'static str,
+) -> Setting {
+    Setting {
+        name,
+        kind,
+        default,
+        valid: Valid::Any,
+        scope: Scope::Topic,
+        dynamic: false,
+        synonyms: &[],
+        effect,
+        doc,
+        broker: None,
+        topic: Some(TopicSide {
+            check,
+            apply: None,
+            show: None,
+        }),
+    }
+}
+
+/// A topic side that applies and shows a value.
+const fn honoured(apply: ApplyTopic, show: fn(&LogConfig) -> String) -> TopicSide {
+    TopicSide {
+        check: Valid::Any,
+        apply: Some(apply),
+        show: Some(show),
+    }
+}
+
+const SINGLE_NODE: &str = "accepted, no effect on a single node";
+const ONE_REPLICA: &str = "not applicable on a single node: every partition has one replica";
+const TIERED_ONLY: &str = "not applicable: applies to tiered storage, which this broker lacks";
+const NO_RECOMPRESSION: &str =
+    "not applicable: the broker never recompresses (compression.type is always producer)";
+const NO_TIMESTAMP_BOUNDS: &str = "not supported: the broker does not bound record timestamps";
+
+const I32_MAX: i64 = i32::MAX as i64;
+const U32_MAX: i64 = u32::MAX as i64;
+
+fn number<T: std::str::FromStr>(value: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("cannot parse {value:?}"))
+}
+
+/// `-1` (any negative) is `None`: unlimited, as in Kafka.
+fn limit(value: &str) -> Result<Option<i64>, String> {
+    let n: i64 = number(value)?;
+    Ok((n >= 0).then_some(n))
+}
+
+fn non_negative(value: &str) -> Result<i64, String> {
+    match number::<i64>(value)? {
+        n if n < 0 => Err("must not be negative".into()),
+        n => Ok(n),
+    }
+}
+
+fn bool_value(value: &str) -> Result<bool, String> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+fn show_limit(value: Option<i64>) -> String {
+    value.map_or_else(|| "-1".to_string(), |v| v.to_string())
+}
+
+fn check_listener(value: &str) -> Result<(), String> {
+    parse_listener(value).map(drop)
+}
+
+fn check_log_dirs(value: &str) -> Result<(), String> {
+    if value.contains(',') {
+        return Err("one data directory is supported".into());
+    }
+    if value.is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(())
+}
+
+fn check_send_buffer(value: &str) -> Result<(), String> {
+    match limit(value) {
+        Ok(n) if !n.is_some_and(|n| n == 0 || n > I32_MAX) => Ok(()),
+        _ => Err("expected -1 or 1 to 2147483647".into()),
+    }
+}
+
+fn check_metrics_listener(value: &str) -> Result<(), String> {
+    parse_metrics_listener(value).map(drop)
+}
+
+fn check_cleanup_policy(value: &str) -> Result<(), String> {
+    CleanupPolicy::parse(value)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn check_ratio(value: &str) -> Result<(), String> {
+    parse_ratio_ppm(value.trim())
+        .map(drop)
+        .ok_or_else(|| format!("{value:?} is not in [0, 1]"))
+}
+
+fn check_rate(value: &str) -> Result<(), String> {
+    crate::log::cleaner::CleanerSettings::default()
+        .apply("log.cleaner.io.max.bytes.per.second", value)
+        .map(drop)
+}
+
+fn check_assignors(value: &str) -> Result<(), String> {
+    let names = assignor_names(value);
+    if names.is_empty() {
+        return Err("name at least one assignor".into());
+    }
+    match names
+        .iter()
+        .find(|n| !CONSUMER_ASSIGNORS.contains(&n.as_str()))
+    {
+        Some(bad) => Err(format!("unknown assignor {bad} (known: uniform, range)")),
+        None => Ok(()),
+    }
+}
+
+fn assignor_names(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// The cleaner's own parser applies a `log.cleaner.*` / `log.cleanup.policy` value.
+fn cleaner(config: &mut BrokerConfig, key: &str, value: &str) -> Result<(), String> {
+    config.cleaner.apply(key, value).map(drop)
+}
+
+fn flush_kind(config: &mut BrokerConfig, value: &str) {
+    config.flush_policy = match value {
+        "fsync" => FlushPolicy::Fsync,
+        "interval" => FlushPolicy::Interval {
+            ms: match config.flush_policy {
+                FlushPolicy::Interval { ms } => ms,
+                _ => DEFAULT_FLUSH_INTERVAL_MS,
+            },
+        },
+        _ => FlushPolicy::None,
+    };
+}
+
+/// `flush.interval.ms` (and a topic's `flush.ms` under `flush.policy=interval`) by default.
+pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 1000;
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// The table. Broker rows first, grouped as `config/server.properties` groups them; then
+/// the broker settings accepted without effect; then the topic-only settings.
+pub static SETTINGS: &[Setting] = &[
+    // Network.
+    broker("listeners", Kind::List, "PLAINTEXT://127.0.0.1:9092",
+        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
+        "where to listen (loopback by default: open it to the network on purpose)",
+        |c, k, v| {
+            let (host, port) = parse_listener(v)?;
+            c.listener = resolve(k, &host, port)?;
+            Ok(())
+        },
+        |c| format!("PLAINTEXT://{}", c.listener)),
+    broker("advertised.listeners", Kind::List, "",
+        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
+        "what Metadata tells clients; by default the listener (a wildcard one advertises 127.0.0.1)",
+        |c, k, v| {
+            let (host, port) = if k == "listeners" {
+                let ip = c.listener.ip();
+                let host = if ip.is_unspecified() { "127.0.0.1".to_string() } else { ip.to_string() };
+                (host, c.listener.port())
+            } else {
+                parse_listener(v)?
+            };
+            c.advertised_host = host;
+            c.advertised_port = port;
+            Ok(())
+        },
+        |c| format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port))
+        .synonyms(&["listeners"]),
+    broker("socket.request.max.bytes", Kind::Int, "104857600", Valid::Range(1, I32_MAX),
+        "largest request frame; a larger one closes its connection",
+        |c, _, v| { c.socket_request_max_bytes = number(v)?; Ok(()) },
+        |c| c.socket_request_max_bytes.to_string()),
+    broker("connections.max.idle.ms", Kind::Long, "600000", Valid::Range(1, i64::MAX),
+        "close connections idle this long",
+        |c, _, v| { c.connections_max_idle_ms = number(v)?; Ok(()) },
+        |c| c.connections_max_idle_ms.to_string()),
+    broker("socket.send.buffer.bytes", Kind::Int, "102400",
+        Valid::Check(check_send_buffer, "-1 (the OS default), 1..2147483647"),
+        "SO_SNDBUF of each connection (-1: the OS default, auto-tuned); bounds what a client that never reads its answers costs",
+        |c, _, v| { c.socket_send_buffer_bytes = limit(v)?.map(|n| n as usize); Ok(()) },
+        |c| c.socket_send_buffer_bytes.map_or(-1, |n| n as i64).to_string()),
+    broker("max.connections", Kind::Int, "2147483647", Valid::Range(1, i64::MAX),
+        "refuse connections beyond this many",
+        |c, _, v| { c.max_connections = number(v)?; Ok(()) },
+        |c| c.max_connections.to_string()),
+    // Broker.
+    broker("node.id", Kind::Int, "0", Valid::Range(i32::MIN as i64, I32_MAX),
+        "this broker's id, reported in Metadata",
+        |c, _, v| { c.node_id = number(v)?; Ok(()) },
+        |c| c.node_id.to_string())
+        .synonyms(&["broker.id"]),
+    broker("num.shards", Kind::Int, "", Valid::Range(1, 1024),
+        "executor threads owning the partitions; by default 1 on up to 2 cores, else one per core (measured, docs/BENCHMARKS.md)",
+        |c, _, v| { c.num_shards = number(v)?; Ok(()) },
+        |c| c.num_shards.to_string()),
+    // Monitoring and logs.
+    broker("metrics.listener", Kind::String, "none",
+        Valid::Check(check_metrics_listener, "none, http://host:port"),
+        "Prometheus endpoint (GET /metrics), e.g. http://127.0.0.1:9644; off by default so a broker opens no port it was not asked to",
+        |c, _, v| { c.metrics_listener = parse_metrics_listener(v)?; Ok(()) },
+        |c| c.metrics_listener.map_or_else(String::new, |a| format!("http://{a}"))),
+    broker("log.format", Kind::String, "text", Valid::OneOf(&["text", "json"]),
+        "log lines on stderr: text, or json (one object per line); filter with RUST_LOG",
+        |c, _, v| {
+            c.log_format = if v == "json" { LogFormat::Json } else { LogFormat::Text };
+            Ok(())
+        },
+        |c| c.log_format.as_str().to_string()),
+    // Data directory and durability.
+    broker("log.dirs", Kind::List, "./data",
+        Valid::Check(check_log_dirs, "one directory"),
+        "the data directory (one)",
+        |c, _, v| { c.log_dir = v.into(); Ok(()) },
+        |c| c.log_dir.display().to_string())
+        .synonyms(&["log.dir"]),
+    broker("flush.policy", Kind::String, "none", Valid::OneOf(&["none", "fsync", "interval"]),
+        "when an append is acknowledged: none (written to the kernel), fsync (synced, group commit) or interval (synced every flush.interval.ms)",
+        |c, _, v| { flush_kind(c, v); Ok(()) },
+        |c| c.flush_policy.name().to_string())
+        .dynamic()
+        .topic("flush.policy", TopicSide {
+            check: Valid::Any,
+            apply: None, // with flush.ms, in `topic::with_overrides`
+            show: Some(|l| l.flush.name().to_string()),
+        }),
+    broker("flush.interval.ms", Kind::Long, "1000", Valid::Range(1, i64::MAX),
+        "milliseconds between syncs under flush.policy=interval (a topic's flush.ms alone means interval)",
+        |c, _, v| {
+            if let FlushPolicy::Interval { ms } = &mut c.flush_policy {
+                *ms = number(v)?;
+            }
+            Ok(())
+        },
+        |c| match c.flush_policy {
+            FlushPolicy::Interval { ms } => ms.to_string(),
+            _ => DEFAULT_FLUSH_INTERVAL_MS.to_string(),
+        })
+        .dynamic()
+        .topic("flush.ms", TopicSide { check: Valid::Any, apply: None, show: None }),
+    // Segments, indexes and retention.
+    broker("log.segment.bytes", Kind::Int, "1073741824", Valid::Range(14, I32_MAX),
+        "roll to a new segment before one exceeds this size",
+        |c, _, v| { c.segment_bytes = number(v)?; Ok(()) },
+        |c| c.segment_bytes.to_string())
+        .dynamic()
+        .topic("segment.bytes", honoured(
+            |l, v| { l.segment_bytes = number(v)?; Ok(()) },
+            |l| l.segment_bytes.to_string())),
+    broker("log.roll.ms", Kind::Long, "604800000", Valid::Range(1, i64::MAX),
+        "roll a non-empty segment once it is this old",
+        |c, k, v| {
+            let n: i64 = number(v)?;
+            c.segment_ms = Some(if k == "log.roll.hours" { n.saturating_mul(HOUR_MS) } else { n });
+            Ok(())
+        },
+        |c| show_limit(c.segment_ms))
+        .synonyms(&["log.roll.hours"])
+        .dynamic()
+        .topic("segment.ms", honoured(
+            |l, v| { l.segment_ms = Some(number(v)?); Ok(()) },
+            |l| l.segment_ms.unwrap_or(i64::MAX).to_string())),
+    broker("log.retention.bytes", Kind::Long, "-1", Valid::Unlimited(i64::MAX),
+        "delete the oldest segments while a partition is larger than this",
+        |c, _, v| { c.retention_bytes = limit(v)?.map(|n| n as u64); Ok(()) },
+        |c| show_limit(c.retention_bytes.map(|b| b as i64)))
+        .dynamic()
+        .topic("retention.bytes", honoured(
+            |l, v| { l.retention_bytes = limit(v)?.map(|n| n as u64); Ok(()) },
+            |l| show_limit(l.retention_bytes.map(|b| b as i64)))),
+    broker("log.retention.ms", Kind::Long, "604800000", Valid::Unlimited(i64::MAX),
+        "delete segments whose newest record is older than this (ms wins over minutes, minutes over hours)",
+        |c, k, v| {
+            let unit = match k {
+                "log.retention.hours" => HOUR_MS,
+                "log.retention.minutes" => 60_000,
+                _ => 1,
+            };
+            c.retention_ms = limit(v)?.map(|n| n.saturating_mul(unit));
+            Ok(())
+        },
+        |c| show_limit(c.retention_ms))
+        .synonyms(&["log.retention.minutes", "log.retention.hours"])
+        .dynamic()
+        .topic("retention.ms", honoured(
+            |l, v| { l.retention_ms = limit(v)?; Ok(()) },
+            |l| show_limit(l.retention_ms))),
+    broker("log.retention.check.interval.ms", Kind::Long, "300000", Valid::Range(1, i64::MAX),
+        "how often retention looks for segments to delete",
+        |c, _, v| { c.retention_check_interval_ms = number(v)?; Ok(()) },
+        |c| c.retention_check_interval_ms.to_string()),
+    broker("log.index.interval.bytes", Kind::Int, "4096", Valid::Range(0, U32_MAX),
+        "bytes between sparse offset index entries",
+        |c, _, v| { c.index_interval_bytes = number(v)?; Ok(()) },
+        |c| c.index_interval_bytes.to_string())
+        .dynamic()
+        .topic("index.interval.bytes", honoured(
+            |l, v| { l.index_interval_bytes = number(v)?; Ok(()) },
+            |l| l.index_interval_bytes.to_string())),
+    // Compaction.
+    broker("log.cleanup.policy", Kind::List, "delete",
+        Valid::Check(check_cleanup_policy, "delete, compact, compact,delete"),
+        "what happens to old records: retention deletes them, the cleaner compacts them, or both",
+        cleaner,
+        |c| c.cleaner.default_policy.as_str().to_string())
+        .topic("cleanup.policy", TopicSide {
+            check: Valid::Check(check_cleanup_policy, "delete, compact, compact,delete"),
+            apply: Some(|l, v| {
+                l.cleanup_policy = CleanupPolicy::parse(v).map_err(|e| e.to_string())?;
+                Ok(())
+            }),
+            show: Some(|l| l.cleanup_policy.as_str().to_string()),
+        }),
+    broker("log.cleaner.enable", Kind::Boolean, "true", Valid::Bool,
+        "run the log cleaner (one per shard) for compacted topics",
+        cleaner,
+        |c| c.cleaner.enable.to_string()),
+    broker("log.cleaner.backoff.ms", Kind::Long, "15000", Valid::Range(1, i64::MAX),
+        "how often each shard's cleaner looks for work",
+        cleaner,
+        |c| c.cleaner.backoff_ms.to_string()),
+    broker("log.cleaner.min.cleanable.ratio", Kind::Double, "0.5",
+        Valid::Check(check_ratio, "0..1"),
+        "share of a log that must be uncleaned before the cleaner compacts it",
+        cleaner,
+        |c| format_ratio_ppm(c.cleaner.min_cleanable_ratio_ppm))
+        .topic("min.cleanable.dirty.ratio", honoured(
+            |l, v| {
+                l.compaction.min_cleanable_dirty_ratio_ppm =
+                    parse_ratio_ppm(v).ok_or_else(|| format!("{v:?} is not in [0, 1]"))?;
+                Ok(())
+            },
+            |l| format_ratio_ppm(l.compaction.min_cleanable_dirty_ratio_ppm))),
+    broker("log.cleaner.min.compaction.lag.ms", Kind::Long, "0", Valid::Range(0, i64::MAX),
+        "records younger than this are never compacted",
+        cleaner,
+        |c| c.cleaner.min_compaction_lag_ms.to_string())
+        .topic("min.compaction.lag.ms", honoured(
+            |l, v| { l.compaction.min_compaction_lag_ms = non_negative(v)?; Ok(()) },
+            |l| l.compaction.min_compaction_lag_ms.to_string())),
+    broker("log.cleaner.max.compaction.lag.ms", Kind::Long, "9223372036854775807",
+        Valid::Range(1, i64::MAX),
+        "records older than this are compacted whatever the dirty ratio",
+        cleaner,
+        |c| c.cleaner.max_compaction_lag_ms.to_string())
+        .topic("max.compaction.lag.ms", honoured(
+            |l, v| { l.compaction.max_compaction_lag_ms = non_negative(v)?; Ok(()) },
+            |l| l.compaction.max_compaction_lag_ms.to_string())),
+    broker("log.cleaner.delete.retention.ms", Kind::Long, "86400000", Valid::Range(0, i64::MAX),
+        "how long tombstones stay after compaction reached them",
+        cleaner,
+        |c| c.cleaner.delete_retention_ms.to_string())
+        .topic("delete.retention.ms", honoured(
+            |l, v| { l.compaction.delete_retention_ms = non_negative(v)?; Ok(()) },
+            |l| l.compaction.delete_retention_ms.to_string())),
+    broker("log.cleaner.dedupe.buffer.size", Kind::Long, "134217728", Valid::Range(1, i64::MAX),
+        "key-map memory budget per shard (several passes when smaller than the key set)",
+        cleaner,
+        |c| c.cleaner.dedupe_buffer_bytes.to_string()),
+    broker("log.cleaner.io.max.bytes.per.second", Kind::Double, "1.7976931348623157E308",
+        Valid::Check(check_rate, "at least 1"),
+        "cleaner read+write throttle per shard (the default is unlimited)",
+        cleaner,
+        |c| c.cleaner.io_max_bytes_per_second
+            .map_or_else(|| "1.7976931348623157E308".to_string(), |r| r.to_string())),
+    // Topics and records.
+    broker("auto.create.topics.enable", Kind::Boolean, "true", Valid::Bool,
+        "create a topic when Metadata asks for an unknown name",
+        |c, _, v| { c.auto_create_topics = bool_value(v)?; Ok(()) },
+        |c| c.auto_create_topics.to_string()),
+    broker("num.partitions", Kind::Int, "1", Valid::Range(1, I32_MAX),
+        "partitions of auto-created topics",
+        |c, _, v| { c.num_partitions = number(v)?; Ok(()) },
+        |c| c.num_partitions.to_string()),
+    broker("message.max.bytes", Kind::Int, "1048588", Valid::Range(1, I32_MAX),
+        "largest record batch (at most socket.request.max.bytes)",
+        |c, _, v| { c.message_max_bytes = number(v)?; Ok(()) },
+        |c| c.message_max_bytes.to_string())
+        .dynamic()
+        .topic("max.message.bytes", honoured(
+            |l, v| { l.max_batch_bytes = number(v)?; Ok(()) },
+            |l| l.max_batch_bytes.to_string())),
+    broker("log.message.timestamp.type", Kind::String, "CreateTime",
+        Valid::OneOf(&["CreateTime", "LogAppendTime"]),
+        "CreateTime keeps the producer's timestamps; LogAppendTime has the broker stamp each batch with its append time",
+        |c, _, v| {
+            c.log_message_timestamp_type = TimestampType::parse(v).unwrap_or_default();
+            Ok(())
+        },
+        |c| c.log_message_timestamp_type.name().to_string())
+        .topic("message.timestamp.type", TopicSide {
+            check: Valid::OneOf(&["CreateTime", "LogAppendTime"]),
+            apply: Some(|l, v| {
+                l.timestamp_type = TimestampType::parse(v)
+                    .ok_or_else(|| format!("{v:?} is not CreateTime or LogAppendTime"))?;
+                Ok(())
+            }),
+            show: Some(|l| l.timestamp_type.name().to_string()),
+        }),
+    // Consumer groups.
+    broker("offsets.topic.num.partitions", Kind::Int, "50", Valid::Range(1, 1000),
+        "partitions of __consumer_offsets when it is first created (an existing topic keeps its count)",
+        |c, _, v| { c.offsets_topic_num_partitions = number(v)?; Ok(()) },
+        |c| c.offsets_topic_num_partitions.to_string()),
+    broker("offsets.topic.segment.bytes", Kind::Int, "104857600", Valid::Range(14, I32_MAX),
+        "segment size of __consumer_offsets",
+        |c, _, v| { c.offsets_topic_segment_bytes = number(v)?; Ok(()) },
+        |c| c.offsets_topic_segment_bytes.to_string()),
+    broker("offsets.topic.segment.ms", Kind::Long, "600000", Valid::Range(1, i64::MAX),
+        "segment.ms of __consumer_offsets when first created (ours: Kafka rolls it at log.roll.ms), so a restart replays at most this long of commits",
+        |c, _, v| { c.offsets_topic_segment_ms = number(v)?; Ok(()) },
+        |c| c.offsets_topic_segment_ms.to_string()),
+    broker("offsets.retention.minutes", Kind::Int, "10080", Valid::Range(1, i64::MAX),
+        "how long an empty group's committed offsets are kept",
+        |c, _, v| { c.groups.offsets_retention_minutes = number(v)?; Ok(()) },
+        |c| c.groups.offsets_retention_minutes.to_string()),
+    broker("offsets.retention.check.interval.ms", Kind::Long, "600000", Valid::Range(1, i64::MAX),
+        "how often expired offsets are looked for",
+        |c, _, v| { c.groups.offsets_retention_check_interval_ms = number(v)?; Ok(()) },
+        |c| c.groups.offsets_retention_check_interval_ms.to_string()),
+    broker("offset.metadata.max.bytes", Kind::Int, "4096", Valid::Range(0, I32_MAX),
+        "longest metadata string of a committed offset",
+        |c, _, v| { c.groups.offset_metadata_max_bytes = number(v)?; Ok(()) },
+        |c| c.groups.offset_metadata_max_bytes.to_string()),
+    broker("group.min.session.timeout.ms", Kind::Int, "6000", Valid::Range(1, I32_MAX),
+        "shortest session timeout a group member may ask for",
+        |c, _, v| { c.groups.min_session_timeout_ms = number(v)?; Ok(()) },
+        |c| c.groups.min_session_timeout_ms.to_string()),
+    broker("group.max.session.timeout.ms", Kind::Int, "1800000", Valid::Range(1, I32_MAX),
+        "longest session timeout a group member may ask for",
+        |c, _, v| { c.groups.max_session_timeout_ms = number(v)?; Ok(()) },
+        |c| c.groups.max_session_timeout_ms.to_string()),
+    broker("group.max.size", Kind::Int, "1000", Valid::Range(1, I32_MAX),
+        "most members of one group (Kafka: unbounded)",
+        |c, _, v| { c.groups.max_size = number(v)?; Ok(()) },
+        |c| c.groups.max_size.to_string()),
+    broker("group.initial.rebalance.delay.ms", Kind::Int, "3000", Valid::Range(0, I32_MAX),
+        "how long the first rebalance of an empty group waits for more members",
+        |c, _, v| { c.groups.initial_rebalance_delay_ms = number(v)?; Ok(()) },
+        |c| c.groups.initial_rebalance_delay_ms.to_string()),
+    broker("group.consumer.heartbeat.interval.ms", Kind::Int, "5000", Valid::Range(1, I32_MAX),
+        "consumer protocol (KIP-848) heartbeat interval, within its .min. and .max. settings",
+        |c, _, v| { c.groups.consumer_heartbeat_interval_ms = number(v)?; Ok(()) },
+        |c| c.groups.consumer_heartbeat_interval_ms.to_string()),
+    broker("group.consumer.min.heartbeat.interval.ms", Kind::Int, "5000", Valid::Range(1, I32_MAX),
+        "lower bound of group.consumer.heartbeat.interval.ms",
+        |c, _, v| { c.groups.consumer_heartbeat_interval_bounds_ms.0 = number(v)?; Ok(()) },
+        |c| c.groups.consumer_heartbeat_interval_bounds_ms.0.to_string()),
+    broker("group.consumer.max.heartbeat.interval.ms", Kind::Int, "15000", Valid::Range(1, I32_MAX),
+        "upper bound of group.consumer.heartbeat.interval.ms",
+        |c, _, v| { c.groups.consumer_heartbeat_interval_bounds_ms.1 = number(v)?; Ok(()) },
+        |c| c.groups.consumer_heartbeat_interval_bounds_ms.1.to_string()),
+    broker("group.consumer.session.timeout.ms", Kind::Int, "45000", Valid::Range(1, I32_MAX),
+        "consumer protocol session timeout, within its .min. and .max. settings",
+        |c, _, v| { c.groups.consumer_session_timeout_ms = number(v)?; Ok(()) },
+        |c| c.groups.consumer_session_timeout_ms.to_string()),
+    broker("group.consumer.min.session.timeout.ms", Kind::Int, "45000", Valid::Range(1, I32_MAX),
+        "lower bound of group.consumer.session.timeout.ms",
+        |c, _, v| { c.groups.consumer_session_timeout_bounds_ms.0 = number(v)?; Ok(()) },
+        |c| c.groups.consumer_session_timeout_bounds_ms.0.to_string()),
+    broker("group.consumer.max.session.timeout.ms", Kind::Int, "60000", Valid::Range(1, I32_MAX),
+        "upper bound of group.consumer.session.timeout.ms",
+        |c, _, v| { c.groups.consumer_session_timeout_bounds_ms.1 = number(v)?; Ok(()) },
+        |c| c.groups.consumer_session_timeout_bounds_ms.1.to_string()),
+    broker("group.consumer.assignors", Kind::List, "uniform,range",
+        Valid::Check(check_assignors, "uniform, range (a list)"),
+        "consumer protocol server-side assignors, the first is the default",
+        |c, _, v| { c.groups.consumer_assignors = assignor_names(v); Ok(()) },
+        |c| c.groups.consumer_assignors.join(",")),
+    broker("group.consumer.max.size", Kind::Int, "1000", Valid::Range(1, I32_MAX),
+        "most members of one consumer-protocol group (Kafka: unbounded)",
+        |c, _, v| { c.groups.consumer_max_size = number(v)?; Ok(()) },
+        |c| c.groups.consumer_max_size.to_string()),
+    // Kafka broker settings accepted with no effect on a single node.
+    inert("process.roles", Kind::List, "", SINGLE_NODE),
+    inert("controller.quorum.voters", Kind::List, "", SINGLE_NODE),
+    inert("controller.quorum.bootstrap.servers", Kind::List, "", SINGLE_NODE),
+    inert("controller.listener.names", Kind::List, "", SINGLE_NODE),
+    inert("inter.broker.listener.name", Kind::String, "", SINGLE_NODE),
+    inert("listener.security.protocol.map", Kind::String, "", SINGLE_NODE),
+    inert("num.network.threads", Kind::Int, "3", SINGLE_NODE),
+    inert("num.io.threads", Kind::Int, "8", SINGLE_NODE),
+    inert("socket.receive.buffer.bytes", Kind::Int, "102400", SINGLE_NODE),
+    inert("num.recovery.threads.per.data.dir", Kind::Int, "1", SINGLE_NODE),
+    inert("offsets.topic.replication.factor", Kind::Int, "3", SINGLE_NODE),
+    inert("offsets.topic.compression.codec", Kind::Int, "0", SINGLE_NODE),
+    inert("offsets.commit.required.acks", Kind::Int, "-1", SINGLE_NODE),
+    inert("offsets.commit.timeout.ms", Kind::Int, "5000", SINGLE_NODE),
+    inert("offsets.load.buffer.size", Kind::Int, "5242880", SINGLE_NODE),
+    inert("transaction.state.log.replication.factor", Kind::Int, "3", SINGLE_NODE),
+    inert("transaction.state.log.min.isr", Kind::Int, "2", SINGLE_NODE),
+    inert("default.replication.factor", Kind::Int, "1", SINGLE_NODE),
+    Setting {
+        effect: Effect::NoEffect(ONE_REPLICA),
+        doc: ONE_REPLICA,
+        ..inert("min.insync.replicas", Kind::Int, "1", SINGLE_NODE)
+    }
+    .topic("min.insync.replicas", TopicSide {
+        check: Valid::OneOf(&["1"]),
+        apply: None,
+        show: None,
+    }),
+    inert("zookeeper.connect", Kind::String, "", SINGLE_NODE),
+    inert("zookeeper.connection.timeout.ms", Kind::Int, "", SINGLE_NODE),
+    inert("share.coordinator.state.topic.replication.factor", Kind::Short, "3", SINGLE_NODE),
+    inert("share.coordinator.state.topic.min.isr", Kind::Short, "2", SINGLE_NODE),
+    // More of Kafka's broker settings with no meaning on one node (issue 26): replication,
+    // KRaft and ZooKeeper, racks, thread pools, Kerberos (GSSAPI is not offered).
+    inert("replica.lag.time.max.ms", Kind::Long, "30000", SINGLE_NODE),
+    inert("replica.fetch.max.bytes", Kind::Int, "1048576", SINGLE_NODE),
+    inert("replica.fetch.min.bytes", Kind::Int, "1", SINGLE_NODE),
+    inert("replica.fetch.wait.max.ms", Kind::Int, "500", SINGLE_NODE),
+    inert("replica.fetch.backoff.ms", Kind::Int, "1000", SINGLE_NODE),
+    inert("replica.fetch.response.max.bytes", Kind::Int, "10485760", SINGLE_NODE),
+    inert("replica.socket.timeout.ms", Kind::Int, "30000", SINGLE_NODE),
+    inert("replica.socket.receive.buffer.bytes", Kind::Int, "65536", SINGLE_NODE),
+    inert("replica.high.watermark.checkpoint.interval.ms", Kind::Long, "5000", SINGLE_NODE),
+    inert("replica.selector.class", Kind::String, "", SINGLE_NODE),
+    inert("num.replica.fetchers", Kind::Int, "1", SINGLE_NODE),
+    inert("num.replica.alter.log.dirs.threads", Kind::Int, "", SINGLE_NODE),
+    inert("auto.leader.rebalance.enable", Kind::Boolean, "true", SINGLE_NODE),
+    inert("leader.imbalance.check.interval.seconds", Kind::Long, "300", SINGLE_NODE),
+    inert("leader.imbalance.per.broker.percentage", Kind::Int, "10", SINGLE_NODE),
+    inert("broker.rack", Kind::String, "", SINGLE_NODE),
+    inert("background.threads", Kind::Int, "10", SINGLE_NODE),
+    inert("queued.max.requests", Kind::Int, "500", SINGLE_NODE),
+    inert("controller.quorum.election.timeout.ms", Kind::Int, "1000", SINGLE_NODE),
+    inert("controller.quorum.election.backoff.max.ms", Kind::Int, "1000", SINGLE_NODE),
+    inert("controller.quorum.fetch.timeout.ms", Kind::Int, "2000", SINGLE_NODE),
+    inert("metadata.log.dir", Kind::String, "", SINGLE_NODE),
+    inert("metadata.log.segment.bytes", Kind::Int, "1073741824", SINGLE_NODE),
+    inert("metadata.max.retention.bytes", Kind::Long, "104857600", SINGLE_NODE),
+    inert("metadata.max.retention.ms", Kind::Long, "604800000", SINGLE_NODE),
+    inert("zookeeper.session.timeout.ms", Kind::Int, "18000", SINGLE_NODE),
+    inert("replica.alter.log.dirs.io.max.bytes.per.second", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("leader.replication.throttled.rate", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("follower.replication.throttled.rate", Kind::Long, "9223372036854775807", SINGLE_NODE),
+    inert("replication.quota.window.num", Kind::Int, "11", SINGLE_NODE),
+    inert("replication.quota.window.size.seconds", Kind::Int, "1", SINGLE_NODE),
+    inert("controlled.shutdown.enable", Kind::Boolean, "true", SINGLE_NODE),
+    inert("controlled.shutdown.max.retries", Kind::Int, "3", SINGLE_NODE),
+    inert("controlled.shutdown.retry.backoff.ms", Kind::Long, "5000", SINGLE_NODE),
+    inert("broker.id.generation.enable", Kind::Boolean, "true", SINGLE_NODE),
+    inert("reserved.broker.max.id", Kind::Int, "1000", SINGLE_NODE),
+    inert("broker.heartbeat.interval.ms", Kind::Int, "2000", SINGLE_NODE),
+    inert("broker.session.timeout.ms", Kind::Int, "9000", SINGLE_NODE),
+    inert("initial.broker.registration.timeout.ms", Kind::Int, "60000", SINGLE_NODE),
+    inert("early.start.listeners", Kind::String, "", SINGLE_NODE),
+    inert("controller.quorum.append.linger.ms", Kind::Int, "25", SINGLE_NODE),
+    inert("controller.quorum.request.timeout.ms", Kind::Int, "2000", SINGLE_NODE),
+    inert("controller.quorum.retry.backoff.ms", Kind::Int, "20", SINGLE_NODE),
+    inert("controller.socket.timeout.ms", Kind::Int, "30000", SINGLE_NODE),
+    inert("metadata.log.max.record.bytes.between.snapshots", Kind::Long, "20971520", SINGLE_NODE),
+    inert("metadata.log.max.snapshot.interval.ms", Kind::Long, "3600000", SINGLE_NODE),
+    inert("metadata.max.idle.interval.ms", Kind::Int, "500", SINGLE_NODE),
+    inert("inter.broker.protocol.version", Kind::String, "", SINGLE_NODE),
+    inert("zookeeper.max.in.flight.requests", Kind::Int, "10", SINGLE_NODE),
+    inert("zookeeper.metadata.migration.enable", Kind::Boolean, "false", SINGLE_NODE),
+    inert("sasl.kerberos.service.name", Kind::String, "", SINGLE_NODE),
+    inert("sasl.kerberos.kinit.cmd", Kind::String, "/usr/bin/kinit", SINGLE_NODE),
+    inert("sasl.kerberos.min.time.before.relogin", Kind::Long, "60000", SINGLE_NODE),
+    inert("sasl.kerberos.ticket.renew.jitter", Kind::Double, "0.05", SINGLE_NODE),
+    inert("sasl.kerberos.ticket.renew.window.factor", Kind::Double, "0.8", SINGLE_NODE),
+    inert("sasl.kerberos.principal.to.local.rules", Kind::List, "DEFAULT", SINGLE_NODE),
+    // Topic-only settings.
+    Setting {
+        topic: Some(TopicSide {
+            check: Valid::OneOf(&["producer"]),
+            apply: None,
+            show: Some(|_| "producer".to_string()),
+        }),
+        ..topic_only("compression.type", Kind::String, "producer", Effect::Honoured, Valid::Any,
+            "always producer: the broker never recompresses, batches keep the producer's codec")
+    },
+    topic_only("compression.gzip.level", Kind::Int, "-1", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
+    topic_only("compression.lz4.level", Kind::Int, "9", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
+    topic_only("compression.zstd.level", Kind::Int, "3", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
+    topic_only("file.delete.delay.ms", Kind::Long, "60000",
+        Effect::NoEffect("not applicable: segments past retention are deleted at once"), Valid::Any,
+        "not applicable: segments past retention are deleted at once"),
+    topic_only("flush.messages", Kind::Long, "9223372036854775807",
+        Effect::Refused("not supported: use flush.policy=fsync (sync every batch) or flush.ms"), Valid::Any,
+        "not supported: use flush.policy=fsync (sync every batch) or flush.ms"),
+    topic_only("follower.replication.throttled.replicas", Kind::List, "", Effect::NoEffect(ONE_REPLICA), Valid::Any, ONE_REPLICA),
+    topic_only("leader.replication.throttled.replicas", Kind::List, "", Effect::NoEffect(ONE_REPLICA), Valid::Any, ONE_REPLICA),
+    topic_only("local.retention.bytes", Kind::Long, "-2", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
+    topic_only("local.retention.ms", Kind::Long, "-2", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
+    topic_only("message.downconversion.enable", Kind::Boolean, "true",
+        Effect::NoEffect("not applicable: the broker never down-converts record batches"), Valid::Any,
+        "not applicable: the broker never down-converts record batches"),
+    topic_only("message.format.version", Kind::String, "3.0-IV1",
+        Effect::NoEffect("not applicable: batches are always record format v2"), Valid::Any,
+        "not applicable: batches are always record format v2"),
+    topic_only("message.timestamp.after.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
+    topic_only("message.timestamp.before.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
+    topic_only("message.timestamp.difference.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
+    topic_only("preallocate", Kind::Boolean, "false",
+        Effect::NoEffect("not applicable: segment files grow as they are written"), Valid::Any,
+        "not applicable: segment files grow as they are written"),
+    topic_only("remote.log.copy.disable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
+    topic_only("remote.log.delete.on.disable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
+    topic_only("remote.storage.enable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY),
+        Valid::OneOf(&["false"]), TIERED_ONLY),
+    topic_only("segment.index.bytes", Kind::Int, "10485760",
+        Effect::NoEffect("not applicable: offset indexes are sized by the segment they cover"), Valid::Any,
+        "not applicable: offset indexes are sized by the segment they cover"),
+    topic_only("segment.jitter.ms", Kind::Long, "0",
+        Effect::NoEffect("not applicable: segments roll exactly at segment.ms"), Valid::Any,
+        "not applicable: segments roll exactly at segment.ms"),
+    Setting {
+        effect: Effect::NoEffect(ONE_REPLICA),
+        doc: ONE_REPLICA,
+        ..inert("unclean.leader.election.enable", Kind::Boolean, "false", SINGLE_NODE)
+    }
+    .topic("unclean.leader.election.enable", TopicSide {
+        check: Valid::Any,
+        apply: None,
+        show: None,
+    }),
+];
+
+/// The row of a broker setting named `key` (its name first, then a synonym).
+pub fn broker_setting(key: &str) -> Option<&'static Setting> {
+    let broker = || SETTINGS.iter().filter(|s| s.is_broker());
+    broker()
+        .find(|s| s.name == key)
+        .or_else(|| broker().find(|s| s.synonyms.contains(&key)))
+}
+
+/// The row of a topic setting named `key` (its topic-level name).
+pub fn topic_setting(key: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.topic_name() == Some(key))
+}
+
+/// The broker settings AlterConfigs may change at run time, sorted.
+pub fn dynamic_broker_keys() -> Vec<&'static str> {
+    let mut keys: Vec<&str> = SETTINGS
+        .iter()
+        .filter(|s| s.dynamic)
+        .map(|s| s.name)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each name, synonym and topic name appears once, and each row is consistent: a topic
+    /// row has a topic side and no broker side, a dynamic row is an honoured broker row, a
+    /// default given passes its validator.
+    #[test]
+    fn the_table_is_consistent() {
+        let mut broker_names = std::collections::BTreeSet::new();
+        let mut topic_names = std::collections::BTreeSet::new();
+        for s in SETTINGS {
+            for name in s.spellings() {
+                if s.name == "advertised.listeners" && name == "listeners" {
+                    continue; // the one synonym that is also a setting of its own
+                }
+                if s.is_broker() {
+                    assert!(broker_names.insert(name), "{name} twice");
+                }
+            }
+            if let Some(topic) = s.topic_name() {
+                assert!(topic_names.insert(topic), "topic {topic} twice");
+                assert!(s.topic.is_some(), "{} lacks its topic side", s.name);
+            } else {
+                assert!(s.topic.is_none(), "{}", s.name);
+            }
+            if s.scope == Scope::Topic {
+                assert!(s.broker.is_none() && !s.dynamic, "{}", s.name);
+            }
+            if s.dynamic {
+                assert!(
+                    s.broker.is_some() && s.effect == Effect::Honoured,
+                    "{}",
+                    s.name
+                );
+            }
+            assert_eq!(
+                s.broker.is_some(),
+                s.is_broker() && s.effect == Effect::Honoured,
+                "{}",
+                s.name
+            );
+            if s.broker.is_some() && !s.default.is_empty() {
+                assert_eq!(s.valid.check(s.default), Ok(()), "{}", s.name);
+            }
+            assert!(!s.doc.is_empty() && !s.doc.contains('\n'), "{}", s.name);
+        }
+    }
+
+    /// A row's default is the typed default: giving it changes nothing.
+    #[test]
+    fn each_default_is_the_typed_default() {
+        for s in SETTINGS
+            .iter()
+            .filter(|s| s.broker.is_some() && !s.default.is_empty())
+        {
+            let given = [(s.name.to_string(), s.default.to_string())];
+            let mut config = BrokerConfig::from_sources(None, &given).expect(s.name);
+            config.explicit.clear();
+            assert_eq!(config, BrokerConfig::default(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn lookups_by_name_synonym_and_topic_name() {
+        assert_eq!(
+            broker_setting("log.retention.hours").map(|s| s.name),
+            Some("log.retention.ms")
+        );
+        assert_eq!(
+            broker_setting("listeners").map(|s| s.name),
+            Some("listeners")
+        );
+        assert_eq!(broker_setting("retention.ms").map(|s| s.name), None);
+        assert_eq!(
+            topic_setting("retention.ms").map(|s| s.name),
+            Some("log.retention.ms")
+        );
+        assert_eq!(topic_setting("log.retention.ms").map(|s| s.name), None);
+        assert_eq!(
+            dynamic_broker_keys(),
+            [
+                "flush.interval.ms",
+                "flush.policy",
+                "log.index.interval.bytes",
+                "log.retention.bytes",
+                "log.retention.ms",
+                "log.roll.ms",
+                "log.segment.bytes",
+                "message.max.bytes",
+            ]
+        );
+    }
+}
