@@ -16,6 +16,8 @@
 //!   bound, and its valid prefix iterates as whole valid batches with a valid index.
 //! - An index (offset or time) that validates loads, and looks up consistently.
 //! - A consumer-group record or consumer-protocol blob that decodes re-encodes to the same value.
+//! - A SASL message (PLAIN, SCRAM, OAUTHBEARER) that parses re-encodes to the same value; the
+//!   SCRAM machine never authenticates without the password (I40, I42).
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
@@ -23,6 +25,7 @@ pub mod alloc_meter;
 pub mod group;
 pub mod input;
 pub mod protocol;
+pub mod sasl;
 pub mod storage;
 
 /// A fuzz target: runs one input, panics when a contract is broken.
@@ -39,4 +42,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("time_index", storage::time_index),
     ("group_records", group::group_records),
     ("consumer_protocol", group::consumer_protocol),
+    ("sasl_plain", sasl::sasl_plain),
+    ("scram", sasl::scram),
+    ("oauthbearer", sasl::oauthbearer),
 ];
