@@ -8,9 +8,11 @@
 //!   listener's `sasl.jaas.config` must hold), each a login module class, a control flag and
 //!   its options; or a [`JaasError`] that says what Kafka would refuse.
 //! - Syntax, as the tokenizer has it: whitespace separates; `//` and `/* */` are comments;
-//!   a word is letters, digits, `.`, `-`, `_`, `$` (and any character from U+00A0 on), not
-//!   starting with a digit or `.` (that is a number, which has no text: an unquoted numeric
-//!   value is refused, as Kafka refuses it); a value is a word or a string quoted with `"` or
+//!   a lone `/` comments out the rest of its line (Java's default comment character);
+//!   a word is letters, digits, `.`, `-`, `_`, `$` (and any character from U+00A0 on),
+//!   starting with a letter, `_`, `$` or U+00A0 on (a digit, `.` or `-` and a digit start a
+//!   number, which has no text: an unquoted numeric value is refused, as Kafka refuses it; a
+//!   lone `-` is a character of its own); a value is a word or a string quoted with `"` or
 //!   `'`, with Java's escapes (`\"`, `\\`, `\n`, `\t`, `\r`, `\b`, `\f`, octal `\ooo`; any
 //!   other `\c` is `c`), ended by its quote or, as in Java, by a line end. A later option of
 //!   the same key wins. Each entry ends with `;`.
@@ -105,12 +107,19 @@ impl Token {
     }
 }
 
+/// A character that starts a word. `-` and `.` are word characters inside a word only: at the
+/// start they begin a number, or `-` without a digit after it is a character of its own (Java's
+/// `parseNumbers` table checks digits first; Kafka's `wordChars('-')` only adds to it).
 fn is_word_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || matches!(c, '-' | '_' | '$') || c >= '\u{a0}'
+    c.is_ascii_alphabetic() || matches!(c, '_' | '$') || c >= '\u{a0}'
 }
 
 fn is_word_char(c: char) -> bool {
-    is_word_start(c) || c.is_ascii_digit() || c == '.'
+    is_word_start(c) || c.is_ascii_digit() || matches!(c, '.' | '-')
+}
+
+fn is_number_char(c: char) -> bool {
+    c.is_ascii_digit() || c == '.'
 }
 
 fn tokenize(text: &str) -> Result<Vec<Token>, JaasError> {
@@ -119,13 +128,6 @@ fn tokenize(text: &str) -> Result<Vec<Token>, JaasError> {
     while let Some(c) = chars.next() {
         match c {
             c if c <= ' ' => {}
-            '/' if chars.peek() == Some(&'/') => {
-                for c in chars.by_ref() {
-                    if c == '\n' || c == '\r' {
-                        break;
-                    }
-                }
-            }
             '/' if chars.peek() == Some(&'*') => {
                 chars.next();
                 let mut previous = '\0';
@@ -141,9 +143,19 @@ fn tokenize(text: &str) -> Result<Vec<Token>, JaasError> {
                     return Err(JaasError::UnterminatedComment);
                 }
             }
+            // `//`, and (Java's default comment character) a lone `/`: the rest of the line.
+            '/' => {
+                for c in chars.by_ref() {
+                    if c == '\n' || c == '\r' {
+                        break;
+                    }
+                }
+            }
             '"' | '\'' => tokens.push(Token::Quoted(quoted(c, &mut chars))),
-            c if c.is_ascii_digit() || c == '.' => {
-                while chars.peek().is_some_and(|&c| is_word_char(c)) {
+            c if is_number_char(c)
+                || (c == '-' && chars.peek().is_some_and(|&n| is_number_char(n))) =>
+            {
+                while chars.peek().is_some_and(|&c| is_number_char(c)) {
                     chars.next();
                 }
                 tokens.push(Token::Number);
@@ -332,6 +344,25 @@ mod tests {
         assert_eq!(entry.options["k3"], "word-with_$sign");
         let entry = parse_single("m optional k=\"q\\\"uo\\\\te\\n\\101\";").expect("parses");
         assert_eq!(entry.options["k"], "q\"uo\\te\nA");
+    }
+
+    #[test]
+    fn java_tokenizer_corners_numbers_dashes_and_lone_slashes() {
+        // Inside a word `-` and `.` continue it; at the start `-` is a character of its own.
+        let entry = parse_single("a.b-c required k=v-1.x;").expect("parses");
+        assert_eq!(entry.login_module, "a.b-c");
+        assert_eq!(entry.options["k"], "v-1.x");
+        assert_eq!(
+            parse("m required k=-v;"),
+            Err(JaasError::NoValue("k".into()))
+        );
+        assert_eq!(
+            parse("m required k=-12;"),
+            Err(JaasError::NoValue("k".into()))
+        );
+        // A lone `/` comments out the rest of the line.
+        let entry = parse_single("m required / k=\"hidden\"\n j=\"seen\";").expect("parses");
+        assert_eq!(entry.options.keys().collect::<Vec<_>>(), ["j"]);
     }
 
     #[test]
