@@ -827,6 +827,51 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             };
             RequestBody::DescribeLogDirs(r)
         }
+        ApiKey::DescribeAcls => {
+            let mut r = DescribeAclsRequest::default();
+            r.resource_type_filter = 2;
+            r.resource_name_filter = opt(alt, "acl-topic");
+            r.pattern_type_filter = 3;
+            r.principal_filter = opt(alt, "User:alice");
+            r.host_filter = opt(!alt, "*");
+            r.operation = 3;
+            r.permission_type = 3;
+            RequestBody::DescribeAcls(r)
+        }
+        ApiKey::CreateAcls => {
+            let mut r = CreateAclsRequest::default();
+            r.creations = (0..if alt { 1u8 } else { 3 })
+                .map(|i| {
+                    let mut c = create_acls_request::AclCreation::default();
+                    c.resource_type = 2 + i as i8;
+                    c.resource_name = s(&format!("acl{i}"));
+                    c.resource_pattern_type = 3 + (i % 2) as i8;
+                    c.principal = s("User:alice");
+                    c.host = s(if alt { "10.0.0.1" } else { "*" });
+                    c.operation = 3 + i as i8;
+                    c.permission_type = 3;
+                    c
+                })
+                .collect();
+            RequestBody::CreateAcls(r)
+        }
+        ApiKey::DeleteAcls => {
+            let mut r = DeleteAclsRequest::default();
+            r.filters = (0..2u8)
+                .map(|i| {
+                    let mut f = delete_acls_request::DeleteAclsFilter::default();
+                    f.resource_type_filter = 1 + i as i8;
+                    f.resource_name_filter = opt(alt, &format!("acl{i}"));
+                    f.pattern_type_filter = 1;
+                    f.principal_filter = opt(!alt, "User:bob");
+                    f.host_filter = opt(alt, "*");
+                    f.operation = 1;
+                    f.permission_type = 2;
+                    f
+                })
+                .collect();
+            RequestBody::DeleteAcls(r)
+        }
         ApiKey::DescribeProducers => {
             let mut r = DescribeProducersRequest::default();
             r.topics = (0..2u8)
@@ -934,7 +979,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 31);
+    assert_eq!(per_key.len(), 34);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1240,6 +1285,40 @@ fn group_requests_with_huge_member_and_protocol_counts_are_refused_i10() {
             (ApiKey::OffsetDelete, 0, &offset_delete),
             (ApiKey::DescribeGroups, 0, &describe),
             (ApiKey::ConsumerGroupHeartbeat, 0, &heartbeat),
+        ];
+        for (key, v, body) in cases {
+            let err = decode_capped(raw_frame(key, v, body), &supported)
+                .expect_err("a count larger than the frame");
+            assert!(
+                matches!(err, RequestError::Precheck { .. }),
+                "{key:?} v{v}: {err}"
+            );
+        }
+    });
+}
+
+/// The ACL APIs' arrays (CreateAcls creations, DeleteAcls filters) and DescribeAcls' strings
+/// claiming far more than the frame holds are refused by the pre-check, before
+/// `kafka-protocol` sizes a `Vec` from them (I10).
+#[test]
+fn acl_requests_with_huge_counts_are_refused_i10() {
+    on_small_stack(|| {
+        let supported = SupportedVersions::all_covered();
+        // CreateAcls v1 / DeleteAcls v1: an i32::MAX element count.
+        let huge = vec![0x7f, 0xff, 0xff, 0xff];
+        // CreateAcls v3 / DeleteAcls v3 (flexible): a compact count of 2^31.
+        let huge_compact = vec![0x80, 0x80, 0x80, 0x80, 0x08];
+        // DescribeAcls v1: resource type, then a resource name of i16::MAX bytes.
+        let describe = vec![2, 0x7f, 0xff, b'x'];
+        // DescribeAcls v3: resource type, then a compact name of 2^31 bytes.
+        let describe_compact = vec![2, 0x80, 0x80, 0x80, 0x80, 0x08];
+        let cases: [(ApiKey, i16, &[u8]); 6] = [
+            (ApiKey::CreateAcls, 1, &huge),
+            (ApiKey::CreateAcls, 3, &huge_compact),
+            (ApiKey::DeleteAcls, 1, &huge),
+            (ApiKey::DeleteAcls, 3, &huge_compact),
+            (ApiKey::DescribeAcls, 1, &describe),
+            (ApiKey::DescribeAcls, 3, &describe_compact),
         ];
         for (key, v, body) in cases {
             let err = decode_capped(raw_frame(key, v, body), &supported)

@@ -101,6 +101,8 @@ error_codes! {
     CONCURRENT_TRANSACTIONS = 51;
     /// Transactional ids are refused (transactions are not supported).
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53;
+    /// Security features are disabled: no authorizer is configured (the ACL APIs' answer).
+    SECURITY_DISABLED = 54;
     /// The disk failed under the partition.
     KAFKA_STORAGE_ERROR = 56;
     /// The group still has members or committed offsets and cannot be deleted.

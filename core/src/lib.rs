@@ -34,6 +34,8 @@
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
 //! - [`wakeup`]: the long-poll protocol (no lost wakeups), on the [`sync`] shim.
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
+//! - [`auth`]: SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) as parsers and machines, Kafka's
+//!   JAAS syntax, and the ACL decision as a pure function.
 //! - [`error_code`]: the one table of Kafka error codes ([`error_code::ErrorCode`]).
 //! - [`clock`]: the backend's monotonic time ([`clock::MonoTime`]), as a value.
 //!
@@ -41,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod accept;
+pub mod auth;
 pub mod backend;
 pub mod clock;
 pub mod compaction;

@@ -20,8 +20,9 @@ use std::mem::size_of;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     alter_configs_request, api_versions_request, consumer_group_describe_request,
-    consumer_group_heartbeat_request, create_partitions_request, create_topics_request,
-    delete_groups_request, delete_records_request, delete_topics_request, describe_cluster_request,
+    consumer_group_heartbeat_request, create_acls_request, create_partitions_request,
+    create_topics_request, delete_acls_request, delete_groups_request, delete_records_request,
+    delete_topics_request, describe_acls_request, describe_cluster_request,
     describe_configs_request, describe_groups_request, describe_log_dirs_request,
     describe_producers_request, describe_topic_partitions_request, fetch_request,
     find_coordinator_request, heartbeat_request, incremental_alter_configs_request,
@@ -1081,6 +1082,74 @@ message!(
     DESCRIBE_TOPIC_PARTITIONS_BODY
 );
 
+// The ACL APIs: CreateAcls (key 30), DescribeAcls (key 29), DeleteAcls (key 31); v1-3, flexible
+// from 2. A DescribeAcls filter and a DeleteAcls filter have the same layout (nullable name,
+// principal and host); a creation's strings are never null.
+strukt!(
+    CREATE_ACLS_CREATION,
+    create_acls_request::AclCreation,
+    [
+        field("resource_type", Int8, 0, ANY),
+        field("resource_name", Str, 0, ANY),
+        field("resource_pattern_type", Int8, 1, ANY),
+        field("principal", Str, 0, ANY),
+        field("host", Str, 0, ANY),
+        field("operation", Int8, 0, ANY),
+        field("permission_type", Int8, 0, ANY),
+    ]
+);
+strukt!(
+    CREATE_ACLS_BODY,
+    create_acls_request::CreateAclsRequest,
+    [field(
+        "creations",
+        Array(&Struct(&CREATE_ACLS_CREATION)),
+        0,
+        ANY
+    ),]
+);
+message!(CREATE_ACLS, CreateAcls, 1, 3, flexible_from 2, CREATE_ACLS_BODY);
+
+strukt!(
+    DESCRIBE_ACLS_BODY,
+    describe_acls_request::DescribeAclsRequest,
+    [
+        field("resource_type_filter", Int8, 0, ANY),
+        field("resource_name_filter", NullableStr, 0, ANY),
+        field("pattern_type_filter", Int8, 1, ANY),
+        field("principal_filter", NullableStr, 0, ANY),
+        field("host_filter", NullableStr, 0, ANY),
+        field("operation", Int8, 0, ANY),
+        field("permission_type", Int8, 0, ANY),
+    ]
+);
+message!(DESCRIBE_ACLS, DescribeAcls, 1, 3, flexible_from 2, DESCRIBE_ACLS_BODY);
+
+strukt!(
+    DELETE_ACLS_FILTER,
+    delete_acls_request::DeleteAclsFilter,
+    [
+        field("resource_type_filter", Int8, 0, ANY),
+        field("resource_name_filter", NullableStr, 0, ANY),
+        field("pattern_type_filter", Int8, 1, ANY),
+        field("principal_filter", NullableStr, 0, ANY),
+        field("host_filter", NullableStr, 0, ANY),
+        field("operation", Int8, 0, ANY),
+        field("permission_type", Int8, 0, ANY),
+    ]
+);
+strukt!(
+    DELETE_ACLS_BODY,
+    delete_acls_request::DeleteAclsRequest,
+    [field(
+        "filters",
+        Array(&Struct(&DELETE_ACLS_FILTER)),
+        0,
+        ANY
+    ),]
+);
+message!(DELETE_ACLS, DeleteAcls, 1, 3, flexible_from 2, DELETE_ACLS_BODY);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1104,6 +1173,9 @@ pub static COVERED: &[&MessageSchema] = &[
     &OFFSET_FOR_LEADER_EPOCH,
     &DESCRIBE_CONFIGS,
     &ALTER_CONFIGS,
+    &DESCRIBE_ACLS,
+    &CREATE_ACLS,
+    &DELETE_ACLS,
     &DESCRIBE_LOG_DIRS,
     &DELETE_GROUPS,
     &CREATE_PARTITIONS,
@@ -1183,6 +1255,9 @@ mod tests {
             ConsumerGroupDescribeRequest,
             OffsetForLeaderEpochRequest,
             DescribeLogDirsRequest,
+            DescribeAclsRequest,
+            CreateAclsRequest,
+            DeleteAclsRequest,
             DescribeProducersRequest,
             DescribeTopicPartitionsRequest,
         );

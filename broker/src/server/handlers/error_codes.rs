@@ -30,7 +30,20 @@ top_level!(
     HeartbeatResponse,
     ListGroupsResponse,
     ConsumerGroupHeartbeatResponse,
+    DescribeAclsResponse,
 );
+
+impl ErrorCodes for CreateAclsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.results.iter().map(|r| r.error_code)
+    }
+}
+
+impl ErrorCodes for DeleteAclsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.filter_results.iter().map(|r| r.error_code)
+    }
+}
 
 impl ErrorCodes for ProduceResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {

@@ -10,6 +10,7 @@
 //!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
 //!   [`served_versions`] does not list.
 
+pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -96,6 +97,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
@@ -245,6 +249,9 @@ pub async fn handle<B: Backend>(
             reply!(offset_for_leader_epoch::handle(state, req).await)
         }
         RequestBody::DescribeLogDirs(req) => reply!(describe_log_dirs::handle(state, req).await),
+        RequestBody::DescribeAcls(_) => reply!(acls::describe()),
+        RequestBody::CreateAcls(req) => reply!(acls::create(&req)),
+        RequestBody::DeleteAcls(req) => reply!(acls::delete(&req)),
         RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
