@@ -14,6 +14,9 @@
 //!   write through the ring, whose buffer glommio 0.9 must own (one copy each); the test asks
 //!   the backend which path this filesystem gets and expects accordingly.
 //!
+//! - Each batch is validated exactly once (`PartitionLog::batch_validations`): the log's
+//!   `validate_produced` is the produce path's only validation.
+//!
 //! One `#[test]` in this binary, so no other test's allocations are counted; the shard's
 //! other threads (the portable backend's pool, glommio's) make no allocation that large
 //! while an append runs. What is written is checked too, byte for byte.
@@ -145,6 +148,15 @@ async fn count_copies<B: Backend>(
             "a coalesced group of three 40 KB batches made {large_group} allocations of at \
              least {LARGE_BYTES} bytes, expected {}",
             expect.large
+        ));
+    }
+
+    // Each batch is validated exactly once on its way in (issue 20 item 5).
+    if log.batch_validations() != batches.len() as u64 {
+        return Err(format!(
+            "{} batches appended, {} validations: expected one per batch",
+            batches.len(),
+            log.batch_validations()
         ));
     }
 

@@ -29,6 +29,8 @@
 //! - [`retention`]: which segments to delete.
 //! - [`compaction`]: log compaction — which offsets to clean, the key map within a memory
 //!   budget, which records survive, the batch rewrite and the segment swap's recovery table.
+//! - [`partition`]: one partition's log as a sans-IO state machine (placement, dense
+//!   offsets, group commit, index placement, log start, rolls, retention); the broker drives it.
 //! - [`producer`]: idempotent producer state per partition (sequence checks, duplicates,
 //!   epoch fencing), which batches may share a coalesced write, and its snapshot encoding.
 //! - [`shard_sync`]: the phase barrier and shutdown signal shared by shard threads.
@@ -51,6 +53,7 @@ pub mod error_code;
 pub mod fetch;
 pub mod group;
 pub mod index;
+pub mod partition;
 pub mod producer;
 pub mod record;
 pub mod recovery;

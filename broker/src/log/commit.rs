@@ -101,6 +101,11 @@ impl GroupCommit {
         self.sync_in_flight.set(false);
         match result {
             Ok(()) => {
+                // I8: a sync covers only what was written before it began.
+                assert!(
+                    target <= self.written_up_to.get(),
+                    "a sync covers only written offsets (I8)"
+                );
                 if target > self.synced_up_to.get() {
                     self.synced_up_to.set(target);
                 }

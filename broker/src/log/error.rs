@@ -84,6 +84,13 @@ pub enum LogError {
     /// The offset space of the partition is exhausted (an offset would pass `i64::MAX`).
     #[error("offset space exhausted")]
     OffsetOverflow,
+    /// A record without a key on a compacted log (Kafka's INVALID_RECORD).
+    #[error("a compacted log takes only records with a key")]
+    KeyRequired,
+    /// A compressed batch's records do not inflate (or inflate past the bound, I10), so the
+    /// key rule of a compacted log cannot be applied.
+    #[error("records do not decode: {0}")]
+    Undecodable(String),
 }
 
 impl LogError {
@@ -94,7 +101,8 @@ impl LogError {
                 check: BatchCheck::BatchTooLarge { .. },
                 ..
             }) => ErrorCode::MESSAGE_TOO_LARGE,
-            LogError::Corrupt(_) => ErrorCode::CORRUPT_MESSAGE,
+            LogError::Corrupt(_) | LogError::Undecodable(_) => ErrorCode::CORRUPT_MESSAGE,
+            LogError::KeyRequired => ErrorCode::INVALID_RECORD,
             LogError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
             LogError::Config { .. } => ErrorCode::INVALID_CONFIG,
             LogError::InvalidName { .. } => ErrorCode::INVALID_TOPIC_EXCEPTION,

@@ -28,6 +28,8 @@
 //! - [`commit`]: group commit bookkeeping for the `fsync` policy.
 //! - [`partition`]: [`PartitionLog`] — append, read, offset by timestamp, roll, retention,
 //!   flush, close.
+//! - [`produced_batch`]: the one validation of a produced batch (I3, the key rule of a
+//!   compacted log).
 //! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
 //!   close, replay at open).
 //! - [`start_offset`]: the durable log start offset checkpoint (written before segments are
@@ -42,6 +44,7 @@ pub mod commit;
 pub mod config;
 pub mod error;
 pub mod partition;
+pub mod produced_batch;
 pub mod producer_ids;
 pub mod producers;
 pub mod recover;

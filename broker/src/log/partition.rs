@@ -59,8 +59,7 @@ use minikafka_core::producer::{
     ProducerLimits, ProducerStateTable,
 };
 use minikafka_core::record::{
-    check_single_batch, patch_base_offset, patch_leader_epoch, stamp_log_append_time_split,
-    validate_batch_with, BatchHeader, OffsetRule, ValidateOptions, HEADER_BYTES,
+    patch_base_offset, patch_leader_epoch, stamp_log_append_time_split, BatchHeader, HEADER_BYTES,
 };
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
@@ -69,6 +68,7 @@ use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
 use super::config::{FlushPolicy, LogConfig, TimestampType};
+use super::produced_batch::validate_produced;
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::recovered_sync::UnsyncedLog;
@@ -163,6 +163,8 @@ pub struct PartitionLog<B: Backend> {
     producer_load: ProducerLoad,
     /// Fsync counts for the metrics endpoint (shard-local cells).
     sync_stats: SyncStats,
+    /// Produced batches validated ([`validate_produced`]): one per append.
+    batch_validations: Cell<u64>,
 }
 
 impl<B: Backend> PartitionLog<B> {
@@ -366,6 +368,7 @@ impl<B: Backend> PartitionLog<B> {
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
+            batch_validations: Cell::new(0),
         };
         // A crash while deleting segments below a durable start leaves some behind (I25).
         log.remove_segments_below_start().await?;
@@ -474,6 +477,13 @@ impl<B: Backend> PartitionLog<B> {
         self.snapshots.borrow().clone()
     }
 
+    /// Produced batches validated by this log so far: exactly one per call of
+    /// [`append`](Self::append), the produce path's only validation (issue 20 item 5;
+    /// `tests/append_copies.rs` asserts it).
+    pub fn batch_validations(&self) -> u64 {
+        self.batch_validations.get()
+    }
+
     /// Fsync counts (for the metrics endpoint).
     pub fn sync_stats(&self) -> &SyncStats {
         &self.sync_stats
@@ -509,7 +519,8 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Appends one record batch and returns once the flush policy is satisfied for it (I8).
     ///
-    /// The batch is validated first (I3: an invalid batch touches nothing), then gets the next
+    /// The batch is validated first, once ([`validate_produced`]: I3, and the key rule of a
+    /// compacted log; an invalid batch touches nothing), then gets the next
     /// offsets by patching its base offset (I1) and the leader epoch ([`LEADER_EPOCH`]). The
     /// log rolls first when core's [`roll::roll_reason`] says so: the batch would push a
     /// non-empty active segment past `segment_bytes`, its offsets past 32 bits (I6), or
@@ -532,16 +543,10 @@ impl<B: Backend> PartitionLog<B> {
     /// [`BackendFile::write_parts_at`]: minikafka_core::backend::BackendFile::write_parts_at
     pub async fn append(&self, batch: impl Into<Bytes>, now_ms: i64) -> Result<AppendInfo> {
         let batch: Bytes = batch.into();
-        let opts = ValidateOptions {
-            max_batch_bytes: self.config.borrow().max_batch_bytes,
-            walk_records: true,
-            // A produced batch: dense offsets (I1).
-            offsets: OffsetRule::Dense,
-        };
-        let mut header = validate_batch_with(&batch, opts)?;
-        // The one-batch rule, as the Produce handler applies it (only trailing bytes can be
-        // left to find once the batch validated).
-        check_single_batch(&batch)?;
+        // The produce path's one validation of this batch (I3; the Produce handler applies
+        // only the framing rule), counted for the tests.
+        self.batch_validations.set(self.batch_validations.get() + 1);
+        let mut header = validate_produced(&batch, &self.config.borrow())?;
         let mut batch = SplitBatch::new(batch)?;
         if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the
@@ -771,6 +776,15 @@ impl<B: Backend> PartitionLog<B> {
     /// Step 5 (I2): the group's batches are whole on disk, below the segment's published
     /// size; readers may now see offsets below `next_offset`.
     fn publish(&self, next_offset: Offset) {
+        // I1, I2: the high watermark only grows, and ends where the active segment ends.
+        assert!(
+            next_offset > self.high_watermark.get(),
+            "a published group moves the high watermark forward (I1)"
+        );
+        assert!(
+            self.active().next_offset() == next_offset,
+            "the high watermark is the active segment's end (I2)"
+        );
         self.high_watermark.set(next_offset);
         self.commit.note_written(next_offset);
     }
@@ -921,6 +935,11 @@ impl<B: Backend> PartitionLog<B> {
             now_ms,
         )
         .await?;
+        // I1: the new segment starts exactly where the sealed one ends.
+        assert!(
+            next_base == old.next_offset() && next_base > old.base_offset(),
+            "a roll starts the next segment at the sealed one's end (I1)"
+        );
         tracing::debug!(dir = ?self.dir, base = next_base.0, "rolled to a new segment");
         self.segments.borrow_mut().push(Rc::new(segment));
         // The sealed segment is synced: a snapshot at its end never covers bytes a crash could
@@ -1030,6 +1049,11 @@ impl<B: Backend> PartitionLog<B> {
                 .collect()
         };
         for (segment, end_bytes) in candidates {
+            // I2: a read stays below the size published when it was planned.
+            debug_assert!(
+                end_bytes <= segment.size_bytes(),
+                "published sizes only grow (I2)"
+            );
             if let Some(bytes) = self
                 .read_segment(&segment, end_bytes, fetch_offset, max_bytes)
                 .await?
@@ -1333,6 +1357,11 @@ impl<B: Backend> PartitionLog<B> {
             return Ok(());
         }
         start_offset::write(&self.backend, &self.dir, start).await?;
+        // I9: forward only (the start lock serializes moves), never past the log's end.
+        assert!(
+            start > self.log_start_offset.get() && start <= self.high_watermark.get(),
+            "the log start offset moves forward, within the log (I9)"
+        );
         self.log_start_offset.set(start);
         Ok(())
     }
@@ -1348,6 +1377,7 @@ impl<B: Backend> PartitionLog<B> {
                 .windows(2)
                 .take_while(|pair| pair[1].base_offset() <= start)
                 .count();
+            assert!(count < segments.len(), "never the active segment (I9)");
             segments.drain(..count).collect()
         };
         if deleted.is_empty() {
@@ -1477,6 +1507,10 @@ impl Group {
     /// assigns dense offsets; base offset and leader epoch lie outside the CRC).
     fn push(&mut self, mut batch: SplitBatch, mut header: BatchHeader, member: Member) {
         let base_offset = self.next_offset;
+        debug_assert!(
+            member.last_offset.0 == base_offset.0 + i64::from(header.last_offset_delta),
+            "a member's last offset follows its base densely (I1)"
+        );
         patch_base_offset(&mut batch.head, base_offset);
         patch_leader_epoch(&mut batch.head, LEADER_EPOCH);
         header.base_offset = base_offset;

@@ -333,6 +333,19 @@ impl<B: Backend> Segment<B> {
     ) -> (io::Result<Vec<FilePos>>, Vec<Bytes>) {
         let start_u64 = self.size_bytes.get();
         let total_bytes = parts_len(&buf) as u64;
+        // I1: the group continues this segment densely and its batches are dense.
+        debug_assert!(
+            headers
+                .first()
+                .is_none_or(|h| h.base_offset == self.next_offset.get()),
+            "a group starts at the segment's next offset (I1)"
+        );
+        debug_assert!(
+            headers
+                .windows(2)
+                .all(|pair| pair[1].base_offset == pair[0].next_offset()),
+            "a group's batches are dense (I1)"
+        );
         let Some(placed) = self.place(start_u64, total_bytes, headers) else {
             return (
                 Err(io::Error::new(
@@ -411,7 +424,12 @@ impl<B: Backend> Segment<B> {
         if let Some(last) = headers.last() {
             self.next_offset.set(last.next_offset());
         }
-        // I2: publish only now that every byte below the new size is written.
+        // I2: publish only now that every byte below the new size is written; the size only
+        // grows.
+        assert!(
+            self.size_bytes.get() == start_u64,
+            "nothing else published while this group was written (I2)"
+        );
         self.size_bytes.set(start_u64 + total_bytes);
         let positions = placed.iter().map(|&(position, _, _)| position).collect();
         (Ok(positions), buf)
@@ -441,7 +459,14 @@ impl<B: Backend> Segment<B> {
     /// Cuts the log file back to the published size, discarding a torn tail left by a failed
     /// write (the in-memory state never saw it).
     pub(crate) async fn discard_unpublished_tail(&self) -> io::Result<()> {
-        self.log.truncate(self.size_bytes.get()).await
+        let published = self.size_bytes.get();
+        self.log.truncate(published).await?;
+        // I2: the cut never reaches below the published size.
+        assert!(
+            self.size_bytes.get() == published,
+            "the published size moved while a torn tail was cut (I2)"
+        );
+        Ok(())
     }
 
     /// Makes the log durable.

@@ -6,12 +6,12 @@
 //!   for the same thing on a single node; `acks=0` gets no response (`handlers::handle`).
 //! - Each partition's records must be exactly one record batch, core's
 //!   [`check_single_batch`] (INVALID_RECORD, 87, otherwise; CORRUPT_MESSAGE, 2, when truncated
-//!   or empty); the owning shard appends it,
-//!   where core validates it (CRC, structure, size against the topic's `max.message.bytes`:
-//!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE) and then wakes the partition's long-polls (I7).
+//!   or empty); the owning shard appends it, where the log validates it once
+//!   (`log::produced_batch`: CRC, structure, size against the topic's `max.message.bytes`:
+//!   CORRUPT_MESSAGE / MESSAGE_TOO_LARGE; on a compacted topic a record without a key is
+//!   INVALID_RECORD, 87, as in Kafka) and then wakes the partition's long-polls (I7). This
+//!   handler validates nothing itself: each batch is validated once on the produce path.
 //! - Internal topics (`__consumer_offsets`) refuse user produce: INVALID_TOPIC_EXCEPTION (17).
-//! - On a compacted topic (`cleanup.policy` with `compact`) a record without a key is
-//!   INVALID_RECORD (87), as in Kafka.
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
 //!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
 //!   LogAppendTime` topic, else -1) and log start offset.
@@ -20,14 +20,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use minikafka_codec::KafkaCodecs;
 use minikafka_core::backend::Backend;
-use minikafka_core::compaction::rewrite::batch_records;
-use minikafka_core::record::{
-    check_single_batch, validate_batch_with, BatchCheck, BatchError, BatchView, ValidateOptions,
-};
-
-use crate::log::cleaner::clean::MAX_DECOMPRESSED_BYTES;
+use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
 
 use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
@@ -54,26 +48,6 @@ fn single_batch(records: &[u8]) -> Result<(), ErrorCode> {
         }) => Err(ErrorCode::INVALID_RECORD),
         Err(_) => Err(ErrorCode::CORRUPT_MESSAGE),
     }
-}
-
-/// Kafka refuses a record without a key on a compacted topic (INVALID_RECORD): the cleaner
-/// could keep no latest value for it. Compressed batches are decompressed for the check, within
-/// the cleaner's bound (I10). A batch that does not validate is left to the log's own checks.
-fn keys_present_for_compaction(records: &[u8]) -> Result<(), ErrorCode> {
-    let Ok(header) = validate_batch_with(records, ValidateOptions::default()) else {
-        return Ok(());
-    };
-    let view = BatchView {
-        start: 0,
-        bytes: &records[..header.total_bytes()],
-        header,
-    };
-    let decoded = batch_records(&view, &mut KafkaCodecs, MAX_DECOMPRESSED_BYTES)
-        .map_err(|_| ErrorCode::CORRUPT_MESSAGE)?;
-    if decoded.facts().any(|f| f.key.is_none()) {
-        return Err(ErrorCode::INVALID_RECORD);
-    }
-    Ok(())
 }
 
 fn partition_response(index: i32, error_code: ErrorCode) -> PartitionProduceResponse {
@@ -128,13 +102,8 @@ pub async fn handle<B: Backend>(
                     Some(info) if offsets_topic::is_internal(&info.name) => {
                         Some(ErrorCode::INVALID_TOPIC_EXCEPTION)
                     }
-                    Some(info) => match partition.records.as_deref().map(|records| {
-                        single_batch(records)?;
-                        if info.config.log().cleanup_policy.compact {
-                            keys_present_for_compaction(records)?;
-                        }
-                        Ok(())
-                    }) {
+                    // The framing rule only: the log validates the batch, once.
+                    Some(_) => match partition.records.as_deref().map(single_batch) {
                         None => Some(ErrorCode::CORRUPT_MESSAGE),
                         Some(Err(code)) => Some(code),
                         Some(Ok(())) => None,
