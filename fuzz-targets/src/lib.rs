@@ -18,6 +18,8 @@
 //! - A consumer-group record or consumer-protocol blob that decodes re-encodes to the same value.
 //! - A `__transaction_state` record that decodes re-encodes to the same value, and replaying
 //!   any record into a transaction coordinator never panics.
+//! - A `_schemas` record that decodes re-encodes to the same record, and replaying any record
+//!   into a schema registry never panics.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
@@ -25,6 +27,7 @@ pub mod alloc_meter;
 pub mod group;
 pub mod input;
 pub mod protocol;
+pub mod schema;
 pub mod storage;
 pub mod txn;
 
@@ -43,4 +46,5 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("group_records", group::group_records),
     ("consumer_protocol", group::consumer_protocol),
     ("txn_records", txn::txn_records),
+    ("schema_records", schema::schema_records),
 ];
