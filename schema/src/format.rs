@@ -5,7 +5,7 @@
 //! |----------|-------------------------------------|-------------------------------------|-----------------------|
 //! | AVRO     | `apache-avro` (named references resolved) | Avro Parsing Canonical Form  | Avro schema resolution (`SchemaCompatibility::can_read`) |
 //! | JSON     | `serde_json`; must be an object or a boolean | keys sorted, no whitespace  | a subset: `type` narrowed or changed, a property newly `required`, recursively through `properties` and `items` |
-//! | PROTOBUF | not parsed (no well-kept pure-Rust `.proto` parser fits yet) | the text, line endings normalised, trimmed | none yet |
+//! | PROTOBUF | `protox-parse` (imports not resolved) | the descriptor without source positions, hex | a subset of Confluent's rules, see [`crate::protobuf`] |
 //!
 //! Everything here is a pure function of its inputs, bounded by [`SCHEMA_TEXT_BYTES_MAX`] and
 //! by serde_json's nesting limit (128).
@@ -36,7 +36,7 @@ pub struct ParsedSchema {
 enum Parsed {
     Avro(Box<apache_avro::Schema>),
     Json(Value),
-    Protobuf,
+    Protobuf(Box<prost_types::FileDescriptorProto>),
 }
 
 /// Parses `text` as `schema_type`; `referenced` holds the texts of every schema it refers to,
@@ -76,11 +76,11 @@ pub fn parse(
             (canonical, Parsed::Json(value))
         }
         SchemaType::Protobuf => {
-            let canonical = text.replace("\r\n", "\n").trim().to_owned();
-            if canonical.is_empty() {
-                return Err(RegistryError::InvalidSchema("empty protobuf schema".into()));
-            }
-            (canonical, Parsed::Protobuf)
+            let file = crate::protobuf::parse(text).map_err(|e| invalid(&e))?;
+            (
+                crate::protobuf::canonical(&file),
+                Parsed::Protobuf(Box::new(file)),
+            )
         }
     };
     Ok(ParsedSchema {
@@ -100,8 +100,9 @@ pub fn can_read(writer: &ParsedSchema, reader: &ParsedSchema) -> Result<(), Stri
                 .map_err(|e| e.to_string())
         }
         (Parsed::Json(writer), Parsed::Json(reader)) => json_can_read(writer, reader, "#", 0),
-        // Not yet checked (see the module table).
-        (Parsed::Protobuf, Parsed::Protobuf) => Ok(()),
+        (Parsed::Protobuf(writer), Parsed::Protobuf(reader)) => {
+            crate::protobuf::can_read(writer, reader)
+        }
         _ => Err(format!(
             "schema type changed from {} to {}",
             writer.schema_type.name(),
@@ -207,7 +208,7 @@ mod tests {
             (SchemaType::Avro, "not json"),
             (SchemaType::Json, "[1, 2]"),
             (SchemaType::Json, "{"),
-            (SchemaType::Protobuf, "  \n "),
+            (SchemaType::Protobuf, "message {"),
         ] {
             let error = parse(schema_type, text, &[]).expect_err(text);
             assert_eq!(error.error_code(), 42201, "{text}");

@@ -582,3 +582,55 @@ fn error_codes_map_to_http_statuses() {
     assert_eq!((error.error_code(), error.http_status()), (409, 409));
     assert_eq!(code(SchemaType::parse("XML")), 42201);
 }
+
+#[test]
+fn json_and_protobuf_schemas_are_identified_and_checked() {
+    let mut h = Harness::new();
+    let input = |schema_type, schema: &str| SchemaInput {
+        schema: schema.into(),
+        schema_type,
+        references: vec![],
+    };
+    let proto_v1 = "syntax = \"proto3\";\npackage shop;\nmessage Order { int64 id = 1; }\n";
+    assert_eq!(
+        h.register_input("orders-value", input(SchemaType::Protobuf, proto_v1)),
+        Ok((1, 1))
+    );
+    let commented = "syntax = \"proto3\";\n// orders\npackage shop;\nmessage Order {\n  int64 id = 1; // key\n}";
+    assert_eq!(
+        h.register_input("orders-value", input(SchemaType::Protobuf, commented)),
+        Ok((1, 1))
+    );
+    let changed_kind = "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; }";
+    assert_eq!(
+        code(h.register_input("orders-value", input(SchemaType::Protobuf, changed_kind))),
+        409
+    );
+    let added =
+        "syntax = \"proto3\";\npackage shop;\nmessage Order { int64 id = 1; string note = 2; }";
+    assert_eq!(
+        h.register_input("orders-value", input(SchemaType::Protobuf, added)),
+        Ok((2, 2))
+    );
+    assert_eq!(
+        code(h.register_input("orders-value", input(SchemaType::Protobuf, "message {"))),
+        42201
+    );
+
+    let json_v1 = r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#;
+    assert_eq!(
+        h.register_input("n-value", input(SchemaType::Json, json_v1)),
+        Ok((3, 1))
+    );
+    let required = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    assert_eq!(
+        code(h.register_input("n-value", input(SchemaType::Json, required))),
+        409
+    );
+    // A type change across formats is refused under any level but NONE.
+    assert_eq!(
+        code(h.register_input("n-value", input(SchemaType::Avro, "\"long\""))),
+        409
+    );
+    h.assert_replay_matches();
+}
