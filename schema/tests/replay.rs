@@ -109,3 +109,162 @@ proptest! {
         }
     }
 }
+
+/// Which schemas of the pool are the same canonical schema (3 is 0 laid out differently).
+const CANONICAL_CLASS: [usize; 6] = [0, 1, 2, 0, 4, 5];
+
+/// A plain model of subjects, versions, soft deletes and ids, with compatibility off (level
+/// NONE), so every refusal it predicts comes from the delete rules (I55) alone.
+#[derive(Default)]
+struct Model {
+    /// subject -> version -> (canonical class, deleted)
+    subjects: std::collections::BTreeMap<usize, std::collections::BTreeMap<i32, (usize, bool)>>,
+    max_id: i32,
+    ids: std::collections::HashMap<usize, i32>,
+}
+
+impl Model {
+    fn id_in_use(&self, class: usize) -> bool {
+        self.subjects
+            .values()
+            .any(|versions| versions.values().any(|(c, _)| *c == class))
+    }
+
+    /// The reply as (id, version) or a deleted version list, or the error code.
+    fn apply(&mut self, op: &Op) -> Result<Vec<i32>, u32> {
+        match *op {
+            Op::Register(s, index) => {
+                let class = CANONICAL_CLASS[index];
+                let versions = self.subjects.entry(s).or_default();
+                if let Some((v, _)) = versions.iter().find(|(_, (c, d))| *c == class && !*d) {
+                    let v = *v;
+                    return Ok(vec![self.ids[&class], v]);
+                }
+                let version = versions.keys().next_back().copied().unwrap_or(0) + 1;
+                versions.insert(version, (class, false));
+                let id = match self.ids.get(&class) {
+                    Some(id) => *id,
+                    None => {
+                        self.max_id += 1;
+                        self.ids.insert(class, self.max_id);
+                        self.max_id
+                    }
+                };
+                Ok(vec![id, version])
+            }
+            Op::DeleteVersion(s, v, permanent) => {
+                let versions = self
+                    .subjects
+                    .get_mut(&s)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(40401u32)?;
+                let version = if v == 0 {
+                    *versions
+                        .iter()
+                        .rev()
+                        .find(|(_, (_, d))| !*d || permanent)
+                        .ok_or(40401u32)?
+                        .0
+                } else {
+                    v
+                };
+                let (class, deleted) = *versions.get(&version).ok_or(40402u32)?;
+                match (permanent, deleted) {
+                    (false, true) => return Err(40406),
+                    (true, false) => return Err(40407),
+                    (false, false) => {
+                        versions.insert(version, (class, true));
+                    }
+                    (true, true) => {
+                        versions.remove(&version);
+                        if !self.id_in_use(class) {
+                            self.ids.remove(&class);
+                        }
+                    }
+                }
+                Ok(vec![version])
+            }
+            Op::DeleteSubject(s, permanent) => {
+                let versions = self
+                    .subjects
+                    .get_mut(&s)
+                    .filter(|v| !v.is_empty())
+                    .ok_or(40401u32)?;
+                let all_deleted = versions.values().all(|(_, d)| *d);
+                if permanent {
+                    if !all_deleted {
+                        return Err(40405);
+                    }
+                    let gone: Vec<i32> = versions.keys().copied().collect();
+                    let classes: Vec<usize> = versions.values().map(|(c, _)| *c).collect();
+                    versions.clear();
+                    for class in classes {
+                        if !self.id_in_use(class) {
+                            self.ids.remove(&class);
+                        }
+                    }
+                    return Ok(gone);
+                }
+                if all_deleted {
+                    return Err(40404);
+                }
+                let live: Vec<i32> = versions
+                    .iter()
+                    .filter(|(_, (_, d))| !*d)
+                    .map(|(v, _)| *v)
+                    .collect();
+                for entry in versions.values_mut() {
+                    entry.1 = true;
+                }
+                Ok(live)
+            }
+            Op::SetLevel(..) | Op::SetMode(..) => unreachable!("not generated for the model"),
+        }
+    }
+}
+
+fn arb_model_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..3usize, 0..6usize).prop_map(|(s, i)| Op::Register(s, i)),
+        3 => (0..3usize, 0..5i32, any::<bool>()).prop_map(|(s, v, p)| Op::DeleteVersion(s, v, p)),
+        1 => (0..3usize, any::<bool>()).prop_map(|(s, p)| Op::DeleteSubject(s, p)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_machine_agrees_with_a_plain_model(ops in proptest::collection::vec(arb_model_op(), 1..60)) {
+        let mut h = Harness::new();
+        h.write(WriteRequest::SetConfig { subject: None, level: CompatibilityLevel::None })
+            .expect("level NONE");
+        let mut model = Model::default();
+        for op in &ops {
+            let expected = model.apply(op);
+            let actual = match h.write(to_write(op)) {
+                Ok(minikafka_schema::WriteReply::Registered { id, version }) => Ok(vec![id, version]),
+                Ok(minikafka_schema::WriteReply::VersionDeleted(v)) => Ok(vec![v]),
+                Ok(minikafka_schema::WriteReply::SubjectDeleted(vs)) => Ok(vs),
+                Ok(other) => panic!("unexpected reply {other:?}"),
+                Err(e) => Err(e.error_code()),
+            };
+            prop_assert_eq!(&actual, &expected, "op {:?}", op);
+            for (index, subject) in SUBJECTS.iter().enumerate() {
+                let versions = model.subjects.get(&index).cloned().unwrap_or_default();
+                let all: Vec<i32> = versions.keys().copied().collect();
+                let live: Vec<i32> = versions.iter().filter(|(_, (_, d))| !*d).map(|(v, _)| *v).collect();
+                prop_assert_eq!(h.registry.versions(subject, true).unwrap_or_default(), all);
+                prop_assert_eq!(h.registry.versions(subject, false).unwrap_or_default(), live);
+                for (version, (class, deleted)) in versions {
+                    let found = h.registry
+                        .subject_version(subject, VersionSpec::Number(version), true)
+                        .expect("a stored version reads");
+                    prop_assert_eq!((found.id, found.deleted), (model.ids[&class], deleted));
+                }
+            }
+        }
+        let replayed = h.replayed();
+        prop_assert_eq!(replayed.state(), h.registry.state());
+    }
+}
