@@ -232,3 +232,49 @@ mod tests {
         assert_eq!(v1.canonical, reordered.canonical);
     }
 }
+
+#[cfg(test)]
+mod hostile_inputs {
+    use super::*;
+
+    #[test]
+    fn hostile_schemas_are_errors_or_parse_never_panic() {
+        let deep_avro = format!(
+            "{}\"long\"{}",
+            r#"{"type":"array","items":"#.repeat(60),
+            "}".repeat(60)
+        );
+        let deep_json = format!(
+            "{}{}",
+            r#"{"items":"#.repeat(120),
+            "}".repeat(120).replacen('}', "{}}", 1)
+        );
+        let too_deep_json = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let deep_proto = format!(
+            "syntax = \"proto3\";\n{}{}",
+            "message M { ".repeat(40),
+            "} ".repeat(40)
+        );
+        let cases: Vec<(SchemaType, String)> = vec![
+            (SchemaType::Avro, deep_avro),
+            (SchemaType::Avro, r#"{"type":"record","name":"R","fields":[{"name":"r","type":"R"}]}"#.into()),
+            (SchemaType::Avro, r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}"#.into()),
+            (SchemaType::Avro, r#"{"type":"enum","name":"E","symbols":["A","A"]}"#.into()),
+            (SchemaType::Avro, r#"{"type":"fixed","name":"F","size":-1}"#.into()),
+            (SchemaType::Avro, r#"{"type":"bytes","logicalType":"decimal","precision":0,"scale":5}"#.into()),
+            (SchemaType::Avro, r#"["null","null"]"#.into()),
+            (SchemaType::Avro, "Undefined".into()),
+            (SchemaType::Json, deep_json),
+            (SchemaType::Json, too_deep_json),
+            (SchemaType::Protobuf, deep_proto),
+            (SchemaType::Protobuf, "message A { map<string, A> m = 1; oneof o { int32 x = 2; } }".into()),
+            (SchemaType::Protobuf, "\u{0}\u{ffff}".into()),
+        ];
+        for (schema_type, text) in cases {
+            if let Ok(parsed) = parse(schema_type, &text, &[]) {
+                // A parsed schema compares with itself without panicking.
+                let _ = can_read(&parsed, &parsed);
+            }
+        }
+    }
+}
