@@ -6,15 +6,16 @@
 //!
 //! | keytype          | key fields (in this order)                | value                                                   |
 //! |------------------|-------------------------------------------|---------------------------------------------------------|
-//! | `SCHEMA`         | `subject`, `version`, `magic: 1`          | `subject, version, id, [schemaType], [references], schema, deleted`; tombstone = version permanently deleted |
-//! | `CONFIG`         | `[subject]` (absent: global), `magic: 0`  | `{"compatibilityLevel": …}`; tombstone = setting removed |
-//! | `MODE`           | `[subject]` (absent: global), `magic: 0`  | `{"mode": …}`; tombstone = setting removed               |
+//! | `SCHEMA`         | `subject`, `version`, `magic: 1`          | `subject, version, id, schemaType, [references], schema, deleted`; tombstone = version permanently deleted |
+//! | `CONFIG`         | `[subject]` (absent: global), `magic: 0`  | `{["subject"], "compatibilityLevel": …}`; tombstone = setting removed |
+//! | `MODE`           | `[subject]` (absent: global), `magic: 0`  | `{["subject"], "mode": …}`; tombstone = setting removed  |
 //! | `DELETE_SUBJECT` | `subject`, `magic: 0`                     | `{"subject", "version"}`: every version up to it soft-deleted |
 //! | `CLEAR_SUBJECT`  | `subject`, `magic: 0`                     | `{"subject"}`: the subject's soft-deleted versions dropped |
 //! | `NOOP`           | `magic: 0`                                | none (Confluent writes it to find the end of the log)   |
 //!
-//! `schemaType` is omitted for AVRO and `references` when empty, as Confluent writes them;
-//! both are read either way. Unknown fields are ignored (newer Confluent versions add
+//! As Confluent 7+ writes them: `schemaType` always (older registries omitted it: read as
+//! AVRO), `references` only when not empty, a value's `subject` only for a subject's setting.
+//! Confluent's optional `md5`, `metadata` and `ruleSet` are not written. Unknown fields are ignored (newer Confluent versions add
 //! `metadata`, `ruleSet`, `md5`, …), an unknown `keytype` (e.g. `CONTEXT`) is an error the
 //! loader skips.
 //!
@@ -166,7 +167,7 @@ struct SchemaValueJson {
     subject: String,
     version: i32,
     id: i32,
-    #[serde(default, skip_serializing_if = "is_avro")]
+    #[serde(default)]
     schema_type: SchemaType,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     references: Vec<SchemaReference>,
@@ -175,19 +176,19 @@ struct SchemaValueJson {
     deleted: bool,
 }
 
-fn is_avro(schema_type: &SchemaType) -> bool {
-    *schema_type == SchemaType::Avro
-}
-
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigValueJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     compatibility_level: Option<CompatibilityLevel>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct ModeValueJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
     mode: Mode,
 }
 
@@ -244,6 +245,16 @@ fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, RecordError>
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     // Serializing these plain structs (strings, integers, enums) cannot fail.
     serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// A setting's value may name its subject (Confluent 7+); if it does, it must be the key's.
+fn check_setting_subject(key: &Option<String>, value: Option<&str>) -> Result<(), RecordError> {
+    match value {
+        Some(named) if key.as_deref() != Some(named) => Err(RecordError::Inconsistent(format!(
+            "setting of {named} under key {key:?}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 impl RegistryKey {
@@ -308,8 +319,13 @@ impl RegistryKey {
 }
 
 impl RegistryValue {
-    /// The value's JSON, as Confluent writes it.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The value's JSON, as Confluent writes it under `key` (a setting's value repeats the
+    /// key's subject).
+    pub fn encode(&self, key: &RegistryKey) -> Vec<u8> {
+        let setting_subject = match key {
+            RegistryKey::Config { subject } | RegistryKey::Mode { subject } => subject.clone(),
+            _ => None,
+        };
         match self {
             Self::Schema(value) => to_json(&SchemaValueJson {
                 subject: value.subject.clone(),
@@ -323,9 +339,13 @@ impl RegistryValue {
             Self::Config {
                 compatibility_level,
             } => to_json(&ConfigValueJson {
+                subject: setting_subject,
                 compatibility_level: *compatibility_level,
             }),
-            Self::Mode { mode } => to_json(&ModeValueJson { mode: *mode }),
+            Self::Mode { mode } => to_json(&ModeValueJson {
+                subject: setting_subject,
+                mode: *mode,
+            }),
             Self::DeleteSubject { subject, version } => to_json(&DeleteSubjectValueJson {
                 subject: subject.clone(),
                 version: *version,
@@ -361,14 +381,16 @@ impl RegistryValue {
                     deleted: json.deleted,
                 }))
             }
-            RegistryKey::Config { .. } => {
+            RegistryKey::Config { subject } => {
                 let json: ConfigValueJson = parse_json(bytes)?;
+                check_setting_subject(subject, json.subject.as_deref())?;
                 Ok(Self::Config {
                     compatibility_level: json.compatibility_level,
                 })
             }
-            RegistryKey::Mode { .. } => {
+            RegistryKey::Mode { subject } => {
                 let json: ModeValueJson = parse_json(bytes)?;
+                check_setting_subject(subject, json.subject.as_deref())?;
                 Ok(Self::Mode { mode: json.mode })
             }
             RegistryKey::DeleteSubject { subject } => {
@@ -404,10 +426,8 @@ impl RegistryValue {
 impl RegistryRecord {
     /// The key and value bytes to append (`None`: a tombstone).
     pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
-        (
-            self.key.encode(),
-            self.value.as_ref().map(RegistryValue::encode),
-        )
+        let value = self.value.as_ref().map(|value| value.encode(&self.key));
+        (self.key.encode(), value)
     }
 
     /// Decodes a record read back from `_schemas`; bounded (I51), never panics. A tombstone is

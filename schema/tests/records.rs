@@ -14,7 +14,7 @@ fn confluent_samples() -> Vec<(&'static str, Option<&'static str>, RegistryRecor
         (
             r#"{"keytype":"SCHEMA","subject":"orders-value","version":1,"magic":1}"#,
             Some(
-                r#"{"subject":"orders-value","version":1,"id":1,"schema":"\"string\"","deleted":false}"#,
+                r#"{"subject":"orders-value","version":1,"id":1,"schemaType":"AVRO","schema":"\"string\"","deleted":false}"#,
             ),
             RegistryRecord {
                 key: RegistryKey::Schema {
@@ -80,7 +80,7 @@ fn confluent_samples() -> Vec<(&'static str, Option<&'static str>, RegistryRecor
         ),
         (
             r#"{"keytype":"CONFIG","subject":"orders-value","magic":0}"#,
-            Some(r#"{"compatibilityLevel":"NONE"}"#),
+            Some(r#"{"subject":"orders-value","compatibilityLevel":"NONE"}"#),
             RegistryRecord {
                 key: RegistryKey::Config {
                     subject: Some("orders-value".into()),
@@ -102,7 +102,7 @@ fn confluent_samples() -> Vec<(&'static str, Option<&'static str>, RegistryRecor
         ),
         (
             r#"{"keytype":"MODE","subject":"legacy","magic":0}"#,
-            Some(r#"{"mode":"IMPORT"}"#),
+            Some(r#"{"subject":"legacy","mode":"IMPORT"}"#),
             RegistryRecord {
                 key: RegistryKey::Mode {
                     subject: Some("legacy".into()),
@@ -181,6 +181,27 @@ fn fields_from_other_registry_versions_are_read() {
         panic!("a schema value");
     };
     assert_eq!((value.id, value.schema_type), (3, SchemaType::Avro));
+    // Before Confluent 5.5 a schema value had no schemaType (AVRO) and a setting no subject.
+    let record = RegistryRecord::decode(
+        br#"{"keytype":"SCHEMA","subject":"s","version":2,"magic":1}"#,
+        Some(br#"{"subject":"s","version":2,"id":4,"schema":"\"long\"","deleted":false}"#),
+    )
+    .expect("decodes");
+    let Some(RegistryValue::Schema(value)) = record.value else {
+        panic!("a schema value");
+    };
+    assert_eq!(value.schema_type, SchemaType::Avro);
+    let record = RegistryRecord::decode(
+        br#"{"keytype":"MODE","subject":"s","magic":0}"#,
+        Some(br#"{"mode":"READONLY"}"#),
+    )
+    .expect("decodes");
+    assert_eq!(
+        record.value,
+        Some(RegistryValue::Mode {
+            mode: Mode::Readonly
+        })
+    );
 }
 
 #[test]
@@ -226,6 +247,14 @@ fn bad_records_are_errors_not_panics() {
         (
             br#"{"keytype":"CONFIG","magic":0}"#,
             Some(br#"{"compatibilityLevel":7}"#),
+        ),
+        (
+            br#"{"keytype":"CONFIG","subject":"s","magic":0}"#,
+            Some(br#"{"subject":"t","compatibilityLevel":"FULL"}"#),
+        ),
+        (
+            br#"{"keytype":"MODE","magic":0}"#,
+            Some(br#"{"subject":"t","mode":"IMPORT"}"#),
         ),
     ];
     for (key, value) in cases {
