@@ -636,17 +636,35 @@ impl Registry {
             .get(&subject)
             .ok_or_else(|| RegistryError::SubjectNotFound(subject.clone()))?;
         let all_deleted = versions.values().all(|e| e.deleted);
-        let mut records = Vec::new();
         if permanent {
             if !all_deleted {
                 return Err(RegistryError::SubjectNotSoftDeleted(subject));
             }
-            for version in versions.keys() {
+            // As Confluent: tombstones from the highest version down (a version may refer to
+            // an earlier one of the same subject), then the subject's own config and mode.
+            let mut records = Vec::new();
+            for version in versions.keys().rev() {
                 self.refuse_if_referenced(&subject, *version)?;
                 records.push(RegistryRecord {
                     key: RegistryKey::Schema {
                         subject: subject.clone(),
                         version: *version,
+                    },
+                    value: None,
+                });
+            }
+            if self.state.subject_modes.contains_key(&subject) {
+                records.push(RegistryRecord {
+                    key: RegistryKey::Mode {
+                        subject: Some(subject.clone()),
+                    },
+                    value: None,
+                });
+            }
+            if self.state.subject_configs.contains_key(&subject) {
+                records.push(RegistryRecord {
+                    key: RegistryKey::Config {
+                        subject: Some(subject.clone()),
                     },
                     value: None,
                 });
@@ -665,34 +683,18 @@ impl Registry {
         for version in &live {
             self.refuse_if_referenced(&subject, *version)?;
         }
-        let latest = versions.keys().next_back().copied().unwrap_or(1);
-        records.push(RegistryRecord {
+        // The watermark is the latest live version, as Confluent writes it.
+        let watermark = live.last().copied().unwrap_or(1);
+        let record = RegistryRecord {
             key: RegistryKey::DeleteSubject {
                 subject: subject.clone(),
             },
             value: Some(RegistryValue::DeleteSubject {
-                subject: subject.clone(),
-                version: latest,
+                subject,
+                version: watermark,
             }),
-        });
-        // As Confluent does: a soft-deleted subject loses its own config and mode.
-        if self.state.subject_configs.contains_key(&subject) {
-            records.push(RegistryRecord {
-                key: RegistryKey::Config {
-                    subject: Some(subject.clone()),
-                },
-                value: None,
-            });
-        }
-        if self.state.subject_modes.contains_key(&subject) {
-            records.push(RegistryRecord {
-                key: RegistryKey::Mode {
-                    subject: Some(subject),
-                },
-                value: None,
-            });
-        }
-        Ok((records, WriteReply::SubjectDeleted(live)))
+        };
+        Ok((vec![record], WriteReply::SubjectDeleted(live)))
     }
 
     // ----- getters (REST reads) -----

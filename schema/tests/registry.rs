@@ -325,14 +325,18 @@ fn subjects_are_soft_deleted_before_permanently() {
     assert!(h.registry.subjects(false).is_empty());
     assert_eq!(h.registry.subjects(true), vec!["s".to_owned()]);
     assert_eq!(code(h.registry.versions("s", false)), 40401);
-    // The subject's own config went with it, as in Confluent.
-    assert_eq!(code(h.registry.subject_compatibility_level("s")), 40408);
+    // A soft delete keeps the subject's own config; the permanent one removes it, as Confluent.
+    assert_eq!(
+        h.registry.subject_compatibility_level("s"),
+        Ok(CompatibilityLevel::None)
+    );
     h.assert_replay_matches();
     assert_eq!(
         delete(&mut h, true),
         Ok(WriteReply::SubjectDeleted(vec![1]))
     );
     assert!(h.registry.subjects(true).is_empty());
+    assert_eq!(code(h.registry.subject_compatibility_level("s")), 40408);
     assert_eq!(code(delete(&mut h, false)), 40401);
     // Re-registered, the subject starts again at version 1.
     assert_eq!(h.register("s", V1), Ok((2, 1)));
