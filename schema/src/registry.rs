@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 
 use crate::error::RegistryError;
 use crate::format;
-use crate::records::{RegistryKey, RegistryRecord, RegistryValue, SchemaValue};
+use crate::records::{RegistryKey, RegistryRecord, RegistryValue, SchemaValue, RECORD_BYTES_MAX};
 use crate::state::{ReplayError, SchemaIdentity, State};
 use crate::types::{CompatibilityLevel, Mode, SchemaReference, SchemaType, VersionSpec};
 
@@ -247,7 +247,12 @@ impl Registry {
             let Some((request, write)) = self.waiting.pop_front() else {
                 return;
             };
-            match self.evaluate(write) {
+            let is_register = matches!(write, WriteRequest::Register { .. });
+            let evaluated = self.evaluate(write).and_then(|(records, reply)| {
+                refuse_unreadable_records(&records, is_register)?;
+                Ok((records, reply))
+            });
+            match evaluated {
                 Ok((records, reply)) if records.is_empty() => {
                     self.replies.push_back((request, Ok(reply)));
                 }
@@ -879,4 +884,26 @@ impl Registry {
             Err(other) => Err(other),
         }
     }
+}
+
+/// Refuses records that replay would refuse for their size (I51): JSON escaping can make a
+/// record several times its schema text, and a record written but not readable back would
+/// lose the write at the next start. 42201 for a registration, 42205 for other writes.
+fn refuse_unreadable_records(
+    records: &[RegistryRecord],
+    is_register: bool,
+) -> Result<(), RegistryError> {
+    for record in records {
+        let (key, value) = record.encode();
+        let bytes = key.len().max(value.map_or(0, |v| v.len()));
+        if bytes > RECORD_BYTES_MAX {
+            let message = format!("the record would be {bytes} bytes, over the limit");
+            return Err(if is_register {
+                RegistryError::InvalidSchema(message)
+            } else {
+                RegistryError::OperationNotPermitted(message)
+            });
+        }
+    }
+    Ok(())
 }

@@ -638,3 +638,36 @@ fn json_and_protobuf_schemas_are_identified_and_checked() {
     );
     h.assert_replay_matches();
 }
+
+#[test]
+fn a_write_whose_record_could_not_be_read_back_is_refused() {
+    // A control character is six bytes in the record's JSON (`\u0001`): a `.proto` text within
+    // the text limit, with such a comment, makes a record over the decode limit (I51), which
+    // replay would refuse, losing the write at the next start.
+    let mut h = Harness::new();
+    let comment = "\u{1}".repeat(1_500_000);
+    let input = SchemaInput {
+        schema: format!("syntax = \"proto3\";\n// {comment}\nmessage A {{ int64 id = 1; }}\n"),
+        schema_type: SchemaType::Protobuf,
+        references: vec![],
+    };
+    assert!(input.schema.len() < minikafka_schema::format::SCHEMA_TEXT_BYTES_MAX);
+    // Control characters in a comment parse: only the size refuses the long one.
+    let short = SchemaInput {
+        schema: input.schema.replace(&comment, "\u{1}\u{1}"),
+        ..input.clone()
+    };
+    assert_eq!(code(h.register_input("big", input)), 42201);
+    assert!(h.log.is_empty());
+    assert_eq!(h.register_input("ctl", short), Ok((1, 1)));
+    let log_len = h.log.len();
+    let huge_subject = "s".repeat(minikafka_schema::records::RECORD_BYTES_MAX);
+    assert_eq!(
+        code(h.write(WriteRequest::SetConfig {
+            subject: Some(huge_subject),
+            level: CompatibilityLevel::Full,
+        })),
+        42205
+    );
+    assert_eq!(h.log.len(), log_len);
+}
