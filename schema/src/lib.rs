@@ -13,7 +13,7 @@
 //! - [`state`]: the durable state, changed only by applying records (I50, I52, I53).
 //! - [`registry`]: the machine: reads, writes answered after their append is durable (I54),
 //!   deletes soft then permanent (I55).
-//! - [`format`]: per schema type parsing, canonical forms and compatibility checks;
+//! - [`format`](mod@format): per schema type parsing, canonical forms and compatibility checks;
 //!   [`protobuf`] for `.proto` schemas.
 //! - [`types`], [`error`]: the vocabulary and Confluent's error codes.
 
