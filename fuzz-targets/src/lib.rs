@@ -20,6 +20,8 @@
 //!   any record into a transaction coordinator never panics.
 //! - A SASL message (PLAIN, SCRAM, OAUTHBEARER) that parses re-encodes to the same value; the
 //!   SCRAM machine never authenticates without the password (I40, I42).
+//! - A `_schemas` record that decodes re-encodes to the same record, and replaying any record
+//!   into a schema registry never panics.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
@@ -28,6 +30,7 @@ pub mod group;
 pub mod input;
 pub mod protocol;
 pub mod sasl;
+pub mod schema;
 pub mod storage;
 pub mod txn;
 
@@ -49,4 +52,5 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
+    ("schema_records", schema::schema_records),
 ];

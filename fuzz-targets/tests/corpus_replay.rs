@@ -207,3 +207,26 @@ fn valid_scram_seeds_authenticate() {
     }
     assert_eq!(checked, 2, "the SHA-256 and SHA-512 seeds");
 }
+
+#[test]
+fn schema_seeds_decode() {
+    // The `schema_records` seeds are records in the Confluent registry's format
+    // (`write_schema_seeds`): each must decode, so the fuzzer starts from accepted records.
+    use minikafka_schema::records::RegistryRecord;
+    let seeds: Vec<_> = corpus_files("schema_records")
+        .into_iter()
+        .filter(|f| is_encoder_seed(f))
+        .collect();
+    assert!(seeds.len() >= 10, "schema_records seeds missing");
+    for file in seeds {
+        let bytes = std::fs::read(&file).expect("readable");
+        let key_len = usize::from(u16::from_be_bytes([bytes[1], bytes[2]]));
+        let (key, value) = bytes[3..].split_at(key_len);
+        let value = (bytes[0] & 1 == 0).then_some(value);
+        assert!(
+            RegistryRecord::decode(key, value).is_ok(),
+            "{}",
+            file.display()
+        );
+    }
+}
