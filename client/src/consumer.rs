@@ -473,6 +473,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
 
     /// Resolves every pending seek with ListOffsets.
     async fn resolve_positions(&mut self) -> Result<()> {
+        // read_committed: `Latest` is the last stable offset, like Kafka's consumers.
+        let isolation = self.config.isolation_level.wire();
         let mut by_topic: BTreeMap<String, Vec<(i32, OffsetSpec)>> = BTreeMap::new();
         for (tp, position) in &self.positions {
             if let Position::Pending(seek) = position {
@@ -489,7 +491,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
             }
         }
         for (topic, queries) in by_topic {
-            let answers = admin::list_offsets(&mut self.conn, &topic, &queries).await?;
+            let answers =
+                admin::list_offsets_at(&mut self.conn, &topic, &queries, isolation).await?;
             let mut missing = Vec::new();
             for answer in answers {
                 let tp = TopicPartition::new(topic.clone(), answer.partition);
@@ -502,7 +505,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
                 }
             }
             if !missing.is_empty() {
-                for answer in admin::list_offsets(&mut self.conn, &topic, &missing).await? {
+                for answer in
+                    admin::list_offsets_at(&mut self.conn, &topic, &missing, isolation).await?
+                {
                     let offset = answer.offset.unwrap_or(Offset(0));
                     self.positions.insert(
                         TopicPartition::new(topic.clone(), answer.partition),
