@@ -135,8 +135,16 @@ impl Target {
     }
 
     async fn create_topic(&self, topic: &str, partitions: i32) {
+        self.create_topic_with(topic, partitions, &[]).await;
+    }
+
+    async fn create_topic_with(&self, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+        let configs: Vec<(String, String)> = configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Admin::new(self.connection().await)
-            .create_topic(topic, partitions, &[])
+            .create_topic(topic, partitions, &configs)
             .await
             .unwrap_or_else(|e| panic!("create topic {topic}: {e}"));
     }
@@ -321,6 +329,54 @@ fn an_open_transaction_hides_later_records_from_read_committed_until_it_commits(
         let got = poll_to(&mut rc, &tp("t", 0), 4).await;
         assert_eq!(values(&got), ["t1", "t2", "plain"]);
         assert_eq!(offsets(&got), [0, 1, 2]);
+    });
+}
+
+#[test]
+fn a_failed_record_makes_the_transaction_abortable_and_the_producer_goes_on_after_abort() {
+    smol::block_on(async {
+        let broker = Target::start();
+        // Batches over 1000 bytes are refused with MESSAGE_TOO_LARGE: an abortable error.
+        broker
+            .create_topic_with("t", 1, &[("max.message.bytes", "1000")])
+            .await;
+        let producer = broker.producer(Some("tx-abortable")).await;
+        producer.init_transactions().await.expect("init");
+        producer.begin_transaction().await.expect("begin");
+        send_all(&producer, "t", 0, &["before"]).await;
+        let big = ProducerRecord::new("t", vec![b'x'; 4000]).with_partition(0);
+        let err = producer
+            .send(big)
+            .await
+            .expect("queue")
+            .await
+            .expect_err("a record over max.message.bytes fails");
+        assert!(err.is_abortable_transaction_error(), "{err}");
+        let commit = producer
+            .commit_transaction()
+            .await
+            .expect_err("no commit after a failed record");
+        assert!(commit.is_abortable_transaction_error(), "{commit}");
+        let send = producer
+            .send(ProducerRecord::new("t", &b"more"[..]).with_partition(0))
+            .await
+            .expect("queue")
+            .await
+            .expect_err("nothing more goes into an abortable transaction");
+        assert!(send.is_abortable_transaction_error(), "{send}");
+        producer.abort_transaction().await.expect("abort");
+
+        // After the abort (and the epoch bump that resets sequences) the producer goes on.
+        producer.begin_transaction().await.expect("begin again");
+        send_all(&producer, "t", 0, &["after"]).await;
+        producer.commit_transaction().await.expect("commit");
+
+        let mut rc = broker
+            .consumer(IsolationLevel::ReadCommitted, &[tp("t", 0)])
+            .await;
+        let end = log_end(&broker, &tp("t", 0)).await;
+        let got = poll_to(&mut rc, &tp("t", 0), end).await;
+        assert_eq!(values(&got), ["after"]);
     });
 }
 
