@@ -26,8 +26,8 @@ use std::time::Duration;
 use minikafka_client::group::admin::fetch_offsets;
 use minikafka_client::{
     Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, ConsumerGroupMetadata,
-    ConsumerRecord, Error, IsolationLevel, Offset, OffsetReset, OffsetSpec, Producer,
-    ProducerConfig, ProducerRecord, SmolRuntime, TopicPartition,
+    ConsumerRecord, Error, GroupConfig, GroupConsumer, IsolationLevel, Offset, OffsetReset,
+    OffsetSpec, Producer, ProducerConfig, ProducerRecord, SmolRuntime, TopicPartition,
 };
 use smol::net::TcpStream;
 
@@ -377,6 +377,85 @@ fn a_failed_record_makes_the_transaction_abortable_and_the_producer_goes_on_afte
         let end = log_end(&broker, &tp("t", 0)).await;
         let got = poll_to(&mut rc, &tp("t", 0), end).await;
         assert_eq!(values(&got), ["after"]);
+    });
+}
+
+#[test]
+fn consume_transform_produce_commits_the_members_offsets_with_its_output() {
+    smol::block_on(async {
+        let broker = Target::start();
+        broker.create_topic("in", 1).await;
+        broker.create_topic("out", 1).await;
+        let plain = broker.producer(None).await;
+        send_all(&plain, "in", 0, &["1", "2", "3"]).await;
+
+        let mut config = GroupConfig::new("ctp", vec!["in".to_string()]);
+        config.auto_offset_reset = OffsetReset::Earliest;
+        config.auto_commit_interval = None;
+        config.consumer.isolation_level = IsolationLevel::ReadCommitted;
+        let mut consumer = GroupConsumer::connect(
+            broker.stream().await,
+            broker.stream().await,
+            config,
+            SmolRuntime,
+        )
+        .await
+        .expect("join the group");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut input = Vec::new();
+        while input.len() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {input:?} arrived"
+            );
+            input.extend(consumer.poll().await.expect("poll"));
+        }
+        let group = consumer.group_metadata();
+        assert!(
+            group.generation_id >= 0 && !group.member_id.is_empty(),
+            "{group:?}"
+        );
+
+        let producer = broker.producer(Some("tx-ctp")).await;
+        producer.init_transactions().await.expect("init");
+        producer.begin_transaction().await.expect("begin");
+        let doubled: Vec<String> = values(&input).iter().map(|v| format!("{v}{v}")).collect();
+        let doubled: Vec<&str> = doubled.iter().map(String::as_str).collect();
+        send_all(&producer, "out", 0, &doubled).await;
+        let next = consumer.position(&tp("in", 0)).await.expect("position");
+        producer
+            .send_offsets_to_transaction(BTreeMap::from([(tp("in", 0), next)]), group)
+            .await
+            .expect("send the member's offsets");
+        producer.commit_transaction().await.expect("commit");
+
+        assert_eq!(
+            committed(&broker, "ctp", &tp("in", 0)).await,
+            Some(Offset(3))
+        );
+        let mut rc = broker
+            .consumer(IsolationLevel::ReadCommitted, &[tp("out", 0)])
+            .await;
+        let got = poll_to(&mut rc, &tp("out", 0), 4).await;
+        assert_eq!(values(&got), ["11", "22", "33"]);
+
+        // KIP-447: offsets from a generation the group has left behind are refused, and the
+        // transaction must then be aborted.
+        let mut zombie = consumer.group_metadata();
+        zombie.generation_id += 1;
+        producer.begin_transaction().await.expect("begin");
+        let err = producer
+            .send_offsets_to_transaction(BTreeMap::from([(tp("in", 0), Offset(1))]), zombie)
+            .await
+            .expect_err("a wrong generation is refused");
+        assert!(err.is_abortable_transaction_error(), "{err}");
+        assert_eq!(err.kafka_code(), Some(22), "ILLEGAL_GENERATION: {err}");
+        producer.abort_transaction().await.expect("abort");
+        assert_eq!(
+            committed(&broker, "ctp", &tp("in", 0)).await,
+            Some(Offset(3))
+        );
+        consumer.close().await.expect("leave the group");
     });
 }
 

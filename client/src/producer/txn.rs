@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use crate::error::Error;
+pub use crate::group::admin::ConsumerGroupMetadata;
 
 /// Where a transactional producer stands.
 #[derive(Clone, Debug)]
@@ -36,33 +37,6 @@ pub enum TxnState {
     Abortable(Error),
     /// Fenced or refused for good; the producer is unusable.
     Fatal(Error),
-}
-
-/// The group a consumer belongs to, as `send_offsets_to_transaction` commits for it (KIP-447:
-/// the group coordinator refuses a commit from a zombie generation).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsumerGroupMetadata {
-    /// Group id.
-    pub group_id: String,
-    /// Generation; -1 when the offsets are not tied to a generation.
-    pub generation_id: i32,
-    /// Member id; empty when not tied to a member.
-    pub member_id: String,
-    /// `group.instance.id` of a static member.
-    pub group_instance_id: Option<String>,
-}
-
-impl ConsumerGroupMetadata {
-    /// Metadata for `group_id` outside any generation (accepted while the group has no
-    /// members, like an admin commit).
-    pub fn new(group_id: impl Into<String>) -> Self {
-        ConsumerGroupMetadata {
-            group_id: group_id.into(),
-            generation_id: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-        }
-    }
 }
 
 /// True for broker error codes after which a transactional producer can do nothing but close.
