@@ -3,7 +3,9 @@
 //!
 //! TARGET: these tests run against kfake today, NOT against minikafka. Our broker does not
 //! serve transactions yet (the coordinator is in `core/src/txn/`, not wired into the broker),
-//! so against it every test would fail at InitProducerId. The broker is chosen by
+//! so against it every test fails in `init_transactions` (checked: FindCoordinator for a
+//! transactional id answers COORDINATOR_NOT_AVAILABLE until `max_block`, 30 s here, runs out;
+//! InitProducerId would come next). The broker is chosen by
 //! `MK_TXN_TARGET`: `kfake` (the default) or `minikafka` (the real `minikafka` binary, see
 //! `common/mod.rs`); switch the default once our broker serves transactions.
 //!
