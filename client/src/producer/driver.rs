@@ -120,7 +120,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
         }
     }
 
-    /// Runs until every [`Producer`] handle is dropped and all queued records are answered,
+    /// Runs until every [`Producer`](super::Producer) handle is dropped and all queued records are answered,
     /// or until the connection fails (every pending record then gets the error).
     pub async fn run(mut self) {
         if let Err(err) = self.run_inner().await {
