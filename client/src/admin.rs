@@ -185,8 +185,20 @@ pub async fn list_offsets<S: AsyncRead + AsyncWrite + Unpin>(
     topic: &str,
     queries: &[(i32, OffsetSpec)],
 ) -> Result<Vec<PartitionOffset>> {
+    list_offsets_at(conn, topic, queries, 0).await
+}
+
+/// [`list_offsets`] at an `isolation_level` (0 read_uncommitted, 1 read_committed: `Latest`
+/// is then the last stable offset, before the first open transaction).
+pub async fn list_offsets_at<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    topic: &str,
+    queries: &[(i32, OffsetSpec)],
+    isolation_level: i8,
+) -> Result<Vec<PartitionOffset>> {
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
+        .with_isolation_level(isolation_level)
         .with_timeout_ms(ADMIN_TIMEOUT_MS)
         .with_topics(vec![ListOffsetsTopic::default()
             .with_name(topic_name(topic))

@@ -12,7 +12,8 @@
 //!   not asked for yet is kept until it is (at most `max_in_flight` of them).
 //! - Versions: [`Connection::connect`] asks the broker for its ApiVersions and every later
 //!   request goes at the highest version both sides support, capped at what this client speaks
-//!   (Produce and Fetch at most 12 so topics go by name, Metadata at most 12).
+//!   (Produce and Fetch at most 12 so topics go by name, Metadata at most 12, the transaction
+//!   APIs at their transaction-version-1 versions).
 //! - Reading is cancellation-safe: partial frames live in the connection, not in the future, so
 //!   [`Connection::poll_receive`] can sit in a select with other events. Writing is not: a
 //!   dropped `send` future may leave half a request on the wire (the connection is then unusable).
@@ -67,6 +68,13 @@ fn client_max_version(api_key: i16) -> i16 {
         Ok(ApiKey::DeleteTopics) => 6,
         Ok(ApiKey::DescribeConfigs) => 4,
         Ok(ApiKey::CreatePartitions) => 3,
+        // Transactions as KIP-98 runs them (transaction version 1): v4+ of AddPartitionsToTxn
+        // is broker-to-broker, and EndTxn v5, AddOffsetsToTxn v4 and TxnOffsetCommit v5 belong
+        // to KIP-890's transaction version 2 (implicit adds, an epoch bump per transaction).
+        Ok(ApiKey::AddPartitionsToTxn) => 3,
+        Ok(ApiKey::EndTxn) => 4,
+        Ok(ApiKey::AddOffsetsToTxn) => 3,
+        Ok(ApiKey::TxnOffsetCommit) => 4,
         _ => i16::MAX,
     }
 }

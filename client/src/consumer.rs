@@ -9,7 +9,13 @@
 //! - Every batch's CRC is verified (`validate_batch`, the broker's own check, I3) and every
 //!   record is walked; a bad batch fails the poll with [`Error::CorruptBatch`]. Compressed
 //!   batches are decompressed (at most `max_decompressed_bytes` per Fetch response, I10) and their records
-//!   checked the same way. Control batches (transaction markers) are skipped.
+//!   checked the same way. Control batches (transaction markers) are never surfaced, in either
+//!   isolation level, but they move the position past them.
+//! - Isolation: `read_uncommitted` (the default) surfaces every data record; `read_committed`
+//!   sends isolation_level=1 (the broker then answers only up to the last stable offset, with
+//!   the aborted transactions in range) and drops the records of aborted transactions the way
+//!   Kafka's consumers do: per producer, an aborted transaction's range starts at its
+//!   `first_offset` and ends at that producer's ABORT marker.
 //! - A poll is one Fetch for all assigned partitions, waiting up to `max_wait` at the broker
 //!   for `min_bytes`. Pending seeks (earliest, latest, by time) are resolved with ListOffsets
 //!   first.
@@ -24,6 +30,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_io::{AsyncRead, AsyncWrite};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -86,6 +95,47 @@ pub enum OffsetReset {
     None,
 }
 
+/// Which records of transactions a consumer sees (Kafka's `isolation.level`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// Every data record, including those of open and aborted transactions.
+    #[default]
+    ReadUncommitted,
+    /// Only records of committed transactions (and non-transactional ones), and nothing at or
+    /// after the first still-open transaction.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The `isolation_level` field of Fetch and ListOffsets.
+    pub fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+
+    /// Parses `read_committed` or `read_uncommitted`.
+    pub fn parse(text: &str) -> Result<IsolationLevel> {
+        match text {
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            other => Err(Error::InvalidArgument(format!(
+                "isolation level must be read_committed or read_uncommitted, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// An aborted transaction in a fetched range, as the Fetch response lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AbortedTxn {
+    /// The offset of the transaction's first record in this partition.
+    pub first_offset: Offset,
+    /// The producer that aborted it.
+    pub producer_id: i64,
+}
+
 /// Consumer settings.
 #[derive(Clone, Debug)]
 pub struct ConsumerConfig {
@@ -104,6 +154,8 @@ pub struct ConsumerConfig {
     /// Most bytes the compressed batches of one Fetch response may inflate to, together: a
     /// response of many small batches that each inflate to the limit cannot multiply it (I10).
     pub max_decompressed_bytes: usize,
+    /// Which transactional records to surface.
+    pub isolation_level: IsolationLevel,
 }
 
 impl Default for ConsumerConfig {
@@ -116,6 +168,7 @@ impl Default for ConsumerConfig {
             partition_max_bytes: 1024 * 1024,
             auto_offset_reset: OffsetReset::Latest,
             max_decompressed_bytes: 64 * 1024 * 1024,
+            isolation_level: IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -179,6 +232,43 @@ pub fn decode_records(
     from: Offset,
     max_decompressed_bytes: usize,
 ) -> Result<DecodedRecords> {
+    decode_records_with(
+        topic,
+        partition,
+        records,
+        from,
+        max_decompressed_bytes,
+        None,
+    )
+}
+
+/// The type of a control record (its key: version, then type): 0 is ABORT, 1 COMMIT.
+fn control_type(key: Option<&[u8]>) -> Option<i16> {
+    let key = key?;
+    (key.len() >= 4).then(|| i16::from_be_bytes([key[2], key[3]]))
+}
+
+/// [`decode_records`] for a read_committed consumer when `aborted` is `Some`: the records of
+/// the aborted transactions listed (from the same Fetch response) are dropped. Kafka's
+/// algorithm: walking the batches in order, a transactional batch first turns every aborted
+/// transaction with `first_offset` at or before its last offset into "this producer is
+/// aborting"; its data batches are dropped until the producer's ABORT marker ends that.
+pub fn decode_records_with(
+    topic: &str,
+    partition: i32,
+    records: &Bytes,
+    from: Offset,
+    max_decompressed_bytes: usize,
+    aborted: Option<&[AbortedTxn]>,
+) -> Result<DecodedRecords> {
+    let read_committed = aborted.is_some();
+    let mut pending_aborts: BinaryHeap<Reverse<AbortedTxn>> = aborted
+        .unwrap_or(&[])
+        .iter()
+        .copied()
+        .map(Reverse)
+        .collect();
+    let mut aborting: BTreeSet<i64> = BTreeSet::new();
     let corrupt = |source| Error::CorruptBatch {
         topic: topic.to_string(),
         partition,
@@ -193,7 +283,31 @@ pub fn decode_records(
         let view = view.map_err(corrupt)?;
         let header = view.header;
         out.next_offset = Some(header.next_offset());
-        if header.is_control() || header.last_offset() < from {
+        if read_committed && header.is_transactional() {
+            while let Some(Reverse(next)) = pending_aborts.peek() {
+                if next.first_offset > header.last_offset() {
+                    break;
+                }
+                aborting.insert(next.producer_id);
+                pending_aborts.pop();
+            }
+        }
+        if header.is_control() {
+            // Control batches are never compressed and hold one record: the marker.
+            if read_committed && header.compression() == Ok(Compression::None) {
+                let marker = RecordIter::new(view.records_bytes()).next();
+                if let Some(Ok(marker)) = marker {
+                    if control_type(marker.key) == Some(0) {
+                        aborting.remove(&header.producer_id);
+                    }
+                }
+            }
+            continue;
+        }
+        if read_committed && header.is_transactional() && aborting.contains(&header.producer_id) {
+            continue;
+        }
+        if header.last_offset() < from {
             continue;
         }
         let codec = header
@@ -359,6 +473,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
 
     /// Resolves every pending seek with ListOffsets.
     async fn resolve_positions(&mut self) -> Result<()> {
+        // read_committed: `Latest` is the last stable offset, like Kafka's consumers.
+        let isolation = self.config.isolation_level.wire();
         let mut by_topic: BTreeMap<String, Vec<(i32, OffsetSpec)>> = BTreeMap::new();
         for (tp, position) in &self.positions {
             if let Position::Pending(seek) = position {
@@ -375,7 +491,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
             }
         }
         for (topic, queries) in by_topic {
-            let answers = admin::list_offsets(&mut self.conn, &topic, &queries).await?;
+            let answers =
+                admin::list_offsets_at(&mut self.conn, &topic, &queries, isolation).await?;
             let mut missing = Vec::new();
             for answer in answers {
                 let tp = TopicPartition::new(topic.clone(), answer.partition);
@@ -388,7 +505,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
                 }
             }
             if !missing.is_empty() {
-                for answer in admin::list_offsets(&mut self.conn, &topic, &missing).await? {
+                for answer in
+                    admin::list_offsets_at(&mut self.conn, &topic, &missing, isolation).await?
+                {
                     let offset = answer.offset.unwrap_or(Offset(0));
                     self.positions.insert(
                         TopicPartition::new(topic.clone(), answer.partition),
@@ -434,7 +553,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
             .with_max_wait_ms(max_wait_ms)
             .with_min_bytes(self.config.min_bytes)
             .with_max_bytes(self.config.max_bytes)
-            .with_isolation_level(0)
+            .with_isolation_level(self.config.isolation_level.wire())
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
@@ -465,8 +584,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Consumer<S> {
                         .insert(tp.clone(), Offset(p.high_watermark));
                 }
                 let Some(records) = p.records else { continue };
-                let decoded =
-                    decode_records(&tp.topic, tp.partition, &records, from, inflate_left_bytes)?;
+                let aborted: Option<Vec<AbortedTxn>> = match self.config.isolation_level {
+                    IsolationLevel::ReadUncommitted => None,
+                    IsolationLevel::ReadCommitted => Some(
+                        p.aborted_transactions
+                            .iter()
+                            .flatten()
+                            .map(|a| AbortedTxn {
+                                first_offset: Offset(a.first_offset),
+                                producer_id: a.producer_id.0,
+                            })
+                            .collect(),
+                    ),
+                };
+                let decoded = decode_records_with(
+                    &tp.topic,
+                    tp.partition,
+                    &records,
+                    from,
+                    inflate_left_bytes,
+                    aborted.as_deref(),
+                )?;
                 inflate_left_bytes -= decoded.decompressed_bytes;
                 if let Some(next) = decoded.next_offset {
                     if next > from {
@@ -574,6 +712,65 @@ mod tests {
             matches!(result, Err(Error::CorruptBatch { partition: 0, .. })),
             "{result:?}"
         );
+    }
+
+    /// Marks `bytes` (one batch) transactional for `producer_id`, or a control batch too.
+    fn as_txn(mut bytes: Vec<u8>, producer_id: i64, control: bool) -> Vec<u8> {
+        let crc_start = minikafka_core::record::CRC_START;
+        let bits: i16 = if control { 0x30 } else { 0x10 };
+        let attributes = i16::from_be_bytes([bytes[crc_start], bytes[crc_start + 1]]) | bits;
+        bytes[crc_start..crc_start + 2].copy_from_slice(&attributes.to_be_bytes());
+        bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+        let crc = minikafka_core::record::compute_crc(&bytes);
+        bytes[crc_start - 4..crc_start].copy_from_slice(&crc.to_be_bytes());
+        bytes
+    }
+
+    /// A control batch at `base` holding one marker: ABORT (type 0) or COMMIT (type 1).
+    fn marker(base: i64, producer_id: i64, commit: bool) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        let key = [0u8, 0, 0, u8::from(commit)];
+        b.push(&NewRecord {
+            key: Some(&key),
+            value: Some(&[0, 0, 0, 0, 0, 0]),
+            headers: vec![],
+            timestamp_ms: 1,
+        });
+        let mut bytes = b.build(Offset(0));
+        patch_base_offset(&mut bytes, Offset(base));
+        as_txn(bytes, producer_id, true)
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions_and_no_level_surfaces_markers() {
+        // Producer 7 aborts offsets 0-1 (marker at 2); producer 8 commits 3-4 (marker at 5);
+        // producer 7 then commits 6 (marker at 7): its new transaction is not aborted.
+        let mut data = as_txn(batch(0, &["a0", "a1"], Compression::None), 7, false);
+        data.extend(marker(2, 7, false));
+        data.extend(as_txn(batch(3, &["c3", "c4"], Compression::None), 8, false));
+        data.extend(marker(5, 8, true));
+        data.extend(as_txn(batch(6, &["c6"], Compression::None), 7, false));
+        data.extend(marker(7, 7, true));
+        data.extend(batch(8, &["plain8"], Compression::None));
+        let data = Bytes::from(data);
+        let aborted = [AbortedTxn {
+            first_offset: Offset(0),
+            producer_id: 7,
+        }];
+        let committed =
+            decode_records_with("t", 0, &data, Offset(0), 1 << 20, Some(&aborted)).expect("rc");
+        assert_eq!(offsets(&committed), vec![3, 4, 6, 8]);
+        assert_eq!(committed.next_offset, Some(Offset(9)));
+        let all = decode_records("t", 0, &data, Offset(0), 1 << 20).expect("ru");
+        assert_eq!(
+            offsets(&all),
+            vec![0, 1, 3, 4, 6, 8],
+            "markers never surface"
+        );
+        // Starting inside the aborted range still drops it.
+        let committed =
+            decode_records_with("t", 0, &data, Offset(1), 1 << 20, Some(&aborted)).expect("rc");
+        assert_eq!(offsets(&committed), vec![3, 4, 6, 8]);
     }
 
     #[test]

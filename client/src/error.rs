@@ -71,6 +71,20 @@ pub enum Error {
     /// The producer's background driver stopped before answering.
     #[error("producer closed")]
     ProducerClosed,
+    /// A transactional producer's batch or request failed. `fatal`: the producer was fenced
+    /// (or refused for good) and must be dropped; otherwise the transaction must be aborted
+    /// with `abort_transaction`, after which the producer can begin a new one.
+    #[error("transaction {}: {cause}", if *.fatal { "fatal error" } else { "abortable error" })]
+    Transaction {
+        /// True when the producer cannot continue.
+        fatal: bool,
+        /// What failed.
+        cause: Box<Error>,
+    },
+    /// A transactional call came in a state that does not allow it (commit without begin, a
+    /// send outside a transaction, …).
+    #[error("illegal transaction state: {0}")]
+    IllegalState(String),
 }
 
 impl From<std::io::Error> for Error {
@@ -104,8 +118,19 @@ impl Error {
         match self {
             Error::Kafka { code, .. } => Some(*code),
             Error::UnknownTopicOrPartition(_) => Some(3),
+            Error::Transaction { cause, .. } => cause.kafka_code(),
             _ => None,
         }
+    }
+
+    /// True for a transactional error after which the producer must be dropped.
+    pub fn is_fatal_transaction_error(&self) -> bool {
+        matches!(self, Error::Transaction { fatal: true, .. })
+    }
+
+    /// True for a transactional error that `abort_transaction` clears.
+    pub fn is_abortable_transaction_error(&self) -> bool {
+        matches!(self, Error::Transaction { fatal: false, .. })
     }
 
     pub(crate) fn protocol(err: impl std::fmt::Display) -> Self {

@@ -53,8 +53,12 @@ pub mod producer;
 pub mod runtime;
 
 pub use admin::{Admin, OffsetSpec};
-pub use consumer::{Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, SeekTo, TopicPartition};
-pub use producer::{Acks, Delivery, Producer, ProducerConfig, ProducerRecord};
+pub use consumer::{
+    Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo, TopicPartition,
+};
+pub use producer::{
+    Acks, ConsumerGroupMetadata, Delivery, Producer, ProducerConfig, ProducerRecord,
+};
 pub use runtime::Runtime;
 #[cfg(feature = "smol")]
 pub use runtime::SmolRuntime;

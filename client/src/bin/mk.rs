@@ -10,8 +10,10 @@
 //!                                 [--config k=v]... [--delete-config k]... [--validate-only]
 //! mk [-b HOST:PORT] produce TOPIC [--key-separator SEP] [--header k=v]... [--partition P]
 //!                                 [--acks 0|1|all] [--compression none|gzip|snappy|lz4|zstd]
+//!                                 [--transactional-id ID [--abort]]
 //! mk [-b HOST:PORT] consume TOPIC [--from beginning|end|OFFSET|@TIMESTAMP_MS] [--partition P]
 //!                                 [--group G] [--follow] [--count N] [--format FMT]
+//!                                 [--isolation read_uncommitted|read_committed]
 //! mk [-b HOST:PORT] offsets TOPIC
 //! mk [-b HOST:PORT] groups list | describe G | delete G
 //! mk [-b HOST:PORT] groups reset-offsets G (--topic T[:P,P..]... | --all-topics)
@@ -33,7 +35,11 @@
 //! (`end`: the high watermark), deleting every record below it, and prints the new low
 //! watermark.
 //!
-//! `produce` sends one record per stdin line and waits for every acknowledgement. `consume`
+//! `produce` sends one record per stdin line and waits for every acknowledgement; with
+//! `--transactional-id ID` all of them form one transaction, committed at the end of input (or
+//! aborted: with `--abort`, or when a record failed). `consume --isolation read_committed` skips
+//! aborted transactions and stops at the last stable offset; `read_uncommitted` (the default)
+//! prints every data record; neither prints transaction markers. `consume`
 //! prints one line per record with `--format` (placeholders `%o` offset, `%p` partition, `%k`
 //! key, `%v` value, `%T` timestamp, `%h` headers as `k=v,…`, `%t` topic, `%%`; escapes `\n`,
 //! `\t`, `\\`) and stops at the end offsets seen at start unless `--follow`. Errors print one
@@ -57,8 +63,8 @@ use minikafka_client::group::lag::{
 use minikafka_client::producer::DeliveryFuture;
 use minikafka_client::{
     Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, GroupConfig,
-    GroupConsumer, Offset, Producer, ProducerConfig, ProducerRecord, SeekTo, SmolRuntime,
-    TopicPartition,
+    GroupConsumer, IsolationLevel, Offset, Producer, ProducerConfig, ProducerRecord, SeekTo,
+    SmolRuntime, TopicPartition,
 };
 use smol::net::TcpStream;
 
@@ -108,6 +114,13 @@ enum Command {
         /// Linger before sealing a batch.
         #[arg(long, default_value_t = 5)]
         linger_ms: u64,
+        /// Produce every line in one transaction of this `transactional.id`, committed at the
+        /// end of input (acks must be all).
+        #[arg(long, value_name = "ID")]
+        transactional_id: Option<String>,
+        /// With --transactional-id: abort the transaction at the end instead of committing.
+        #[arg(long, requires = "transactional_id")]
+        abort: bool,
     },
     /// Print records.
     Consume {
@@ -131,6 +144,10 @@ enum Command {
         /// Consume as a member of this consumer group (committing what is printed).
         #[arg(long, conflicts_with = "partition")]
         group: Option<String>,
+        /// read_uncommitted (every record) or read_committed (only committed transactions;
+        /// without --follow it stops at the last stable offset).
+        #[arg(long, default_value = "read_uncommitted")]
+        isolation: String,
     },
     /// List, describe, delete consumer groups, or reset their offsets.
     Groups {
@@ -404,18 +421,26 @@ async fn run(cli: Cli) -> CliResult<()> {
             acks,
             compression,
             linger_ms,
+            transactional_id,
+            abort,
         } => {
             let mut config = ProducerConfig {
                 acks: Acks::parse(&acks).map_err(kafka)?,
                 compression: parse_codec(&compression).map_err(kafka)?,
+                transactional_id,
                 ..ProducerConfig::default()
+            };
+            let end = match (&config.transactional_id, abort) {
+                (None, _) => TxnEnd::None,
+                (Some(_), false) => TxnEnd::Commit,
+                (Some(_), true) => TxnEnd::Abort,
             };
             config.batch.linger = Duration::from_millis(linger_ms);
             let headers = headers
                 .iter()
                 .map(|h| split_kv(h, "header"))
                 .collect::<CliResult<Vec<_>>>()?;
-            produce(addr, &topic, key_separator, headers, partition, config).await
+            produce(addr, &topic, key_separator, headers, partition, config, end).await
         }
         Command::Consume {
             topic,
@@ -424,8 +449,17 @@ async fn run(cli: Cli) -> CliResult<()> {
             count,
             format,
             group: Some(group),
+            isolation,
             ..
-        } => consume_group(addr, &topic, &group, &from, follow, count, &format).await,
+        } => {
+            let reading = Reading {
+                follow,
+                count,
+                format: &format,
+                isolation: IsolationLevel::parse(&isolation).map_err(kafka)?,
+            };
+            consume_group(addr, &topic, &group, &from, reading).await
+        }
         Command::Consume {
             topic,
             from,
@@ -434,7 +468,17 @@ async fn run(cli: Cli) -> CliResult<()> {
             count,
             format,
             group: None,
-        } => consume(addr, &topic, &from, partition, follow, count, &format).await,
+            isolation,
+        } => {
+            let isolation = IsolationLevel::parse(&isolation).map_err(kafka)?;
+            let reading = Reading {
+                follow,
+                count,
+                format: &format,
+                isolation,
+            };
+            consume(addr, &topic, &from, partition, reading).await
+        }
         Command::Offsets { topic } => offsets(addr, &topic).await,
         Command::Groups { action } => groups(addr, action).await,
         Command::Records { action } => records(addr, action).await,
@@ -585,6 +629,7 @@ async fn produce(
     headers: Vec<(String, String)>,
     partition: Option<i32>,
     config: ProducerConfig,
+    end: TxnEnd,
 ) -> CliResult<()> {
     if key_separator.as_deref() == Some("") {
         return Err("--key-separator must not be empty".into());
@@ -594,6 +639,10 @@ async fn produce(
         .await
         .map_err(|e| format!("cannot talk to {addr}: {e}"))?;
     let driver = smol::spawn(driver.run());
+    if end != TxnEnd::None {
+        producer.init_transactions().await.map_err(kafka)?;
+        producer.begin_transaction().await.map_err(kafka)?;
+    }
     let stdin = smol::Unblock::new(std::io::stdin());
     let mut lines = futures::io::BufReader::new(stdin).lines();
     let mut pending: VecDeque<DeliveryFuture> = VecDeque::new();
@@ -637,6 +686,16 @@ async fn produce(
     for delivery in pending {
         if let Err(e) = delivery.await {
             failure.get_or_insert_with(|| e.to_string());
+        }
+    }
+    match end {
+        TxnEnd::None => {}
+        // A failed record leaves the transaction abortable: abort it rather than commit.
+        TxnEnd::Commit if failure.is_none() => {
+            producer.commit_transaction().await.map_err(kafka)?;
+        }
+        TxnEnd::Commit | TxnEnd::Abort => {
+            producer.abort_transaction().await.map_err(kafka)?;
         }
     }
     drop(producer);
@@ -717,21 +776,50 @@ fn format_record(format: &str, record: &ConsumerRecord, out: &mut Vec<u8>) {
     }
 }
 
+/// How `mk consume` reads and prints.
+struct Reading<'a> {
+    follow: bool,
+    count: Option<u64>,
+    format: &'a str,
+    isolation: IsolationLevel,
+}
+
+/// The end offsets of every partition of `topic`: the log end, or with read_committed the last
+/// stable offset (what such a consumer can reach).
+async fn end_offsets(
+    addr: &str,
+    topic: &str,
+    isolation: IsolationLevel,
+) -> CliResult<Vec<minikafka_client::admin::PartitionOffset>> {
+    let mut conn = connect(addr).await?;
+    let meta = minikafka_client::admin::topic_metadata(&mut conn, topic, false)
+        .await
+        .map_err(kafka)?;
+    let queries: Vec<(i32, OffsetSpec)> = meta
+        .partitions
+        .iter()
+        .map(|p| (p.partition, OffsetSpec::Latest))
+        .collect();
+    minikafka_client::admin::list_offsets_at(&mut conn, topic, &queries, isolation.wire())
+        .await
+        .map_err(kafka)
+}
+
 async fn consume(
     addr: &str,
     topic: &str,
     from: &str,
     partition: Option<i32>,
-    follow: bool,
-    count: Option<u64>,
-    format: &str,
+    reading: Reading<'_>,
 ) -> CliResult<()> {
+    let Reading {
+        follow,
+        count,
+        format,
+        isolation,
+    } = reading;
     let seek = parse_from(from)?;
-    let mut admin = Admin::new(connect(addr).await?);
-    let ends = admin
-        .list_offsets(topic, OffsetSpec::Latest)
-        .await
-        .map_err(kafka)?;
+    let ends = end_offsets(addr, topic, isolation).await?;
     let mut end_of: BTreeMap<TopicPartition, Offset> = BTreeMap::new();
     for p in ends {
         if partition.is_none_or(|only| only == p.partition) {
@@ -749,6 +837,7 @@ async fn consume(
     }
     let config = ConsumerConfig {
         auto_offset_reset: OffsetReset::Earliest,
+        isolation_level: isolation,
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::new(connect(addr).await?, config);
@@ -796,6 +885,14 @@ async fn consume(
     }
 }
 
+/// How `mk produce` ends: no transaction, or one committed or aborted at the end of input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxnEnd {
+    None,
+    Commit,
+    Abort,
+}
+
 /// How long `consume --group` without `--follow` waits for the group to assign it anything.
 const GROUP_IDLE_EXIT: Duration = Duration::from_secs(15);
 
@@ -804,11 +901,16 @@ async fn consume_group(
     topic: &str,
     group: &str,
     from: &str,
-    follow: bool,
-    count: Option<u64>,
-    format: &str,
+    reading: Reading<'_>,
 ) -> CliResult<()> {
+    let Reading {
+        follow,
+        count,
+        format,
+        isolation,
+    } = reading;
     let mut config = GroupConfig::new(group, vec![topic.to_string()]);
+    config.consumer.isolation_level = isolation;
     config.auto_offset_reset = match parse_from(from)? {
         SeekTo::Earliest => OffsetReset::Earliest,
         SeekTo::Latest => OffsetReset::Latest,
@@ -817,13 +919,8 @@ async fn consume_group(
     // What is printed is committed explicitly, so nothing unprinted is ever committed.
     config.auto_commit_interval = None;
     config.consumer.connection.client_id = "mk".to_string();
-    let mut admin = Admin::new(connect(addr).await?);
     let mut end_of: BTreeMap<TopicPartition, Offset> = BTreeMap::new();
-    for p in admin
-        .list_offsets(topic, OffsetSpec::Latest)
-        .await
-        .map_err(kafka)?
-    {
+    for p in end_offsets(addr, topic, isolation).await? {
         end_of.insert(
             TopicPartition::new(topic, p.partition),
             p.offset.unwrap_or(Offset(0)),

@@ -54,25 +54,37 @@ pub async fn find_coordinator<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     group: &str,
 ) -> Result<Coordinator> {
-    let version = conn.version_of::<FindCoordinatorRequest>()?;
-    let mut request = FindCoordinatorRequest::default().with_key_type(0);
-    if version >= 4 {
-        request.coordinator_keys = vec![StrBytes::from_string(group.to_string())];
+    find_coordinator_of(conn, group, 0).await
+}
+
+/// Asks which broker coordinates `key`: a group (`key_type` 0) or a transactional id (1).
+pub async fn find_coordinator_of<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    key: &str,
+    key_type: i8,
+) -> Result<Coordinator> {
+    let what = if key_type == 1 {
+        "transactional id"
     } else {
-        request.key = StrBytes::from_string(group.to_string());
+        "group"
+    };
+    let version = conn.version_of::<FindCoordinatorRequest>()?;
+    let mut request = FindCoordinatorRequest::default().with_key_type(key_type);
+    if version >= 4 {
+        request.coordinator_keys = vec![StrBytes::from_string(key.to_string())];
+    } else {
+        request.key = StrBytes::from_string(key.to_string());
     }
     let response = conn.request(&request).await?;
     if version >= 4 {
         let c = response
             .coordinators
             .into_iter()
-            .find(|c| c.key.as_str() == group)
+            .find(|c| c.key.as_str() == key)
             .ok_or_else(|| {
-                Error::Protocol(format!("FindCoordinator answered nothing for {group}"))
+                Error::Protocol(format!("FindCoordinator answered nothing for {what} {key}"))
             })?;
-        Error::check(c.error_code, || {
-            format!("find coordinator of group {group}")
-        })?;
+        Error::check(c.error_code, || format!("find coordinator of {what} {key}"))?;
         return Ok(Coordinator {
             node_id: c.node_id.0,
             host: c.host.to_string(),
@@ -80,7 +92,7 @@ pub async fn find_coordinator<S: AsyncRead + AsyncWrite + Unpin>(
         });
     }
     Error::check(response.error_code, || {
-        format!("find coordinator of group {group}")
+        format!("find coordinator of {what} {key}")
     })?;
     Ok(Coordinator {
         node_id: response.node_id.0,
@@ -311,6 +323,33 @@ impl Committer {
     pub fn admin() -> Self {
         Committer {
             generation_or_epoch: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+/// The group a consumer belongs to, as a transactional producer's `send_offsets_to_transaction`
+/// commits for it (KIP-447: the group coordinator refuses a commit from a zombie generation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupMetadata {
+    /// Group id.
+    pub group_id: String,
+    /// Generation; -1 when the offsets are not tied to a generation.
+    pub generation_id: i32,
+    /// Member id; empty when not tied to a member.
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub group_instance_id: Option<String>,
+}
+
+impl ConsumerGroupMetadata {
+    /// Metadata for `group_id` outside any generation (accepted while the group has no
+    /// members, like an admin commit).
+    pub fn new(group_id: impl Into<String>) -> Self {
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
             member_id: String::new(),
             group_instance_id: None,
         }

@@ -293,6 +293,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> GroupConsumer<S, R> {
         }
     }
 
+    /// What a transactional producer's `send_offsets_to_transaction` needs to commit this
+    /// member's offsets (KIP-447): group id, generation, member id, `group.instance.id`.
+    pub fn group_metadata(&self) -> admin::ConsumerGroupMetadata {
+        admin::ConsumerGroupMetadata {
+            group_id: self.config.group_id.clone(),
+            generation_id: self.generation(),
+            member_id: self.member_id().to_string(),
+            group_instance_id: self.config.group_instance_id.clone(),
+        }
+    }
+
     /// The position (next offset to return) of an assigned partition.
     pub async fn position(&mut self, tp: &TopicPartition) -> Result<Offset> {
         self.consumer.position(tp).await

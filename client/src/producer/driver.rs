@@ -2,7 +2,8 @@
 //! asks the [`Accumulator`] which batches are sealed, encodes them, sends pipelined Produce
 //! requests within the in-flight limits, and answers every record from the responses. It reads
 //! the clock (`Instant::now()`, the wall clock for timestamps) and sleeps through the
-//! [`Runtime`].
+//! [`Runtime`]. A transactional producer's calls run here too, in channel order with the
+//! records (bookkeeping in `txn`, requests in `txn_io`).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::{poll_fn, Future};
@@ -17,10 +18,12 @@ use futures_io::{AsyncRead, AsyncWrite};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use minikafka_core::record::{Compression, NewRecord};
+use minikafka_core::record::{compute_crc, Compression, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
 
-use super::{Accumulator, Acks, Command, Delivery, ProducerConfig, Reply, SealedBatch};
+use super::txn::TxnManager;
+use super::txn_io::{self, Retry};
+use super::{Accumulator, Acks, Command, Delivery, ProducerConfig, Reply, SealedBatch, TxnOp};
 use crate::admin;
 use crate::compression;
 use crate::connection::{Connection, InFlight};
@@ -63,6 +66,8 @@ pub struct ProducerDriver<S, R: Runtime> {
     partition_in_flight: HashMap<(String, i32), usize>,
     flushes: Vec<(u64, oneshot::Sender<Result<()>>)>,
     timer: Option<(Instant, Pin<Box<R::Sleep>>)>,
+    /// Transactional state, when `transactional_id` is set.
+    txn: Option<TxnManager>,
 }
 
 impl<S, R: Runtime> std::fmt::Debug for ProducerDriver<S, R> {
@@ -110,11 +115,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             partition_in_flight: HashMap::new(),
             flushes: Vec::new(),
             timer: None,
+            txn: config.transactional_id.clone().map(TxnManager::new),
             config,
         }
     }
 
-    /// Runs until every [`Producer`] handle is dropped and all queued records are answered,
+    /// Runs until every [`Producer`](super::Producer) handle is dropped and all queued records are answered,
     /// or until the connection fails (every pending record then gets the error).
     pub async fn run(mut self) {
         if let Err(err) = self.run_inner().await {
@@ -159,23 +165,179 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             match poll_fn(|cx| self.poll_event(cx)).await {
                 Event::Command(Some(cmd)) => self.handle(cmd).await?,
                 Event::Command(None) => self.rx_closed = true,
-                Event::Response(result) => {
-                    let sent = self
-                        .in_flight
-                        .pop_front()
-                        .ok_or_else(|| Error::Protocol("response without request".into()))?;
-                    for b in &sent.batches {
-                        let key = (b.topic.clone(), b.partition);
-                        if let Some(n) = self.partition_in_flight.get_mut(&key) {
-                            *n -= 1;
-                            if *n == 0 {
-                                self.partition_in_flight.remove(&key);
-                            }
-                        }
-                    }
-                    complete(result?, sent.batches);
-                }
+                Event::Response(result) => self.on_response(result)?,
                 Event::Timer => self.timer = None,
+            }
+        }
+    }
+
+    /// Answers the oldest in-flight request's records from its response.
+    fn on_response(&mut self, result: Result<ProduceResponse>) -> Result<()> {
+        let sent = self
+            .in_flight
+            .pop_front()
+            .ok_or_else(|| Error::Protocol("response without request".into()))?;
+        for b in &sent.batches {
+            let key = (b.topic.clone(), b.partition);
+            if let Some(n) = self.partition_in_flight.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.partition_in_flight.remove(&key);
+                }
+            }
+        }
+        let txn = &mut self.txn;
+        complete(result?, sent.batches, |err| match txn {
+            Some(m) => m.on_batch_failed(err),
+            None => err,
+        });
+        Ok(())
+    }
+
+    /// Waits for every in-flight request's response.
+    async fn drain_in_flight(&mut self) -> Result<()> {
+        while let Some(front) = self.in_flight.front() {
+            let result = poll_fn(|cx| self.conn.poll_receive(cx, &front.ticket)).await;
+            self.on_response(result)?;
+        }
+        Ok(())
+    }
+
+    /// Seals, sends and waits for every record queued so far.
+    async fn flush_all(&mut self) -> Result<()> {
+        let sealed = self.acc.seal_all();
+        self.enqueue(sealed);
+        loop {
+            self.dispatch().await?;
+            if self.in_flight.is_empty() {
+                if self.ready.is_empty() {
+                    return Ok(());
+                }
+                // Nothing in flight yet nothing sent: the ready batches were failed instead.
+                continue;
+            }
+            let front = self.in_flight.front().map(|r| &r.ticket);
+            if let Some(ticket) = front {
+                let result = poll_fn(|cx| self.conn.poll_receive(cx, ticket)).await;
+                self.on_response(result)?;
+            }
+        }
+    }
+
+    /// Carries out a transactional call. `Err` only for errors that end the driver (the
+    /// connection failed); the call's own answer is the inner result.
+    async fn handle_txn(&mut self, op: TxnOp) -> Result<Result<()>> {
+        let Some(mut m) = self.txn.take() else {
+            return Ok(Err(Error::IllegalState(
+                "transactional calls need transactional_id in the producer config".into(),
+            )));
+        };
+        let result = self.run_txn_op(&mut m, op).await;
+        self.txn = Some(m);
+        match result {
+            Err(err) if is_fatal(&err) => Err(err),
+            Err(err) => Ok(Err(err)),
+            Ok(answer) => Ok(answer),
+        }
+    }
+
+    async fn run_txn_op(&mut self, m: &mut TxnManager, op: TxnOp) -> Result<Result<()>> {
+        match op {
+            TxnOp::Init => {
+                if let Err(e) = m.check_init() {
+                    return Ok(Err(e));
+                }
+                let retry = Retry::new(&self.runtime, &self.config);
+                retry
+                    .find_coordinator(&mut self.conn, m.transactional_id(), 1)
+                    .await?;
+                match txn_io::init_producer_id(&mut self.conn, &retry, m, false).await {
+                    Ok((pid, epoch)) => m.on_initialized(pid, epoch),
+                    Err(err) if is_fatal(&err) => return Err(err),
+                    Err(err) => return Ok(Err(m.on_error(err))),
+                }
+                Ok(Ok(()))
+            }
+            TxnOp::Begin => Ok(m.begin()),
+            TxnOp::SendOffsets(offsets, group) => {
+                if let Err(e) = m.check_in_transaction() {
+                    return Ok(Err(e));
+                }
+                let retry = Retry::new(&self.runtime, &self.config);
+                match txn_io::send_offsets(&mut self.conn, &retry, m, &offsets, &group).await {
+                    Ok(()) => Ok(Ok(())),
+                    Err(err) if is_fatal(&err) => Err(err),
+                    Err(err) => Ok(Err(m.on_error(err))),
+                }
+            }
+            TxnOp::Commit => {
+                if let Err(e) = m.check_commit() {
+                    return Ok(Err(e));
+                }
+                self.txn = Some(std::mem::replace(m, TxnManager::new(String::new())));
+                let flushed = self.flush_all().await;
+                if let Some(back) = self.txn.take() {
+                    *m = back;
+                }
+                flushed?;
+                // A record that failed leaves the transaction abortable: no commit.
+                if let Err(e) = m.check_commit() {
+                    return Ok(Err(e));
+                }
+                let retry = Retry::new(&self.runtime, &self.config);
+                if m.has_started() {
+                    match txn_io::end_txn(&mut self.conn, &retry, m, true).await {
+                        Ok(()) => {}
+                        Err(err) if is_fatal(&err) => return Err(err),
+                        Err(err) => return Ok(Err(m.on_error(err))),
+                    }
+                }
+                m.on_completed();
+                Ok(Ok(()))
+            }
+            TxnOp::Abort => {
+                if let Err(e) = m.check_abort() {
+                    return Ok(Err(e));
+                }
+                let dropped = Error::Transaction {
+                    fatal: false,
+                    cause: Box::new(Error::IllegalState(
+                        "the transaction was aborted before this record was sent".into(),
+                    )),
+                };
+                for batch in self.acc.seal_all() {
+                    for w in batch.waiters {
+                        let _ = w.send(Err(dropped.clone()));
+                    }
+                }
+                fail_batches(self.ready.drain(..).collect(), &dropped);
+                self.txn = Some(std::mem::replace(m, TxnManager::new(String::new())));
+                let drained = self.drain_in_flight().await;
+                if let Some(back) = self.txn.take() {
+                    *m = back;
+                }
+                drained?;
+                if let Err(e) = m.check_abort() {
+                    return Ok(Err(e));
+                }
+                let retry = Retry::new(&self.runtime, &self.config);
+                if m.has_started() {
+                    match txn_io::end_txn(&mut self.conn, &retry, m, false).await {
+                        Ok(()) => {}
+                        Err(err) if is_fatal(&err) => return Err(err),
+                        Err(err) => return Ok(Err(m.on_error(err))),
+                    }
+                }
+                m.on_completed();
+                if m.needs_epoch_bump() {
+                    // A failed batch may have left the broker's sequences ahead of ours (KIP-360).
+                    match txn_io::init_producer_id(&mut self.conn, &retry, m, true).await {
+                        Ok((pid, epoch)) => m.on_initialized(pid, epoch),
+                        Err(err) if is_fatal(&err) => return Err(err),
+                        Err(err) => return Ok(Err(m.on_error(err))),
+                    }
+                }
+                Ok(Ok(()))
             }
         }
     }
@@ -214,6 +376,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     async fn handle(&mut self, cmd: Command) -> Result<()> {
         match cmd {
             Command::Record(record, reply) => {
+                if let Some(Err(e)) = self.txn.as_ref().map(TxnManager::check_in_transaction) {
+                    let _ = reply.send(Err(e));
+                    return Ok(());
+                }
                 let count = match self.partition_count(&record.topic).await {
                     Ok(n) => n,
                     Err(err) if is_fatal(&err) => {
@@ -258,6 +424,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 self.enqueue(sealed);
                 self.flushes.push((self.acc.last_seq(), reply));
             }
+            Command::Txn(op, reply) => {
+                let answer = self.handle_txn(op).await;
+                match answer {
+                    Ok(answer) => {
+                        let _ = reply.send(answer);
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err.clone()));
+                        return Err(err);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -272,6 +450,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 .unwrap_or(1);
             self.partitioner
                 .on_batch_sealed(&batch.topic, batch.partition, count);
+            let mut batch = batch;
+            if let Some(m) = self.txn.as_mut() {
+                let (pid, epoch) = m.producer();
+                batch.builder.producer_id = pid;
+                batch.builder.producer_epoch = epoch;
+                batch.builder.base_sequence =
+                    m.take_sequence(&batch.topic, batch.partition, batch.builder.len() as i32);
+            }
+            let transactional = self.txn.is_some();
             let codec = self.config.compression;
             let encoded = if codec == Compression::None {
                 Ok(batch.builder.build(Offset(0)))
@@ -279,6 +466,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 compression::compress(codec, batch.builder.records_bytes())
                     .map(|records| batch.builder.build_with(Offset(0), codec, &records))
             };
+            let encoded = encoded.map(|mut bytes| {
+                if transactional {
+                    mark_transactional(&mut bytes);
+                }
+                bytes
+            });
             match encoded {
                 Ok(bytes) => self.ready.push_back(ReadyBatch {
                     topic: batch.topic,
@@ -333,6 +526,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             if batches.is_empty() {
                 break;
             }
+            if let Some(m) = self.txn.as_mut() {
+                if let Err(e) = m.check_in_transaction() {
+                    // The transaction failed: nothing more of it goes out.
+                    fail_batches(batches, &e);
+                    fail_batches(self.ready.drain(..).collect(), &e);
+                    break;
+                }
+                let mut new: Vec<(String, i32)> = Vec::new();
+                for b in &batches {
+                    let key = (b.topic.clone(), b.partition);
+                    if !m.has_partition(&b.topic, b.partition) && !new.contains(&key) {
+                        new.push(key);
+                    }
+                }
+                if !new.is_empty() {
+                    let retry = Retry::new(&self.runtime, &self.config);
+                    match txn_io::add_partitions(&mut self.conn, &retry, m, &new).await {
+                        Ok(()) => m.on_partitions_added(new),
+                        Err(err) if is_fatal(&err) => {
+                            fail_batches(batches, &err);
+                            return Err(err);
+                        }
+                        Err(err) => {
+                            let err = m.on_error(err);
+                            fail_batches(batches, &err);
+                            fail_batches(self.ready.drain(..).collect(), &err);
+                            break;
+                        }
+                    }
+                }
+            }
             if acks != Acks::None {
                 for b in &batches {
                     *self
@@ -355,7 +579,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     ),
                 }
             }
+            let transactional_id = self.txn.as_ref().map(|m| {
+                kafka_protocol::messages::TransactionalId(StrBytes::from_string(
+                    m.transactional_id().to_string(),
+                ))
+            });
             let request = ProduceRequest::default()
+                .with_transactional_id(transactional_id)
                 .with_acks(acks.wire())
                 .with_timeout_ms(self.config.request_timeout_ms)
                 .with_topic_data(topics);
@@ -423,7 +653,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 Command::Record(_, reply) => {
                     let _ = reply.send(Err(err.clone()));
                 }
-                Command::Flush(reply) => {
+                Command::Flush(reply) | Command::Txn(_, reply) => {
                     let _ = reply.send(Err(err.clone()));
                 }
             }
@@ -439,8 +669,30 @@ fn fail_batches(batches: Vec<ReadyBatch>, err: &Error) {
     }
 }
 
-/// Answers each batch's records from the Produce response.
-fn complete(response: ProduceResponse, batches: Vec<ReadyBatch>) {
+/// Attribute bit of a transactional batch.
+const TRANSACTIONAL_BIT: i16 = 0x10;
+
+/// Sets the transactional bit of an encoded batch and recomputes its CRC (which covers the
+/// attributes).
+fn mark_transactional(batch: &mut [u8]) {
+    const CRC_AT: usize = CRC_START - 4;
+    if batch.len() < CRC_START + 2 {
+        return;
+    }
+    let attributes = i16::from_be_bytes([batch[CRC_START], batch[CRC_START + 1]]);
+    batch[CRC_START..CRC_START + 2]
+        .copy_from_slice(&(attributes | TRANSACTIONAL_BIT).to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_AT..CRC_START].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Answers each batch's records from the Produce response; `on_error` maps a batch's error
+/// (and tells the transaction about it) before its records get it.
+fn complete(
+    response: ProduceResponse,
+    batches: Vec<ReadyBatch>,
+    mut on_error: impl FnMut(Error) -> Error,
+) {
     for b in batches {
         let answer = response
             .responses
@@ -472,10 +724,36 @@ fn complete(response: ProduceResponse, batches: Vec<ReadyBatch>) {
                 }
             }
             Err(err) => {
+                let err = on_error(err);
                 for w in b.waiters {
                     let _ = w.send(Err(err.clone()));
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minikafka_core::record::{validate_batch, BatchBuilder};
+
+    #[test]
+    fn a_marked_batch_is_transactional_and_its_crc_still_holds() {
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(b"v"),
+            timestamp_ms: 1,
+            ..NewRecord::default()
+        });
+        b.producer_id = 5;
+        b.producer_epoch = 0;
+        b.base_sequence = 0;
+        let mut bytes = b.build(Offset(0));
+        mark_transactional(&mut bytes);
+        let header = validate_batch(&bytes).expect("valid after marking");
+        assert!(header.is_transactional());
+        assert!(!header.is_control());
+        assert_eq!(header.producer_id, 5);
     }
 }

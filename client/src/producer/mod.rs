@@ -25,17 +25,34 @@
 //!   and everything queued is answered, or at the first connection error (which fails every
 //!   pending record).
 //! - Never: retries (a failed batch fails its records), or spawns tasks itself.
+//! - Transactions (with `transactional_id` set; KIP-98 as the Java client and librdkafka run
+//!   them): [`Producer::init_transactions`] finds the transaction coordinator and gets a
+//!   producer id and epoch (fencing older producers of the same id);
+//!   [`Producer::begin_transaction`] opens a transaction; records may only be sent inside one,
+//!   and each partition is added with AddPartitionsToTxn before its first batch goes out;
+//!   [`Producer::send_offsets_to_transaction`] adds a consumer group's offsets;
+//!   [`Producer::commit_transaction`] flushes and commits, [`Producer::abort_transaction`]
+//!   drops unsent records and aborts. Batches carry the producer id, epoch, per-partition
+//!   sequence and the transactional flag (idempotence is implied; acks must be all). Errors are
+//!   [`Error::Transaction`]: fatal (fenced: drop the producer) or abortable (abort, then go
+//!   on). Coordinator requests retry CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
+//!   COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR every `txn_retry_backoff` for up to
+//!   `max_block`. The coordinators must be the broker this producer is connected to (one node).
 
 mod accumulator;
 mod driver;
+pub mod txn;
+mod txn_io;
 
 pub use accumulator::{Accumulator, BatchConfig, SealedBatch};
 pub use driver::ProducerDriver;
+pub use txn::ConsumerGroupMetadata;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::channel::oneshot;
 use futures_io::{AsyncRead, AsyncWrite};
@@ -43,6 +60,7 @@ use minikafka_core::record::Compression;
 use minikafka_core::types::Offset;
 
 use crate::connection::{Connection, ConnectionConfig};
+use crate::consumer::TopicPartition;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -105,6 +123,15 @@ pub struct ProducerConfig {
     pub allow_auto_topic_creation: bool,
     /// Seed for the keyless (sticky) partition choice.
     pub partitioner_seed: u64,
+    /// Kafka's `transactional.id`: makes this a transactional (and idempotent) producer.
+    pub transactional_id: Option<String>,
+    /// How long the coordinator lets a transaction stay open before aborting it
+    /// (`transaction.timeout.ms`).
+    pub transaction_timeout_ms: i32,
+    /// Wait between retries of a coordinator request that answered a retriable error.
+    pub txn_retry_backoff: Duration,
+    /// How long a transactional call retries before failing (`max.block.ms`).
+    pub max_block: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -123,6 +150,10 @@ impl Default for ProducerConfig {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0x5eed),
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+            txn_retry_backoff: Duration::from_millis(100),
+            max_block: Duration::from_secs(60),
         }
     }
 }
@@ -207,10 +238,21 @@ impl Future for DeliveryFuture {
 /// Where a record's delivery is answered.
 pub(crate) type Reply = oneshot::Sender<Result<Delivery>>;
 
+/// A transactional call, carried out by the driver in channel order with the records.
+#[derive(Debug)]
+pub(crate) enum TxnOp {
+    Init,
+    Begin,
+    SendOffsets(BTreeMap<TopicPartition, Offset>, ConsumerGroupMetadata),
+    Commit,
+    Abort,
+}
+
 /// What a [`Producer`] handle asks of its driver.
 pub(crate) enum Command {
     Record(ProducerRecord, Reply),
     Flush(oneshot::Sender<Result<()>>),
+    Txn(TxnOp, oneshot::Sender<Result<()>>),
 }
 
 /// A cloneable handle that queues records for the [`ProducerDriver`].
@@ -224,6 +266,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Record(r, _) => write!(f, "Record({}/{:?})", r.topic, r.partition),
             Command::Flush(_) => write!(f, "Flush"),
+            Command::Txn(op, _) => write!(f, "Txn({op:?})"),
         }
     }
 }
@@ -253,6 +296,11 @@ impl Producer {
         S: AsyncRead + AsyncWrite + Unpin,
         R: Runtime,
     {
+        if config.transactional_id.is_some() && config.acks != Acks::All {
+            return Err(Error::InvalidArgument(
+                "a transactional producer needs acks=all (idempotence is implied)".into(),
+            ));
+        }
         if config.batch.max_records == 0
             || config.queue_capacity == 0
             || config.max_in_flight_per_partition == 0
@@ -285,6 +333,49 @@ impl Producer {
             .await
             .map_err(|_| Error::ProducerClosed)?;
         rx.await.map_err(|_| Error::ProducerClosed)?
+    }
+
+    async fn txn(&self, op: TxnOp) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Txn(op, reply))
+            .await
+            .map_err(|_| Error::ProducerClosed)?;
+        rx.await.map_err(|_| Error::ProducerClosed)?
+    }
+
+    /// Finds the transaction coordinator and gets this `transactional_id`'s producer id and a
+    /// new epoch, fencing any older producer of the id and ending its open transaction.
+    /// Call once, before anything else, on a producer with `transactional_id` set.
+    pub async fn init_transactions(&self) -> Result<()> {
+        self.txn(TxnOp::Init).await
+    }
+
+    /// Opens a transaction: records sent from now on belong to it.
+    pub async fn begin_transaction(&self) -> Result<()> {
+        self.txn(TxnOp::Begin).await
+    }
+
+    /// Commits `offsets` (the next offset to consume, per partition) for the consumer group
+    /// `group` as part of the open transaction: they count only if it commits (KIP-98; the
+    /// group metadata lets the coordinator refuse a zombie generation, KIP-447).
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: BTreeMap<TopicPartition, Offset>,
+        group: ConsumerGroupMetadata,
+    ) -> Result<()> {
+        self.txn(TxnOp::SendOffsets(offsets, group)).await
+    }
+
+    /// Flushes every record of the open transaction and commits it. If a record failed the
+    /// answer is an abortable error and the transaction stays open for `abort_transaction`.
+    pub async fn commit_transaction(&self) -> Result<()> {
+        self.txn(TxnOp::Commit).await
+    }
+
+    /// Aborts the open transaction: records not yet sent fail, those sent are rolled back.
+    pub async fn abort_transaction(&self) -> Result<()> {
+        self.txn(TxnOp::Abort).await
     }
 }
 
