@@ -54,7 +54,7 @@ pub use config::{FlushPolicy, LogConfig, TimestampType};
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;
-pub use recovered_sync::{sync_recovered, UnsyncedLog};
+pub use recovered_sync::{sync_recovered, RecoveredLog, UnsyncedLog};
 pub use segment::Segment;
 pub use topics::{TopicMeta, TopicStore};
 

@@ -20,19 +20,20 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
+use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
-use super::groups::host::GroupHosts;
+use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{
     Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
@@ -76,7 +77,7 @@ pub struct ShardState<B: Backend> {
     pub stop: async_channel::Receiver<()>,
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
-    pub groups: GroupHosts,
+    pub groups: GroupHosts<B>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
 }
@@ -400,9 +401,33 @@ impl<B: Backend> ShardState<B> {
         let Some(host) = self.groups.get(key.partition) else {
             return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
         };
-        host.submit(self, request)
-            .await
-            .ok_or(ErrorCode::NOT_COORDINATOR)
+        host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)
+    }
+
+    /// Replays and starts the group coordinators of the `__consumer_offsets` partitions this
+    /// shard owns (all open by now), handing them what they need and no more
+    /// ([`HostContext`]). Returns how many it started.
+    pub async fn load_group_hosts(self: &Rc<Self>) -> Result<usize, String> {
+        let Some(topic) = self.shared.topic(OFFSETS_TOPIC) else {
+            return Err(format!("{OFFSETS_TOPIC} is missing"));
+        };
+        let mut logs = Vec::new();
+        for partition in 0..topic.partition_count() {
+            if self.owner(OFFSETS_TOPIC, partition) != self.shard {
+                continue;
+            }
+            let Some(owned) = self.owned(&key(OFFSETS_TOPIC, partition)) else {
+                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
+            };
+            logs.push((partition, owned.log));
+        }
+        let context = Rc::new(HostContext {
+            backend: self.backend.clone(),
+            shared: Arc::clone(&self.shared),
+            stop: self.stop.clone(),
+            appender: Rc::new(ShardOffsetsAppender(Rc::downgrade(self))),
+        });
+        self.groups.load(context, logs).await
     }
 
     /// The partition, if this shard owns it (and it is open).
@@ -526,7 +551,7 @@ impl<B: Backend> ShardState<B> {
         key: &PartitionKey,
         config: LogConfig,
         clean_shutdown: bool,
-    ) -> Result<UnsyncedLog<B>, String> {
+    ) -> Result<UnsyncedLog<PartitionLog<B>>, String> {
         let dir = partition_dir(&self.shared.config.log_dir, &key.topic, key.partition);
         PartitionLog::open_unsynced(
             self.backend.clone(),
@@ -619,6 +644,22 @@ impl<B: Backend> ShardState<B> {
             }
         }
         ok
+    }
+}
+
+/// The [`OffsetsAppender`] a shard hands its coordinator hosts: its local append path. Holds
+/// the shard weakly, since the shard holds the hosts.
+struct ShardOffsetsAppender<B: Backend>(Weak<ShardState<B>>);
+
+impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
+    fn append(&self, partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        Box::pin(async move {
+            // A shard that is gone no longer serves anything; its coordinators stop with it.
+            let state = self.0.upgrade().ok_or(ErrorCode::NOT_COORDINATOR)?;
+            let _in_flight = state.begin_request();
+            let key = key(OFFSETS_TOPIC, partition);
+            state.append_owned(&key, batch).await.map(|_| ())
+        })
     }
 }
 
