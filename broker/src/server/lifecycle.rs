@@ -296,7 +296,7 @@ fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
         while let Ok(call) = inbox.recv().await {
             let owner = Rc::clone(&st);
             st.backend
-                .spawn_local(async move { owner.execute(call).await });
+                .spawn_local(async move { (call.run)(&*owner).await });
         }
     });
 }

@@ -10,15 +10,18 @@
 //!   is then recovered, not trusted.
 //! - Never: shares a partition log between threads (each shard owns its partitions, I1).
 //!
-//! Modules, a concept each; imports run one way: `lifecycle` → `connection` → `handlers` →
-//! `topics`, `config_entries` → `shard` → `partition_ops`, `shared`, `routing` → `crate::log`.
+//! Modules, a concept each. No two of them import each other, directly or through others
+//! (I27, checked for every crate by `core/tests/no_import_cycles.rs`); broadly `lifecycle` →
+//! `connection` → `handlers` → `topics`, `config_entries` → `shard` → `groups::host`,
+//! `partition_ops`, `shared`, `routing` → `crate::log`.
 //!
 //! - [`shared`]: state every shard sees (config, topic registry, signals, inboxes).
 //! - [`routing`]: which shard owns a partition.
 //! - [`lifecycle`]: a shard's startup, listener, inbox loop, timers and shutdown.
 //! - [`cleaner`]: the shard's log cleaner task (compacted topics).
-//! - [`partition_ops`]: the operations on a partition, as the messages shards exchange.
-//! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
+//! - [`partition_ops`]: the operations on a partition (one typed method each) and the message
+//!   that carries one to the shard owning the partition.
+//! - [`shard`]: one shard's state and its partitions' operations (one routing).
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
 //!   cluster id, lock).
