@@ -18,7 +18,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::rng::SimRng;
-use crate::world::SimStats;
+use crate::stats::SimStats;
 
 /// A file operation not yet synced.
 #[derive(Clone, Debug)]

@@ -26,6 +26,7 @@ mod disk;
 mod executor;
 mod net;
 pub mod rng;
+mod stats;
 mod world;
 
 use std::future::Future;
@@ -41,7 +42,8 @@ use minikafka_core::clock::MonoTime;
 
 pub use executor::RunOutcome;
 pub use net::{SimListener, SimStream};
-pub use world::{FaultRates, SimConfig, SimStats, WALL_CLOCK_ORIGIN_MS};
+pub use stats::SimStats;
+pub use world::{FaultRates, SimConfig, WALL_CLOCK_ORIGIN_MS};
 
 use executor::{Executor, YieldNow};
 use world::with_world;
@@ -60,6 +62,7 @@ thread_local! {
 pub fn install(config: SimConfig) {
     BESIDE.with(|b| b.borrow_mut().clear());
     world::install(config);
+    net::reset();
 }
 
 /// Ends the current `run_shards` at the end of the running task's poll and applies a crash:
@@ -384,32 +387,30 @@ impl Backend for SimBackend {
     }
 
     async fn listen(&self, addr: SocketAddr) -> io::Result<SimListener> {
-        with_world(|w| {
-            let id = w.net.listen(addr);
+        let epoch = with_world(|w| w.epoch);
+        net::with_net(|n| {
+            let id = n.listen(addr);
             let mut bound = addr;
-            bound.set_port(w.net.port_of(id).unwrap_or(addr.port()));
+            bound.set_port(n.port_of(id).unwrap_or(addr.port()));
             Ok(SimListener {
                 id,
                 addr: bound,
-                epoch: w.epoch,
+                epoch,
             })
         })
     }
 
     async fn connect(&self, addr: SocketAddr) -> io::Result<SimStream> {
-        let stream = with_world(|w| {
-            let listeners = w.net.listeners_on(addr);
-            if listeners.is_empty() {
-                return Err(io::Error::new(
-                    io::ErrorKind::ConnectionRefused,
-                    format!("nothing listens on {addr} (simulated)"),
-                ));
-            }
-            let pick = listeners[w.rng.below(listeners.len() as u64) as usize];
-            w.net
-                .connect(pick)
-                .ok_or_else(|| io::Error::other("listener vanished"))
-        })?;
+        let listeners = net::with_net(|n| n.listeners_on(addr));
+        if listeners.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("nothing listens on {addr} (simulated)"),
+            ));
+        }
+        let pick = listeners[with_world(|w| w.rng.below(listeners.len() as u64)) as usize];
+        let stream = net::with_net(|n| n.connect(pick))
+            .ok_or_else(|| io::Error::other("listener vanished"))?;
         // The handshake takes a network round trip.
         let delay = with_world(|w| w.config.net_delay_max);
         sleep_for(delay).await;
@@ -488,6 +489,8 @@ impl Backend for SimBackend {
                     w.crash_requested = false;
                     w.crash();
                 });
+                // Every connection and listener is gone with the crash.
+                net::reset();
                 Ok(())
             }
             RunOutcome::Stalled => Err(io::Error::other(

@@ -3,6 +3,11 @@
 //! connection (both ends then fail), and a dropped end reads as end of stream on the other
 //! side. Listeners are matched by port; several may share one (`SO_REUSEPORT`), and a connect
 //! picks among them by seed. A crash drops every connection and listener.
+//!
+//! The listeners live in this module's own thread-local ([`with_net`]), beside the world
+//! rather than in it: the streams read the world (clock, timers, fault plan), so the world
+//! holding the network too would make the two modules import each other. Whoever crashes or
+//! replaces the world calls [`reset`] with it.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -16,6 +21,29 @@ use minikafka_core::backend::BackendListener;
 use minikafka_core::clock::MonoTime;
 
 use crate::world::{try_with_world, with_world};
+
+thread_local! {
+    static NET: RefCell<Net> = RefCell::new(Net::default());
+}
+
+/// Runs `f` on this thread's network.
+pub(crate) fn with_net<R>(f: impl FnOnce(&mut Net) -> R) -> R {
+    NET.with(|n| f(&mut n.borrow_mut()))
+}
+
+/// Like [`with_net`], but `None` instead of a panic when the network is being torn down or
+/// already borrowed (drops at thread exit).
+fn try_with_net<R>(f: impl FnOnce(&mut Net) -> R) -> Option<R> {
+    NET.try_with(|n| n.try_borrow_mut().ok().map(|mut n| f(&mut n)))
+        .ok()
+        .flatten()
+}
+
+/// Forgets every listener and the connections queued on them (a crash, or a fresh world).
+pub(crate) fn reset() {
+    let old = NET.with(|n| std::mem::take(&mut *n.borrow_mut()));
+    drop(old);
+}
 
 /// One direction of a connection.
 #[derive(Default)]
@@ -262,14 +290,10 @@ impl std::fmt::Debug for SimListener {
 impl Drop for SimListener {
     fn drop(&mut self) {
         let (id, epoch) = (self.id, self.epoch);
-        let backlog = try_with_world(|w| {
-            if w.epoch == epoch {
-                w.net.listeners.remove(&id)
-            } else {
-                None
-            }
-        });
-        drop(backlog);
+        if try_with_world(|w| w.epoch == epoch) == Some(true) {
+            let backlog = try_with_net(|n| n.listeners.remove(&id));
+            drop(backlog);
+        }
     }
 }
 
@@ -278,20 +302,18 @@ impl BackendListener for SimListener {
 
     async fn accept(&self) -> io::Result<(SimStream, SocketAddr)> {
         std::future::poll_fn(|cx| {
-            with_world(|w| {
-                if w.epoch != self.epoch {
-                    return Poll::Ready(Err(io::Error::other("listener died in a crash")));
-                }
-                match w.net.listeners.get_mut(&self.id) {
-                    Some(l) => match l.backlog.pop_front() {
-                        Some(accepted) => Poll::Ready(Ok(accepted)),
-                        None => {
-                            l.waker = Some(cx.waker().clone());
-                            Poll::Pending
-                        }
-                    },
-                    None => Poll::Ready(Err(io::Error::other("listener closed"))),
-                }
+            if with_world(|w| w.epoch) != self.epoch {
+                return Poll::Ready(Err(io::Error::other("listener died in a crash")));
+            }
+            with_net(|n| match n.listeners.get_mut(&self.id) {
+                Some(l) => match l.backlog.pop_front() {
+                    Some(accepted) => Poll::Ready(Ok(accepted)),
+                    None => {
+                        l.waker = Some(cx.waker().clone());
+                        Poll::Pending
+                    }
+                },
+                None => Poll::Ready(Err(io::Error::other("listener closed"))),
             })
         })
         .await

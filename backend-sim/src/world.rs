@@ -1,5 +1,6 @@
 //! The simulated world of one thread: the seeded generator, the virtual clock and its timers,
-//! the disk, the network, the fault plan and the counters. Every part of the backend reaches it
+//! the disk, the fault plan and the counters (the network's listeners sit beside it, in
+//! `net`'s own thread-local, reset together with it). Every part of the backend reaches it
 //! through [`with_world`]; it lives in a thread-local, so a world is one thread's, and survives
 //! between `run_shards` calls (a restarted broker finds the disk its crash left).
 
@@ -12,8 +13,8 @@ use std::time::Duration;
 use minikafka_core::clock::MonoTime;
 
 use crate::disk::Disk;
-use crate::net::Net;
 use crate::rng::SimRng;
+use crate::stats::SimStats;
 
 /// Wall-clock time at virtual time zero: 2023-11-14, so record timestamps look real.
 pub const WALL_CLOCK_ORIGIN_MS: i64 = 1_700_000_000_000;
@@ -85,52 +86,6 @@ impl SimConfig {
     }
 }
 
-/// What the world has done so far (since [`crate::install`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SimStats {
-    /// Task polls.
-    pub polls: u64,
-    /// Crashes applied to the disk.
-    pub crashes: u64,
-    /// Unsynced writes a crash kept whole.
-    pub writes_kept: u64,
-    /// Unsynced writes a crash dropped.
-    pub writes_dropped: u64,
-    /// Unsynced writes a crash tore at a 512 B or 4 KiB boundary.
-    pub writes_torn: u64,
-    /// Unsynced directory changes a crash kept.
-    pub dir_changes_kept: u64,
-    /// Unsynced directory changes a crash lost.
-    pub dir_changes_lost: u64,
-    /// EIO injected on reads.
-    pub read_eio: u64,
-    /// EIO injected on writes.
-    pub write_eio: u64,
-    /// ENOSPC injected on writes.
-    pub write_enospc: u64,
-    /// EIO injected on syncs.
-    pub sync_eio: u64,
-    /// Latency spikes injected.
-    pub latency_spikes: u64,
-    /// Connections reset.
-    pub connection_resets: u64,
-    /// Bits flipped in sealed segments.
-    pub bit_flips: u64,
-}
-
-impl SimStats {
-    /// Every fault injected (crashes not included).
-    pub fn faults(&self) -> u64 {
-        self.read_eio
-            + self.write_eio
-            + self.write_enospc
-            + self.sync_eio
-            + self.latency_spikes
-            + self.connection_resets
-            + self.bit_flips
-    }
-}
-
 /// A pending timer: wakes `waker` once the clock reaches `at` (`seq` orders equal deadlines).
 struct Timer {
     at: MonoTime,
@@ -163,7 +118,6 @@ pub(crate) struct World {
     timers: BinaryHeap<Reverse<Timer>>,
     timer_seq: u64,
     pub(crate) disk: Disk,
-    pub(crate) net: Net,
     pub(crate) stats: SimStats,
     /// Set by [`crate::crash_now`]; the executor stops at the end of the current poll.
     pub(crate) crash_requested: bool,
@@ -185,7 +139,6 @@ impl World {
             timers: BinaryHeap::new(),
             timer_seq: 0,
             disk: Disk::default(),
-            net: Net::default(),
             stats: SimStats::default(),
             crash_requested: false,
             epoch: 0,
@@ -257,11 +210,10 @@ impl World {
     }
 
     /// Applies a crash: the disk keeps what was durable plus, per the seed, some of what was
-    /// not; every connection and listener is gone; handles from before are dead.
+    /// not; handles from before are dead (the caller resets the network with it).
     pub(crate) fn crash(&mut self) {
         self.stats.crashes += 1;
         self.epoch += 1;
-        self.net = Net::default();
         self.disk.crash(&mut self.rng, &mut self.stats);
         if self.fault(self.config.faults.bit_flip_at_crash) {
             if let Some(path) = self.disk.flip_bit_in_sealed_segment(&mut self.rng) {

@@ -249,6 +249,6 @@ impl Backend for UringBackend {
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        shards::run_shards(count, main)
+        shards::run_shards(count, move |shard| main(UringBackend::new(shard)))
     }
 }

@@ -28,7 +28,6 @@ use glommio::{LocalExecutorBuilder, Placement};
 use minikafka_core::backend::ShardId;
 
 use crate::error::os_error;
-use crate::UringBackend;
 
 /// glommio's default (and our ceiling) for registered io memory per executor.
 pub const IO_MEMORY_MAX_BYTES: usize = 10 << 20;
@@ -196,10 +195,12 @@ impl Drop for Arrival<'_> {
     }
 }
 
-/// Implements [`minikafka_core::backend::Backend::run_shards`] for [`UringBackend`].
+/// Implements [`minikafka_core::backend::Backend::run_shards`] for
+/// [`UringBackend`](crate::UringBackend): runs `main(shard)` on each shard's executor (the
+/// caller builds the shard's backend there, so this module needs only the shard's id).
 pub(crate) fn run_shards<F, Fut>(shard_count: usize, main: F) -> io::Result<()>
 where
-    F: Fn(UringBackend) -> Fut + Send + Sync + 'static,
+    F: Fn(ShardId) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
     if shard_count == 0 {
@@ -244,7 +245,7 @@ where
                 };
                 let all_started = arrival.arrive(outcome);
                 if let (true, Some(executor)) = (all_started, executor) {
-                    executor.run(main(UringBackend::new(ShardId(index))));
+                    executor.run(main(ShardId(index)));
                 }
             });
         match spawned {

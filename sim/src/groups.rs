@@ -22,8 +22,8 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::types::Offset;
 
+use crate::broker_access::{connect, group_partitions};
 use crate::model::{Model, TopicPartition};
-use crate::workload::{connect, group_partitions};
 
 /// The groups the members join.
 pub const GROUPS: [&str; 2] = ["billing", "audit"];

@@ -12,6 +12,7 @@
 //! broker or shuts it down cleanly. A last incarnation without faults verifies everything.
 //! The first contradiction ends the run with a message naming the seed.
 
+mod broker_access;
 mod groups;
 pub mod model;
 mod workload;
@@ -148,15 +149,15 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     config.broken_sync_dir = options.broken_sync_dir;
     minikafka_backend_sim::install(config);
     let model = Rc::new(RefCell::new(Model::default()));
-    for p in 0..workload::TOPICS
+    for p in 0..broker_access::TOPICS
         .iter()
-        .find(|t| t.0 == workload::RETAINED_TOPIC)
+        .find(|t| t.0 == broker_access::RETAINED_TOPIC)
         .map_or(0, |t| t.1)
     {
         model
             .borrow_mut()
             .retained
-            .insert((workload::RETAINED_TOPIC.to_string(), p));
+            .insert((broker_access::RETAINED_TOPIC.to_string(), p));
     }
     let mut report = SeedReport::default();
     for incarnation in 0..=options.incarnations {

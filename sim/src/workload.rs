@@ -4,7 +4,6 @@
 //! from the world's generator, so the seed decides it.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,32 +15,14 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName}
 use kafka_protocol::protocol::StrBytes;
 use minikafka_backend_sim::{random_below, SimBackend, SimStream};
 use minikafka_client::{
-    Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, OffsetReset, SeekTo,
-    TopicPartition as ClientTp,
+    Admin, Connection, Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition as ClientTp,
 };
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
+use crate::broker_access::{all_partitions, connect, TOPICS};
 use crate::model::{Model, TopicPartition};
-
-/// A topic the workload keeps: name, partition count, configuration overrides.
-pub type TopicSpec = (&'static str, i32, &'static [(&'static str, &'static str)]);
-
-/// The topics every run keeps, with their partition counts and configuration overrides.
-/// `logs` is under retention (small segments, few bytes kept): its old segments go.
-pub const TOPICS: [TopicSpec; 3] = [
-    ("events", 2, &[]),
-    ("orders", 3, &[]),
-    (
-        RETAINED_TOPIC,
-        2,
-        &[("segment.bytes", "1024"), ("retention.bytes", "2048")],
-    ),
-];
-
-/// The topic under retention.
-pub const RETAINED_TOPIC: &str = "logs";
 
 /// The topic one client creates and deletes.
 pub const SCRATCH_TOPIC: &str = "scratch";
@@ -57,38 +38,6 @@ pub struct Plan {
     pub members: u32,
     pub shutdown: Arc<AtomicBool>,
     pub model: Rc<RefCell<Model>>,
-}
-
-fn broker_addr() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 9092))
-}
-
-pub(crate) async fn connect(backend: &SimBackend) -> Option<Connection<SimStream>> {
-    for _ in 0..50 {
-        if let Ok(stream) = backend.connect(broker_addr()).await {
-            let config = ConnectionConfig {
-                client_id: "mk-sim".into(),
-                ..ConnectionConfig::default()
-            };
-            if let Ok(conn) = Connection::connect(stream, config).await {
-                return Some(conn);
-            }
-        }
-        backend.sleep(Duration::from_millis(20)).await;
-    }
-    None
-}
-
-fn all_partitions() -> Vec<TopicPartition> {
-    TOPICS
-        .iter()
-        .flat_map(|(t, n, _)| (0..*n).map(move |p| (t.to_string(), p)))
-        .collect()
-}
-
-/// The partitions the groups divide among their members.
-pub(crate) fn group_partitions() -> Vec<TopicPartition> {
-    all_partitions()
 }
 
 /// Reads a partition whole from its start: its records and its high watermark; `None` when

@@ -54,10 +54,15 @@ pub mod start_offset;
 pub mod topics;
 
 pub use config::{FlushPolicy, LogConfig, TimestampType};
+
+/// Largest decompressed records section the broker inflates for one batch (I10): the
+/// cleaner's key scan and the produce path's key check on a compacted topic. A batch inflating
+/// past it stops the cleaning of its partition (logged) or is refused, never the broker.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;
-pub use recovered_sync::{sync_recovered, UnsyncedLog};
+pub use recovered_sync::{sync_recovered, RecoveredLog, UnsyncedLog};
 pub use segment::Segment;
 pub use topics::{TopicMeta, TopicStore};
 

@@ -71,7 +71,7 @@ use super::config::{FlushPolicy, LogConfig, TimestampType};
 use super::produced_batch::validate_produced;
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
-use super::recovered_sync::UnsyncedLog;
+use super::recovered_sync::{RecoveredLog, UnsyncedLog};
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
 use super::{LogError, Result, LEADER_EPOCH};
@@ -197,7 +197,7 @@ impl<B: Backend> PartitionLog<B> {
         config: LogConfig,
         clean_shutdown: bool,
         now_ms: i64,
-    ) -> Result<UnsyncedLog<B>> {
+    ) -> Result<UnsyncedLog<Self>> {
         config.validate()?;
         // An existing directory is listed once; a missing one is created durably first.
         let mut listing = match backend.list_dir(dir).await {
@@ -1608,4 +1608,10 @@ fn short_segment() -> LogError {
         io::ErrorKind::UnexpectedEof,
         "segment shorter than its published size",
     ))
+}
+
+impl<B: Backend> RecoveredLog for PartitionLog<B> {
+    async fn sync_recovered_tail(&self) -> Result<()> {
+        self.sync_active_log().await
+    }
 }

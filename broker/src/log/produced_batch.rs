@@ -21,8 +21,7 @@ use minikafka_core::record::{
     check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
 };
 
-use super::cleaner::clean::MAX_DECOMPRESSED_BYTES;
-use super::{LogConfig, LogError, Result};
+use super::{LogConfig, LogError, Result, MAX_DECOMPRESSED_BYTES};
 use minikafka_codec::KafkaCodecs;
 
 /// Validates `batch`, a producer's batch for a log configured by `config`, and returns its

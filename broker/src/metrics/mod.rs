@@ -6,6 +6,7 @@
 //!   connection, shard and log code.
 //! - A scrape asks every shard for a [`snapshot::ShardSnapshot`] (plain numbers, `Send`):
 //!   `crate::server::metrics_endpoint` does the asking and serves the page over HTTP.
+//!   Each shard takes those requests on its [`inboxes::MetricsInboxes`] slot.
 //! - [`exposition::render`] turns the snapshots into the Prometheus text format; [`http`]
 //!   judges the request heads. Both pure.
 //! - Never: reads a clock (durations are measured by callers on the backend's clock).
@@ -14,6 +15,7 @@ pub mod counters;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
+pub mod inboxes;
 pub mod snapshot;
 
 pub use counters::{ConnectionError, ShardMetrics, SyncStats};

@@ -51,6 +51,11 @@ pub const DECODE_BYTES_PER_FRAME_BYTE: u64 = 32;
 /// Allocation the decoder may always make, however small the frame.
 pub const DECODE_SLACK_BYTES: u64 = 256 * 1024;
 
+/// A `StrBytes` (the protocol's string type) holding `s`.
+pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}
+
 /// The decode allocation budget for a frame of `frame_bytes` bytes.
 pub fn decode_budget_bytes(frame_bytes: usize) -> u64 {
     (frame_bytes as u64)

@@ -19,7 +19,7 @@ use minikafka_core::backend::Backend;
 
 use super::groups::offsets_topic::is_internal;
 use super::shard::{sleep_or_stop, ShardState};
-use crate::log::cleaner::{checkpoint, clean_partition, CleanerCheckpoint};
+use crate::log::cleaner::{checkpoint, clean_partition, load_checkpoint, CleanerCheckpoint};
 use crate::log::PartitionLog;
 
 /// Whether the shard's cleaner (rather than the retention timer) looks after this log.
@@ -79,7 +79,7 @@ async fn visit<B: Backend>(
     {
         // First visit of this log (since startup, or since its topic was created again): the
         // last run's checkpoint, if it left one in the partition directory.
-        let loaded = checkpoint::load(&st.backend, log).await;
+        let loaded = load_checkpoint(&st.backend, log).await;
         checkpoints.insert(key.clone(), (identity, loaded));
     }
     let Some(entry) = checkpoints.get_mut(&key) else {

@@ -26,11 +26,12 @@ use minikafka_core::accept::AcceptBackoff;
 use minikafka_core::backend::{Backend, BackendFile, BackendListener, OpenMode, ShardId};
 use minikafka_core::wakeup::PartitionSignal;
 
+use super::data_dir::CLEAN_SHUTDOWN_MARKER;
 use super::partition_ops::PartitionKey;
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
-use super::{connection, groups, metrics_endpoint, topics, CLEAN_SHUTDOWN_MARKER};
-use crate::log::{sync_recovered, UnsyncedLog};
+use super::{connection, groups, metrics_endpoint, topics};
+use crate::log::{sync_recovered, PartitionLog, UnsyncedLog};
 
 /// How often every shard looks at the signal flag.
 pub const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -62,17 +63,20 @@ async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<
         }
     }
     let clean_shutdown = state.shared.clean_shutdown;
-    let opened: Vec<(PartitionKey, Arc<PartitionSignal>, UnsyncedLog<B>)> =
-        futures::stream::iter(owned)
-            .map(|(key, config, signal)| async move {
-                let log = state
-                    .open_owned_unsynced(&key, config, clean_shutdown)
-                    .await?;
-                Ok::<_, String>((key, signal, log))
-            })
-            .buffer_unordered(PARALLEL_OPENS)
-            .try_collect()
-            .await?;
+    let opened: Vec<(
+        PartitionKey,
+        Arc<PartitionSignal>,
+        UnsyncedLog<PartitionLog<B>>,
+    )> = futures::stream::iter(owned)
+        .map(|(key, config, signal)| async move {
+            let log = state
+                .open_owned_unsynced(&key, config, clean_shutdown)
+                .await?;
+            Ok::<_, String>((key, signal, log))
+        })
+        .buffer_unordered(PARALLEL_OPENS)
+        .try_collect()
+        .await?;
     let count = opened.len();
     let (registered, unsynced): (Vec<_>, Vec<_>) = opened
         .into_iter()
@@ -95,7 +99,9 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     metrics_endpoint::spawn_snapshot_responder(&state);
 
     if shard == 0 {
-        if let Err(e) = groups::offsets_topic::ensure_stored(&state).await {
+        if let Err(e) =
+            groups::offsets_topic::ensure_stored(&state.backend, &state.shared.config).await
+        {
             shared.fail(format!("creating the offsets topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
@@ -122,7 +128,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             Ok(n) => {
                 tracing::info!(shard, partitions = n, "partitions open");
                 // Coordinators replay before any shard accepts a connection.
-                if let Err(e) = groups::host::GroupHosts::load(&state).await {
+                if let Err(e) = state.load_group_hosts().await {
                     shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
                 }
                 let took = backend.now().saturating_duration_since(recovery_started);
@@ -288,7 +294,7 @@ fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {
         while let Ok(call) = inbox.recv().await {
             let owner = Rc::clone(&st);
             st.backend
-                .spawn_local(async move { owner.execute(call).await });
+                .spawn_local(async move { (call.run)(&*owner).await });
         }
     });
 }

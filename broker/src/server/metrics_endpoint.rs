@@ -3,7 +3,7 @@
 //!
 //! Contract:
 //! - Every shard runs a snapshot responder: it answers scrape requests from its
-//!   [`MetricsInboxes`] slot with a [`ShardSnapshot`] built from its own counters, partition
+//!   [`MetricsInboxes`](crate::metrics::inboxes::MetricsInboxes) slot with a [`ShardSnapshot`] built from its own counters, partition
 //!   logs and group coordinators, so nothing on a hot path is shared between threads.
 //! - A scrape waits at most [`SCRAPE_TIMEOUT`] (on the backend's clock) for all shards; a
 //!   shard that did not answer is left out and counted in `minikafka_scrape_shards_missing`.
@@ -17,7 +17,6 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::channel::oneshot;
@@ -38,32 +37,9 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most metrics connections served at once.
 pub const MAX_METRICS_CONNECTIONS: usize = 16;
 
-/// A scrape's question to one shard: where to send its snapshot.
-type SnapshotRequest = oneshot::Sender<ShardSnapshot>;
-
-/// Each shard's scrape-request channel, and the endpoint's bound address.
-pub struct MetricsInboxes {
-    senders: Vec<async_channel::Sender<SnapshotRequest>>,
-    receivers: Vec<async_channel::Receiver<SnapshotRequest>>,
-    /// The address the endpoint listens on, once it does.
-    pub bound_addr: OnceLock<SocketAddr>,
-}
-
-impl MetricsInboxes {
-    /// Channels for `shards` shards (a few requests each: scrapes past that are refused).
-    pub fn new(shards: usize) -> Self {
-        let (senders, receivers) = (0..shards).map(|_| async_channel::bounded(4)).unzip();
-        MetricsInboxes {
-            senders,
-            receivers,
-            bound_addr: OnceLock::new(),
-        }
-    }
-}
-
 /// Starts this shard's snapshot responder.
 pub fn spawn_snapshot_responder<B: Backend>(state: &Rc<ShardState<B>>) {
-    let Some(requests) = state.shared.metrics.receivers.get(state.shard.0).cloned() else {
+    let Some(requests) = state.shared.metrics.receiver(state.shard.0) else {
         return;
     };
     let st = Rc::clone(state);
@@ -129,7 +105,7 @@ fn snapshot<B: Backend>(state: &ShardState<B>) -> ShardSnapshot {
 pub async fn gather<B: Backend>(state: &ShardState<B>) -> BrokerSnapshot {
     let deadline = state.backend.now() + SCRAPE_TIMEOUT;
     let mut answers = Vec::new();
-    for sender in &state.shared.metrics.senders {
+    for sender in state.shared.metrics.senders() {
         let (reply, answer) = oneshot::channel();
         if sender.try_send(reply).is_ok() {
             answers.push(answer);

@@ -10,16 +10,21 @@
 //!   is then recovered, not trusted.
 //! - Never: shares a partition log between threads (each shard owns its partitions, I1).
 //!
-//! Modules, a concept each; imports run one way: `lifecycle` → `connection` → `handlers` →
-//! `topics`, `config_entries` → `shard` → `partition_ops`, `shared`, `routing` → `crate::log`.
+//! Modules, a concept each. No two of them import each other, directly or through others
+//! (I60, checked for every crate by `core/tests/no_import_cycles.rs`); broadly `lifecycle` →
+//! `connection` → `handlers` → `topics`, `config_entries` → `shard` → `groups::host`,
+//! `partition_ops`, `shared`, `routing` → `crate::log`.
 //!
 //! - [`shared`]: state every shard sees (config, topic registry, signals, inboxes).
 //! - [`routing`]: which shard owns a partition.
 //! - [`lifecycle`]: a shard's startup, listener, inbox loop, timers and shutdown.
 //! - [`cleaner`]: the shard's log cleaner task (compacted topics).
-//! - [`partition_ops`]: the operations on a partition, as the messages shards exchange.
-//! - [`shard`]: one shard's state and its partitions' operations (one dispatch).
+//! - [`partition_ops`]: the operations on a partition (one typed method each) and the message
+//!   that carries one to the shard owning the partition.
+//! - [`shard`]: one shard's state and its partitions' operations (one routing).
 //! - [`connection`]: framing, ordered responses, connection limits.
+//! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
+//!   cluster id, lock).
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
@@ -35,6 +40,7 @@ pub mod byte_budget;
 pub mod cleaner;
 pub mod config_entries;
 pub mod connection;
+pub mod data_dir;
 pub mod dynamic_config;
 pub mod groups;
 pub mod handlers;
@@ -54,6 +60,10 @@ use std::sync::Arc;
 use minikafka_core::backend::Backend;
 
 use crate::config::BrokerConfig;
+pub use data_dir::{
+    load_or_create_cluster_id, take_clean_shutdown_marker, CLEAN_SHUTDOWN_MARKER, CLUSTER_ID_FILE,
+    LOCK_FILE,
+};
 use shared::Shared;
 
 /// The backend the `minikafka` binary runs on: glommio/io_uring on Linux with the `uring`
@@ -65,10 +75,6 @@ pub type DefaultBackend = minikafka_backend_uring::UringBackend;
 #[cfg(not(all(target_os = "linux", feature = "uring", not(feature = "portable"))))]
 pub type DefaultBackend = minikafka_backend_portable::PortableBackend;
 
-/// File in the data directory written at the end of a clean shutdown.
-pub const CLEAN_SHUTDOWN_MARKER: &str = "clean_shutdown";
-/// File in the data directory holding the cluster id.
-pub const CLUSTER_ID_FILE: &str = "cluster_id";
 /// How long startup's probe of the listener address waits for a connection.
 pub const LISTEN_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 /// How many times startup probes the listener address before refusing to start because
@@ -80,8 +86,6 @@ pub const LISTEN_PROBE_ATTEMPTS: u32 = 20;
 /// waits for a request) before the next probe: the pause between probes, taken without
 /// reading a clock or sleeping a thread. `LISTEN_PROBE_ATTEMPTS` of them give ~2 s of patience.
 pub const LISTEN_PROBE_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
-/// File in the data directory locked (`flock`) while a broker uses the directory.
-pub const LOCK_FILE: &str = ".lock";
 
 /// Why the broker could not run.
 #[derive(Debug, thiserror::Error)]
@@ -120,42 +124,6 @@ fn data_dir_error(dir: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_
     move |source| ServerError::DataDir {
         dir: dir.display().to_string(),
         source,
-    }
-}
-
-/// Reads and removes the clean-shutdown marker (syncing the directory), so only the run that
-/// writes it again is trusted. Returns whether it was there.
-pub fn take_clean_shutdown_marker(dir: &Path) -> std::io::Result<bool> {
-    let path = dir.join(CLEAN_SHUTDOWN_MARKER);
-    match std::fs::remove_file(&path) {
-        Ok(()) => {
-            std::fs::File::open(dir)?.sync_all()?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Reads the cluster id from the data directory, creating (and syncing) it the first time.
-pub fn load_or_create_cluster_id(dir: &Path) -> std::io::Result<String> {
-    let path = dir.join(CLUSTER_ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) if !text.trim().is_empty() && text.len() < 256 => Ok(text.trim().to_string()),
-        Ok(_) => Err(std::io::Error::other(format!(
-            "{} is empty or too long",
-            path.display()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = uuid::Uuid::new_v4().simple().to_string();
-            let tmp = dir.join(format!("{CLUSTER_ID_FILE}.tmp"));
-            std::fs::write(&tmp, format!("{id}\n"))?;
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            std::fs::File::open(dir)?.sync_all()?;
-            Ok(id)
-        }
-        Err(e) => Err(e),
     }
 }
 

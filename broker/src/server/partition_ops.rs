@@ -1,24 +1,27 @@
-//! The operations a shard runs on a partition it owns, as data: what travels through a shard's
-//! inbox when the partition lives on another shard.
+//! The operations a shard runs on the partitions it owns, and the one message that carries
+//! an operation to the shard owning its partition.
 //!
 //! Contract:
-//! - One operation type, [`PartitionOp`]: one variant per kind (append, read, list offsets,
-//!   open, remove, describe, reconfigure, delete records), each carrying its inputs and the
-//!   [`Reply`] slot its answer goes to. A [`PartitionCall`] names the partition
-//!   ([`PartitionKey`]) it is for.
-//! - Everything here is `Send` (it crosses shard threads) and holds no partition log (those
-//!   stay on their shard, I1). Running a call is the owner's business
-//!   ([`ShardState::dispatch`](super::shard::ShardState::dispatch)).
+//! - One typed method per operation kind, in [`LocalPartitions`] (append, read, list offsets,
+//!   open, remove, reconfigure, delete records, describe, group request): what the owner runs
+//!   on a partition it owns. The shard implements it (`ShardState`); nothing else does.
+//! - A caller on the owning shard calls the method directly. A caller on another shard sends
+//!   a [`PartitionCall`] through the owner's inbox: the partition's [`PartitionKey`] and a
+//!   closure that calls that same method there and sends the answer back. So adding a kind
+//!   is one method here, its body on the shard, and a typed entry point that routes it
+//!   (`ShardState::on_owner`); there is no enum to keep in step.
+//! - A call is `Send` (it crosses shard threads: its inputs and reply slot are `Send`) and
+//!   holds no partition log (those stay on their shard, I1). It names the trait, never the
+//!   shard's state, so the state every shard shares (`shared`, which holds the inboxes) does
+//!   not import the shard.
 //! - A dropped call (its shard stopped taking calls) drops its reply: the caller then answers
 //!   with its "unavailable" value (UNKNOWN_SERVER_ERROR), never waits forever.
-//! - Adding a kind is a new variant here and its arm in `ShardState::execute`; routing and
-//!   shipping stay as they are. Group requests are one: [`PartitionOp::Group`], addressed to
-//!   the `__consumer_offsets` partition whose coordinator owns the group.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
+use futures::future::LocalBoxFuture;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::wakeup::PartitionSignal;
@@ -37,85 +40,89 @@ pub struct PartitionKey {
     pub partition: i32,
 }
 
-/// An operation for the shard owning a partition, with the slot for its answer.
-pub enum PartitionOp {
-    /// Append one record batch and wake the partition's waiters (I7).
-    Append {
-        /// The batch, as the client sent it (validated by the log): a slice of the request
-        /// frame, not a copy (`Bytes` is `Send`, so it crosses to the owner as it is).
+/// The operations on a partition this shard owns, one typed method each (see the module
+/// documentation). Each answers for `key`; a partition this shard does not have open
+/// answers UNKNOWN_TOPIC_OR_PARTITION (or its kind's equivalent).
+pub trait LocalPartitions {
+    /// Appends one record batch (validated by the log) and wakes the partition's waiters
+    /// (I7): the offsets, or the error code.
+    fn append(
+        &self,
+        key: PartitionKey,
         batch: Bytes,
-        /// Where the offsets (or the error code) go.
-        reply: Reply<Result<Appended, ErrorCode>>,
-    },
-    /// Read whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
-    Read {
-        /// The first offset wanted.
+    ) -> LocalBoxFuture<'_, Result<Appended, ErrorCode>>;
+
+    /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
+    fn read(
+        &self,
+        key: PartitionKey,
         fetch_offset: i64,
-        /// The partition's byte budget.
         max_bytes: usize,
-        /// Where the bytes go.
-        reply: Reply<PartitionRead>,
-    },
-    /// Answer a ListOffsets query for `timestamp` (see `ShardState::list_offset`).
-    ListOffsets {
-        /// The target timestamp, or -1, -2, -3, -4 (latest, earliest, max timestamp,
-        /// earliest local).
-        timestamp: i64,
-        /// Where `(error code, offset, timestamp)` goes.
-        reply: Reply<ListedOffset>,
-    },
-    /// Open (creating its directory) the partition's log.
-    Open {
-        /// Its log settings.
+    ) -> LocalBoxFuture<'_, PartitionRead>;
+
+    /// Answers a ListOffsets query for `timestamp`, or -1, -2, -3, -4 (latest, earliest, max
+    /// timestamp, earliest local).
+    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset>;
+
+    /// Opens (creating its directory) the partition's log and registers it here.
+    fn open(
+        &self,
+        key: PartitionKey,
         config: LogConfig,
-        /// Its wakeup signal (the same `Arc` the registry holds).
         signal: Arc<PartitionSignal>,
-        /// Whether the previous run shut down cleanly.
         clean_shutdown: bool,
-        /// Where success (or the reason it failed) goes.
-        reply: Reply<Result<(), String>>,
-    },
-    /// Close the partition's log and delete its directory.
-    Remove {
-        /// Where success (or the reason it failed) goes.
-        reply: Reply<Result<(), String>>,
-    },
-    /// Replace the live log's configuration (AlterConfigs).
-    Reconfigure {
-        /// The new settings (validated by the caller and again by the log).
-        config: LogConfig,
-        /// Where success (or the reason it failed) goes.
-        reply: Reply<Result<(), String>>,
-    },
-    /// Move the log start offset to `before` and delete the segments below it
-    /// (DeleteRecords); -1 means the high watermark.
-    DeleteRecords {
-        /// The new log start offset, or -1.
+    ) -> LocalBoxFuture<'_, Result<(), String>>;
+
+    /// Closes the partition's log and deletes its directory.
+    fn remove(&self, key: PartitionKey) -> LocalBoxFuture<'_, Result<(), String>>;
+
+    /// Replaces the live log's configuration (AlterConfigs).
+    fn reconfigure(&self, key: PartitionKey, config: LogConfig) -> Result<(), String>;
+
+    /// Moves the log start offset to `before` and deletes the segments below it
+    /// (DeleteRecords; -1 means the high watermark): `(error code, low watermark)`.
+    fn delete_records(
+        &self,
+        key: PartitionKey,
         before: i64,
-        /// Where `(error code, low watermark)` goes; the low watermark is -1 on an error.
-        reply: Reply<(ErrorCode, i64)>,
-    },
-    /// Describe the partition: its size, offsets and live idempotent producers (what
-    /// DescribeLogDirs, OffsetForLeaderEpoch and DescribeProducers answer from).
-    Describe {
-        /// Where the description goes.
-        reply: Reply<PartitionDescription>,
-    },
-    /// Run a group request on the coordinator of this `__consumer_offsets` partition.
-    Group {
-        /// The request, in core's form.
+    ) -> LocalBoxFuture<'_, (ErrorCode, i64)>;
+
+    /// Describes the partition: its size, offsets and live idempotent producers.
+    fn describe(&self, key: PartitionKey) -> PartitionDescription;
+
+    /// Runs a group request on the coordinator of this `__consumer_offsets` partition.
+    fn group(
+        &self,
+        key: PartitionKey,
         request: GroupRequest,
-        /// Where the answer (or why the coordinator could not take it) goes.
-        reply: Reply<Result<GroupResponse, ErrorCode>>,
-    },
+    ) -> LocalBoxFuture<'_, Result<GroupResponse, ErrorCode>>;
 }
 
-/// An operation addressed to one partition: the message of a shard inbox.
+/// What a [`PartitionCall`] runs on the owner: one [`LocalPartitions`] method, its answer
+/// sent to the caller's reply slot.
+pub type RunOnOwner =
+    Box<dyn for<'a> FnOnce(&'a dyn LocalPartitions) -> LocalBoxFuture<'a, ()> + Send>;
+
+/// An operation addressed to one partition of another shard: the message of a shard inbox.
 pub struct PartitionCall {
-    /// The partition.
+    /// The partition (its owner's inbox is where the call goes).
     pub key: PartitionKey,
-    /// What to do with it.
-    pub op: PartitionOp,
+    /// The operation, run by the owner.
+    pub run: RunOnOwner,
+}
+
+impl PartitionCall {
+    /// A call for `key` that runs `run` on the owner (a function, so the closure's
+    /// signature is the higher-ranked one [`RunOnOwner`] needs).
+    pub fn new<F>(key: PartitionKey, run: F) -> PartitionCall
+    where
+        F: for<'a> FnOnce(&'a dyn LocalPartitions) -> LocalBoxFuture<'a, ()> + Send + 'static,
+    {
+        PartitionCall {
+            key,
+            run: Box::new(run),
+        }
+    }
 }
 
 /// The answer of a partition read.

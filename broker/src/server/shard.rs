@@ -4,10 +4,12 @@
 //! Contract:
 //! - A shard is the only writer of the partitions [`super::routing::owner_shard`] gives it
 //!   (I1). Their [`PartitionLog`]s are `Rc`s in [`ShardState`], never sent to other threads.
-//! - One dispatch: [`ShardState::dispatch`] runs a [`PartitionCall`] here when this shard owns
-//!   the partition, else ships it through the owner's inbox (a `Send` message); the owner's
-//!   inbox loop runs each call as its own task, in arrival order. The typed operations
-//!   ([`ShardState::append`], [`read`](ShardState::read), …) are one call each.
+//! - One routing: [`ShardState::on_owner`] calls the operation's [`LocalPartitions`] method
+//!   directly when this shard owns the partition, else ships it in a [`PartitionCall`] (a
+//!   `Send` message naming the same method) through the owner's inbox; the owner's inbox
+//!   loop runs each call as its own task, in arrival order. The typed operations
+//!   ([`ShardState::append`], [`read`](ShardState::read), …) are one routing each; their
+//!   bodies are this shard's `impl LocalPartitions`.
 //! - Offsets follow arrival order on the owner: the log queues a batch on the first poll of
 //!   its append, before any `.await` (`PartitionLog::append`), and calls reach that first
 //!   poll in the order they arrived (in place on the owner, or as inbox tasks spawned in
@@ -20,24 +22,25 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
+use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
-use super::groups::host::GroupHosts;
+use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{
     Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
 };
-use super::partition_ops::{PartitionCall, PartitionKey, PartitionOp, Reply};
+use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
 use super::shared::Shared;
 use crate::log::segment::partition_dir;
@@ -76,7 +79,7 @@ pub struct ShardState<B: Backend> {
     pub stop: async_channel::Receiver<()>,
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
-    pub groups: GroupHosts,
+    pub groups: GroupHosts<B>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
 }
@@ -146,73 +149,37 @@ impl<B: Backend> ShardState<B> {
         routing::owner_shard(topic, partition, self.shared.num_shards())
     }
 
-    /// Runs `call` on the shard owning its partition: here, in place, when that is this
-    /// shard; else through the owner's inbox. A call the owner no longer takes is dropped
-    /// (and with it its reply).
-    pub async fn dispatch(self: &Rc<Self>, call: PartitionCall) {
-        let target = self.owner(&call.key.topic, call.key.partition);
+    /// Runs one partition operation on the shard owning `key`: a direct call of `op` on this
+    /// shard's [`LocalPartitions`] when it is the owner; else `op` travels in a
+    /// [`PartitionCall`] to the owner's inbox and runs there. `unavailable` when the owner
+    /// no longer takes calls (shutting down) and dropped it.
+    ///
+    /// Arrival order: on the owner, `op`'s future is polled first without an await before
+    /// it, so a log append queues its batch in call order (see the module documentation).
+    pub async fn on_owner<T, F>(self: &Rc<Self>, key: PartitionKey, op: F, unavailable: T) -> T
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&'a dyn LocalPartitions, PartitionKey) -> LocalBoxFuture<'a, T>
+            + Send
+            + 'static,
+    {
+        let target = self.owner(&key.topic, key.partition);
         if target == self.shard {
-            self.execute(call).await;
-        } else if let Some(inbox) = self.shared.inboxes.get(target.0) {
-            let _ = inbox.send(call).await;
+            return op(&**self, key).await;
         }
-    }
-
-    /// Dispatches the operation `op` builds around a fresh reply slot and waits for its
-    /// answer; `unavailable` when the owner dropped it (shutting down).
-    async fn ask<T>(
-        self: &Rc<Self>,
-        key: PartitionKey,
-        op: impl FnOnce(Reply<T>) -> PartitionOp,
-        unavailable: T,
-    ) -> T {
-        let (reply, answer) = oneshot::channel();
-        self.dispatch(PartitionCall { key, op: op(reply) }).await;
+        let Some(inbox) = self.shared.inboxes.get(target.0) else {
+            return unavailable;
+        };
+        let (reply, answer): (Reply<T>, _) = oneshot::channel();
+        let call = PartitionCall::new(key.clone(), move |local| {
+            Box::pin(async move {
+                let _ = reply.send(op(local, key).await);
+            })
+        });
+        if inbox.send(call).await.is_err() {
+            return unavailable;
+        }
         answer.await.unwrap_or(unavailable)
-    }
-
-    /// Runs `call` on this shard (its owner) and sends the answer. The one place that maps
-    /// an operation kind to the code carrying it out.
-    pub async fn execute(&self, call: PartitionCall) {
-        let PartitionCall { key, op } = call;
-        match op {
-            PartitionOp::Append { batch, reply } => {
-                let _ = reply.send(self.append_owned(&key, batch).await);
-            }
-            PartitionOp::Read {
-                fetch_offset,
-                max_bytes,
-                reply,
-            } => {
-                let _ = reply.send(self.read_owned(&key, fetch_offset, max_bytes).await);
-            }
-            PartitionOp::ListOffsets { timestamp, reply } => {
-                let _ = reply.send(self.list_offset_owned(&key, timestamp).await);
-            }
-            PartitionOp::Open {
-                config,
-                signal,
-                clean_shutdown,
-                reply,
-            } => {
-                let _ = reply.send(self.open_owned(key, config, signal, clean_shutdown).await);
-            }
-            PartitionOp::Remove { reply } => {
-                let _ = reply.send(self.remove_owned(&key).await);
-            }
-            PartitionOp::Reconfigure { config, reply } => {
-                let _ = reply.send(self.reconfigure_owned(&key, config));
-            }
-            PartitionOp::DeleteRecords { before, reply } => {
-                let _ = reply.send(self.delete_records_owned(&key, before).await);
-            }
-            PartitionOp::Describe { reply } => {
-                let _ = reply.send(self.describe_owned(&key));
-            }
-            PartitionOp::Group { request, reply } => {
-                let _ = reply.send(self.group_owned(&key, request).await);
-            }
-        }
     }
 
     /// Appends `batch` to `topic`/`partition` on its owner and wakes its waiters.
@@ -222,9 +189,13 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         batch: Bytes,
     ) -> Result<Appended, ErrorCode> {
-        let op = |reply| PartitionOp::Append { batch, reply };
         let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR);
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.append(key, batch),
+            unavailable,
+        )
+        .await
     }
 
     /// Reads from `topic`/`partition` on its owner.
@@ -235,13 +206,13 @@ impl<B: Backend> ShardState<B> {
         fetch_offset: i64,
         max_bytes: usize,
     ) -> PartitionRead {
-        let op = |reply| PartitionOp::Read {
-            fetch_offset,
-            max_bytes,
-            reply,
-        };
         let unavailable = PartitionRead::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.read(key, fetch_offset, max_bytes),
+            unavailable,
+        )
+        .await
     }
 
     /// Answers a ListOffsets query on the owner: `(error code, offset, timestamp)`.
@@ -255,9 +226,13 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         timestamp: i64,
     ) -> ListedOffset {
-        let op = |reply| PartitionOp::ListOffsets { timestamp, reply };
         let unavailable = (ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1);
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.list_offset(key, timestamp),
+            unavailable,
+        )
+        .await
     }
 
     /// Opens `topic`/`partition` on its owner (creating its directory).
@@ -269,14 +244,13 @@ impl<B: Backend> ShardState<B> {
         signal: Arc<PartitionSignal>,
         clean_shutdown: bool,
     ) -> Result<(), String> {
-        let op = |reply| PartitionOp::Open {
-            config,
-            signal,
-            clean_shutdown,
-            reply,
-        };
         let unavailable = Err("shard unavailable".into());
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.open(key, config, signal, clean_shutdown),
+            unavailable,
+        )
+        .await
     }
 
     /// Closes `topic`/`partition` on its owner and deletes its directory.
@@ -285,9 +259,9 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
     ) -> Result<(), String> {
-        let op = |reply| PartitionOp::Remove { reply };
         let unavailable = Err("shard unavailable".into());
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(key(topic, partition), |p, key| p.remove(key), unavailable)
+            .await
     }
 
     /// Replaces the configuration of `topic`/`partition`'s live log on its owner.
@@ -297,9 +271,13 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         config: LogConfig,
     ) -> Result<(), String> {
-        let op = |reply| PartitionOp::Reconfigure { config, reply };
         let unavailable = Err("shard unavailable".into());
-        self.ask(key(topic, partition), op, unavailable).await
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| Box::pin(std::future::ready(p.reconfigure(key, config))),
+            unavailable,
+        )
+        .await
     }
 
     /// DeleteRecords on `topic`/`partition`'s owner: `(error code, low watermark)`.
@@ -309,35 +287,13 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         before: i64,
     ) -> (ErrorCode, i64) {
-        let op = |reply| PartitionOp::DeleteRecords { before, reply };
         let unavailable = (ErrorCode::UNKNOWN_SERVER_ERROR, -1);
-        self.ask(key(topic, partition), op, unavailable).await
-    }
-
-    fn reconfigure_owned(&self, key: &PartitionKey, config: LogConfig) -> Result<(), String> {
-        let owned = self
-            .owned(key)
-            .ok_or_else(|| format!("{}-{} is not open", key.topic, key.partition))?;
-        owned.log.reconfigure(config).map_err(|e| e.to_string())
-    }
-
-    async fn delete_records_owned(&self, key: &PartitionKey, before: i64) -> (ErrorCode, i64) {
-        let Some(owned) = self.owned(key) else {
-            return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1);
-        };
-        // Kafka's -1: everything below the high watermark, read with no await in between.
-        let before = if before == -1 {
-            owned.log.high_watermark()
-        } else {
-            Offset(before)
-        };
-        match owned.log.delete_records(before).await {
-            Ok(low_watermark) => (ErrorCode::NONE, low_watermark.0),
-            Err(e) => (
-                log_error_code(&key.topic, key.partition, "delete records", &e),
-                -1,
-            ),
-        }
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.delete_records(key, before),
+            unavailable,
+        )
+        .await
     }
 
     /// Describes `topic`/`partition` on its owner (size, offsets, live producers).
@@ -346,36 +302,13 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
     ) -> PartitionDescription {
-        let op = |reply| PartitionOp::Describe { reply };
         let unavailable = PartitionDescription::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
-        self.ask(key(topic, partition), op, unavailable).await
-    }
-
-    fn describe_owned(&self, key: &PartitionKey) -> PartitionDescription {
-        let Some(owned) = self.owned(key) else {
-            return PartitionDescription::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
-        };
-        let log = owned.log;
-        let producers = log
-            .live_producers(self.backend.wall_clock_ms())
-            .into_iter()
-            .filter_map(|(producer_id, entry)| {
-                let last = entry.batches.back()?;
-                Some(ProducerDescription {
-                    producer_id,
-                    epoch: entry.epoch,
-                    last_sequence: last.last_sequence,
-                    last_timestamp_ms: last.max_timestamp_ms,
-                })
-            })
-            .collect();
-        PartitionDescription {
-            error_code: ErrorCode::NONE,
-            size_bytes: log.size_bytes(),
-            log_start_offset: log.log_start_offset().0,
-            log_end_offset: log.high_watermark().0,
-            producers,
-        }
+        self.on_owner(
+            key(topic, partition),
+            |p, key| Box::pin(std::future::ready(p.describe(key))),
+            unavailable,
+        )
+        .await
     }
 
     /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`, on
@@ -386,136 +319,44 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         request: GroupRequest,
     ) -> Result<GroupResponse, ErrorCode> {
-        let op = |reply| PartitionOp::Group { request, reply };
         let unavailable = Err(ErrorCode::NOT_COORDINATOR);
-        self.ask(key(OFFSETS_TOPIC, partition), op, unavailable)
-            .await
+        self.on_owner(
+            key(OFFSETS_TOPIC, partition),
+            move |p, key| p.group(key, request),
+            unavailable,
+        )
+        .await
     }
 
-    async fn group_owned(
-        &self,
-        key: &PartitionKey,
-        request: GroupRequest,
-    ) -> Result<GroupResponse, ErrorCode> {
-        let Some(host) = self.groups.get(key.partition) else {
-            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    /// Replays and starts the group coordinators of the `__consumer_offsets` partitions this
+    /// shard owns (all open by now), handing them what they need and no more
+    /// ([`HostContext`]). Returns how many it started.
+    pub async fn load_group_hosts(self: &Rc<Self>) -> Result<usize, String> {
+        let Some(topic) = self.shared.topic(OFFSETS_TOPIC) else {
+            return Err(format!("{OFFSETS_TOPIC} is missing"));
         };
-        host.submit(self, request)
-            .await
-            .ok_or(ErrorCode::NOT_COORDINATOR)
+        let mut logs = Vec::new();
+        for partition in 0..topic.partition_count() {
+            if self.owner(OFFSETS_TOPIC, partition) != self.shard {
+                continue;
+            }
+            let Some(owned) = self.owned(&key(OFFSETS_TOPIC, partition)) else {
+                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
+            };
+            logs.push((partition, owned.log));
+        }
+        let context = Rc::new(HostContext {
+            backend: self.backend.clone(),
+            shared: Arc::clone(&self.shared),
+            stop: self.stop.clone(),
+            appender: Rc::new(ShardOffsetsAppender(Rc::downgrade(self))),
+        });
+        self.groups.load(context, logs).await
     }
 
     /// The partition, if this shard owns it (and it is open).
     pub(crate) fn owned(&self, key: &PartitionKey) -> Option<OwnedPartition<B>> {
         self.partitions.borrow().get(key).cloned()
-    }
-
-    /// Appends `batch` to a partition this shard owns (what [`ShardState::append`] runs on
-    /// the owner).
-    pub(crate) async fn append_owned(
-        &self,
-        key: &PartitionKey,
-        batch: Bytes,
-    ) -> Result<Appended, ErrorCode> {
-        let (topic, partition) = (key.topic.as_str(), key.partition);
-        let owned = self
-            .owned(key)
-            .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-        let bytes = batch.len() as u64;
-        // The log queues the batch on this first poll, so arrival order decides offsets.
-        match owned.log.append(batch, self.backend.wall_clock_ms()).await {
-            Ok(AppendInfo {
-                base_offset,
-                last_offset,
-                duplicate,
-                log_append_time_ms,
-                ..
-            }) => {
-                if !duplicate {
-                    let records = (last_offset.0 - base_offset.0 + 1).max(0) as u64;
-                    self.metrics.appended(topic, partition, records, bytes);
-                }
-                // The bytes are visible (the log published its high watermark): wake (I7).
-                owned.signal.notify_append();
-                Ok(Appended {
-                    base_offset: base_offset.0,
-                    log_start_offset: owned.log.log_start_offset().0,
-                    log_append_time_ms: log_append_time_ms.unwrap_or(-1),
-                })
-            }
-            Err(e) => Err(log_error_code(topic, partition, "append", &e)),
-        }
-    }
-
-    async fn read_owned(
-        &self,
-        key: &PartitionKey,
-        fetch_offset: i64,
-        max_bytes: usize,
-    ) -> PartitionRead {
-        let Some(owned) = self.owned(key) else {
-            return PartitionRead::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
-        };
-        let mut out = PartitionRead {
-            error_code: ErrorCode::NONE,
-            high_watermark: owned.log.high_watermark().0,
-            log_start_offset: owned.log.log_start_offset().0,
-            bytes: bytes::Bytes::new(),
-        };
-        match owned.log.read(Offset(fetch_offset), max_bytes).await {
-            Ok(read) => {
-                let records = records_in_batches(&read.bytes);
-                let bytes = read.bytes.len() as u64;
-                self.metrics.read(&key.topic, key.partition, records, bytes);
-                out.high_watermark = read.high_watermark.0;
-                out.log_start_offset = read.log_start_offset.0;
-                out.bytes = read.bytes;
-            }
-            Err(e) => out.error_code = log_error_code(&key.topic, key.partition, "read", &e),
-        }
-        out
-    }
-
-    async fn list_offset_owned(&self, key: &PartitionKey, timestamp: i64) -> ListedOffset {
-        let Some(owned) = self.owned(key) else {
-            return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-        };
-        let log = owned.log;
-        // Timestamp lookups go through the partition log's time index.
-        let found = match timestamp {
-            -2 | -4 => return (ErrorCode::NONE, log.log_start_offset().0, -1),
-            -1 => return (ErrorCode::NONE, log.high_watermark().0, -1),
-            -3 => log.max_timestamp_offset().await,
-            ts if ts < 0 => return (ErrorCode::INVALID_REQUEST, -1, -1),
-            ts => log.offset_for_timestamp(ts).await,
-        };
-        match found {
-            Ok(Some((offset, found_ms))) => (ErrorCode::NONE, offset.0, found_ms),
-            // No record has a timestamp at or after the target (Kafka: -1, -1, no error).
-            Ok(None) => (ErrorCode::NONE, -1, -1),
-            Err(e) => {
-                let code = log_error_code(&key.topic, key.partition, "list offsets", &e);
-                (code, -1, -1)
-            }
-        }
-    }
-
-    async fn open_owned(
-        &self,
-        key: PartitionKey,
-        config: LogConfig,
-        signal: Arc<PartitionSignal>,
-        clean_shutdown: bool,
-    ) -> Result<(), String> {
-        let unsynced = self
-            .open_owned_unsynced(&key, config, clean_shutdown)
-            .await?;
-        let log = unsynced
-            .sync()
-            .await
-            .map_err(|e| format!("syncing {}/{}: {e}", key.topic, key.partition))?;
-        self.install_owned(key, log, signal).await;
-        Ok(())
     }
 
     /// Opens and recovers `key`'s log on this shard (it must own it) without registering it;
@@ -526,7 +367,7 @@ impl<B: Backend> ShardState<B> {
         key: &PartitionKey,
         config: LogConfig,
         clean_shutdown: bool,
-    ) -> Result<UnsyncedLog<B>, String> {
+    ) -> Result<UnsyncedLog<PartitionLog<B>>, String> {
         let dir = partition_dir(&self.shared.config.log_dir, &key.topic, key.partition);
         PartitionLog::open_unsynced(
             self.backend.clone(),
@@ -563,31 +404,6 @@ impl<B: Backend> ShardState<B> {
         }
     }
 
-    async fn remove_owned(&self, key: &PartitionKey) -> Result<(), String> {
-        let (topic, partition) = (key.topic.as_str(), key.partition);
-        let owned = self.partitions.borrow_mut().remove(key);
-        if let Some(owned) = owned {
-            let syncs = owned.log.sync_stats().snapshot();
-            self.metrics.partition_removed(topic, partition, syncs);
-            if let Err(e) = owned.log.close().await {
-                tracing::warn!(topic, partition, "closing a deleted partition: {e}");
-            }
-            owned.signal.notify_append();
-        }
-        let data_dir = self.data_dir();
-        let dir = partition_dir(&data_dir, topic, partition);
-        match self.backend.remove_dir_all(&dir).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("removing {}: {e}", dir.display()))
-            }
-            _ => {}
-        }
-        self.backend
-            .sync_dir(&data_dir)
-            .await
-            .map_err(|e| format!("syncing {}: {e}", data_dir.display()))
-    }
-
     /// Every owned partition's log (for the retention and flush timers), in partition order:
     /// the map's order is random per process, and the simulator replays a seed only if the
     /// timers touch the logs in the same order every run.
@@ -619,6 +435,249 @@ impl<B: Backend> ShardState<B> {
             }
         }
         ok
+    }
+}
+
+/// The typed operations on partitions this shard owns: what a direct call on the owner and
+/// a [`PartitionCall`] from another shard both run.
+impl<B: Backend> LocalPartitions for ShardState<B> {
+    fn append(
+        &self,
+        key: PartitionKey,
+        batch: Bytes,
+    ) -> LocalBoxFuture<'_, Result<Appended, ErrorCode>> {
+        Box::pin(async move {
+            let key = &key;
+            let (topic, partition) = (key.topic.as_str(), key.partition);
+            let owned = self
+                .owned(key)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            let bytes = batch.len() as u64;
+            // The log queues the batch on this first poll, so arrival order decides offsets.
+            match owned.log.append(batch, self.backend.wall_clock_ms()).await {
+                Ok(AppendInfo {
+                    base_offset,
+                    last_offset,
+                    duplicate,
+                    log_append_time_ms,
+                    ..
+                }) => {
+                    if !duplicate {
+                        let records = (last_offset.0 - base_offset.0 + 1).max(0) as u64;
+                        self.metrics.appended(topic, partition, records, bytes);
+                    }
+                    // The bytes are visible (the log published its high watermark): wake (I7).
+                    owned.signal.notify_append();
+                    Ok(Appended {
+                        base_offset: base_offset.0,
+                        log_start_offset: owned.log.log_start_offset().0,
+                        log_append_time_ms: log_append_time_ms.unwrap_or(-1),
+                    })
+                }
+                Err(e) => Err(log_error_code(topic, partition, "append", &e)),
+            }
+        })
+    }
+
+    fn read(
+        &self,
+        key: PartitionKey,
+        fetch_offset: i64,
+        max_bytes: usize,
+    ) -> LocalBoxFuture<'_, PartitionRead> {
+        Box::pin(async move {
+            let key = &key;
+            let Some(owned) = self.owned(key) else {
+                return PartitionRead::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+            };
+            let mut out = PartitionRead {
+                error_code: ErrorCode::NONE,
+                high_watermark: owned.log.high_watermark().0,
+                log_start_offset: owned.log.log_start_offset().0,
+                bytes: bytes::Bytes::new(),
+            };
+            match owned.log.read(Offset(fetch_offset), max_bytes).await {
+                Ok(read) => {
+                    let records = records_in_batches(&read.bytes);
+                    let bytes = read.bytes.len() as u64;
+                    self.metrics.read(&key.topic, key.partition, records, bytes);
+                    out.high_watermark = read.high_watermark.0;
+                    out.log_start_offset = read.log_start_offset.0;
+                    out.bytes = read.bytes;
+                }
+                Err(e) => out.error_code = log_error_code(&key.topic, key.partition, "read", &e),
+            }
+            out
+        })
+    }
+
+    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset> {
+        Box::pin(async move {
+            let key = &key;
+            let Some(owned) = self.owned(key) else {
+                return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+            };
+            let log = owned.log;
+            // Timestamp lookups go through the partition log's time index.
+            let found = match timestamp {
+                -2 | -4 => return (ErrorCode::NONE, log.log_start_offset().0, -1),
+                -1 => return (ErrorCode::NONE, log.high_watermark().0, -1),
+                -3 => log.max_timestamp_offset().await,
+                ts if ts < 0 => return (ErrorCode::INVALID_REQUEST, -1, -1),
+                ts => log.offset_for_timestamp(ts).await,
+            };
+            match found {
+                Ok(Some((offset, found_ms))) => (ErrorCode::NONE, offset.0, found_ms),
+                // No record has a timestamp at or after the target (Kafka: -1, -1, no error).
+                Ok(None) => (ErrorCode::NONE, -1, -1),
+                Err(e) => {
+                    let code = log_error_code(&key.topic, key.partition, "list offsets", &e);
+                    (code, -1, -1)
+                }
+            }
+        })
+    }
+
+    fn open(
+        &self,
+        key: PartitionKey,
+        config: LogConfig,
+        signal: Arc<PartitionSignal>,
+        clean_shutdown: bool,
+    ) -> LocalBoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let unsynced = self
+                .open_owned_unsynced(&key, config, clean_shutdown)
+                .await?;
+            let log = unsynced
+                .sync()
+                .await
+                .map_err(|e| format!("syncing {}/{}: {e}", key.topic, key.partition))?;
+            self.install_owned(key, log, signal).await;
+            Ok(())
+        })
+    }
+
+    fn remove(&self, key: PartitionKey) -> LocalBoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let key = &key;
+            let (topic, partition) = (key.topic.as_str(), key.partition);
+            let owned = self.partitions.borrow_mut().remove(key);
+            if let Some(owned) = owned {
+                let syncs = owned.log.sync_stats().snapshot();
+                self.metrics.partition_removed(topic, partition, syncs);
+                if let Err(e) = owned.log.close().await {
+                    tracing::warn!(topic, partition, "closing a deleted partition: {e}");
+                }
+                owned.signal.notify_append();
+            }
+            let data_dir = self.data_dir();
+            let dir = partition_dir(&data_dir, topic, partition);
+            match self.backend.remove_dir_all(&dir).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(format!("removing {}: {e}", dir.display()))
+                }
+                _ => {}
+            }
+            self.backend
+                .sync_dir(&data_dir)
+                .await
+                .map_err(|e| format!("syncing {}: {e}", data_dir.display()))
+        })
+    }
+
+    fn reconfigure(&self, key: PartitionKey, config: LogConfig) -> Result<(), String> {
+        let key = &key;
+        let owned = self
+            .owned(key)
+            .ok_or_else(|| format!("{}-{} is not open", key.topic, key.partition))?;
+        owned.log.reconfigure(config).map_err(|e| e.to_string())
+    }
+
+    fn delete_records(
+        &self,
+        key: PartitionKey,
+        before: i64,
+    ) -> LocalBoxFuture<'_, (ErrorCode, i64)> {
+        Box::pin(async move {
+            let key = &key;
+            let Some(owned) = self.owned(key) else {
+                return (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1);
+            };
+            // Kafka's -1: everything below the high watermark, read with no await in between.
+            let before = if before == -1 {
+                owned.log.high_watermark()
+            } else {
+                Offset(before)
+            };
+            match owned.log.delete_records(before).await {
+                Ok(low_watermark) => (ErrorCode::NONE, low_watermark.0),
+                Err(e) => (
+                    log_error_code(&key.topic, key.partition, "delete records", &e),
+                    -1,
+                ),
+            }
+        })
+    }
+
+    fn describe(&self, key: PartitionKey) -> PartitionDescription {
+        let key = &key;
+        let Some(owned) = self.owned(key) else {
+            return PartitionDescription::failed(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        };
+        let log = owned.log;
+        let producers = log
+            .live_producers(self.backend.wall_clock_ms())
+            .into_iter()
+            .filter_map(|(producer_id, entry)| {
+                let last = entry.batches.back()?;
+                Some(ProducerDescription {
+                    producer_id,
+                    epoch: entry.epoch,
+                    last_sequence: last.last_sequence,
+                    last_timestamp_ms: last.max_timestamp_ms,
+                })
+            })
+            .collect();
+        PartitionDescription {
+            error_code: ErrorCode::NONE,
+            size_bytes: log.size_bytes(),
+            log_start_offset: log.log_start_offset().0,
+            log_end_offset: log.high_watermark().0,
+            producers,
+        }
+    }
+
+    fn group(
+        &self,
+        key: PartitionKey,
+        request: GroupRequest,
+    ) -> LocalBoxFuture<'_, Result<GroupResponse, ErrorCode>> {
+        Box::pin(async move {
+            let key = &key;
+            let Some(host) = self.groups.get(key.partition) else {
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+            };
+            host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)
+        })
+    }
+}
+
+/// The [`OffsetsAppender`] a shard hands its coordinator hosts: its local append path. Holds
+/// the shard weakly, since the shard holds the hosts.
+struct ShardOffsetsAppender<B: Backend>(Weak<ShardState<B>>);
+
+impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
+    fn append(&self, partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        Box::pin(async move {
+            // A shard that is gone no longer serves anything; its coordinators stop with it.
+            let state = self.0.upgrade().ok_or(ErrorCode::NOT_COORDINATOR)?;
+            let _in_flight = state.begin_request();
+            let key = key(OFFSETS_TOPIC, partition);
+            LocalPartitions::append(&*state, key, batch)
+                .await
+                .map(|_| ())
+        })
     }
 }
 

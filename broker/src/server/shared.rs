@@ -27,10 +27,10 @@ use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
 use super::dynamic_config::DynamicBrokerConfig;
-use super::metrics_endpoint::MetricsInboxes;
 use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
+use crate::metrics::inboxes::MetricsInboxes;
 use crate::protocol::SupportedVersions;
 
 /// Key under which a topic's id is stored in its [`crate::log::TopicMeta`] configuration map.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::codes::ErrorCode;
-use super::coordinator::{AppendId, Millis, RequestToken};
+use super::handles::{AppendId, Millis, RequestToken};
 use super::messages::JoinProtocol;
 use super::records::GroupMetadataValue;
 use super::state::{transition, Event, Outcome, State};

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::classic::{ClassicGroup, Member};
 use super::codes::ErrorCode;
 use super::coordinator::*;
+use super::handles::{Millis, RequestToken};
 use super::messages::*;
 use super::records::*;
 use super::state::{Event, State};

@@ -7,6 +7,7 @@ use super::classic::{ClassicGroup, Member};
 use super::codes::ErrorCode;
 use super::consumer::{ConsumerGroup, TopicPartitionCounts};
 use super::consumer_records::ConsumerGroupRecord;
+use super::handles::{AppendId, Millis, RequestToken};
 use super::messages::*;
 use super::records::{
     group_metadata_key, GroupMetadataValue, GroupRecord, MemberMetadata, OffsetCommitValue,
@@ -14,17 +15,6 @@ use super::records::{
 };
 use super::state::{Event, State};
 use super::{Group, GroupConfig};
-
-/// Milliseconds since the Unix epoch, as the caller's clock reads them.
-pub type Millis = i64;
-
-/// The caller's handle for one request; its answer comes back with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestToken(pub u64);
-
-/// Names one [`Append`]; report its outcome with [`Coordinator::handle_appended`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AppendId(pub u64);
 
 /// Records to append, in order and as one unit, to this coordinator's offsets partition.
 #[derive(Clone, Debug, PartialEq, Eq)]

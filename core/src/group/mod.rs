@@ -75,6 +75,7 @@ mod codes;
 pub mod consumer;
 pub mod consumer_records;
 mod coordinator;
+mod handles;
 mod messages;
 mod offsets;
 pub mod records;
@@ -83,9 +84,9 @@ pub mod state;
 pub use classic::ClassicGroup;
 pub use codes::ErrorCode;
 pub use coordinator::{
-    Append, AppendError, AppendId, CommittedOffset, Coordinator, DurableGroup, DurableState,
-    Millis, RequestToken, TimeoutReason,
+    Append, AppendError, CommittedOffset, Coordinator, DurableGroup, DurableState, TimeoutReason,
 };
+pub use handles::{AppendId, Millis, RequestToken};
 pub use messages::*;
 
 /// The coordinator's settings, named after Kafka's broker configs.

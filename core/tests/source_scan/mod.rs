@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod module_graph;
+
 /// The text a scan looks at: `src` without comments, literals and `#[cfg(test)]` items, with
 /// whitespace normalized (see [`normalize_whitespace`]).
 pub fn clean(src: &str) -> String {
@@ -16,7 +18,7 @@ pub fn clean(src: &str) -> String {
 }
 
 /// Replaces comments and string/char literals with a space (literals become `""`), keeping
-/// everything else. Handles nested block comments, escapes, raw strings (`r#"…"#`), byte
+/// everything else, line breaks included (so a finding can name its line). Handles nested block comments, escapes, raw strings (`r#"…"#`), byte
 /// strings, and tells lifetimes (`'a`) from char literals (`'a'`, `'\n'`).
 pub fn strip_comments_and_literals(src: &str) -> String {
     let s: Vec<char> = src.chars().collect();
@@ -32,6 +34,7 @@ pub fn strip_comments_and_literals(src: &str) -> String {
             }
             out.push(' ');
         } else if c == '/' && next == Some('*') {
+            let start = i;
             let mut depth = 0usize;
             while i < s.len() {
                 if s[i] == '/' && s.get(i + 1) == Some(&'*') {
@@ -48,6 +51,7 @@ pub fn strip_comments_and_literals(src: &str) -> String {
                 }
             }
             out.push(' ');
+            push_newlines(&mut out, &s[start..i.min(s.len())]);
         } else if (c == 'r' || (c == 'b' && next == Some('r')))
             && (i == 0 || !is_ident(s[i - 1]))
             && {
@@ -73,9 +77,11 @@ pub fn strip_comments_and_literals(src: &str) -> String {
                 }
                 j += 1;
             }
-            i = j;
             out.push_str("\"\"");
+            push_newlines(&mut out, &s[i..j.min(s.len())]);
+            i = j;
         } else if c == '"' {
+            let start = i;
             i += 1;
             while i < s.len() && s[i] != '"' {
                 if s[i] == '\\' {
@@ -85,6 +91,7 @@ pub fn strip_comments_and_literals(src: &str) -> String {
             }
             i += 1;
             out.push_str("\"\"");
+            push_newlines(&mut out, &s[start..i.min(s.len())]);
         } else if c == '\'' {
             if next == Some('\\') {
                 // Escaped char literal: skip to the closing quote.
@@ -108,6 +115,17 @@ pub fn strip_comments_and_literals(src: &str) -> String {
         }
     }
     out
+}
+
+/// Appends one `\n` per line break in `removed`, so text with comments, literals or test items
+/// removed keeps its line numbers (the whitespace normalization that follows collapses them).
+fn push_newlines(out: &mut String, removed: &[char]) {
+    out.extend(removed.iter().filter(|c| **c == '\n'));
+}
+
+/// Same as [`push_newlines`], for removed text given as a `str`.
+fn push_newlines_str(out: &mut String, removed: &str) {
+    out.extend(removed.chars().filter(|c| *c == '\n'));
 }
 
 /// Collapses whitespace: a single space is kept only between two identifier characters, so
@@ -155,7 +173,7 @@ pub fn test_only_attribute_at(src: &str, at: usize) -> Option<usize> {
     None
 }
 
-/// Removes every item under a test-only attribute: after the attribute, everything up to and
+/// Removes every item under a test-only attribute (keeping its line breaks): after the attribute, everything up to and
 /// including the first `;` if it comes before any `{`, otherwise the balanced `{…}` block.
 pub fn strip_test_items(src: &str) -> String {
     let bytes = src.as_bytes();
@@ -183,8 +201,9 @@ pub fn strip_test_items(src: &str) -> String {
                 }
                 j += 1;
             }
-            i = j;
             out.push(' ');
+            push_newlines_str(&mut out, &src[i..j.min(src.len())]);
+            i = j;
             continue;
         }
         let ch = src[i..].chars().next().expect("in bounds");

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use minikafka_broker::log::cleaner::{
-    checkpoint, clean_partition, CleanerCheckpoint, CleanerSettings,
+    checkpoint, clean_partition, load_checkpoint, CleanerCheckpoint, CleanerSettings,
 };
 use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
 use minikafka_core::backend::{Backend, BackendFile, OpenMode};
@@ -310,7 +310,7 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     let log = open(backend, dir, &cfg, false).await?;
     write_workload(&log, 4).await?;
     ensure(
-        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        load_checkpoint(backend, &log).await == CleanerCheckpoint::default(),
         || "a partition never cleaned has a checkpoint".into(),
     )?;
     let mut saved = CleanerCheckpoint::default();
@@ -327,7 +327,7 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     log.close().await.step("close")?;
 
     let log = open(backend, dir, &cfg, true).await?;
-    let loaded = checkpoint::load(backend, &log).await;
+    let loaded = load_checkpoint(backend, &log).await;
     ensure(loaded == saved, || {
         format!("loaded {loaded:?}, saved {saved:?}")
     })?;
@@ -394,7 +394,7 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
     written.step("damage the checkpoint")?;
     file.close().await.step("close the checkpoint")?;
     ensure(
-        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        load_checkpoint(backend, &log).await == CleanerCheckpoint::default(),
         || "a damaged checkpoint was trusted".into(),
     )?;
     let beyond = CleanerCheckpoint {
@@ -405,7 +405,7 @@ pub async fn check_cleaner_checkpoint_survives_restart<B: Backend>(
         .await
         .step("save")?;
     ensure(
-        checkpoint::load(backend, &log).await == CleanerCheckpoint::default(),
+        load_checkpoint(backend, &log).await == CleanerCheckpoint::default(),
         || "a checkpoint past the sealed segments was trusted".into(),
     )?;
     Ok(())

@@ -25,9 +25,18 @@ use std::path::Path;
 use minikafka_core::backend::Backend;
 use minikafka_core::types::Offset;
 
-use super::CleanerCheckpoint;
 use crate::log::atomic_file::{read_bounded, write_atomically};
-use crate::log::{PartitionLog, Result};
+use crate::log::Result;
+
+/// What the cleaner remembers of a partition between cleanings; kept across restarts in the
+/// partition directory (this module's file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerCheckpoint {
+    /// Everything below has been cleaned at least once.
+    pub first_dirty: Offset,
+    /// The oldest tombstone the last cleaning kept (its expiry makes the log due again).
+    pub oldest_kept_tombstone_ms: Option<i64>,
+}
 
 /// The checkpoint's file name inside the partition directory.
 pub const CHECKPOINT_FILE: &str = "cleaner-offset.checkpoint";
@@ -84,19 +93,16 @@ pub async fn save<B: Backend>(
     Ok(())
 }
 
-/// The checkpoint of `log` as the last run left it, or the default (clean from the log start)
-/// when there is none or it cannot be trusted (see the module contract).
-pub async fn load<B: Backend>(backend: &B, log: &PartitionLog<B>) -> CleanerCheckpoint {
-    let path = log.dir().join(CHECKPOINT_FILE);
+/// The checkpoint of the partition in `dir` as the last run left it, or the default (clean
+/// from the log start) when there is none or it cannot be trusted (see the module contract):
+/// `active_base` is the base offset of the log's active segment.
+pub async fn load<B: Backend>(backend: &B, dir: &Path, active_base: Offset) -> CleanerCheckpoint {
+    let path = dir.join(CHECKPOINT_FILE);
     let checkpoint = match read_bounded(backend, &path, MAX_CHECKPOINT_BYTES).await {
         Ok(None) => return CleanerCheckpoint::default(),
         Ok(Some(bytes)) => decode(&bytes),
         Err(e) => Err(e.to_string()),
     };
-    let active_base = log
-        .segments()
-        .last()
-        .map_or(Offset(0), |segment| segment.base_offset());
     match checkpoint {
         Ok(c) if c.first_dirty <= active_base => c,
         Ok(c) => {

@@ -27,27 +27,25 @@ use minikafka_core::compaction::swap::SwapRange;
 use minikafka_core::record::{peek_extent, BatchIter, ValidateOptions, LOG_OVERHEAD};
 use minikafka_core::types::Offset;
 
+use super::checkpoint::{self, CleanerCheckpoint};
 use super::settings::CleanerSettings;
 use super::swap::{self, CleanedWriter};
 use crate::log::partition::PartitionLog;
 use crate::log::recover::open_segment;
 use crate::log::segment::Segment;
-use crate::log::{LogError, Result};
+use crate::log::{LogError, Result, MAX_DECOMPRESSED_BYTES};
 
 /// Bytes read per window.
 const WINDOW_BYTES: usize = 1 << 20;
-/// Largest decompressed records section the cleaner accepts for one batch (I10). A batch
-/// inflating past it stops the cleaning of its partition (logged), never the broker.
-pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
-/// What the cleaner remembers of a partition between cleanings; kept across restarts in the
-/// partition directory ([`super::checkpoint`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CleanerCheckpoint {
-    /// Everything below has been cleaned at least once.
-    pub first_dirty: Offset,
-    /// The oldest tombstone the last cleaning kept (its expiry makes the log due again).
-    pub oldest_kept_tombstone_ms: Option<i64>,
+/// The cleaner checkpoint `log`'s last cleaning left ([`checkpoint::load`], judged against
+/// the log's active segment), or the default when there is none or it cannot be trusted.
+pub async fn load_checkpoint<B: Backend>(backend: &B, log: &PartitionLog<B>) -> CleanerCheckpoint {
+    let active_base = log
+        .segments()
+        .last()
+        .map_or(Offset(0), |segment| segment.base_offset());
+    checkpoint::load(backend, log.dir(), active_base).await
 }
 
 /// What one cleaning did.

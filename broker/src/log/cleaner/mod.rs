@@ -22,5 +22,6 @@ pub mod clean;
 pub mod settings;
 pub mod swap;
 
-pub use clean::{clean_partition, CleanOutcome, CleanerCheckpoint};
+pub use checkpoint::CleanerCheckpoint;
+pub use clean::{clean_partition, load_checkpoint, CleanOutcome};
 pub use settings::CleanerSettings;

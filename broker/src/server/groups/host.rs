@@ -12,8 +12,12 @@
 //! - After every input ([`CoordinatorHost::submit`], an append's outcome, a timeout) the host
 //!   drains the coordinator: `poll_append` into the writer's queue, `poll_response` to the
 //!   waiting requests, and wakes the timer so it re-reads `poll_timeout`.
-//! - The writer appends queued records through the shard's normal append path (the
-//!   partition log's append queue, the flush policy, group commit), several appends in one batch
+//! - What a host is handed ([`HostContext`]): the backend (clock, timers, tasks), the shared
+//!   topic registry, the shard's stop signal, and an [`OffsetsAppender`]; never the shard
+//!   itself. The shard, which holds the hosts, implements the appender, so the two modules
+//!   import one way (shard → host).
+//! - The writer appends queued records through the appender, i.e. the shard's normal local
+//!   append path (the flush policy, group commit), several appends in one batch
 //!   when they are queued together, one batch at a time, and reports each append with
 //!   `handle_appended` in the order it was polled. An answer that depends on records is
 //!   released only after that report (I20: a commit is acknowledged only once durable).
@@ -29,9 +33,11 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{select, Either};
+use bytes::Bytes;
+use futures::future::{select, Either, LocalBoxFuture};
 use minikafka_core::backend::Backend;
 use minikafka_core::group::assignor::Assignor;
 use minikafka_core::group::consumer::{ConsumerGroupConfig, TopicInfo, TopicMetadata};
@@ -42,10 +48,37 @@ use minikafka_core::group::{
 use super::offsets_log::{append_bytes, encode_appends, replay_log};
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
-use crate::server::partition_ops::PartitionKey;
-use crate::server::routing;
-use crate::server::shard::ShardState;
+use crate::log::PartitionLog;
+use crate::server::shared::Shared;
 use minikafka_core::error_code::ErrorCode;
+
+/// Appends record batches to the `__consumer_offsets` partitions of the shard that hosts the
+/// coordinators (their only writer, I1), through that shard's local append path.
+pub trait OffsetsAppender {
+    /// Appends `batch` to `__consumer_offsets` partition `partition` (which this shard
+    /// owns); the Kafka error code when it was not appended. The append counts as a request
+    /// in flight, so shutdown does not close the partition under it.
+    fn append(&self, partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
+}
+
+/// What a shard hands its coordinator hosts (see the module documentation).
+pub struct HostContext<B: Backend> {
+    /// The shard's backend: the wall clock, timers, task spawning, seeds.
+    pub backend: B,
+    /// The state all shards share (the topic registry the consumer protocol assigns from).
+    pub shared: Arc<Shared>,
+    /// Completes (with an error) once shutdown began on the shard.
+    pub stop: async_channel::Receiver<()>,
+    /// Where the writers append.
+    pub appender: Rc<dyn OffsetsAppender>,
+}
+
+impl<B: Backend> HostContext<B> {
+    /// Whether shutdown began on the shard.
+    fn stopping(&self) -> bool {
+        self.stop.is_closed()
+    }
+}
 
 /// Longest the timer sleeps without looking at the coordinator's deadline again.
 const TIMER_MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -79,9 +112,9 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
 
 /// The broker's user topics (internal ones are never assigned), as the consumer protocol
 /// sees them.
-fn topic_metadata<B: Backend>(state: &ShardState<B>) -> TopicMetadata {
+fn topic_metadata(shared: &Shared) -> TopicMetadata {
     let mut out = TopicMetadata::new();
-    for topic in state.shared.all_topics() {
+    for topic in shared.all_topics() {
         if is_internal(&topic.name) {
             continue;
         }
@@ -96,13 +129,6 @@ fn topic_metadata<B: Backend>(state: &ShardState<B>) -> TopicMetadata {
     out
 }
 
-fn offsets_key(partition: i32) -> PartitionKey {
-    PartitionKey {
-        topic: OFFSETS_TOPIC.to_string(),
-        partition,
-    }
-}
-
 /// Maps an append failure of the partition log (a Kafka code) to the coordinator's kinds.
 fn append_error(code: ErrorCode) -> AppendError {
     match code {
@@ -113,7 +139,8 @@ fn append_error(code: ErrorCode) -> AppendError {
 }
 
 /// One hosted coordinator and what its tasks share.
-pub struct CoordinatorHost {
+pub struct CoordinatorHost<B: Backend> {
+    context: Rc<HostContext<B>>,
     partition: i32,
     coordinator: RefCell<Coordinator>,
     waiters: RefCell<HashMap<RequestToken, futures::channel::oneshot::Sender<GroupResponse>>>,
@@ -125,7 +152,7 @@ pub struct CoordinatorHost {
     max_batch_bytes: usize,
 }
 
-impl CoordinatorHost {
+impl<B: Backend> CoordinatorHost<B> {
     /// The `__consumer_offsets` partition this coordinator owns.
     pub fn partition(&self) -> i32 {
         self.partition
@@ -133,26 +160,23 @@ impl CoordinatorHost {
 
     /// Hands `request` to the coordinator and waits for its answer; `None` when the shard
     /// began shutting down first.
-    pub async fn submit<B: Backend>(
-        &self,
-        state: &ShardState<B>,
-        request: GroupRequest,
-    ) -> Option<GroupResponse> {
+    pub async fn submit(&self, request: GroupRequest) -> Option<GroupResponse> {
+        let context = &self.context;
         let token = RequestToken(self.next_token.get());
         self.next_token.set(token.0 + 1);
         let (tx, rx) = futures::channel::oneshot::channel();
         self.waiters.borrow_mut().insert(token, tx);
-        let now = state.backend.wall_clock_ms();
+        let now = context.backend.wall_clock_ms();
         if matches!(request, GroupRequest::ConsumerGroupHeartbeat(_)) {
             // The consumer protocol assigns from the topics that exist now.
-            let topics = topic_metadata(state);
+            let topics = topic_metadata(&context.shared);
             self.coordinator.borrow_mut().handle_topic_metadata(topics);
         }
         self.coordinator
             .borrow_mut()
             .handle_request(token, request, now);
         self.drain();
-        let stop = std::pin::pin!(state.stop.recv());
+        let stop = std::pin::pin!(context.stop.recv());
         match select(rx, stop).await {
             Either::Left((Ok(response), _)) => Some(response),
             _ => {
@@ -205,16 +229,13 @@ impl CoordinatorHost {
 }
 
 /// Appends queued records, one batch at a time (see the module documentation).
-async fn writer<B: Backend>(
-    state: Rc<ShardState<B>>,
-    host: Rc<CoordinatorHost>,
-    wake: async_channel::Receiver<()>,
-) {
+async fn writer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::Receiver<()>) {
+    let context = Rc::clone(&host.context);
     loop {
         if host.queue.borrow().is_empty() {
             let woken = {
                 let wake = std::pin::pin!(wake.recv());
-                let stop = std::pin::pin!(state.stop.recv());
+                let stop = std::pin::pin!(context.stop.recv());
                 matches!(select(wake, stop).await, Either::Left((Ok(()), _)))
             };
             if !woken {
@@ -222,18 +243,13 @@ async fn writer<B: Backend>(
             }
             continue;
         }
-        if state.stopping() {
+        if context.stopping() {
             break;
         }
         let appends = host.take_batch();
-        let batch = encode_appends(&appends, state.backend.wall_clock_ms());
-        let result = {
-            let _in_flight = state.begin_request();
-            state
-                .append_owned(&offsets_key(host.partition), batch.into())
-                .await
-        };
-        let result = result.map(|_| ()).map_err(|code| {
+        let batch = encode_appends(&appends, context.backend.wall_clock_ms());
+        let result = context.appender.append(host.partition, batch.into()).await;
+        let result = result.map_err(|code| {
             tracing::warn!(
                 partition = host.partition,
                 %code,
@@ -241,7 +257,7 @@ async fn writer<B: Backend>(
             );
             append_error(code)
         });
-        let now = state.backend.wall_clock_ms();
+        let now = context.backend.wall_clock_ms();
         {
             let mut coordinator = host.coordinator.borrow_mut();
             for append in &appends {
@@ -254,14 +270,11 @@ async fn writer<B: Backend>(
 }
 
 /// Fires the coordinator's deadlines (see the module documentation).
-async fn timer<B: Backend>(
-    state: Rc<ShardState<B>>,
-    host: Rc<CoordinatorHost>,
-    wake: async_channel::Receiver<()>,
-) {
+async fn timer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::Receiver<()>) {
+    let context = Rc::clone(&host.context);
     loop {
         let deadline = host.coordinator.borrow().poll_timeout().map(|(at, _)| at);
-        let now = state.backend.wall_clock_ms();
+        let now = context.backend.wall_clock_ms();
         if deadline.is_some_and(|at| at <= now) {
             host.coordinator.borrow_mut().handle_timeout(now);
             host.drain();
@@ -271,9 +284,9 @@ async fn timer<B: Backend>(
             Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(TIMER_MAX_SLEEP)
         });
         let go_on = {
-            let sleep = std::pin::pin!(state.backend.sleep(sleep_for));
+            let sleep = std::pin::pin!(context.backend.sleep(sleep_for));
             let wake = std::pin::pin!(wake.recv());
-            let stop = std::pin::pin!(state.stop.recv());
+            let stop = std::pin::pin!(context.stop.recv());
             match select(select(sleep, wake), stop).await {
                 Either::Left((Either::Left(_), _)) => true,
                 Either::Left((Either::Right((woken, _)), _)) => woken.is_ok(),
@@ -287,19 +300,26 @@ async fn timer<B: Backend>(
 }
 
 /// The coordinators one shard hosts, by offsets partition.
-#[derive(Default)]
-pub struct GroupHosts {
-    hosts: RefCell<BTreeMap<i32, Rc<CoordinatorHost>>>,
+pub struct GroupHosts<B: Backend> {
+    hosts: RefCell<BTreeMap<i32, Rc<CoordinatorHost<B>>>>,
 }
 
-impl GroupHosts {
+impl<B: Backend> Default for GroupHosts<B> {
+    fn default() -> Self {
+        GroupHosts {
+            hosts: RefCell::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<B: Backend> GroupHosts<B> {
     /// No coordinators yet ([`GroupHosts::load`] creates them).
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The coordinator of offsets partition `partition`, if this shard hosts it.
-    pub fn get(&self, partition: i32) -> Option<Rc<CoordinatorHost>> {
+    pub fn get(&self, partition: i32) -> Option<Rc<CoordinatorHost<B>>> {
         self.hosts.borrow().get(&partition).cloned()
     }
 
@@ -313,24 +333,20 @@ impl GroupHosts {
             .collect()
     }
 
-    /// Replays and starts every coordinator this shard hosts (see the module documentation).
-    pub async fn load<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
-        let Some(topic) = state.shared.topic(OFFSETS_TOPIC) else {
-            return Err(format!("{OFFSETS_TOPIC} is missing"));
-        };
-        let config = group_config(&state.shared.config);
-        let shards = state.shared.num_shards();
+    /// Replays and starts a coordinator for each `(partition, log)` of `logs`: the
+    /// `__consumer_offsets` partitions the shard owns, open (see the module documentation).
+    /// Returns how many it started.
+    pub async fn load(
+        &self,
+        context: Rc<HostContext<B>>,
+        logs: Vec<(i32, Rc<PartitionLog<B>>)>,
+    ) -> Result<usize, String> {
+        let config = group_config(&context.shared.config);
         let mut loaded = 0;
-        for partition in 0..topic.partition_count() {
-            if routing::owner_shard(OFFSETS_TOPIC, partition, shards) != state.shard {
-                continue;
-            }
-            let Some(owned) = state.owned(&offsets_key(partition)) else {
-                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
-            };
-            let seed = state.backend.random_u64();
+        for (partition, log) in logs {
+            let seed = context.backend.random_u64();
             let mut coordinator = Coordinator::new(config.clone(), seed);
-            let stats = replay_log(&owned.log, &mut coordinator, partition)
+            let stats = replay_log(&log, &mut coordinator, partition)
                 .await
                 .map_err(|e| format!("replaying {OFFSETS_TOPIC}-{partition}: {e}"))?;
             if stats.records > 0 || stats.skipped > 0 {
@@ -343,10 +359,11 @@ impl GroupHosts {
                     "group coordinator loaded"
                 );
             }
-            coordinator.handle_timeout(state.backend.wall_clock_ms());
+            coordinator.handle_timeout(context.backend.wall_clock_ms());
             let (wake_writer, writer_wake) = async_channel::bounded(1);
             let (wake_timer, timer_wake) = async_channel::bounded(1);
             let host = Rc::new(CoordinatorHost {
+                context: Rc::clone(&context),
                 partition,
                 coordinator: RefCell::new(coordinator),
                 waiters: RefCell::new(HashMap::new()),
@@ -354,16 +371,16 @@ impl GroupHosts {
                 queue: RefCell::new(VecDeque::new()),
                 wake_writer,
                 wake_timer,
-                max_batch_bytes: owned.log.config().max_batch_bytes,
+                max_batch_bytes: log.config().max_batch_bytes,
             });
             host.drain();
-            state
+            context
                 .backend
-                .spawn_local(writer(Rc::clone(state), Rc::clone(&host), writer_wake));
-            state
+                .spawn_local(writer(Rc::clone(&host), writer_wake));
+            context
                 .backend
-                .spawn_local(timer(Rc::clone(state), Rc::clone(&host), timer_wake));
-            state.groups.hosts.borrow_mut().insert(partition, host);
+                .spawn_local(timer(Rc::clone(&host), timer_wake));
+            self.hosts.borrow_mut().insert(partition, host);
             loaded += 1;
         }
         Ok(loaded)

@@ -20,12 +20,11 @@
 //!   it `is_internal`.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use minikafka_core::backend::Backend;
 
+use crate::config::BrokerConfig;
 use crate::log::{LogError, TopicMeta, TopicStore};
-use crate::server::shard::ShardState;
 use crate::server::shared::TOPIC_ID_KEY;
 
 /// The internal topic's name, as in Kafka.
@@ -57,9 +56,11 @@ pub fn stored_overrides(segment_bytes: u64, segment_ms: i64) -> BTreeMap<String,
 
 /// Writes `__consumer_offsets`'s metadata file if it is missing (see the module
 /// documentation). Returns the partition count the topic has.
-pub async fn ensure_stored<B: Backend>(state: &Rc<ShardState<B>>) -> Result<i32, LogError> {
-    let config = &state.shared.config;
-    let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
+pub async fn ensure_stored<B: Backend>(
+    backend: &B,
+    config: &BrokerConfig,
+) -> Result<i32, LogError> {
+    let store = TopicStore::open(backend.clone(), &config.log_dir).await?;
     if let Some(meta) = store.load(OFFSETS_TOPIC).await? {
         if meta.partition_count != config.offsets_topic_num_partitions {
             tracing::warn!(

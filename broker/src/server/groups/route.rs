@@ -4,9 +4,10 @@
 //! Contract:
 //! - [`coordinator_partition`] uses the topic's actual partition count (not the setting: an
 //!   existing topic keeps its count).
-//! - [`submit`] runs the request on the owning shard's [`CoordinatorHost`] (a
-//!   `PartitionOp::Group` call addressed to the offsets partition: in place when this shard
-//!   owns it, else through the owner's inbox, like every partition operation) and returns its
+//! - [`submit`] runs the request on the owning shard's [`CoordinatorHost`] (the
+//!   `LocalPartitions::group` operation addressed to the offsets partition: a direct call when
+//!   this shard owns it, else through the owner's inbox, like every partition operation) and
+//!   returns its
 //!   answer. `Err(code)`: the coordinator could not take it: NOT_COORDINATOR (16) while
 //!   shutting down, COORDINATOR_NOT_AVAILABLE (15) if the offsets topic or the host is
 //!   missing. The caller turns the code into the API's error response.

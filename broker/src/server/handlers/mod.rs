@@ -40,11 +40,15 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use minikafka_core::backend::Backend;
 
 use super::shard::ShardState;
 use crate::protocol::spliced::encode_response_spliced;
+
+/// Re-exported for the handlers (`super::str_bytes`): it lives with the protocol, so the
+/// handlers and this dispatcher, which names them, do not import each other.
+pub use crate::protocol::str_bytes;
 use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
@@ -133,11 +137,6 @@ pub fn respond<R: Encodable + HeaderVersion>(
         Ok(bytes) => Outcome::Respond(bytes),
         Err(e) => Outcome::Close(e.to_string()),
     }
-}
-
-/// A `StrBytes` holding `s`.
-pub fn str_bytes(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
 }
 
 /// Counts the response's error codes against API `api`, then encodes it ([`respond`]).
