@@ -33,11 +33,16 @@
 //! - [`backend`]: the I/O interface that backends implement and the broker drives.
 //! - [`error_code`]: the one table of Kafka error codes ([`error_code::ErrorCode`]).
 //! - [`clock`]: the backend's monotonic time ([`clock::MonoTime`]), as a value.
+//! - [`record_errors`]: which records of a produced batch break the topic's record rules
+//!   (KIP-467's per-record errors).
+//! - [`authorized_operations`]: KIP-430's authorized-operations bitfields, as a broker
+//!   without an authorizer answers them.
 //!
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
 
 pub mod accept;
+pub mod authorized_operations;
 pub mod backend;
 pub mod clock;
 pub mod compaction;
@@ -47,6 +52,7 @@ pub mod group;
 pub mod index;
 pub mod producer;
 pub mod record;
+pub mod record_errors;
 pub mod recovery;
 pub mod retention;
 pub mod roll;

@@ -217,7 +217,7 @@ stop_broker() {
 
 cleanup() {
     stop_broker
-    [ -n "$work" ] && rm -rf "$work"
+    if [ -n "$work" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -258,7 +258,7 @@ for t in "${selected[@]}"; do
     rm -rf "$work"
     # The runner's verdict per test: "Test NNNN_name PASSED|SKIPPED|FAILED".
     states="$(sed -n 's/.*=== Test \([0-9]\{4\}_[A-Za-z0-9_]*\) \(PASSED\|SKIPPED\|FAILED\) .*/\1:\2/p' "$log" | sort -u)"
-    names="$(echo "$states" | cut -d: -f1 | sort -u | tr '\n' ' ')"
+    names="$(echo "$states" | cut -d: -f1 | grep -v '^$' | sort -u | tr '\n' ' ' || true)"
     names="${names:-(no verdict) }"
     # The first failed check, as the runner words it ("### Test ... failed at FILE:LINE ...").
     first_failure="$(grep -m1 -A1 '^.*### Test .* failed at' "$log" | tail -1 | tr -d '\033' | cut -c1-160 || true)"
@@ -281,7 +281,7 @@ for t in "${selected[@]}"; do
         verdict=PASSED
         why=""
     fi
-    echo "$t ${names:+$names}$verdict in ${took}s$why"
+    echo "$t $names$verdict in ${took}s$why"
     if [ "$verdict" = FAILED ] && [ -n "$first_failure" ]; then
         echo "     first failure: $first_failure"
     fi
@@ -300,4 +300,7 @@ if [ ${#failures[@]} -gt 0 ]; then
     echo "failed: ${failures[*]} (logs in $out)"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+if [ "$failed" -gt 0 ]; then
+    exit 1
+fi
+exit 0

@@ -208,6 +208,10 @@ impl LogConfig {
                         config_error(key, format!("{value:?} is not CreateTime or LogAppendTime"))
                     })?
                 }
+                // Read by the produce path's record rules (`handlers::produce`).
+                "message.timestamp.before.max.ms" | "message.timestamp.after.max.ms" => {
+                    parse_non_negative(key, value)?;
+                }
                 "flush.policy" | "flush.ms" => {}
                 _ => {}
             }
@@ -303,17 +307,11 @@ pub const KAFKA_TOPIC_CONFIGS: &[(&str, TopicConfigStatus)] = &[
         "message.format.version",
         NotApplicable("not applicable: batches are always record format v2"),
     ),
-    (
-        "message.timestamp.after.max.ms",
-        Refused("not supported: the broker does not bound record timestamps"),
-    ),
-    (
-        "message.timestamp.before.max.ms",
-        Refused("not supported: the broker does not bound record timestamps"),
-    ),
+    ("message.timestamp.after.max.ms", Honoured),
+    ("message.timestamp.before.max.ms", Honoured),
     (
         "message.timestamp.difference.max.ms",
-        Refused("not supported: the broker does not bound record timestamps"),
+        Refused("not supported: removed in Kafka 4.0; use message.timestamp.before.max.ms"),
     ),
     ("message.timestamp.type", Honoured),
     ("min.cleanable.dirty.ratio", Honoured),
