@@ -196,7 +196,7 @@ start_broker() {
             cat "$log" >&2
             return 1
         fi
-        if grep -q "$ready_marker" "$log" && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        if grep -qs "$ready_marker" "$log" && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             return 0
         fi
         sleep 0.1
