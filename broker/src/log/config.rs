@@ -458,6 +458,24 @@ mod tests {
     }
 
     #[test]
+    fn timestamp_bounds_take_non_negative_millis_only() {
+        for key in [
+            "message.timestamp.before.max.ms",
+            "message.timestamp.after.max.ms",
+        ] {
+            assert!(check_topic_config(key, "3600000").is_ok());
+            for bad in ["-1", "soon"] {
+                let o = BTreeMap::from([(key.to_string(), bad.to_string())]);
+                assert!(
+                    LogConfig::default().with_overrides(&o).is_err(),
+                    "{key}={bad}"
+                );
+            }
+        }
+        assert!(check_topic_config("message.timestamp.difference.max.ms", "1000").is_err());
+    }
+
+    #[test]
     fn flush_ms_alone_is_the_interval_policy() {
         let o = BTreeMap::from([("flush.ms".to_string(), "250".to_string())]);
         let c = LogConfig::default().with_overrides(&o).expect("valid");
@@ -489,6 +507,9 @@ mod tests {
                 "index.interval.bytes",
                 "max.compaction.lag.ms",
                 "max.message.bytes",
+                // Honoured by the produce path's record rules (handlers::produce, I27).
+                "message.timestamp.after.max.ms",
+                "message.timestamp.before.max.ms",
                 "message.timestamp.type",
                 "min.cleanable.dirty.ratio",
                 "min.compaction.lag.ms",
