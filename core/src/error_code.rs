@@ -72,6 +72,8 @@ error_codes! {
     TOPIC_AUTHORIZATION_FAILED = 29;
     /// The client may not access the group.
     GROUP_AUTHORIZATION_FAILED = 30;
+    /// A record's timestamp is outside the topic's accepted window.
+    INVALID_TIMESTAMP = 32;
     /// The API version is not supported.
     UNSUPPORTED_VERSION = 35;
     /// A topic of this name exists.

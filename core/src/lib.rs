@@ -40,12 +40,17 @@
 //!   JAAS syntax, and the ACL decision as a pure function.
 //! - [`error_code`]: the one table of Kafka error codes ([`error_code::ErrorCode`]).
 //! - [`clock`]: the backend's monotonic time ([`clock::MonoTime`]), as a value.
+//! - [`record_errors`]: which records of a produced batch break the topic's record rules
+//!   (KIP-467's per-record errors).
+//! - [`authorized_operations`]: KIP-430's authorized-operations bitfields, as a broker
+//!   without an authorizer answers them.
 //!
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
 
 pub mod accept;
 pub mod auth;
+pub mod authorized_operations;
 pub mod backend;
 pub mod clock;
 pub mod compaction;
@@ -56,6 +61,7 @@ pub mod index;
 pub mod partition;
 pub mod producer;
 pub mod record;
+pub mod record_errors;
 pub mod recovery;
 pub mod retention;
 pub mod roll;

@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+use minikafka_core::record_errors::TimestampBounds;
+
 use crate::log::{FlushPolicy, TimestampType};
 
 /// Every setting the broker honours, with Kafka's defaults.
@@ -66,6 +68,9 @@ pub struct BrokerConfig {
     pub flush_policy: FlushPolicy,
     /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
     pub log_message_timestamp_type: TimestampType,
+    /// `log.message.timestamp.before.max.ms` / `log.message.timestamp.after.max.ms`: the
+    /// default timestamp window of topics (unbounded, as in Kafka).
+    pub log_message_timestamp_bounds: TimestampBounds,
     /// `num.shards`: executor threads; by default one on up to two cores, else one per core
     /// ([`default_shard_count`]).
     pub num_shards: usize,
@@ -225,6 +230,7 @@ impl Default for BrokerConfig {
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,
             log_message_timestamp_type: TimestampType::CreateTime,
+            log_message_timestamp_bounds: TimestampBounds::UNBOUNDED,
             num_shards: default_shard_count(),
             node_id: 0,
             offsets_topic_num_partitions: 50,

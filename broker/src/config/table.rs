@@ -329,7 +329,8 @@ const ONE_REPLICA: &str = "not applicable on a single node: every partition has 
 const TIERED_ONLY: &str = "not applicable: applies to tiered storage, which this broker lacks";
 const NO_RECOMPRESSION: &str =
     "not applicable: the broker never recompresses (compression.type is always producer)";
-const NO_TIMESTAMP_BOUNDS: &str = "not supported: the broker does not bound record timestamps";
+const NO_TIMESTAMP_DIFFERENCE: &str =
+    "not supported: removed in Kafka 4.0; use message.timestamp.before.max.ms";
 
 const I32_MAX: i64 = i32::MAX as i64;
 const U32_MAX: i64 = u32::MAX as i64;
@@ -714,6 +715,28 @@ pub static SETTINGS: &[Setting] = &[
             }),
             show: Some(|l| l.timestamp_type.name().to_string()),
         }),
+    broker("log.message.timestamp.before.max.ms", Kind::Long, "9223372036854775807",
+        Valid::Range(0, i64::MAX),
+        "how far before the broker's clock a CreateTime record's timestamp may lie; a batch with one earlier is refused whole (INVALID_TIMESTAMP, per-record errors)",
+        |c, _, v| { c.log_message_timestamp_bounds.before_max_ms = number(v)?; Ok(()) },
+        |c| c.log_message_timestamp_bounds.before_max_ms.to_string())
+        .dynamic()
+        .topic("message.timestamp.before.max.ms", TopicSide {
+            check: Valid::Range(0, i64::MAX),
+            apply: Some(|l, v| { l.timestamp_bounds.before_max_ms = number(v)?; Ok(()) }),
+            show: Some(|l| l.timestamp_bounds.before_max_ms.to_string()),
+        }),
+    broker("log.message.timestamp.after.max.ms", Kind::Long, "9223372036854775807",
+        Valid::Range(0, i64::MAX),
+        "how far after the broker's clock a CreateTime record's timestamp may lie; a batch with one later is refused whole (INVALID_TIMESTAMP, per-record errors)",
+        |c, _, v| { c.log_message_timestamp_bounds.after_max_ms = number(v)?; Ok(()) },
+        |c| c.log_message_timestamp_bounds.after_max_ms.to_string())
+        .dynamic()
+        .topic("message.timestamp.after.max.ms", TopicSide {
+            check: Valid::Range(0, i64::MAX),
+            apply: Some(|l, v| { l.timestamp_bounds.after_max_ms = number(v)?; Ok(()) }),
+            show: Some(|l| l.timestamp_bounds.after_max_ms.to_string()),
+        }),
     // Consumer groups.
     broker("offsets.topic.num.partitions", Kind::Int, "50", Valid::Range(1, 1000),
         "partitions of __consumer_offsets when it is first created (an existing topic keeps its count)",
@@ -908,9 +931,7 @@ pub static SETTINGS: &[Setting] = &[
     topic_only("message.format.version", Kind::String, "3.0-IV1",
         Effect::NoEffect("not applicable: batches are always record format v2"), Valid::Any,
         "not applicable: batches are always record format v2"),
-    topic_only("message.timestamp.after.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
-    topic_only("message.timestamp.before.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
-    topic_only("message.timestamp.difference.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_BOUNDS), Valid::Any, NO_TIMESTAMP_BOUNDS),
+    topic_only("message.timestamp.difference.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_DIFFERENCE), Valid::Any, NO_TIMESTAMP_DIFFERENCE),
     topic_only("preallocate", Kind::Boolean, "false",
         Effect::NoEffect("not applicable: segment files grow as they are written"), Valid::Any,
         "not applicable: segment files grow as they are written"),
@@ -1045,6 +1066,8 @@ mod tests {
                 "flush.interval.ms",
                 "flush.policy",
                 "log.index.interval.bytes",
+                "log.message.timestamp.after.max.ms",
+                "log.message.timestamp.before.max.ms",
                 "log.retention.bytes",
                 "log.retention.ms",
                 "log.roll.ms",

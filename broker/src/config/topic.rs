@@ -69,6 +69,7 @@ pub fn log_config(
         cleanup_policy: config.cleaner.default_policy,
         compaction: config.cleaner.compaction_defaults(),
         timestamp_type: config.log_message_timestamp_type,
+        timestamp_bounds: config.log_message_timestamp_bounds,
     };
     with_overrides(&base, overrides)
 }
@@ -221,6 +222,8 @@ mod tests {
                 "index.interval.bytes",
                 "max.compaction.lag.ms",
                 "max.message.bytes",
+                "message.timestamp.after.max.ms",
+                "message.timestamp.before.max.ms",
                 "message.timestamp.type",
                 "min.cleanable.dirty.ratio",
                 "min.compaction.lag.ms",
@@ -241,6 +244,8 @@ mod tests {
             ("index.interval.bytes", "77"),
             ("max.message.bytes", "7777"),
             ("message.timestamp.type", "LogAppendTime"),
+            ("message.timestamp.before.max.ms", "7"),
+            ("message.timestamp.after.max.ms", "7"),
             ("retention.bytes", "7"),
             ("retention.ms", "7"),
             ("segment.bytes", "7777"),

@@ -7,6 +7,7 @@
 //! - Never: reads files or clocks.
 
 use minikafka_core::compaction::policy::{CleanupPolicy, CompactionConfig};
+use minikafka_core::record_errors::TimestampBounds;
 
 use super::error::LogError;
 
@@ -105,6 +106,10 @@ pub struct LogConfig {
     pub compaction: CompactionConfig,
     /// Whose timestamps batches carry (`message.timestamp.type`).
     pub timestamp_type: TimestampType,
+    /// The window a CreateTime record's timestamp must fall in
+    /// (`message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`; unbounded by
+    /// default, as in Kafka). A batch with a record outside it is refused whole (I61).
+    pub timestamp_bounds: TimestampBounds,
 }
 
 impl Default for LogConfig {
@@ -120,6 +125,7 @@ impl Default for LogConfig {
             cleanup_policy: CleanupPolicy::DELETE,
             compaction: CompactionConfig::default(),
             timestamp_type: TimestampType::CreateTime,
+            timestamp_bounds: TimestampBounds::UNBOUNDED,
         }
     }
 }

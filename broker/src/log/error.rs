@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::record::{BatchCheck, BatchError};
+use minikafka_core::record_errors::{batch_error_code, batch_error_message, RecordFailure};
 use minikafka_core::types::Offset;
 
 /// What can go wrong in the partition log.
@@ -84,11 +85,13 @@ pub enum LogError {
     /// The offset space of the partition is exhausted (an offset would pass `i64::MAX`).
     #[error("offset space exhausted")]
     OffsetOverflow,
-    /// A record without a key on a compacted log (Kafka's INVALID_RECORD).
-    #[error("a compacted log takes only records with a key")]
-    KeyRequired,
+    /// Records of the batch break the topic's record rules (a key on a compacted log, the
+    /// CreateTime timestamp window): the batch is refused whole (I61), and the failing records
+    /// go back to the producer (KIP-467).
+    #[error("{}", batch_error_message(.0))]
+    RecordRules(Vec<RecordFailure>),
     /// A compressed batch's records do not inflate (or inflate past the bound, I10), so the
-    /// key rule of a compacted log cannot be applied.
+    /// topic's record rules cannot be applied.
     #[error("records do not decode: {0}")]
     Undecodable(String),
 }
@@ -102,7 +105,7 @@ impl LogError {
                 ..
             }) => ErrorCode::MESSAGE_TOO_LARGE,
             LogError::Corrupt(_) | LogError::Undecodable(_) => ErrorCode::CORRUPT_MESSAGE,
-            LogError::KeyRequired => ErrorCode::INVALID_RECORD,
+            LogError::RecordRules(failures) => batch_error_code(failures),
             LogError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
             LogError::Config { .. } => ErrorCode::INVALID_CONFIG,
             LogError::InvalidName { .. } => ErrorCode::INVALID_TOPIC_EXCEPTION,

@@ -9,24 +9,30 @@
 //!   calls, and `tests/append_copies.rs` proves one per batch).
 //! - Checks, in order: core's [`validate_batch_with`] (CRC, structure, dense offsets, the
 //!   log's `max.message.bytes`; I3), core's one-batch rule [`check_single_batch`] (no
-//!   trailing bytes), and on a compacted log Kafka's key rule: every record has a key, or the
-//!   append is INVALID_RECORD ([`LogError::KeyRequired`]). Compressed records are inflated
-//!   for the key rule within the cleaner's bound (I10); records that do not inflate are
+//!   trailing bytes), and the topic's record rules (core's [`failing_records`], Kafka's
+//!   `LogValidator`): on a compacted log every record has a key (INVALID_RECORD), and on a
+//!   CreateTime log every timestamp lies in the window of `message.timestamp.before.max.ms` /
+//!   `message.timestamp.after.max.ms` around `now_ms` (INVALID_TIMESTAMP). A batch with a
+//!   failing record is refused whole, and the failures travel back for the Produce response's
+//!   `record_errors` ([`LogError::RecordRules`], I61, KIP-467). Compressed records are inflated
+//!   for the rules within the cleaner's bound (I10); records that do not inflate are
 //!   CORRUPT_MESSAGE ([`LogError::Undecodable`]).
-//! - Never: writes, or copies the batch (the key rule reads the records in place, and
-//!   inflates only a compressed batch of a compacted log).
+//! - Never: writes, or copies the batch (the rules read the records in place, and inflate
+//!   a compressed batch only when a rule can fail a record).
 
 use minikafka_core::compaction::rewrite::batch_records;
 use minikafka_core::record::{
     check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
 };
+use minikafka_core::record_errors::{failing_records, RecordRules};
 
-use super::{LogConfig, LogError, Result, MAX_DECOMPRESSED_BYTES};
+use super::{LogConfig, LogError, Result, TimestampType, MAX_DECOMPRESSED_BYTES};
 use minikafka_codec::KafkaCodecs;
 
-/// Validates `batch`, a producer's batch for a log configured by `config`, and returns its
-/// header. See the module documentation for the checks.
-pub fn validate_produced(batch: &[u8], config: &LogConfig) -> Result<BatchHeader> {
+/// Validates `batch`, a producer's batch for a log configured by `config`, at the broker's
+/// wall-clock time `now_ms`, and returns its header. See the module documentation for the
+/// checks.
+pub fn validate_produced(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader> {
     let opts = ValidateOptions {
         max_batch_bytes: config.max_batch_bytes,
         walk_records: true,
@@ -37,15 +43,31 @@ pub fn validate_produced(batch: &[u8], config: &LogConfig) -> Result<BatchHeader
     // The one-batch rule, as the Produce handler applies it (only trailing bytes can be left
     // to find once the batch validated).
     check_single_batch(batch)?;
-    if config.cleanup_policy.compact {
-        require_keys(batch, header)?;
+    let rules = record_rules(config);
+    if rules.checks_anything() {
+        check_record_rules(batch, header, &rules, now_ms)?;
     }
     Ok(header)
 }
 
-/// Kafka refuses a record without a key on a compacted topic: the cleaner could keep no
-/// latest value for it.
-fn require_keys(batch: &[u8], header: BatchHeader) -> Result<()> {
+/// The record rules of a log configured by `config`: a key on a compacted log (the cleaner
+/// could keep no latest value for a keyless record), and the timestamp window on a CreateTime
+/// log (a LogAppendTime log stamps its own time).
+fn record_rules(config: &LogConfig) -> RecordRules {
+    RecordRules {
+        key_required: config.cleanup_policy.compact,
+        timestamps: (config.timestamp_type == TimestampType::CreateTime)
+            .then_some(config.timestamp_bounds),
+    }
+}
+
+/// Refuses the batch whole when any record breaks `rules` (I61), naming the failing records.
+fn check_record_rules(
+    batch: &[u8],
+    header: BatchHeader,
+    rules: &RecordRules,
+    now_ms: i64,
+) -> Result<()> {
     let view = BatchView {
         start: 0,
         bytes: &batch[..header.total_bytes()],
@@ -53,10 +75,12 @@ fn require_keys(batch: &[u8], header: BatchHeader) -> Result<()> {
     };
     let decoded = batch_records(&view, &mut KafkaCodecs, MAX_DECOMPRESSED_BYTES)
         .map_err(|e| LogError::Undecodable(e.to_string()))?;
-    if decoded.facts().any(|f| f.key.is_none()) {
-        return Err(LogError::KeyRequired);
+    let failures = failing_records(decoded.facts(), rules, now_ms);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(LogError::RecordRules(failures))
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -78,6 +102,8 @@ mod tests {
         b.build(Offset(0))
     }
 
+    const NOW_MS: i64 = 1_000_000;
+
     fn compacted() -> LogConfig {
         LogConfig {
             cleanup_policy: CleanupPolicy::COMPACT,
@@ -87,21 +113,55 @@ mod tests {
 
     #[test]
     fn a_compacted_log_refuses_a_record_without_a_key() {
-        let err = validate_produced(&batch(None), &compacted()).expect_err("no key");
+        let err = validate_produced(&batch(None), &compacted(), NOW_MS).expect_err("no key");
         assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
-        assert!(validate_produced(&batch(Some(b"k")), &compacted()).is_ok());
-        assert!(validate_produced(&batch(None), &LogConfig::default()).is_ok());
+        assert!(validate_produced(&batch(Some(b"k")), &compacted(), NOW_MS).is_ok());
+        assert!(validate_produced(&batch(None), &LogConfig::default(), NOW_MS).is_ok());
     }
 
     #[test]
     fn trailing_bytes_and_bad_crcs_are_refused() {
         let mut two = batch(None);
         two.extend_from_slice(&batch(None));
-        assert!(validate_produced(&two, &LogConfig::default()).is_err());
+        assert!(validate_produced(&two, &LogConfig::default(), NOW_MS).is_err());
         let mut flipped = batch(None);
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
-        let err = validate_produced(&flipped, &LogConfig::default()).expect_err("crc");
+        let err = validate_produced(&flipped, &LogConfig::default(), NOW_MS).expect_err("crc");
         assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
+    }
+
+    #[test]
+    fn a_timestamp_outside_the_window_refuses_the_batch_and_names_the_record() {
+        use minikafka_core::record_errors::{RecordViolation, TimestampBounds};
+        let bounded = LogConfig {
+            timestamp_bounds: TimestampBounds {
+                before_max_ms: 10,
+                after_max_ms: 10,
+            },
+            ..LogConfig::default()
+        };
+        // `batch` stamps its record at 1 ms: far before NOW_MS - 10.
+        let err = validate_produced(&batch(Some(b"k")), &bounded, NOW_MS).expect_err("old");
+        assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_TIMESTAMP);
+        let LogError::RecordRules(failures) = err else {
+            panic!("the failing records travel back");
+        };
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].batch_index, 0);
+        assert!(matches!(
+            failures[0].violation,
+            RecordViolation::TimestampOutOfRange {
+                timestamp_ms: 1,
+                ..
+            }
+        ));
+        // Inside the window it passes; a LogAppendTime log checks no timestamp.
+        assert!(validate_produced(&batch(Some(b"k")), &bounded, 5).is_ok());
+        let stamped = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..bounded
+        };
+        assert!(validate_produced(&batch(Some(b"k")), &stamped, NOW_MS).is_ok());
     }
 }

@@ -24,6 +24,7 @@ use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::record_errors::RecordFailure;
 use minikafka_core::wakeup::PartitionSignal;
 
 use crate::log::LogConfig;
@@ -50,7 +51,7 @@ pub trait LocalPartitions {
         &self,
         key: PartitionKey,
         batch: Bytes,
-    ) -> LocalBoxFuture<'_, Result<Appended, ErrorCode>>;
+    ) -> LocalBoxFuture<'_, Result<Appended, AppendRefusal>>;
 
     /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
     fn read(
@@ -159,6 +160,25 @@ pub struct Appended {
     pub log_start_offset: i64,
     /// The time the batch was stamped with on a `LogAppendTime` topic, else -1.
     pub log_append_time_ms: i64,
+}
+
+/// Why a produce to one partition was refused: Kafka's error code and, for a batch refused
+/// by the topic's record rules (I61), its failing records (KIP-467's `record_errors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendRefusal {
+    /// The partition's error code.
+    pub code: ErrorCode,
+    /// The failing records, in batch order; empty when the refusal is not about records.
+    pub record_failures: Vec<RecordFailure>,
+}
+
+impl From<ErrorCode> for AppendRefusal {
+    fn from(code: ErrorCode) -> Self {
+        AppendRefusal {
+            code,
+            record_failures: Vec::new(),
+        }
+    }
 }
 
 /// A ListOffsets answer: `(error code, offset, timestamp)`; offset and timestamp -1 when none.

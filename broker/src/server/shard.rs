@@ -38,7 +38,7 @@ use minikafka_core::wakeup::PartitionSignal;
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{
-    Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
+    AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
@@ -188,8 +188,8 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
         batch: Bytes,
-    ) -> Result<Appended, ErrorCode> {
-        let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR);
+    ) -> Result<Appended, AppendRefusal> {
+        let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR.into());
         self.on_owner(
             key(topic, partition),
             move |p, key| p.append(key, batch),
@@ -445,7 +445,7 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         &self,
         key: PartitionKey,
         batch: Bytes,
-    ) -> LocalBoxFuture<'_, Result<Appended, ErrorCode>> {
+    ) -> LocalBoxFuture<'_, Result<Appended, AppendRefusal>> {
         Box::pin(async move {
             let key = &key;
             let (topic, partition) = (key.topic.as_str(), key.partition);
@@ -474,7 +474,13 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
                         log_append_time_ms: log_append_time_ms.unwrap_or(-1),
                     })
                 }
-                Err(e) => Err(log_error_code(topic, partition, "append", &e)),
+                Err(e) => Err(AppendRefusal {
+                    code: log_error_code(topic, partition, "append", &e),
+                    record_failures: match e {
+                        LogError::RecordRules(failures) => failures,
+                        _ => Vec::new(),
+                    },
+                }),
             }
         })
     }
@@ -677,6 +683,7 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
             LocalPartitions::append(&*state, key, batch)
                 .await
                 .map(|_| ())
+                .map_err(|refusal| refusal.code)
         })
     }
 }

@@ -2,9 +2,12 @@
 //!
 //! Contract: endpoint type 1 (brokers) is served; 2 (controllers) gets
 //! UNSUPPORTED_ENDPOINT_TYPE (119), as a broker that is not a KRaft controller answers.
+//! The cluster's authorized operations (KIP-430) are every cluster operation when the request
+//! asks, as Kafka grants with no authorizer, else Kafka's "not requested" sentinel.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+use minikafka_core::authorized_operations::{authorized_operations, ResourceType};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
@@ -33,5 +36,9 @@ pub fn handle<B: Backend>(
     broker.host = str_bytes(&host);
     broker.port = i32::from(port);
     response.brokers = vec![broker];
+    response.cluster_authorized_operations = authorized_operations(
+        ResourceType::Cluster,
+        request.include_cluster_authorized_operations,
+    );
     response
 }

@@ -13,6 +13,8 @@
 //! - Per partition, as Metadata says: leader = replicas = ISR = this node, leader epoch 0;
 //!   eligible leader replicas and last known ELR empty; no offline replicas. Unknown topic:
 //!   UNKNOWN_TOPIC_OR_PARTITION (3) with no partitions (it takes none of the limit).
+//! - Each described topic, unknown ones too, carries every topic operation as its authorized
+//!   operations (KIP-430: the request has no flag, and Kafka without an authorizer grants all).
 //! - Never reads a log: the answer comes from the topic registry alone.
 
 use std::ops::Range;
@@ -24,6 +26,7 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 use kafka_protocol::messages::{
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
+use minikafka_core::authorized_operations::ResourceType;
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
@@ -157,9 +160,10 @@ pub fn handle<B: Backend>(
     for PageTopic { topic, partitions } in page {
         let name = &names[topic];
         let Some(info) = &infos[topic] else {
-            response
-                .topics
-                .push(error_topic(name, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+            // Kafka answers the operations of every topic it describes, unknown ones too.
+            let mut unknown = error_topic(name, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+            unknown.topic_authorized_operations = ResourceType::Topic.all_operations();
+            response.topics.push(unknown);
             continue;
         };
         let mut entry = DescribeTopicPartitionsResponseTopic::default();
@@ -167,6 +171,8 @@ pub fn handle<B: Backend>(
         entry.topic_id = info.id;
         entry.is_internal = offsets_topic::is_internal(name);
         entry.partitions = partitions.map(|p| partition_entry(node_id, p)).collect();
+        // The request has no flag: Kafka always answers a described topic's operations (KIP-430).
+        entry.topic_authorized_operations = ResourceType::Topic.all_operations();
         response.topics.push(entry);
     }
     response.next_cursor = next.map(|(topic, partition)| {

@@ -24,6 +24,7 @@ use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse, GroupId, TopicName,
 };
+use minikafka_core::authorized_operations::{self, ResourceType};
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::consumer::{
@@ -39,8 +40,6 @@ use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
 
-/// Kafka's "authorized operations not requested" value.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// ConsumerGroupDescribe v1's member type of a consumer-protocol member.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
@@ -131,12 +130,12 @@ fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
     let mut out = DescribedGroup::default();
     out.group_id = GroupId(str_bytes(group_id));
     out.error_code = code.code();
-    out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out.authorized_operations = authorized_operations::OMITTED;
     out
 }
 
 /// One described group at `version`.
-fn described_group(g: ConsumerGroupDescription, version: i16) -> DescribedGroup {
+fn described_group(g: ConsumerGroupDescription, version: i16, with_ops: bool) -> DescribedGroup {
     let mut out = DescribedGroup::default();
     out.error_code = g.error_code.0;
     out.group_id = GroupId(str_bytes(&g.group_id));
@@ -144,7 +143,8 @@ fn described_group(g: ConsumerGroupDescription, version: i16) -> DescribedGroup 
     out.group_epoch = g.group_epoch;
     out.assignment_epoch = g.assignment_epoch;
     out.assignor_name = str_bytes(g.assignor_name);
-    out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out.authorized_operations =
+        authorized_operations::authorized_operations(ResourceType::Group, with_ops);
     out.members = g
         .members
         .into_iter()
@@ -195,7 +195,7 @@ pub async fn describe<B: Backend>(
         .into_iter()
         .zip(&ids)
         .map(|(answer, id)| match answer {
-            Ok(group) => described_group(group, version),
+            Ok(group) => described_group(group, version, request.include_authorized_operations),
             Err(code) => describe_error(id, code),
         })
         .collect();

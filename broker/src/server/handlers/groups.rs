@@ -26,6 +26,7 @@ use kafka_protocol::messages::{
     GroupId, ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use minikafka_core::authorized_operations::{self, ResourceType};
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
@@ -52,9 +53,6 @@ impl ClientInfo {
         }
     }
 }
-
-/// Kafka's "authorized operations not requested" value.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// A string field of a request.
 pub fn text(s: &StrBytes) -> String {
@@ -225,12 +223,8 @@ fn described(group: core_group::DescribedGroup, version: i16, with_ops: bool) ->
             })
             .collect();
     }
-    out.authorized_operations = if version >= 3 && with_ops {
-        // Every group operation (read, delete, describe): no ACLs here.
-        (1 << 3) | (1 << 6) | (1 << 8)
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    };
+    out.authorized_operations =
+        authorized_operations::authorized_operations(ResourceType::Group, version >= 3 && with_ops);
     out
 }
 
@@ -238,7 +232,7 @@ fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
     let mut out = DescribedGroup::default();
     out.group_id = GroupId(str_bytes(group_id));
     out.error_code = code.code();
-    out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out.authorized_operations = authorized_operations::OMITTED;
     out
 }
 

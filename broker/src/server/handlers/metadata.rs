@@ -10,6 +10,9 @@
 //!   illegal name gets INVALID_TOPIC_EXCEPTION (17).
 //! - `__consumer_offsets` is listed like any topic, with `is_internal` set (v1+).
 //! - Partitions: leader = replicas = ISR = this node, leader epoch 0.
+//! - Authorized operations (KIP-430): when the request asks (v8+ for topics, v8–10 for the
+//!   cluster), every operation of the resource type, as Kafka grants with no authorizer;
+//!   otherwise Kafka's "not requested" sentinel (`authorized_operations`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -26,6 +29,7 @@ use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
 use crate::server::shared::TopicInfo;
 use crate::server::topics;
+use minikafka_core::authorized_operations::{authorized_operations, ResourceType};
 use minikafka_core::error_code::ErrorCode;
 
 /// One topic's entry.
@@ -72,6 +76,24 @@ fn error_entry(
 
 /// Builds the response, auto-creating topics where allowed.
 pub async fn handle<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let with_topic_ops = version >= 8 && request.include_topic_authorized_operations;
+    let with_cluster_ops =
+        (8..=10).contains(&version) && request.include_cluster_authorized_operations;
+    let mut response = topics_and_brokers(state, request, version).await;
+    for topic in &mut response.topics {
+        topic.topic_authorized_operations =
+            authorized_operations(ResourceType::Topic, with_topic_ops);
+    }
+    response.cluster_authorized_operations =
+        authorized_operations(ResourceType::Cluster, with_cluster_ops);
+    response
+}
+
+async fn topics_and_brokers<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,

@@ -12,16 +12,27 @@
 //!   INVALID_RECORD, 87, as in Kafka) and then wakes the partition's long-polls (I7). This
 //!   handler validates nothing itself: each batch is validated once on the produce path.
 //! - Internal topics (`__consumer_offsets`) refuse user produce: INVALID_TOPIC_EXCEPTION (17).
+//! - Record rules (applied in that one validation, core's `record_errors`): on a compacted
+//!   topic a record without a key is INVALID_RECORD (87); on a CreateTime topic a record whose
+//!   timestamp lies outside `[now - message.timestamp.before.max.ms, now +
+//!   message.timestamp.after.max.ms]` is INVALID_TIMESTAMP (32). The batch is refused whole
+//!   (I61) and, from v8 on, the response names each failing record by batch index
+//!   (`record_errors`) with a message, and says why in `error_message` (KIP-467), so the
+//!   producer fails those records and retries none of them.
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
 //!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
 //!   LogAppendTime` topic, else -1) and log start offset.
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
+use minikafka_core::record_errors::{batch_error_message, RecordFailure};
 
 use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
@@ -56,6 +67,22 @@ fn partition_response(index: i32, error_code: ErrorCode) -> PartitionProduceResp
     response.error_code = error_code.code();
     response.base_offset = -1;
     response
+}
+
+/// Names each failing record of a refused batch (KIP-467): its batch index with a message, and
+/// the partition's `error_message`.
+fn set_record_errors(entry: &mut PartitionProduceResponse, failures: &[RecordFailure]) {
+    entry.error_message = Some(StrBytes::from_string(batch_error_message(failures)));
+    entry.record_errors = failures
+        .iter()
+        .map(|failure| {
+            let mut error = BatchIndexAndErrorMessage::default();
+            error.batch_index = failure.batch_index;
+            error.batch_index_error_message =
+                Some(StrBytes::from_string(failure.violation.message()));
+            error
+        })
+        .collect();
 }
 
 /// Handles the request.
@@ -136,7 +163,13 @@ pub async fn handle<B: Backend>(
                 entry.log_start_offset = appended.log_start_offset;
                 entry.log_append_time_ms = appended.log_append_time_ms;
             }
-            Err(code) => entry.error_code = code.code(),
+            Err(refusal) => {
+                entry.error_code = refusal.code.code();
+                // KIP-467's fields exist from v8 on; older versions carry the code alone.
+                if version >= 8 && !refusal.record_failures.is_empty() {
+                    set_record_errors(entry, &refusal.record_failures);
+                }
+            }
         }
     }
     let mut response = ProduceResponse::default();

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# librdkafka's own regression suite as minikafka's conformance test (docs/CONFORMANCE.md).
+#
+# Usage: tests/librdkafka/run.sh --ci | --all | NNNN [NNNN ...]
+#   --ci    a subset that fits in about six minutes on two cores, the build included (.ci/run)
+#   --all   every test that talks to a broker, less the exclusions listed below with their reason
+#   NNNN    the named tests only (exclusions do not apply: ask for one to see it fail)
+#
+# Builds librdkafka's test runner from the sources the rdkafka-sys crate vendors (Cargo's
+# registry source cache; `cargo fetch` brings them when missing) in a copy under
+# target/librdkafka-tests/<version>/, reused by later runs. Then, for each test, starts a fresh
+# broker (ephemeral port on 127.0.0.1, temporary data directory, num.partitions=4) and runs
+# that test alone against it (`TESTS=NNNN ./test-runner -L -K -E -Q -p1`, Kafka version
+# 4.0.0.0) under its own time limit; a test whose broker died meanwhile fails. Prints one line
+# per test and `N passed, N failed, N skipped`; exits non-zero when any test failed.
+#
+# The broker: MINIKAFKA_BIN (built with `cargo build --release --bin minikafka` when unset),
+# or, with INTEROP_BROKER=kfake, the peer broker ($KFAKE_BIN, else
+# ../shared/peers/kfake/kfake-runner beside the repository) so that a test's own mistake can be
+# told from ours. Logs: $LIBRDKAFKA_TEST_OUT (default target/librdkafka-tests/out/), one
+# NNNN.log (the runner) and NNNN.broker.log per test.
+# TEST_TIMEOUT_S overrides each test's time limit (default 300 s; the --ci tests 120 s).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+
+# --- Which tests -------------------------------------------------------------------------------
+
+# Tests that need what this suite cannot give them, each with its reason. `--all` skips these;
+# they still run when named on the command line. (Tests that find their own precondition
+# missing, such as SASL, SSL or RapidJSON, skip themselves and are counted as skipped.)
+declare -A EXCLUDED=(
+    [0052]="needs Kafka's CLI scripts (kafka-topics.sh creates its topics)"
+    [0077]="needs Kafka's CLI scripts (kafka-topics.sh creates its compacted topic)"
+    [0109]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
+    [0115]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
+    [0119]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
+    [0103]="transactions (EndTxn, TxnOffsetCommit, the coordinator's fencing): waits for the transactions issue"
+    [0129]="aborted transactions read with read_committed: waits for the transactions issue"
+)
+
+# The --ci subset: the client's main paths (produce, consume, offsets, groups, admin, headers,
+# compression, idempotence), each test taking seconds, not minutes.
+CI_TESTS=(0001 0002 0003 0005 0007 0008 0011 0012 0013 0017 0019 0021 0031 0034 0035 0036
+          0039 0041 0044 0048 0054 0057 0061 0063)
+
+# Every test of the runner's table (tests/test.c) that needs a broker (no TEST_F_LOCAL or
+# TEST_F_MANUAL), by number, each with the reason the runner's flags give to leave it out:
+# TEST_F_KNOWN_ISSUE (the runner's -K leaves it out) and TEST_F_SOCKEM (socket fault injection,
+# left out by -E). A number with several entries is left out only when all of them are.
+all_tests() {
+    python3 - "$1/tests/test.c" <<'PY'
+import re, sys
+table = open(sys.argv[1]).read()
+table = table[table.index("struct test tests[] = {"):]
+reasons = {}
+for m in re.finditer(r"_TEST\((\d{4})_\w+,\s*([^,)]*)", table):
+    flags = {f.strip() for f in m.group(2).split("|")}
+    if flags & {"TEST_F_LOCAL", "TEST_F_MANUAL"}:
+        continue
+    if "TEST_F_KNOWN_ISSUE" in flags:
+        why = "marked TEST_F_KNOWN_ISSUE in the runner: a known issue (-K)"
+    elif "TEST_F_SOCKEM" in flags:
+        why = "injects socket faults with sockem (the runner's -E leaves these out)"
+    else:
+        why = ""
+    reasons[m.group(1)] = why if reasons.get(m.group(1), why) else ""
+for number in sorted(reasons):
+    print(f"{number}|{reasons[number]}")
+PY
+}
+
+mode="${1:-}"
+case "$mode" in
+    --ci | --all) ;;
+    [0-9][0-9][0-9][0-9]) ;;
+    *)
+        echo "usage: $0 --ci | --all | NNNN [NNNN ...]" >&2
+        exit 2
+        ;;
+esac
+
+# --- The runner, built once per librdkafka version ----------------------------------------------
+
+version="$(awk '/^name = "rdkafka-sys"$/ { getline; gsub(/"/, "", $3); print $3 }' "$repo/Cargo.lock")"
+if [ -z "$version" ]; then
+    echo "run.sh: no rdkafka-sys in Cargo.lock" >&2
+    exit 1
+fi
+source_dir() {
+    ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"rdkafka-sys-$version/librdkafka" 2>/dev/null | head -1
+}
+src="$(source_dir)"
+if [ -z "$src" ]; then
+    (cd "$repo" && cargo fetch --locked >/dev/null)
+    src="$(source_dir)"
+fi
+if [ -z "$src" ] || [ ! -f "$src/tests/test.c" ]; then
+    echo "run.sh: librdkafka's sources for rdkafka-sys $version are not in Cargo's registry" >&2
+    exit 1
+fi
+
+build="$target/librdkafka-tests/$version"
+# Unoptimized: the compile takes a quarter of the time (the build dominates a --ci run), and
+# what the tests check does not depend on the client's speed. Debug symbols stay, for gdb.
+configure_args=(--disable-ssl --disable-gssapi --disable-sasl --disable-curl --disable-optimization)
+if [ ! -f "$build/.built" ] || [ "$(cat "$build/.built")" != "${configure_args[*]}" ]; then
+    echo "building librdkafka $version's test runner in $build (once)"
+    rm -rf "$build"
+    mkdir -p "$build"
+    cp -a "$src/." "$build/"
+    jobs="$(nproc 2>/dev/null || echo 2)"
+    if ! (cd "$build" &&
+          ./configure "${configure_args[@]}" &&
+          make -j"$jobs" libs &&
+          make -j"$jobs" -C tests build) >"$build/build.log" 2>&1; then
+        tail -40 "$build/build.log" >&2
+        echo "run.sh: the build failed; its log is $build/build.log" >&2
+        exit 1
+    fi
+    echo "${configure_args[*]}" >"$build/.built"
+fi
+
+if [ "$mode" = --all ]; then
+    selected=()
+    excluded=0
+    while IFS='|' read -r t flagged; do
+        why="${EXCLUDED[$t]:-$flagged}"
+        if [ -n "$why" ]; then
+            echo "$t excluded: $why"
+            excluded=$((excluded + 1))
+        else
+            selected+=("$t")
+        fi
+    done < <(all_tests "$build")
+    echo "${#selected[@]} tests selected, $excluded excluded"
+elif [ "$mode" = --ci ]; then
+    selected=("${CI_TESTS[@]}")
+else
+    selected=("$@")
+fi
+default_limit=300
+[ "$mode" = --ci ] && default_limit=120
+limit="${TEST_TIMEOUT_S:-$default_limit}"
+
+# --- The broker ---------------------------------------------------------------------------------
+
+kind="${INTEROP_BROKER:-minikafka}"
+case "$kind" in
+    minikafka)
+        if [ -z "${MINIKAFKA_BIN:-}" ]; then
+            (cd "$repo" && cargo build --release --bin minikafka)
+            MINIKAFKA_BIN="$target/release/minikafka"
+        fi
+        broker_bin="$MINIKAFKA_BIN"
+        ready_marker="listening on"
+        ;;
+    kfake)
+        broker_bin="${KFAKE_BIN:-$repo/../shared/peers/kfake/kfake-runner}"
+        ready_marker="kfake-runner: pid"
+        ;;
+    *)
+        echo "run.sh: INTEROP_BROKER=$kind: expected minikafka or kfake" >&2
+        exit 2
+        ;;
+esac
+if [ ! -x "$broker_bin" ]; then
+    echo "run.sh: the $kind broker $broker_bin is not an executable" >&2
+    exit 1
+fi
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+broker_pid=""
+work=""
+# Starts a broker on a free port with a fresh data directory; sets broker_pid and port.
+start_broker() {
+    local log="$1"
+    port="$(free_port)"
+    mkdir -p "$work/data"
+    if [ "$kind" = minikafka ]; then
+        "$broker_bin" --override "listeners=PLAINTEXT://127.0.0.1:$port" \
+            --override "log.dirs=$work/data" --override num.partitions=4 \
+            </dev/null >"$log" 2>&1 &
+    else
+        "$broker_bin" -port "$port" -data-dir "$work/data" -partitions 4 </dev/null >"$log" 2>&1 &
+    fi
+    broker_pid=$!
+    for _ in $(seq 1 300); do
+        if ! kill -0 "$broker_pid" 2>/dev/null; then
+            echo "run.sh: the broker exited during startup:" >&2
+            cat "$log" >&2
+            return 1
+        fi
+        if grep -qs "$ready_marker" "$log" && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "run.sh: the broker was not ready within 30 s" >&2
+    return 1
+}
+
+stop_broker() {
+    [ -n "$broker_pid" ] || return 0
+    kill -TERM "$broker_pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+        kill -0 "$broker_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$broker_pid" 2>/dev/null || true
+    wait "$broker_pid" 2>/dev/null || true
+    broker_pid=""
+}
+
+cleanup() {
+    stop_broker
+    if [ -n "$work" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+out="${LIBRDKAFKA_TEST_OUT:-$target/librdkafka-tests/out}"
+mkdir -p "$out"
+echo "librdkafka $version test runner against $kind ($broker_bin); logs in $out"
+
+# --- The tests ----------------------------------------------------------------------------------
+
+passed=0
+failed=0
+skipped=0
+failures=()
+for t in "${selected[@]}"; do
+    work="$(mktemp -d)"
+    log="$out/$t.log"
+    if ! start_broker "$out/$t.broker.log"; then
+        echo "$t FAILED (the broker did not start)"
+        failed=$((failed + 1))
+        failures+=("$t")
+        rm -rf "$work"
+        continue
+    fi
+    printf 'bootstrap.servers=127.0.0.1:%s\n' "$port" >"$work/test.conf"
+    started=$SECONDS
+    set +e
+    # The outer redirection keeps the shell's own "Aborted" notice (a failed assertion) in the log.
+    { (cd "$build/tests" &&
+        LD_LIBRARY_PATH="$build/src:$build/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        RDKAFKA_TEST_CONF="$work/test.conf" TESTS="$t" TEST_KAFKA_VERSION=4.0.0.0 \
+            timeout -k 10 "$limit" ./test-runner -L -K -E -Q -p1) >"$log" 2>&1; } 2>>"$log"
+    code=$?
+    set -e
+    took=$((SECONDS - started))
+    broker_alive=yes
+    kill -0 "$broker_pid" 2>/dev/null || broker_alive=no
+    stop_broker
+    rm -rf "$work"
+    # The runner's verdict per test: "Test NNNN_name PASSED|SKIPPED|FAILED".
+    states="$(sed -n 's/.*=== Test \([0-9]\{4\}_[A-Za-z0-9_]*\) \(PASSED\|SKIPPED\|FAILED\) .*/\1:\2/p' "$log" | sort -u)"
+    names="$(echo "$states" | cut -d: -f1 | grep -v '^$' | sort -u | tr '\n' ' ' || true)"
+    names="${names:-(no verdict) }"
+    # The first failed check, as the runner words it ("### Test ... failed at FILE:LINE ...").
+    first_failure="$(grep -m1 -A1 '^.*### Test .* failed at' "$log" | tail -1 | tr -d '\033' | cut -c1-160 || true)"
+    if [ "$broker_alive" = no ]; then
+        verdict=FAILED
+        why=" (the broker died: see $t.broker.log)"
+    elif [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
+        verdict=FAILED
+        why=" (timed out after $limit s)"
+    elif [ "$code" -ne 0 ] || echo "$states" | grep -q ':FAILED'; then
+        verdict=FAILED
+        why=" (exit $code)"
+    elif [ -z "$states" ]; then
+        verdict=SKIPPED
+        why=" (the runner selected no test)"
+    elif ! echo "$states" | grep -q ':PASSED'; then
+        verdict=SKIPPED
+        why=""
+    else
+        verdict=PASSED
+        why=""
+    fi
+    echo "$t $names$verdict in ${took}s$why"
+    if [ "$verdict" = FAILED ] && [ -n "$first_failure" ]; then
+        echo "     first failure: $first_failure"
+    fi
+    case "$verdict" in
+        PASSED) passed=$((passed + 1)) ;;
+        SKIPPED) skipped=$((skipped + 1)) ;;
+        FAILED)
+            failed=$((failed + 1))
+            failures+=("$t")
+            ;;
+    esac
+done
+work=""
+
+if [ ${#failures[@]} -gt 0 ]; then
+    echo "failed: ${failures[*]} (logs in $out)"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+if [ "$failed" -gt 0 ]; then
+    exit 1
+fi
+exit 0
