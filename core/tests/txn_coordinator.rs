@@ -382,6 +382,11 @@ fn requests_are_validated_before_anything_is_written() {
     );
     let r = d.call(init("", 1_000, None));
     assert_eq!(init_answer(&r).error_code, ErrorCode::INVALID_REQUEST);
+    // An id longer than a record's string field could hold is refused, never stored cut
+    // (I34: replay must read back the id that was acknowledged).
+    let too_long = "t".repeat(i16::MAX as usize + 1);
+    let r = d.call(init(&too_long, 1_000, None));
+    assert_eq!(init_answer(&r).error_code, ErrorCode::INVALID_REQUEST);
     let r = d.call(add("nobody", 1, 0, &[("a", 0)]));
     assert_eq!(add_codes(&r), vec![ErrorCode::INVALID_PRODUCER_ID_MAPPING]);
     let r = d.call(end("nobody", 1, 0, true, 4));

@@ -509,7 +509,7 @@ pub static SETTINGS: &[Setting] = &[
         |c| c.node_id.to_string())
         .synonyms(&["broker.id"]),
     broker("num.shards", Kind::Int, "", Valid::Range(1, 1024),
-        "executor threads owning the partitions; by default 1 on up to 2 cores, else one per core (measured, docs/BENCHMARKS.md)",
+        "executor threads owning the partitions; by default 1 on up to 2 cores, else one per core (measured on 2 cores: docs/perf-log/2026-12-01-write-and-fetch-paths.md)",
         |c, _, v| { c.num_shards = number(v)?; Ok(()) },
         |c| c.num_shards.to_string()),
     // Monitoring and logs.

@@ -545,8 +545,12 @@ impl<B: Backend> PartitionLog<B> {
         let batch: Bytes = batch.into();
         // The produce path's one validation of this batch (I3; the Produce handler applies
         // only the framing rule), counted for the tests.
-        self.batch_validations.set(self.batch_validations.get() + 1);
-        let mut header = validate_produced(&batch, &self.config.borrow(), now_ms)?;
+        let mut header = validate_produced(
+            &batch,
+            &self.config.borrow(),
+            now_ms,
+            &self.batch_validations,
+        )?;
         let mut batch = SplitBatch::new(batch)?;
         if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the

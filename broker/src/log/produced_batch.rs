@@ -20,6 +20,8 @@
 //! - Never: writes, or copies the batch (the rules read the records in place, and inflate
 //!   a compressed batch only when a rule can fail a record).
 
+use std::cell::Cell;
+
 use minikafka_core::compaction::rewrite::batch_records;
 use minikafka_core::record::{
     check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
@@ -32,7 +34,14 @@ use minikafka_codec::KafkaCodecs;
 /// Validates `batch`, a producer's batch for a log configured by `config`, at the broker's
 /// wall-clock time `now_ms`, and returns its header. See the module documentation for the
 /// checks.
-pub fn validate_produced(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader> {
+/// Every call counts itself in `validations` (the log's [`super::PartitionLog::batch_validations`]).
+pub fn validate_produced(
+    batch: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+    validations: &Cell<u64>,
+) -> Result<BatchHeader> {
+    validations.set(validations.get() + 1);
     let opts = ValidateOptions {
         max_batch_bytes: config.max_batch_bytes,
         walk_records: true,
@@ -104,6 +113,10 @@ mod tests {
 
     const NOW_MS: i64 = 1_000_000;
 
+    fn validate(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader> {
+        validate_produced(batch, config, now_ms, &Cell::new(0))
+    }
+
     fn compacted() -> LogConfig {
         LogConfig {
             cleanup_policy: CleanupPolicy::COMPACT,
@@ -113,21 +126,21 @@ mod tests {
 
     #[test]
     fn a_compacted_log_refuses_a_record_without_a_key() {
-        let err = validate_produced(&batch(None), &compacted(), NOW_MS).expect_err("no key");
+        let err = validate(&batch(None), &compacted(), NOW_MS).expect_err("no key");
         assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
-        assert!(validate_produced(&batch(Some(b"k")), &compacted(), NOW_MS).is_ok());
-        assert!(validate_produced(&batch(None), &LogConfig::default(), NOW_MS).is_ok());
+        assert!(validate(&batch(Some(b"k")), &compacted(), NOW_MS).is_ok());
+        assert!(validate(&batch(None), &LogConfig::default(), NOW_MS).is_ok());
     }
 
     #[test]
     fn trailing_bytes_and_bad_crcs_are_refused() {
         let mut two = batch(None);
         two.extend_from_slice(&batch(None));
-        assert!(validate_produced(&two, &LogConfig::default(), NOW_MS).is_err());
+        assert!(validate(&two, &LogConfig::default(), NOW_MS).is_err());
         let mut flipped = batch(None);
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
-        let err = validate_produced(&flipped, &LogConfig::default(), NOW_MS).expect_err("crc");
+        let err = validate(&flipped, &LogConfig::default(), NOW_MS).expect_err("crc");
         assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
     }
 
@@ -142,7 +155,7 @@ mod tests {
             ..LogConfig::default()
         };
         // `batch` stamps its record at 1 ms: far before NOW_MS - 10.
-        let err = validate_produced(&batch(Some(b"k")), &bounded, NOW_MS).expect_err("old");
+        let err = validate(&batch(Some(b"k")), &bounded, NOW_MS).expect_err("old");
         assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_TIMESTAMP);
         let LogError::RecordRules(failures) = err else {
             panic!("the failing records travel back");
@@ -157,11 +170,11 @@ mod tests {
             }
         ));
         // Inside the window it passes; a LogAppendTime log checks no timestamp.
-        assert!(validate_produced(&batch(Some(b"k")), &bounded, 5).is_ok());
+        assert!(validate(&batch(Some(b"k")), &bounded, 5).is_ok());
         let stamped = LogConfig {
             timestamp_type: TimestampType::LogAppendTime,
             ..bounded
         };
-        assert!(validate_produced(&batch(Some(b"k")), &stamped, NOW_MS).is_ok());
+        assert!(validate(&batch(Some(b"k")), &stamped, NOW_MS).is_ok());
     }
 }

@@ -1,7 +1,9 @@
 //! One partition's log as a sans-IO state machine: placement and dense offsets, group commit,
 //! index placement, the log start offset, the producer checks, roll and retention decisions.
-//! The broker's `log` is its driver: it owns the files and the batch bytes, carries out the
-//! I/O this machine asks for and reports each completion back.
+//! It is built to be driven by the broker's `log`, which would own the files and the batch
+//! bytes, carry out the I/O this machine asks for and report each completion back; that
+//! driver is not built yet, and `broker/src/log/partition.rs` still applies the same rules
+//! itself (docs/DESIGN.md, "The partition log machine").
 //!
 //! # Contract (sans-IO, str0m / quinn-proto style)
 //!

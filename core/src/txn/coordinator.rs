@@ -544,7 +544,7 @@ impl Coordinator {
         now: Millis,
     ) -> Result<(), ErrorCode> {
         let id = r.transactional_id.as_str();
-        if id.is_empty() {
+        if !valid_transactional_id(id) {
             return Err(ErrorCode::INVALID_REQUEST);
         }
         if r.transaction_timeout_ms <= 0
@@ -698,7 +698,7 @@ impl Coordinator {
     /// partitions join the transaction only once their record is durable.)
     fn verify_partitions(&self, txn: &AddPartitionsTxn) -> Vec<ErrorCode> {
         let all = |code| vec![code; txn.partitions.len()];
-        if txn.transactional_id.is_empty() {
+        if !valid_transactional_id(&txn.transactional_id) {
             return all(ErrorCode::INVALID_REQUEST);
         }
         if self.loading {
@@ -769,7 +769,7 @@ impl Coordinator {
         completion: Completion,
         now: Millis,
     ) -> Result<(), ErrorCode> {
-        if id.is_empty() {
+        if !valid_transactional_id(id) {
             return Err(ErrorCode::INVALID_REQUEST);
         }
         if self.loading {
@@ -835,7 +835,7 @@ impl Coordinator {
         now: Millis,
     ) -> Result<(), ErrorCode> {
         let id = r.transactional_id.as_str();
-        if id.is_empty() {
+        if !valid_transactional_id(id) {
             return Err(ErrorCode::INVALID_REQUEST);
         }
         if self.loading {
@@ -1318,4 +1318,11 @@ fn group_by_topic(partitions: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions>
         }
     }
     out
+}
+
+/// Whether `id` can be a transactional id: not empty, and short enough for the records'
+/// string fields (at most `i16::MAX` bytes, Kafka's string bound), so that what is stored is
+/// what replay reads back (I34).
+fn valid_transactional_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= i16::MAX as usize
 }

@@ -155,8 +155,13 @@ impl Writer {
         self.buf.push(v as u8);
     }
     fn string(&mut self, s: &str) {
-        // Strings are at most i16::MAX bytes on the wire; ours come from requests that were
-        // bounded the same way, so nothing is cut in practice.
+        // Strings are at most i16::MAX bytes on the wire; the coordinator refuses longer
+        // transactional ids (and topic names are far shorter), so nothing is ever cut: the
+        // cut below only keeps a broken caller from writing an undecodable record.
+        debug_assert!(
+            s.len() <= i16::MAX as usize,
+            "a record string over i16::MAX bytes"
+        );
         let mut end = s.len().min(i16::MAX as usize);
         while !s.is_char_boundary(end) {
             end -= 1;
