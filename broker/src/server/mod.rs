@@ -30,6 +30,7 @@
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
 //!   stored (AlterConfigs, IncrementalAlterConfigs).
 //! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
+//! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
@@ -42,6 +43,7 @@ pub mod config_entries;
 pub mod connection;
 pub mod data_dir;
 pub mod dynamic_config;
+pub mod group_configs;
 pub mod groups;
 pub mod handlers;
 pub mod lifecycle;

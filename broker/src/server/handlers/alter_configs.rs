@@ -3,8 +3,8 @@
 //!
 //! Contract:
 //! - Each resource is judged and applied on its own ([`crate::server::alter_configs`]): topic
-//!   (type 2) or broker (type 4, named by `node.id` or empty for the cluster default); any
-//!   other type is INVALID_REQUEST. AlterConfigs replaces a resource's whole set of settings;
+//!   (type 2), broker (type 4, named by `node.id` or empty for the cluster default) or group
+//!   (type 32, [`crate::server::group_configs`]); any other type is INVALID_REQUEST. AlterConfigs replaces a resource's whole set of settings;
 //!   IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT as Kafka does.
 //! - Errors, per resource: unknown topic UNKNOWN_TOPIC_OR_PARTITION (3); an unknown or
 //!   refused name or a bad value INVALID_CONFIG (40) naming the key; a read-only broker
@@ -23,8 +23,11 @@ use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::alter_configs::{alter_broker, alter_topic, Alteration, ConfigOp, OpKind};
+use crate::server::alter_configs::{
+    alter_broker, alter_group, alter_topic, Alteration, ConfigOp, OpKind,
+};
 use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::server::group_configs::RESOURCE_GROUP;
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
 
@@ -41,9 +44,12 @@ async fn alter_resource<B: Backend>(
     let outcome = match resource_type {
         RESOURCE_TOPIC => alter_topic(state, name, alteration, validate_only).await,
         RESOURCE_BROKER => alter_broker(state, name, alteration, validate_only).await,
+        RESOURCE_GROUP => alter_group(state, name, alteration, validate_only).await,
         other => Err((
             ErrorCode::INVALID_REQUEST,
-            format!("resource type {other} cannot be altered here (topic 2 and broker 4 can)"),
+            format!(
+                "resource type {other} cannot be altered here (topic 2, broker 4 and group 32 can)"
+            ),
         )),
     };
     match outcome {
