@@ -16,6 +16,11 @@
 //!   are not read-only). Another broker id: INVALID_REQUEST.
 //! - Group resources (type 32, any group id, existing or not): its group configurations
 //!   ([`crate::server::group_configs`]); an empty name: INVALID_REQUEST.
+//! - Broker logger resources (type 8, named by `node.id`): the log level of each target
+//!   ([`crate::server::broker_loggers`]); another name: INVALID_REQUEST.
+//! - Client metrics resources (type 16, KIP-714 subscriptions): this broker collects no
+//!   client telemetry, so no subscription exists and any name is described with no entries,
+//!   as Kafka describes a subscription never set; an empty name: INVALID_REQUEST.
 //! - Any other resource type: INVALID_REQUEST.
 //! - `configuration_keys` filters; synonyms (when asked) list where the value may come from,
 //!   in precedence order (the topic override, each broker spelling set dynamically for this
@@ -29,8 +34,10 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
+use crate::server::broker_loggers::{self, RESOURCE_BROKER_LOGGER};
 use crate::server::config_entries::{
-    broker_entries, topic_entries, ConfigEntry, RESOURCE_BROKER, RESOURCE_TOPIC,
+    broker_entries, topic_entries, ConfigEntry, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS,
+    RESOURCE_TOPIC,
 };
 use crate::server::group_configs::{group_entries, RESOURCE_GROUP};
 use crate::server::shard::ShardState;
@@ -96,6 +103,18 @@ pub fn handle<B: Backend>(
                 ErrorCode::INVALID_REQUEST,
                 format!("this broker is node {node}, not {name}"),
             )),
+            RESOURCE_BROKER_LOGGER if name == node => {
+                broker_loggers::current().map(|levels| levels.entries())
+            }
+            RESOURCE_BROKER_LOGGER => Err((
+                ErrorCode::INVALID_REQUEST,
+                format!("this broker is node {node}, not {name}"),
+            )),
+            RESOURCE_CLIENT_METRICS if name.is_empty() => Err((
+                ErrorCode::INVALID_REQUEST,
+                "client metrics subscription name must not be empty".to_string(),
+            )),
+            RESOURCE_CLIENT_METRICS => Ok(Vec::new()),
             RESOURCE_GROUP if name.is_empty() => Err((
                 ErrorCode::INVALID_REQUEST,
                 "group name must not be empty".to_string(),
