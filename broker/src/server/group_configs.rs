@@ -15,9 +15,10 @@
 //! - Any group name but the empty one (INVALID_REQUEST), whether or not the group exists.
 //! - Stored in `<data>/`[`GROUP_CONFIG_FILE`]: a header line, then `<hex(group)>/<key>=<value>`
 //!   lines (the hex keeps any group name on one line), replaced atomically; read back
-//!   defensively at startup (a line that does not parse or check is an error naming it).
-//! - Not yet honoured: the consumer-protocol coordinator still takes the broker-wide
-//!   `group.consumer.*` values for every group (docs/CONFORMANCE.md).
+//!   defensively at startup (a line that does not parse, an unknown name or a value that is
+//!   no integer is an error naming it; bounds are checked when a value is set, as Kafka's).
+//! - Honoured by the consumer-protocol coordinator: before each ConsumerGroupHeartbeat the
+//!   group's host hands it the group's values (`server::groups::host`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,6 +78,21 @@ fn default_and_bounds(key: &str, broker: &BrokerConfig) -> Option<(i32, (i32, i3
         )),
         _ => None,
     }
+}
+
+/// Checks that a group's settings are known names with integer values (what a stored file
+/// must hold; bounds are checked when a value is set, as Kafka's are, so a broker restarted
+/// with narrower `group.consumer.*` bounds keeps what was stored).
+pub fn check_format(settings: &BTreeMap<String, String>) -> Result<(), String> {
+    for (key, value) in settings {
+        if !GROUP_KEYS.contains(&key.as_str()) {
+            return Err(format!("unknown group config name: {key}"));
+        }
+        value
+            .parse::<i32>()
+            .map_err(|_| format!("invalid value `{value}` for {key}: not an integer"))?;
+    }
+    Ok(())
 }
 
 /// Checks a group's settings under the broker's: known keys, integers within bounds, the
@@ -191,8 +207,9 @@ impl GroupConfigs {
         out
     }
 
-    /// Parses the stored file's text; every group's settings must check under `broker`.
-    pub fn decode(text: &str, broker: &BrokerConfig) -> Result<Self, String> {
+    /// Parses the stored file's text; every group's settings must be known names with
+    /// integer values ([`check_format`]).
+    pub fn decode(text: &str) -> Result<Self, String> {
         let mut lines = text.lines().enumerate();
         if lines.next().map(|(_, l)| l) != Some(HEADER_LINE) {
             return Err(format!("first line is not {HEADER_LINE:?}"));
@@ -222,7 +239,7 @@ impl GroupConfigs {
             }
         }
         for (group, settings) in &out.by_group {
-            check(settings, broker).map_err(|e| format!("group {group:?}: {e}"))?;
+            check_format(settings).map_err(|e| format!("group {group:?}: {e}"))?;
         }
         Ok(out)
     }
@@ -230,11 +247,7 @@ impl GroupConfigs {
 
 /// Loads the stored group configurations of `data_dir` (empty when none were stored),
 /// removing a leftover temporary file.
-pub async fn load<B: Backend>(
-    backend: &B,
-    data_dir: &Path,
-    broker: &BrokerConfig,
-) -> Result<GroupConfigs, String> {
+pub async fn load<B: Backend>(backend: &B, data_dir: &Path) -> Result<GroupConfigs, String> {
     let path = data_dir.join(GROUP_CONFIG_FILE);
     let what = |e: String| format!("{}: {e}", path.display());
     match backend.remove_file(&tmp_path(&path)).await {
@@ -248,7 +261,7 @@ pub async fn load<B: Backend>(
         Err(e) => return Err(what(e.to_string())),
     };
     let text = String::from_utf8(bytes).map_err(|_| what("not UTF-8".into()))?;
-    GroupConfigs::decode(&text, broker).map_err(what)
+    GroupConfigs::decode(&text).map_err(what)
 }
 
 /// Stores `configs` in `data_dir` durably (temp file, sync, rename, directory sync).
@@ -315,25 +328,25 @@ mod tests {
 
     #[test]
     fn encode_decode_round_trip_and_refusals() {
-        let broker = BrokerConfig::default();
         let configs = GroupConfigs::default()
             .with_group("g=1\nx/y", map(&[(SESSION_TIMEOUT, "50000")]))
             .with_group("h", map(&[(HEARTBEAT_INTERVAL, "6000")]));
         let text = configs.encode();
-        assert_eq!(GroupConfigs::decode(&text, &broker), Ok(configs.clone()));
+        assert_eq!(GroupConfigs::decode(&text), Ok(configs.clone()));
+        // Out of today's bounds, but stored when they allowed it: kept.
+        let wide = format!("{text}{}/{SESSION_TIMEOUT}=1\n", hex_encode("k"));
+        assert!(GroupConfigs::decode(&wide).is_ok());
         assert_eq!(configs.with_group("h", BTreeMap::new()).by_group.len(), 1);
         for bad in [
             String::new(),
             text.replace(HEADER_LINE, "# other"),
             format!("{text}zz/{SESSION_TIMEOUT}=50000\n"),
-            format!("{text}{}/{SESSION_TIMEOUT}=1\n", hex_encode("k")),
+            format!("{text}{}/{SESSION_TIMEOUT}=soon\n", hex_encode("k")),
+            format!("{text}{}/consumer.session=1\n", hex_encode("k")),
             format!("{text}{}/{HEARTBEAT_INTERVAL}=7000\n", hex_encode("h")),
             format!("{text}no equals\n"),
         ] {
-            assert!(
-                GroupConfigs::decode(&bad, &broker).is_err(),
-                "accepted {bad:?}"
-            );
+            assert!(GroupConfigs::decode(&bad).is_err(), "accepted {bad:?}");
         }
     }
 }

@@ -98,8 +98,7 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 reason,
             })?;
     state.shared.set_dynamic_config(dynamic);
-    let effective = state.shared.effective_config();
-    let groups = super::group_configs::load(&state.backend, &state.data_dir(), &effective)
+    let groups = super::group_configs::load(&state.backend, &state.data_dir())
         .await
         .map_err(|reason| LogError::BadMetadata {
             path: state
