@@ -1,6 +1,7 @@
 """kafka-python's KafkaAdminClient against the broker: alter_configs (IncrementalAlterConfigs
 and the legacy AlterConfigs) for topics, the broker and its loggers, describe_configs sources, and
-delete_records; every change must hold across a clean restart and a crash."""
+delete_records; every stored change must hold across a clean restart and a crash (logger
+levels, as in Kafka, last until the broker stops)."""
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
