@@ -5,7 +5,9 @@
 //!   arguments: `127.0.0.1:9092`, data in `./data`. An invalid or unknown setting prints one
 //!   error line and exits with code 2.
 //! - Logs go to stderr, as text or (`log.format=json`) one JSON object per line, filtered by
-//!   `RUST_LOG` (default `info`: no line per request); once every shard listens, one line
+//!   `RUST_LOG` (default `info`: no line per request), changed at run time through
+//!   IncrementalAlterConfigs of BROKER_LOGGER resources (`server::broker_loggers`); once every
+//!   shard listens, one line
 //!   `minikafka: listening on <addr> (backend <name>, <n> shards, data <dir>)` goes to
 //!   stdout.
 //! - SIGINT/SIGTERM start a clean shutdown (exit 0); a second one exits at once (code 1).
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use minikafka_broker::config::{BrokerConfig, LogFormat};
-use minikafka_broker::server::{self, DefaultBackend};
+use minikafka_broker::server::{self, broker_loggers, DefaultBackend};
 
 /// A single-node broker speaking the Kafka wire protocol.
 #[derive(Parser, Debug)]
@@ -60,15 +62,38 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
 
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The filter is reloadable: BROKER_LOGGER alterations change levels at run time.
+    let (filter, directives) = match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => (filter, std::env::var("RUST_LOG").unwrap_or_default()),
+        Err(_) => (
+            tracing_subscriber::EnvFilter::new("info"),
+            "info".to_string(),
+        ),
+    };
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
+    let reload_with = |directives: &str| {
+        tracing_subscriber::EnvFilter::try_new(directives).map_err(|e| e.to_string())
+    };
     match config.log_format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => {
+            let logs = logs
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_filter_reloading();
+            let handle = logs.reload_handle();
+            logs.init();
+            let reload = move |d: &str| handle.reload(reload_with(d)?).map_err(|e| e.to_string());
+            broker_loggers::install(&directives, Box::new(reload));
+        }
         // One JSON object per line; span context is left out (the broker logs events).
-        LogFormat::Json => logs.json().with_current_span(false).init(),
+        LogFormat::Json => {
+            let logs = logs.json().with_current_span(false).with_filter_reloading();
+            let handle = logs.reload_handle();
+            logs.init();
+            let reload = move |d: &str| handle.reload(reload_with(d)?).map_err(|e| e.to_string());
+            broker_loggers::install(&directives, Box::new(reload));
+        }
     }
 
     let shutdown = Arc::new(AtomicBool::new(false));

@@ -460,3 +460,296 @@ fn describe_configs_lists_synonyms_and_no_effect_settings() {
         assert_eq!(kerberos.config_source, 5);
     });
 }
+
+/// DescribeConfigs of a group (resource type 32): every key, source 8 when set on the group.
+fn describe_group(client: &mut TypedClient, group: &str) -> Vec<(String, String, i8)> {
+    let mut request = DescribeConfigsRequest::default();
+    let mut resource = describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 32;
+    resource.resource_name = StrBytes::from_string(group.to_string());
+    resource.configuration_keys = None; // all of them
+    request.resources = vec![resource];
+    let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+    let result = &response.results[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    let mut out: Vec<_> = result
+        .configs
+        .iter()
+        .map(|c| {
+            let value = c.value.as_ref().map_or("", |v| v.as_str()).to_string();
+            (c.name.as_str().to_string(), value, c.config_source)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// IncrementalAlterConfigs of a group with `(key, operation, value)`; the resource's error
+/// code.
+fn alter_group(client: &mut TypedClient, group: &str, ops: &[(&str, i8, Option<&str>)]) -> i16 {
+    let mut request = IncrementalAlterConfigsRequest::default();
+    let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+    resource.resource_type = 32;
+    resource.resource_name = StrBytes::from_string(group.to_string());
+    resource.configs = ops
+        .iter()
+        .map(|(key, op, value)| {
+            let mut config = incremental_alter_configs_request::AlterableConfig::default();
+            config.name = StrBytes::from_string(key.to_string());
+            config.config_operation = *op;
+            config.value = value.map(|v| StrBytes::from_string(v.to_string()));
+            config
+        })
+        .collect();
+    request.resources = vec![resource];
+    let response: IncrementalAlterConfigsResponse =
+        client.call(ApiKey::IncrementalAlterConfigs, 1, &request);
+    response.responses[0].error_code
+}
+
+/// Joins consumer-protocol group `group` (a new member, ConsumerGroupHeartbeat v0); the
+/// heartbeat interval the coordinator answers.
+fn join_interval(client: &mut TypedClient, group: &str) -> i32 {
+    let mut request = ConsumerGroupHeartbeatRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    request.member_epoch = 0;
+    request.rebalance_timeout_ms = 30_000;
+    request.subscribed_topic_names = Some(Vec::new());
+    request.topic_partitions = Some(Vec::new());
+    let response: ConsumerGroupHeartbeatResponse =
+        client.call(ApiKey::ConsumerGroupHeartbeat, 0, &request);
+    assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+    response.heartbeat_interval_ms
+}
+
+/// Group configurations (KIP-848): described with the broker's `group.consumer.*` values as
+/// defaults, set per group within the broker's bounds (INVALID_CONFIG outside them or for an
+/// unknown name), deleted back to the default, kept across a restart, and honoured by the
+/// consumer-protocol coordinator.
+#[test]
+fn group_configs_are_described_altered_and_stored() {
+    bounded(TEST_LIMIT, || {
+        let mut broker = Broker::builder()
+            .with("group.consumer.session.timeout.ms", "50000")
+            .start();
+        let mut client = TypedClient::connect(broker.addr());
+        let defaults = vec![
+            (
+                "consumer.heartbeat.interval.ms".to_string(),
+                "5000".to_string(),
+                5,
+            ),
+            (
+                "consumer.session.timeout.ms".to_string(),
+                "50000".to_string(),
+                5,
+            ),
+        ];
+        assert_eq!(describe_group(&mut client, "no-such-group-yet"), defaults);
+        let (invalid_config, invalid_request) = (40, 42);
+        for ops in [
+            vec![("consumer.session.timeout.ms", 0, Some("1000"))],
+            vec![("consumer.session.timeout.ms", 0, Some("60001"))],
+            vec![("consumer.heartbeat.interval.ms", 0, Some("lots"))],
+            vec![("consumer.session.timeout", 0, Some("50000"))],
+            vec![("consumer.session.timeout", 1, None)],
+        ] {
+            assert_eq!(
+                alter_group(&mut client, "g", &ops),
+                invalid_config,
+                "{ops:?}"
+            );
+        }
+        let set = [("consumer.session.timeout.ms", 0, None)];
+        assert_eq!(alter_group(&mut client, "g", &set), invalid_request);
+        assert_eq!(alter_group(&mut client, "", &[]), invalid_request);
+        assert_eq!(
+            describe_group(&mut client, "g"),
+            defaults,
+            "refusals change nothing"
+        );
+        let ops = [
+            ("consumer.session.timeout.ms", 0, Some("55000")),
+            ("consumer.heartbeat.interval.ms", 0, Some("7000")),
+        ];
+        assert_eq!(alter_group(&mut client, "g", &ops), 0);
+        let altered = vec![
+            (
+                "consumer.heartbeat.interval.ms".to_string(),
+                "7000".to_string(),
+                8,
+            ),
+            (
+                "consumer.session.timeout.ms".to_string(),
+                "55000".to_string(),
+                8,
+            ),
+        ];
+        assert_eq!(describe_group(&mut client, "g"), altered);
+        assert_eq!(describe_group(&mut client, "other"), defaults);
+        drop(client);
+        broker.stop();
+        broker.restart();
+        let mut client = TypedClient::connect(broker.addr());
+        assert_eq!(describe_group(&mut client, "g"), altered, "after a restart");
+        // The coordinator times the group by it: the heartbeat interval it answers.
+        assert_eq!(join_interval(&mut client, "g"), 7000);
+        assert_eq!(join_interval(&mut client, "other"), 5000);
+        let delete = [("consumer.heartbeat.interval.ms", 1, None)];
+        assert_eq!(alter_group(&mut client, "g", &delete), 0);
+        let after_delete = vec![defaults[0].clone(), altered[1].clone()];
+        assert_eq!(describe_group(&mut client, "g"), after_delete);
+        assert_eq!(join_interval(&mut client, "g"), 5000);
+    });
+}
+
+/// IncrementalAlterConfigs of the broker's loggers (resource type 8, named by `node.id`);
+/// the resource's error code.
+fn alter_loggers(client: &mut TypedClient, ops: &[(&str, i8, Option<&str>)]) -> i16 {
+    let mut request = IncrementalAlterConfigsRequest::default();
+    let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+    resource.resource_type = 8;
+    resource.resource_name = StrBytes::from_static_str("0");
+    resource.configs = ops
+        .iter()
+        .map(|(key, op, value)| {
+            let mut config = incremental_alter_configs_request::AlterableConfig::default();
+            config.name = StrBytes::from_string(key.to_string());
+            config.config_operation = *op;
+            config.value = value.map(|v| StrBytes::from_string(v.to_string()));
+            config
+        })
+        .collect();
+    request.resources = vec![resource];
+    let response: IncrementalAlterConfigsResponse =
+        client.call(ApiKey::IncrementalAlterConfigs, 1, &request);
+    response.responses[0].error_code
+}
+
+/// The level DescribeConfigs gives each named logger of the broker.
+fn logger_levels(client: &mut TypedClient, names: &[&str]) -> Vec<String> {
+    let mut request = DescribeConfigsRequest::default();
+    let mut resource = describe_configs_request::DescribeConfigsResource::default();
+    resource.resource_type = 8;
+    resource.resource_name = StrBytes::from_static_str("0");
+    resource.configuration_keys = None;
+    request.resources = vec![resource];
+    let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+    let result = &response.results[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    names
+        .iter()
+        .map(|name| {
+            let entry = result
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == *name)
+                .unwrap_or_else(|| panic!("logger {name} not described"));
+            assert_eq!((entry.config_source, entry.read_only), (6, false), "{name}");
+            entry.value.as_ref().map_or("", |v| v.as_str()).to_string()
+        })
+        .collect()
+}
+
+/// Broker loggers (`kafka-configs.sh --entity-type broker-loggers`): DescribeConfigs lists
+/// root and the broker's targets with their levels; SET changes what the running broker logs
+/// (a debug line appears only once its target is at DEBUG), DELETE gives a target root's
+/// level back; deleting root, APPEND, a bad level and the legacy AlterConfigs are refused.
+#[test]
+fn broker_logger_levels_change_at_run_time() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut client = TypedClient::connect(broker.addr());
+        let debug_line = "alter configs refused";
+        assert_eq!(alter_loggers(&mut client, &[("root", 0, Some("INFO"))]), 0);
+        assert_eq!(
+            alter_loggers(&mut client, &[("minikafka_broker", 1, None)]),
+            0
+        );
+        assert_eq!(
+            logger_levels(&mut client, &["root", "minikafka_broker"]),
+            ["INFO", "INFO"]
+        );
+        let (invalid_config, invalid_request) = (40, 42);
+        assert_eq!(
+            alter_loggers(&mut client, &[("root", 1, None)]),
+            invalid_request
+        );
+        assert!(
+            !broker.output().contains(debug_line),
+            "logged below its level"
+        );
+        assert_eq!(
+            alter_loggers(&mut client, &[("minikafka_broker", 0, Some("DEBUG"))]),
+            0
+        );
+        assert_eq!(
+            logger_levels(&mut client, &["root", "minikafka_broker"]),
+            ["INFO", "DEBUG"]
+        );
+        assert_eq!(
+            alter_loggers(&mut client, &[("minikafka_broker", 2, Some("INFO"))]),
+            invalid_request
+        );
+        assert_eq!(
+            alter_loggers(&mut client, &[("minikafka_broker", 0, Some("LOUD"))]),
+            invalid_config
+        );
+        assert!(
+            broker.output().contains(debug_line),
+            "the new level is in force"
+        );
+        let mut legacy = AlterConfigsRequest::default();
+        let mut resource = alter_configs_request::AlterConfigsResource::default();
+        resource.resource_type = 8;
+        resource.resource_name = StrBytes::from_static_str("0");
+        legacy.resources = vec![resource];
+        let response: AlterConfigsResponse = client.call(ApiKey::AlterConfigs, 2, &legacy);
+        assert_eq!(response.responses[0].error_code, invalid_request);
+        assert_eq!(
+            alter_loggers(&mut client, &[("minikafka_broker", 1, None)]),
+            0
+        );
+        assert_eq!(logger_levels(&mut client, &["minikafka_broker"]), ["INFO"]);
+    });
+}
+
+/// Client metrics subscriptions (resource type 16, KIP-714): this broker collects no client
+/// telemetry, so a subscription is described with no entries and cannot be set.
+#[test]
+fn client_metrics_subscriptions_are_empty_and_cannot_be_set() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        let mut client = TypedClient::connect(broker.addr());
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = ["every-client", ""]
+            .into_iter()
+            .map(|name| {
+                let mut resource = describe_configs_request::DescribeConfigsResource::default();
+                resource.resource_type = 16;
+                resource.resource_name = StrBytes::from_string(name.to_string());
+                resource.configuration_keys = None;
+                resource
+            })
+            .collect();
+        let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &request);
+        let answer: Vec<_> = response
+            .results
+            .iter()
+            .map(|r| (r.error_code, r.configs.len()))
+            .collect();
+        assert_eq!(answer, [(0, 0), (42, 0)]);
+        let mut alter = IncrementalAlterConfigsRequest::default();
+        let mut resource = incremental_alter_configs_request::AlterConfigsResource::default();
+        resource.resource_type = 16;
+        resource.resource_name = StrBytes::from_static_str("every-client");
+        let mut config = incremental_alter_configs_request::AlterableConfig::default();
+        config.name = StrBytes::from_static_str("interval.ms");
+        config.value = Some(StrBytes::from_static_str("60000"));
+        resource.configs = vec![config];
+        alter.resources = vec![resource];
+        let response: IncrementalAlterConfigsResponse =
+            client.call(ApiKey::IncrementalAlterConfigs, 1, &alter);
+        assert_eq!(response.responses[0].error_code, 42);
+    });
+}

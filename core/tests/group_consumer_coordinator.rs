@@ -278,3 +278,41 @@ fn loaded_consumer_members_time_out_after_a_restart() {
     assert!(restarted.describe("g").members.is_empty());
     restarted.check_replay();
 }
+
+/// A group's own session timeout and heartbeat interval (its group configuration, KIP-848),
+/// handed in before a heartbeat: the answer carries the group's interval, a silent member is
+/// fenced after the group's session, and handing the defaults back in restores them.
+#[test]
+fn a_groups_own_timeouts_are_honoured() {
+    let defaults = GroupConfig::default().consumer;
+    let (session, interval) = (defaults.session_timeout_ms + 5_000, 7_000);
+    let mut d = Driver::new();
+    d.coordinator
+        .handle_consumer_group_timeouts("g", session, interval);
+    let a = d.heartbeat(join("a"), Ok(()));
+    assert_eq!(
+        a.heartbeat_interval_ms, interval,
+        "set before the group exists"
+    );
+    // Past the default session, within the group's: a is still a member.
+    d.advance(i64::from(defaults.session_timeout_ms) + 1);
+    assert_eq!(
+        d.describe("g").members.len(),
+        1,
+        "fenced by the default session"
+    );
+    d.advance(i64::from(session) + 1);
+    assert_eq!(
+        d.describe("g").members.len(),
+        0,
+        "not fenced by the group's session"
+    );
+    // Back to the defaults: the next answer carries the default interval.
+    d.coordinator.handle_consumer_group_timeouts(
+        "g",
+        defaults.session_timeout_ms,
+        defaults.heartbeat_interval_ms,
+    );
+    let b = d.heartbeat(join("b"), Ok(()));
+    assert_eq!(b.heartbeat_interval_ms, defaults.heartbeat_interval_ms);
+}

@@ -1,6 +1,7 @@
 """kafka-python's KafkaAdminClient against the broker: alter_configs (IncrementalAlterConfigs
-and the legacy AlterConfigs) for topics and the broker, describe_configs sources, and
-delete_records; every change must hold across a clean restart and a crash."""
+and the legacy AlterConfigs) for topics, the broker and its loggers, describe_configs sources, and
+delete_records; every stored change must hold across a clean restart and a crash (logger
+levels, as in Kafka, last until the broker stops)."""
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -129,3 +130,23 @@ def test_delete_records_moves_the_log_start_durably(broker):
         client.close()
     broker.restart()
     assert earliest(broker, tp) == 20
+
+
+@pytest.mark.kfake_lacks("answers no broker loggers")
+def test_broker_logger_levels_change_at_run_time(broker):
+    """kafka-configs.sh --entity-type broker-loggers: the levels are described, SET changes one
+    at run time, a level Kafka does not name is refused."""
+    client = admin(broker)
+    try:
+        loggers = lambda configs=None: ConfigResource(ConfigResourceType.BROKER_LOGGER, "0", configs=configs)
+        before = described(client, loggers())
+        assert before["root"][0] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF"), before
+        change = loggers({"minikafka_broker": "TRACE"})
+        assert outcome(client.alter_configs([change], incremental=True), change) == "OK"
+        assert described(client, loggers())["minikafka_broker"][0] == "TRACE"
+        refused = loggers({"minikafka_broker": "LOUD"})
+        answer = outcome(client.alter_configs([refused], incremental=True, raise_on_unknown=False), refused)
+        assert "InvalidConfigurationError" in answer, answer
+        assert described(client, loggers())["minikafka_broker"][0] == "TRACE"
+    finally:
+        client.close()

@@ -30,6 +30,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::dynamic_config::{self, check_dynamic_key, DynamicKeyError, Scope};
+use super::group_configs;
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX};
 use super::topics::{
@@ -317,6 +318,44 @@ pub async fn alter_broker<B: Backend>(
         .collect();
     reconfigure_all(state, &logs).await?;
     tracing::info!(?scope, "dynamic broker configuration altered");
+    Ok(())
+}
+
+/// Alters group `name`'s configuration: the settings after the alteration must check
+/// ([`group_configs::check`]: INVALID_CONFIG naming the key); then, under the admin lock,
+/// they are stored (atomic, durable) and published. An empty name is INVALID_REQUEST.
+pub async fn alter_group<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    alteration: &Alteration,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    if name.is_empty() {
+        return Err(invalid_request("group name must not be empty".into()));
+    }
+    if let Some(key) = alteration
+        .keys()
+        .into_iter()
+        .find(|k| !group_configs::GROUP_KEYS.contains(k))
+    {
+        return Err(invalid_config(format!("unknown group config name: {key}")));
+    }
+    let shared = Arc::clone(&state.shared);
+    let _admin = shared.admin_lock.lock().await;
+    let configs = shared.group_configs();
+    let empty = BTreeMap::new();
+    let current = configs.by_group.get(name).unwrap_or(&empty);
+    let after = altered(current, alteration, |_| None)?;
+    group_configs::check(&after, &shared.effective_config()).map_err(invalid_config)?;
+    if validate_only {
+        return Ok(());
+    }
+    let next = configs.with_group(name, after);
+    group_configs::save(&state.backend, &state.data_dir(), &next)
+        .await
+        .map_err(storage)?;
+    shared.set_group_configs(next);
+    tracing::info!(group = name, "group configuration altered");
     Ok(())
 }
 

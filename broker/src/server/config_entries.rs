@@ -24,6 +24,9 @@ use crate::config::{topic_setting, BrokerConfig, SETTINGS};
 pub const RESOURCE_TOPIC: i8 = 2;
 /// Resource type BROKER.
 pub const RESOURCE_BROKER: i8 = 4;
+/// Resource type CLIENT_METRICS (KIP-714 subscriptions; this broker collects no client
+/// telemetry, so none exists: DescribeConfigs gives an empty list, alterations are refused).
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 /// Config source DYNAMIC_TOPIC_CONFIG.
 pub const SOURCE_TOPIC: i8 = 1;
 /// Config source DYNAMIC_BROKER_CONFIG (set at run time for this broker).

@@ -29,19 +29,23 @@
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
 //!   stored (AlterConfigs, IncrementalAlterConfigs).
+//! - [`broker_loggers`]: the log level of each target (resource type BROKER_LOGGER).
 //! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
+//! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod alter_configs;
+pub mod broker_loggers;
 pub mod byte_budget;
 pub mod cleaner;
 pub mod config_entries;
 pub mod connection;
 pub mod data_dir;
 pub mod dynamic_config;
+pub mod group_configs;
 pub mod groups;
 pub mod handlers;
 pub mod lifecycle;

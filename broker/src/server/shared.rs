@@ -27,6 +27,7 @@ use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
 use super::dynamic_config::DynamicBrokerConfig;
+use super::group_configs::GroupConfigs;
 use super::partition_ops::PartitionCall;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
@@ -75,6 +76,8 @@ pub struct Shared {
     /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
     /// replaced whole under a short write; changes are serialized by the admin lock.
     dynamic: RwLock<Arc<DynamicBrokerConfig>>,
+    /// The group configurations (resource type GROUP), replaced whole like `dynamic`.
+    group_configs: RwLock<Arc<GroupConfigs>>,
     /// Serializes topic creation, deletion, partition additions and configuration changes
     /// (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
@@ -142,6 +145,7 @@ impl Shared {
             clean_shutdown,
             topics: RwLock::new(BTreeMap::new()),
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
+            group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
@@ -212,6 +216,19 @@ impl Shared {
     /// [`dynamic_config::apply`](super::dynamic_config::apply)).
     pub fn set_dynamic_config(&self, dynamic: DynamicBrokerConfig) {
         *self.dynamic.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(dynamic);
+    }
+
+    /// The group configurations in force.
+    pub fn group_configs(&self) -> Arc<GroupConfigs> {
+        Arc::clone(&self.group_configs.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the group configurations (already checked).
+    pub fn set_group_configs(&self, configs: GroupConfigs) {
+        *self
+            .group_configs
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
     }
 
     /// The broker configuration in force: the static one with the dynamic settings laid

@@ -84,7 +84,7 @@ fn new_signals(count: i32) -> Vec<Arc<PartitionSignal>> {
         .collect()
 }
 
-/// Loads the stored dynamic broker settings and every topic's metadata into the registry
+/// Loads the stored dynamic broker settings, the group configurations and every topic's metadata into the registry
 /// (shard 0, at startup). A topic without a stored id gets one, saved before it is published.
 pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), LogError> {
     let dynamic =
@@ -98,6 +98,16 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 reason,
             })?;
     state.shared.set_dynamic_config(dynamic);
+    let groups = super::group_configs::load(&state.backend, &state.data_dir())
+        .await
+        .map_err(|reason| LogError::BadMetadata {
+            path: state
+                .data_dir()
+                .join(super::group_configs::GROUP_CONFIG_FILE),
+            line: 0,
+            reason,
+        })?;
+    state.shared.set_group_configs(groups);
     let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
     for mut meta in store.load_all().await? {
         let id = match meta

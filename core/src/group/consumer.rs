@@ -447,6 +447,13 @@ impl ConsumerGroup {
         Self::with_config(group_id, ConsumerGroupConfig::default())
     }
 
+    /// Sets the session timeout and heartbeat interval (the group's configuration, KIP-848):
+    /// used from the next heartbeat on.
+    pub fn set_timeouts(&mut self, session_timeout_ms: i32, heartbeat_interval_ms: i32) {
+        self.config.session_timeout_ms = session_timeout_ms;
+        self.config.heartbeat_interval_ms = heartbeat_interval_ms;
+    }
+
     /// An empty group.
     pub fn with_config(group_id: &str, config: ConsumerGroupConfig) -> Self {
         ConsumerGroup {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::classic::{ClassicGroup, Member};
 use super::codes::ErrorCode;
-use super::consumer::{ConsumerGroup, TopicPartitionCounts};
+use super::consumer::{ConsumerGroup, ConsumerGroupConfig, TopicPartitionCounts};
 use super::consumer_records::ConsumerGroupRecord;
 use super::handles::{AppendId, Millis, RequestToken};
 use super::messages::*;
@@ -163,6 +163,9 @@ pub struct Coordinator {
     pub(super) join_seq: u64,
     /// Set by replay: stored members' sessions and the retention timer start at the next `now`.
     pub(super) needs_arming: bool,
+    /// Per-group `(session timeout, heartbeat interval)` that differ from the configuration's
+    /// (group configurations, KIP-848), as last handed in.
+    pub(super) consumer_timeouts: HashMap<String, (i32, i32)>,
 }
 
 impl Coordinator {
@@ -186,6 +189,7 @@ impl Coordinator {
             member_id_counter: 0,
             join_seq: 0,
             needs_arming: true,
+            consumer_timeouts: HashMap::new(),
         }
     }
 
@@ -294,6 +298,43 @@ impl Coordinator {
     /// The topics and partition counts the consumer protocol assigns from.
     pub fn handle_topic_metadata(&mut self, topics: TopicPartitionCounts) {
         self.topics = topics;
+    }
+
+    /// The session timeout and heartbeat interval of consumer-protocol group `group_id`
+    /// (its group configuration, or the configuration's defaults). The group uses them from
+    /// its next heartbeat on: a member's session restarts with the new timeout when it next
+    /// heartbeats, and the answer carries the new interval.
+    pub fn handle_consumer_group_timeouts(
+        &mut self,
+        group_id: &str,
+        session_timeout_ms: i32,
+        heartbeat_interval_ms: i32,
+    ) {
+        let timeouts = (session_timeout_ms, heartbeat_interval_ms);
+        let defaults = (
+            self.config.consumer.session_timeout_ms,
+            self.config.consumer.heartbeat_interval_ms,
+        );
+        if timeouts == defaults {
+            self.consumer_timeouts.remove(group_id);
+        } else {
+            self.consumer_timeouts
+                .insert(group_id.to_string(), timeouts);
+        }
+        if let Some(Group::Consumer(c)) = self.groups.get_mut(group_id) {
+            c.set_timeouts(session_timeout_ms, heartbeat_interval_ms);
+        }
+    }
+
+    /// The configuration of consumer-protocol group `group_id`: the coordinator's, with the
+    /// timeouts last handed in for it.
+    fn consumer_config_for(&self, group_id: &str) -> ConsumerGroupConfig {
+        let mut config = self.config.consumer.clone();
+        if let Some(&(session, heartbeat)) = self.consumer_timeouts.get(group_id) {
+            config.session_timeout_ms = session;
+            config.heartbeat_interval_ms = heartbeat;
+        }
+        config
     }
 
     // ------------------------------------------------------------ inputs
@@ -508,7 +549,7 @@ impl Coordinator {
                 }
             },
             RecordKey::Consumer { group, .. } => {
-                let consumer_config = &self.config.consumer;
+                let consumer_config = self.consumer_config_for(group);
                 let entry = self.groups.entry(group.clone()).or_insert_with(|| {
                     Group::Consumer(ConsumerGroup::with_config(group, consumer_config.clone()))
                 });
@@ -847,7 +888,7 @@ impl Coordinator {
                 gid.clone(),
                 Group::Consumer(ConsumerGroup::with_config(
                     &gid,
-                    self.config.consumer.clone(),
+                    self.consumer_config_for(&gid),
                 )),
             )
         } else {

@@ -27,7 +27,8 @@
 //!   the coordinator again after the restart); the writer finishes the batch it is writing
 //!   (counted in flight, so the partition is not closed under it) and stops; the timer stops.
 //! - Before a ConsumerGroupHeartbeat the coordinator gets the current topic registry (user
-//!   topics only), from which the consumer protocol assigns.
+//!   topics only), from which the consumer protocol assigns, and the group's session timeout
+//!   and heartbeat interval (its group configuration, else the broker's).
 //! - Time: the backend's wall clock in milliseconds, read here, given to core as a value.
 
 use std::cell::{Cell, RefCell};
@@ -49,6 +50,7 @@ use super::offsets_log::{append_bytes, encode_appends, replay_log};
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::log::PartitionLog;
+use crate::server::group_configs::{HEARTBEAT_INTERVAL, SESSION_TIMEOUT};
 use crate::server::shared::Shared;
 use minikafka_core::error_code::ErrorCode;
 
@@ -110,6 +112,24 @@ pub fn group_config(config: &BrokerConfig) -> GroupConfig {
     }
 }
 
+/// The session timeout and heartbeat interval of consumer group `group_id`: its group
+/// configuration ([`crate::server::group_configs`]), else the broker's `group.consumer.*`.
+fn consumer_timeouts(shared: &Shared, group_id: &str) -> (i32, i32) {
+    let groups = &shared.config.groups;
+    let configs = shared.group_configs();
+    let settings = configs.by_group.get(group_id);
+    let value = |key: &str, default: i32| {
+        settings
+            .and_then(|s| s.get(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        value(SESSION_TIMEOUT, groups.consumer_session_timeout_ms),
+        value(HEARTBEAT_INTERVAL, groups.consumer_heartbeat_interval_ms),
+    )
+}
+
 /// The broker's user topics (internal ones are never assigned), as the consumer protocol
 /// sees them.
 fn topic_metadata(shared: &Shared) -> TopicMetadata {
@@ -167,10 +187,14 @@ impl<B: Backend> CoordinatorHost<B> {
         let (tx, rx) = futures::channel::oneshot::channel();
         self.waiters.borrow_mut().insert(token, tx);
         let now = context.backend.wall_clock_ms();
-        if matches!(request, GroupRequest::ConsumerGroupHeartbeat(_)) {
-            // The consumer protocol assigns from the topics that exist now.
+        if let GroupRequest::ConsumerGroupHeartbeat(heartbeat) = &request {
+            // The consumer protocol assigns from the topics that exist now, and times the
+            // group by its group configuration in force now.
             let topics = topic_metadata(&context.shared);
-            self.coordinator.borrow_mut().handle_topic_metadata(topics);
+            let mut coordinator = self.coordinator.borrow_mut();
+            coordinator.handle_topic_metadata(topics);
+            let (session, interval) = consumer_timeouts(&context.shared, &heartbeat.group_id);
+            coordinator.handle_consumer_group_timeouts(&heartbeat.group_id, session, interval);
         }
         self.coordinator
             .borrow_mut()

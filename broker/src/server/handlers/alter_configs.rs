@@ -3,8 +3,11 @@
 //!
 //! Contract:
 //! - Each resource is judged and applied on its own ([`crate::server::alter_configs`]): topic
-//!   (type 2) or broker (type 4, named by `node.id` or empty for the cluster default); any
-//!   other type is INVALID_REQUEST. AlterConfigs replaces a resource's whole set of settings;
+//!   (type 2), broker (type 4, named by `node.id` or empty for the cluster default) or group
+//!   (type 32, [`crate::server::group_configs`]), or, by IncrementalAlterConfigs only, broker
+//!   loggers (type 8, [`crate::server::broker_loggers`]). Client metrics subscriptions (type
+//!   16) are INVALID_REQUEST: this broker collects no client telemetry, so a subscription
+//!   would be stored and never acted on. Any other type is INVALID_REQUEST. AlterConfigs replaces a resource's whole set of settings;
 //!   IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT as Kafka does.
 //! - Errors, per resource: unknown topic UNKNOWN_TOPIC_OR_PARTITION (3); an unknown or
 //!   refused name or a bad value INVALID_CONFIG (40) naming the key; a read-only broker
@@ -23,10 +26,38 @@ use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::alter_configs::{alter_broker, alter_topic, Alteration, ConfigOp, OpKind};
-use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::server::alter_configs::{
+    alter_broker, alter_group, alter_topic, Alteration, ConfigOp, OpKind,
+};
+use crate::server::broker_loggers::{self, RESOURCE_BROKER_LOGGER};
+use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC};
+use crate::server::group_configs::RESOURCE_GROUP;
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
+
+/// Changes log levels (resource type BROKER_LOGGER, named by `node.id`): by
+/// IncrementalAlterConfigs only, as Kafka.
+fn alter_loggers<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    name: &str,
+    alteration: &Alteration,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    let node = state.shared.config.node_id;
+    if name != node.to_string() {
+        return Err((
+            ErrorCode::INVALID_REQUEST,
+            format!("this broker is node {node}, not {name}"),
+        ));
+    }
+    match alteration {
+        Alteration::Incremental(ops) => broker_loggers::alter(ops, validate_only),
+        Alteration::Replace(_) => Err((
+            ErrorCode::INVALID_REQUEST,
+            "broker loggers are changed by IncrementalAlterConfigs only".to_string(),
+        )),
+    }
+}
 
 /// Applies `alteration` to one resource and gives the error code and message its response
 /// carries back.
@@ -41,9 +72,19 @@ async fn alter_resource<B: Backend>(
     let outcome = match resource_type {
         RESOURCE_TOPIC => alter_topic(state, name, alteration, validate_only).await,
         RESOURCE_BROKER => alter_broker(state, name, alteration, validate_only).await,
+        RESOURCE_GROUP => alter_group(state, name, alteration, validate_only).await,
+        RESOURCE_BROKER_LOGGER => alter_loggers(state, name, alteration, validate_only),
+        RESOURCE_CLIENT_METRICS => Err((
+            ErrorCode::INVALID_REQUEST,
+            "this broker collects no client telemetry (KIP-714): client metrics \
+             subscriptions cannot be set"
+                .to_string(),
+        )),
         other => Err((
             ErrorCode::INVALID_REQUEST,
-            format!("resource type {other} cannot be altered here (topic 2 and broker 4 can)"),
+            format!(
+                "resource type {other} cannot be altered here (topic 2, broker 4, broker logger 8 and group 32 can)"
+            ),
         )),
     };
     match outcome {

@@ -1,4 +1,4 @@
-//! DescribeConfigs (key 32), v1–4: topic and broker configuration.
+//! DescribeConfigs (key 32), v1–4: topic, broker and group configuration.
 //!
 //! Contract:
 //! - Topic resources (type 2): every topic setting of the settings table that has a value
@@ -13,7 +13,15 @@
 //! - Broker resources (type 4, named by `node.id` or empty): every broker row of the table
 //!   (one without effect on a single node says so in its documentation), source 2 to 5 as
 //!   above (2 and 3 for settings altered at run time, which alone
-//!   are not read-only). Another broker id or resource type: INVALID_REQUEST.
+//!   are not read-only). Another broker id: INVALID_REQUEST.
+//! - Group resources (type 32, any group id, existing or not): its group configurations
+//!   ([`crate::server::group_configs`]); an empty name: INVALID_REQUEST.
+//! - Broker logger resources (type 8, named by `node.id`): the log level of each target
+//!   ([`crate::server::broker_loggers`]); another name: INVALID_REQUEST.
+//! - Client metrics resources (type 16, KIP-714 subscriptions): this broker collects no
+//!   client telemetry, so no subscription exists and any name is described with no entries,
+//!   as Kafka describes a subscription never set; an empty name: INVALID_REQUEST.
+//! - Any other resource type: INVALID_REQUEST.
 //! - `configuration_keys` filters; synonyms (when asked) list where the value may come from,
 //!   in precedence order (the topic override, each broker spelling set dynamically for this
 //!   broker, as the cluster default, or in the static file, then the default), from the
@@ -26,9 +34,12 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
+use crate::server::broker_loggers::{self, RESOURCE_BROKER_LOGGER};
 use crate::server::config_entries::{
-    broker_entries, topic_entries, ConfigEntry, RESOURCE_BROKER, RESOURCE_TOPIC,
+    broker_entries, topic_entries, ConfigEntry, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS,
+    RESOURCE_TOPIC,
 };
+use crate::server::group_configs::{group_entries, RESOURCE_GROUP};
 use crate::server::shard::ShardState;
 use crate::server::topics::unknown_topic;
 use minikafka_core::error_code::ErrorCode;
@@ -91,6 +102,26 @@ pub fn handle<B: Backend>(
             RESOURCE_BROKER => Err((
                 ErrorCode::INVALID_REQUEST,
                 format!("this broker is node {node}, not {name}"),
+            )),
+            RESOURCE_BROKER_LOGGER if name == node => {
+                broker_loggers::current().map(|levels| levels.entries())
+            }
+            RESOURCE_BROKER_LOGGER => Err((
+                ErrorCode::INVALID_REQUEST,
+                format!("this broker is node {node}, not {name}"),
+            )),
+            RESOURCE_CLIENT_METRICS if name.is_empty() => Err((
+                ErrorCode::INVALID_REQUEST,
+                "client metrics subscription name must not be empty".to_string(),
+            )),
+            RESOURCE_CLIENT_METRICS => Ok(Vec::new()),
+            RESOURCE_GROUP if name.is_empty() => Err((
+                ErrorCode::INVALID_REQUEST,
+                "group name must not be empty".to_string(),
+            )),
+            RESOURCE_GROUP => Ok(group_entries(
+                shared.group_configs().by_group.get(name),
+                &effective,
             )),
             other => Err((
                 ErrorCode::INVALID_REQUEST,
