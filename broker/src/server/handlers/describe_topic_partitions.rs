@@ -26,7 +26,7 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 use kafka_protocol::messages::{
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
-use minikafka_core::authorized_operations::ResourceType;
+use minikafka_core::authorized_operations::{self, ResourceType};
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
@@ -162,7 +162,8 @@ pub fn handle<B: Backend>(
         let Some(info) = &infos[topic] else {
             // Kafka answers the operations of every topic it describes, unknown ones too.
             let mut unknown = error_topic(name, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
-            unknown.topic_authorized_operations = ResourceType::Topic.all_operations();
+            unknown.topic_authorized_operations =
+                authorized_operations::all_operations(ResourceType::Topic);
             response.topics.push(unknown);
             continue;
         };
@@ -172,7 +173,8 @@ pub fn handle<B: Backend>(
         entry.is_internal = offsets_topic::is_internal(name);
         entry.partitions = partitions.map(|p| partition_entry(node_id, p)).collect();
         // The request has no flag: Kafka always answers a described topic's operations (KIP-430).
-        entry.topic_authorized_operations = ResourceType::Topic.all_operations();
+        entry.topic_authorized_operations =
+            authorized_operations::all_operations(ResourceType::Topic);
         response.topics.push(entry);
     }
     response.next_cursor = next.map(|(topic, partition)| {
