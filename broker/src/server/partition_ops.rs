@@ -3,7 +3,8 @@
 //!
 //! Contract:
 //! - One typed method per operation kind, in [`LocalPartitions`] (append, read, list offsets,
-//!   open, remove, reconfigure, delete records, describe, group request): what the owner runs
+//!   open, remove, reconfigure, delete records, describe, group request, transaction
+//!   request): what the owner runs
 //!   on a partition it owns. The shard implements it (`ShardState`); nothing else does.
 //! - A caller on the owning shard calls the method directly. A caller on another shard sends
 //!   a [`PartitionCall`] through the owner's inbox: the partition's [`PartitionKey`] and a
@@ -25,6 +26,7 @@ use futures::future::LocalBoxFuture;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::record_errors::RecordFailure;
+use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::wakeup::PartitionSignal;
 
 use crate::log::LogConfig;
@@ -97,6 +99,13 @@ pub trait LocalPartitions {
         key: PartitionKey,
         request: GroupRequest,
     ) -> LocalBoxFuture<'_, Result<GroupResponse, ErrorCode>>;
+
+    /// Runs a transaction request on the coordinator of this `__transaction_state` partition.
+    fn txn(
+        &self,
+        key: PartitionKey,
+        request: TxnRequest,
+    ) -> LocalBoxFuture<'_, Result<TxnResponse, ErrorCode>>;
 }
 
 /// What a [`PartitionCall`] runs on the owner: one [`LocalPartitions`] method, its answer

@@ -32,6 +32,7 @@ use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
@@ -43,6 +44,9 @@ pub use super::partition_ops::{
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
 use super::shared::Shared;
+use super::txns::host::TxnHosts;
+use super::txns::metrics::TxnMetrics;
+use super::txns::state_topic::TRANSACTION_STATE_TOPIC;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
@@ -80,6 +84,10 @@ pub struct ShardState<B: Backend> {
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
     pub groups: GroupHosts<B>,
+    /// The transaction coordinators this shard hosts.
+    pub txns: TxnHosts<B>,
+    /// This shard's transaction counters.
+    pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
 }
@@ -114,6 +122,8 @@ impl<B: Backend> ShardState<B> {
             stop,
             stop_tx,
             groups: GroupHosts::new(),
+            txns: TxnHosts::new(),
+            txn_metrics: Rc::new(TxnMetrics::new()),
             metrics: ShardMetrics::new(),
         }
     }
@@ -323,6 +333,23 @@ impl<B: Backend> ShardState<B> {
         self.on_owner(
             key(OFFSETS_TOPIC, partition),
             move |p, key| p.group(key, request),
+            unavailable,
+        )
+        .await
+    }
+
+    /// Runs `request` on the transaction coordinator of `__transaction_state` partition
+    /// `partition`, on its owner. NOT_COORDINATOR when the owner no longer takes calls or is
+    /// shutting down, COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    pub async fn txn_request(
+        self: &Rc<Self>,
+        partition: i32,
+        request: TxnRequest,
+    ) -> Result<TxnResponse, ErrorCode> {
+        let unavailable = Err(ErrorCode::NOT_COORDINATOR);
+        self.on_owner(
+            key(TRANSACTION_STATE_TOPIC, partition),
+            move |p, key| p.txn(key, request),
             unavailable,
         )
         .await
@@ -662,6 +689,19 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         Box::pin(async move {
             let key = &key;
             let Some(host) = self.groups.get(key.partition) else {
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+            };
+            host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)
+        })
+    }
+
+    fn txn(
+        &self,
+        key: PartitionKey,
+        request: TxnRequest,
+    ) -> LocalBoxFuture<'_, Result<TxnResponse, ErrorCode>> {
+        Box::pin(async move {
+            let Some(host) = self.txns.get(key.partition) else {
                 return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
             };
             host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)

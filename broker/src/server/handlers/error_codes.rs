@@ -31,7 +31,28 @@ top_level!(
     ListGroupsResponse,
     ConsumerGroupHeartbeatResponse,
     DescribeAclsResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    ListTransactionsResponse,
 );
+
+impl ErrorCodes for AddPartitionsToTxnResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let by_transaction = self
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| t.topic_results.iter());
+        let topics = by_transaction.chain(self.results_by_topic_v3_and_below.iter());
+        let partitions = topics.flat_map(|t| t.results_by_partition.iter());
+        std::iter::once(self.error_code).chain(partitions.map(|p| p.partition_error_code))
+    }
+}
+
+impl ErrorCodes for DescribeTransactionsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.transaction_states.iter().map(|t| t.error_code)
+    }
+}
 
 impl ErrorCodes for CreateAclsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
