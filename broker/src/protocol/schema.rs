@@ -29,7 +29,7 @@ use kafka_protocol::messages::{
     init_producer_id_request, join_group_request, leave_group_request, list_groups_request,
     list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
-    ApiKey,
+    txn_offset_commit_request, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -1150,6 +1150,46 @@ strukt!(
 );
 message!(DELETE_ACLS, DeleteAcls, 1, 3, flexible_from 2, DELETE_ACLS_BODY);
 
+// TxnOffsetCommit (key 28).
+strukt!(
+    TXN_OFFSET_COMMIT_PARTITION,
+    txn_offset_commit_request::TxnOffsetCommitRequestPartition,
+    [
+        field("partition_index", Int32, 0, ANY),
+        field("committed_offset", Int64, 0, ANY),
+        field("committed_leader_epoch", Int32, 2, ANY),
+        field("committed_metadata", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_TOPIC,
+    txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+    [
+        field("name", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&TXN_OFFSET_COMMIT_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_BODY,
+    txn_offset_commit_request::TxnOffsetCommitRequest,
+    [
+        field("transactional_id", Str, 0, ANY),
+        field("group_id", Str, 0, ANY),
+        field("producer_id", Int64, 0, ANY),
+        field("producer_epoch", Int16, 0, ANY),
+        field("generation_id", Int32, 3, ANY),
+        field("member_id", Str, 3, ANY),
+        field("group_instance_id", NullableStr, 3, ANY),
+        field("topics", Array(&Struct(&TXN_OFFSET_COMMIT_TOPIC)), 0, ANY),
+    ]
+);
+message!(TXN_OFFSET_COMMIT, TxnOffsetCommit, 0, 5, flexible_from 3, TXN_OFFSET_COMMIT_BODY);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1186,6 +1226,7 @@ pub static COVERED: &[&MessageSchema] = &[
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
     &DESCRIBE_TOPIC_PARTITIONS,
+    &TXN_OFFSET_COMMIT,
 ];
 
 /// The schema for `api_key`, if the broker covers it.
@@ -1260,6 +1301,7 @@ mod tests {
             DeleteAclsRequest,
             DescribeProducersRequest,
             DescribeTopicPartitionsRequest,
+            TxnOffsetCommitRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

@@ -34,6 +34,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod txn_offset_commit;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -106,6 +107,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::TxnOffsetCommit, 0, 5),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -229,6 +231,9 @@ pub async fn handle<B: Backend>(
             reply!(group_offsets::offset_fetch(state, req, version).await)
         }
         RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
+        RequestBody::TxnOffsetCommit(req) => {
+            reply!(txn_offset_commit::handle(state, req, version).await)
+        }
         RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
         RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
         RequestBody::DescribeGroups(req) => {
