@@ -904,6 +904,40 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             };
             RequestBody::DescribeTopicPartitions(r)
         }
+        ApiKey::TxnOffsetCommit => {
+            let mut r = TxnOffsetCommitRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.group_id = group("g");
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = 3;
+            if v >= 3 {
+                r.generation_id = 7;
+                r.member_id = s("member-1");
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                    t.name = topic(&format!("toc{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut op =
+                                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default(
+                                );
+                            op.partition_index = p;
+                            op.committed_offset = 1000 + i64::from(p);
+                            if v >= 2 {
+                                op.committed_leader_epoch = 4;
+                            }
+                            op.committed_metadata = opt(alt, "meta");
+                            op
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::TxnOffsetCommit(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -979,7 +1013,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 34);
+    assert_eq!(per_key.len(), 35);
 }
 
 // ---------------------------------------------------------------------------------------------

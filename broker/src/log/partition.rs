@@ -542,7 +542,22 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// [`BackendFile::write_parts_at`]: minikafka_core::backend::BackendFile::write_parts_at
     pub async fn append(&self, batch: impl Into<Bytes>, now_ms: i64) -> Result<AppendInfo> {
-        let batch: Bytes = batch.into();
+        self.append_from(batch.into(), now_ms, Origin::Client).await
+    }
+
+    /// [`append`](Self::append) for a batch a coordinator of this broker wrote (the group
+    /// coordinator's transactional offsets and their markers, I74): the producer rules are
+    /// not applied (as Kafka skips them for its coordinators' appends), everything else is.
+    pub async fn append_from_coordinator(
+        &self,
+        batch: impl Into<Bytes>,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        self.append_from(batch.into(), now_ms, Origin::Coordinator)
+            .await
+    }
+
+    async fn append_from(&self, batch: Bytes, now_ms: i64, origin: Origin) -> Result<AppendInfo> {
         // The produce path's one validation of this batch (I3; the Produce handler applies
         // only the framing rule), counted for the tests.
         let mut header = validate_produced(
@@ -567,6 +582,7 @@ impl<B: Backend> PartitionLog<B> {
             batch,
             header,
             now_ms,
+            origin,
             reply,
         });
         let guard = self.append_lock.lock().await;
@@ -688,7 +704,9 @@ impl<B: Backend> PartitionLog<B> {
             return Placement::Answered;
         }
         let producer_batch = ProducerBatch::from_header(&queued.header);
-        let decision = {
+        let decision = if queued.origin == Origin::Coordinator {
+            Decision::NotIdempotent
+        } else {
             let producers = self.producers.borrow();
             match group
                 .admission
@@ -733,9 +751,11 @@ impl<B: Backend> PartitionLog<B> {
                 return Placement::Answered;
             }
         }
-        group
-            .admission
-            .join(&self.producers.borrow(), &producer_batch);
+        if queued.origin == Origin::Client {
+            group
+                .admission
+                .join(&self.producers.borrow(), &producer_batch);
+        }
         group.push(
             queued.batch,
             queued.header,
@@ -1469,7 +1489,16 @@ struct QueuedAppend {
     batch: SplitBatch,
     header: BatchHeader,
     now_ms: i64,
+    origin: Origin,
     reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// Who wrote a batch: a client (the producer rules apply) or one of the broker's
+/// coordinators (they do not, as in Kafka).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Coordinator,
 }
 
 /// What the writer did with one queued append (before any wait for durability).

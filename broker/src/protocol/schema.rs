@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
     join_group_request, leave_group_request, list_groups_request, list_offsets_request,
     list_transactions_request, metadata_request, offset_commit_request, offset_delete_request,
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
-    ApiKey,
+    txn_offset_commit_request, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -1245,6 +1245,45 @@ strukt!(
     ]
 );
 message!(LIST_TRANSACTIONS, ListTransactions, 0, 2, flexible_from 0, LIST_TRANSACTIONS_BODY);
+// TxnOffsetCommit (key 28).
+strukt!(
+    TXN_OFFSET_COMMIT_PARTITION,
+    txn_offset_commit_request::TxnOffsetCommitRequestPartition,
+    [
+        field("partition_index", Int32, 0, ANY),
+        field("committed_offset", Int64, 0, ANY),
+        field("committed_leader_epoch", Int32, 2, ANY),
+        field("committed_metadata", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_TOPIC,
+    txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+    [
+        field("name", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&TXN_OFFSET_COMMIT_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_BODY,
+    txn_offset_commit_request::TxnOffsetCommitRequest,
+    [
+        field("transactional_id", Str, 0, ANY),
+        field("group_id", Str, 0, ANY),
+        field("producer_id", Int64, 0, ANY),
+        field("producer_epoch", Int16, 0, ANY),
+        field("generation_id", Int32, 3, ANY),
+        field("member_id", Str, 3, ANY),
+        field("group_instance_id", NullableStr, 3, ANY),
+        field("topics", Array(&Struct(&TXN_OFFSET_COMMIT_TOPIC)), 0, ANY),
+    ]
+);
+message!(TXN_OFFSET_COMMIT, TxnOffsetCommit, 0, 5, flexible_from 3, TXN_OFFSET_COMMIT_BODY);
 
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
@@ -1287,6 +1326,7 @@ pub static COVERED: &[&MessageSchema] = &[
     &DESCRIBE_TOPIC_PARTITIONS,
     &DESCRIBE_TRANSACTIONS,
     &LIST_TRANSACTIONS,
+    &TXN_OFFSET_COMMIT,
 ];
 
 /// The schema for `api_key`, if the broker covers it.
@@ -1366,6 +1406,7 @@ mod tests {
             EndTxnRequest,
             DescribeTransactionsRequest,
             ListTransactionsRequest,
+            TxnOffsetCommitRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

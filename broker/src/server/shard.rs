@@ -720,10 +720,24 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
             let state = self.0.upgrade().ok_or(ErrorCode::NOT_COORDINATOR)?;
             let _in_flight = state.begin_request();
             let key = key(OFFSETS_TOPIC, partition);
-            LocalPartitions::append(&*state, key, batch)
-                .await
-                .map(|_| ())
-                .map_err(|refusal| refusal.code)
+            let owned = state
+                .owned(&key)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            // The coordinator's own batches (transactional offsets, markers: I74) are not
+            // held to the producer rules.
+            let now = state.backend.wall_clock_ms();
+            let bytes = batch.len() as u64;
+            match owned.log.append_from_coordinator(batch, now).await {
+                Ok(info) => {
+                    let records = (info.last_offset.0 - info.base_offset.0 + 1).max(0) as u64;
+                    state
+                        .metrics
+                        .appended(OFFSETS_TOPIC, partition, records, bytes);
+                    owned.signal.notify_append();
+                    Ok(())
+                }
+                Err(e) => Err(log_error_code(OFFSETS_TOPIC, partition, "append", &e)),
+            }
         })
     }
 }

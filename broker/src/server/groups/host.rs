@@ -46,7 +46,7 @@ use minikafka_core::group::{
     Append, AppendError, Coordinator, GroupConfig, GroupRequest, GroupResponse, RequestToken,
 };
 
-use super::offsets_log::{append_bytes, encode_appends, replay_log};
+use super::offsets_log::{append_bytes, batches_alone, encode_appends, replay_log};
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::log::PartitionLog;
@@ -233,7 +233,8 @@ impl<B: Backend> CoordinatorHost<B> {
         let _ = self.wake_timer.try_send(());
     }
 
-    /// Takes the queued appends that fit one batch (at least one).
+    /// Takes the queued appends that fit one batch (at least one; a transactional append or a
+    /// marker alone).
     fn take_batch(&self) -> Vec<Append> {
         let mut queue = self.queue.borrow_mut();
         let mut taken = Vec::new();
@@ -241,6 +242,14 @@ impl<B: Backend> CoordinatorHost<B> {
         while let Some(next) = queue.front() {
             let size = append_bytes(next);
             if !taken.is_empty() && bytes + size > self.max_batch_bytes {
+                break;
+            }
+            // A transactional append or a marker is a batch of its own (I74).
+            if !taken.is_empty() && batches_alone(next) {
+                break;
+            }
+            if batches_alone(next) {
+                taken.extend(queue.pop_front());
                 break;
             }
             bytes += size;

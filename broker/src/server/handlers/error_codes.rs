@@ -161,6 +161,13 @@ impl ErrorCodes for OffsetCommitResponse {
     }
 }
 
+impl ErrorCodes for TxnOffsetCommitResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        partitions.map(|p| p.error_code)
+    }
+}
+
 impl ErrorCodes for OffsetFetchResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         // v0–7 answer one group at the top level, v8+ one entry per group.

@@ -39,6 +39,7 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod txn_offset_commit;
 pub mod txn_shared;
 
 use std::net::SocketAddr;
@@ -117,6 +118,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 5),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -240,6 +242,9 @@ pub async fn handle<B: Backend>(
             reply!(group_offsets::offset_fetch(state, req, version).await)
         }
         RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
+        RequestBody::TxnOffsetCommit(req) => {
+            reply!(txn_offset_commit::handle(state, req, version).await)
+        }
         RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
         RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
         RequestBody::DescribeGroups(req) => {

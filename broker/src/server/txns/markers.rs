@@ -18,6 +18,9 @@ use std::rc::Rc;
 
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{
+    CompleteTxnRequest, GroupRequest, GroupResponse, TxnResult as GroupTxnResult,
+};
 use minikafka_core::record::{compute_crc, BatchBuilder, NewRecord};
 use minikafka_core::txn::{MarkerWrite, TopicPartition, TxnResult, CONSUMER_OFFSETS_TOPIC};
 use minikafka_core::types::Offset;
@@ -130,17 +133,30 @@ async fn partition_marker<B: Backend>(
         .map_err(|refusal| refusal.code)
 }
 
-/// One marker on a `__consumer_offsets` partition: the group coordinator's pending offsets
-/// of the producer become visible or vanish.
+/// One marker on a `__consumer_offsets` partition: the group coordinator owning it appends
+/// the marker (its partition's only writer) and the producer's pending TxnOffsetCommit
+/// offsets there become visible or vanish, in every group of the partition (s3-txn-offsets'
+/// `CompleteTxn`; the group id only routes, and the marker write names the partition, so
+/// it is sent to the partition directly).
 async fn group_marker<B: Backend>(
     state: &Rc<ShardState<B>>,
     tp: &TopicPartition,
     write: &MarkerWrite,
 ) -> Result<(), ErrorCode> {
-    // Until the group coordinator keeps pending transactional offsets (TxnOffsetCommit),
-    // there is nothing of this producer's to complete there: the marker goes into the
-    // offsets partition's log, as Kafka writes it.
-    partition_marker(state, tp, write).await
+    let request = GroupRequest::CompleteTxn(CompleteTxnRequest {
+        group_id: String::new(),
+        producer_id: write.producer_id,
+        producer_epoch: write.producer_epoch,
+        result: match write.result {
+            TxnResult::Commit => GroupTxnResult::Commit,
+            TxnResult::Abort => GroupTxnResult::Abort,
+        },
+    });
+    match state.group_request(tp.partition, request).await? {
+        GroupResponse::CompleteTxn(r) if r.error_code.is_error() => Err(r.error_code),
+        GroupResponse::CompleteTxn(_) => Ok(()),
+        _ => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use minikafka_core::txn::{MarkerWrite, TopicPartition};
 use super::host::{txn_config, TxnContext, TxnIo};
 use super::markers;
 use super::state_topic::TRANSACTION_STATE_TOPIC;
+use crate::server::groups::offsets_topic::OFFSETS_TOPIC;
 use crate::server::partition_ops::{LocalPartitions, PartitionKey};
 use crate::server::shard::ShardState;
 
@@ -93,7 +94,12 @@ pub async fn load<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String
         io: Rc::new(ShardTxnIo(Rc::downgrade(state))),
         metrics: Rc::clone(&state.txn_metrics),
     });
-    let config = txn_config(&state.shared.config);
+    let mut config = txn_config(&state.shared.config);
+    // AddOffsetsToTxn adds the group's partition by the count the offsets topic has, which
+    // an existing topic keeps whatever the setting says now.
+    if let Some(offsets) = state.shared.topic(OFFSETS_TOPIC) {
+        config.offsets_topic_partitions = offsets.partition_count();
+    }
     // Kafka's coordinator epoch is the state partition's leader epoch; a single node leads
     // every partition at one epoch (I65).
     state
