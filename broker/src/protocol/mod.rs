@@ -36,7 +36,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest,
+    SyncGroupRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
@@ -369,6 +369,7 @@ request_bodies! {
     DeleteAcls(DeleteAclsRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
 }
 
 /// A request that passed every check and was decoded.

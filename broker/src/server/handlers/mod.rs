@@ -34,6 +34,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod write_txn_markers;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -106,6 +107,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -255,6 +257,7 @@ pub async fn handle<B: Backend>(
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
         }
+        RequestBody::WriteTxnMarkers(req) => reply!(write_txn_markers::handle(state, req).await),
         RequestBody::InitProducerId(req) => {
             reply!(init_producer_id::handle_request(state, req, version).await)
         }
