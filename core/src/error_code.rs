@@ -104,6 +104,9 @@ error_codes! {
     INVALID_TRANSACTION_TIMEOUT = 50;
     /// Another transition of this transactional id is in progress; retry (retriable).
     CONCURRENT_TRANSACTIONS = 51;
+    /// A marker from a transaction coordinator older than the one that last wrote to the
+    /// producer's transactions in this partition.
+    TRANSACTION_COORDINATOR_FENCED = 52;
     /// The client may not use this transactional id.
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53;
     /// Security features are disabled: no authorizer is configured (the ACL APIs' answer).

@@ -53,7 +53,9 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
+use minikafka_core::control_batch::{decode_marker, encode_marker, TxnMarker};
 use minikafka_core::fetch::{FetchPlanner, FetchStep};
+use minikafka_core::partition::txn::TxnTracker;
 use minikafka_core::producer::{
     Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
     ProducerLimits, ProducerStateTable,
@@ -64,6 +66,7 @@ use minikafka_core::record::{
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
 use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
+use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
@@ -74,6 +77,7 @@ use super::recover::{open_segment, SegmentRecovery};
 use super::recovered_sync::{RecoveredLog, UnsyncedLog};
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
+use super::txn_index;
 use super::{LogError, Result, LEADER_EPOCH};
 use crate::metrics::SyncStats;
 
@@ -158,6 +162,9 @@ pub struct PartitionLog<B: Backend> {
     recovery: Vec<SegmentRecovery>,
     /// Idempotent producer state; checked and updated under `append_lock`.
     producers: RefCell<ProducerStateTable>,
+    /// Transactions (ongoing per producer, aborted ranges; the LSO, I67); checked and updated
+    /// under `append_lock`, with the producer state, in the same step as the high watermark.
+    txns: RefCell<TxnTracker>,
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
@@ -237,9 +244,9 @@ impl<B: Backend> PartitionLog<B> {
             }
             match classify(name) {
                 SegmentFile::Log(base) => log_bases.push(base),
-                SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
-                    index_bases.push((base, path))
-                }
+                SegmentFile::Index(base)
+                | SegmentFile::TimeIndex(base)
+                | SegmentFile::TxnIndex(base) => index_bases.push((base, path)),
                 SegmentFile::Snapshot(offset) => snapshot_offsets.push(offset),
                 SegmentFile::Stray => {
                     tracing::info!(?path, "removing leftover file");
@@ -349,6 +356,8 @@ impl<B: Backend> PartitionLog<B> {
             now_ms,
         )
         .await?;
+        // The transaction state is the log's (I70): replayed whole, the txnindex files checked.
+        let txns = txn_index::rebuild(&backend, dir, &segments, log_start_offset).await?;
         let log = PartitionLog {
             backend,
             dir: dir.to_path_buf(),
@@ -365,6 +374,7 @@ impl<B: Backend> PartitionLog<B> {
             last_sync_ms: Cell::new(now_ms),
             recovery,
             producers: RefCell::new(producers),
+            txns: RefCell::new(txns),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
@@ -411,6 +421,24 @@ impl<B: Backend> PartitionLog<B> {
     /// The offset the next append gets (every offset below it is readable).
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark.get()
+    }
+
+    /// The last stable offset (I67): the first offset of the oldest ongoing transaction, else
+    /// the high watermark. Read with no await after the high watermark it is compared to.
+    pub fn last_stable_offset(&self) -> Offset {
+        self.txns
+            .borrow()
+            .last_stable_offset(self.high_watermark.get())
+    }
+
+    /// The aborted transactions a read_committed read of `[from, upper)` must report.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        self.txns.borrow().aborted_in(from, upper)
+    }
+
+    /// The first offset of `producer_id`'s ongoing transaction (DescribeProducers).
+    pub fn ongoing_transaction(&self, producer_id: i64) -> Option<Offset> {
+        self.txns.borrow().ongoing(producer_id)
     }
 
     /// The first offset in the log.
@@ -558,6 +586,15 @@ impl<B: Backend> PartitionLog<B> {
     }
 
     async fn append_from(&self, batch: Bytes, now_ms: i64, origin: Origin) -> Result<AppendInfo> {
+        if origin == Origin::Coordinator && BatchHeader::parse(&batch).is_ok_and(|h| h.is_control())
+        {
+            // A coordinator's marker (the group coordinator's, on its offsets partition)
+            // takes the marker path, so the partition's transaction state sees it.
+            let marker = decode_marker(&batch).map_err(|e| {
+                LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+            })?;
+            return self.append_marker(marker, now_ms).await;
+        }
         // The produce path's one validation of this batch (I3; the Produce handler applies
         // only the framing rule), counted for the tests.
         let mut header = validate_produced(
@@ -573,6 +610,35 @@ impl<B: Backend> PartitionLog<B> {
             stamp_log_append_time_split(&mut batch.head, &batch.records, now_ms);
             header = BatchHeader::parse(&batch.head)?;
         }
+        self.queue_and_write(batch, header, now_ms, origin, None)
+            .await
+    }
+
+    /// Appends the transaction marker `marker` (a COMMIT or ABORT control batch, Kafka's
+    /// format: [`encode_marker`]) stamped `now_ms`, and returns once the flush policy is
+    /// satisfied for it (I8), like [`append`](Self::append). The marker ends its producer's
+    /// ongoing transaction (the LSO moves, I67); an ABORT records the aborted range (I68).
+    /// Refused ([`LogError::Producer`]) when its producer epoch is older than the producer's,
+    /// or its coordinator epoch older than the last marker's. The only way a control batch
+    /// reaches the log: a produced one is refused by [`validate_produced`].
+    pub async fn append_marker(&self, marker: TxnMarker, now_ms: i64) -> Result<AppendInfo> {
+        let bytes = Bytes::from(encode_marker(&marker, now_ms));
+        let header = BatchHeader::parse(&bytes)?;
+        let batch = SplitBatch::new(bytes)?;
+        self.queue_and_write(batch, header, now_ms, Origin::Coordinator, Some(marker))
+            .await
+    }
+
+    /// Queues one checked batch (a marker with `marker`) and writes it (or waits for the
+    /// writer that takes it), then waits for the flush policy.
+    async fn queue_and_write(
+        &self,
+        batch: SplitBatch,
+        header: BatchHeader,
+        now_ms: i64,
+        origin: Origin,
+        marker: Option<TxnMarker>,
+    ) -> Result<AppendInfo> {
         self.check_writable()?;
 
         // Queue first (arrival order), then take the mutex: whoever holds it writes every
@@ -583,6 +649,7 @@ impl<B: Backend> PartitionLog<B> {
             header,
             now_ms,
             origin,
+            marker,
             reply,
         });
         let guard = self.append_lock.lock().await;
@@ -653,7 +720,10 @@ impl<B: Backend> PartitionLog<B> {
         };
         self.publish(group.next_offset);
         self.sync_stats.written(group.members.len() as u64);
-        self.record_and_answer(&segment, group, positions);
+        let aborted = self.record_and_answer(&segment, group, positions);
+        if !aborted.is_empty() {
+            self.index_aborted(&segment, &aborted).await;
+        }
     }
 
     /// Step 1: when the log is closed or offline, fails every waiting append (the segments
@@ -704,7 +774,23 @@ impl<B: Backend> PartitionLog<B> {
             return Placement::Answered;
         }
         let producer_batch = ProducerBatch::from_header(&queued.header);
-        let decision = if queued.origin == Origin::Coordinator {
+        let decision = if let Some(marker) = &queued.marker {
+            // A marker: one per producer per group like its batches, checked by the
+            // transaction rules only (it carries no sequence).
+            if group.admission.must_wait(&producer_batch) {
+                return Placement::EndsGroup(queued);
+            }
+            let table_epoch = self
+                .producers
+                .borrow()
+                .get(marker.producer_id)
+                .map(|e| e.epoch);
+            if let Err(e) = self.txns.borrow().check_marker(table_epoch, marker) {
+                let _ = queued.reply.send(Err(e.into()));
+                return Placement::Answered;
+            }
+            Decision::NotIdempotent
+        } else if queued.origin == Origin::Coordinator {
             Decision::NotIdempotent
         } else {
             let producers = self.producers.borrow();
@@ -721,7 +807,15 @@ impl<B: Backend> PartitionLog<B> {
                     let _ = queued.reply.send(Err(e.into()));
                     return Placement::Answered;
                 }
-                Admission::Admit(decision) => decision,
+                Admission::Admit(decision) => {
+                    // The transaction rules read only this producer's transaction, which no
+                    // other member of the group changes (one member per producer).
+                    if let Err(e) = self.txns.borrow().check_data(&producer_batch) {
+                        let _ = queued.reply.send(Err(e.into()));
+                        return Placement::Answered;
+                    }
+                    decision
+                }
             }
         };
         let base_offset = group.next_offset;
@@ -751,7 +845,7 @@ impl<B: Backend> PartitionLog<B> {
                 return Placement::Answered;
             }
         }
-        if queued.origin == Origin::Client {
+        if queued.origin == Origin::Client || queued.marker.is_some() {
             group
                 .admission
                 .join(&self.producers.borrow(), &producer_batch);
@@ -764,6 +858,7 @@ impl<B: Backend> PartitionLog<B> {
                 decision,
                 last_offset,
                 now_ms: queued.now_ms,
+                marker: queued.marker,
                 reply: queued.reply,
             },
         );
@@ -813,13 +908,35 @@ impl<B: Backend> PartitionLog<B> {
         self.commit.note_written(next_offset);
     }
 
-    /// Step 6: records each appended idempotent batch in the producer state (before the
-    /// append mutex is released, so the next batch is checked against it) and answers each
-    /// member with its offsets and position.
-    fn record_and_answer(&self, segment: &Segment<B>, group: Group, positions: Vec<FilePos>) {
+    /// Step 6: records each appended idempotent batch in the producer state and each
+    /// transactional batch or marker in the transaction state (before the append mutex is
+    /// released, so the next batch is checked against them, and with no await after
+    /// [`publish`](Self::publish), so no reader sees the new high watermark with the old LSO,
+    /// I67) and answers each member with its offsets and position. Returns the aborted
+    /// ranges the group's ABORT markers recorded (for the segment's `.txnindex`).
+    fn record_and_answer(
+        &self,
+        segment: &Segment<B>,
+        group: Group,
+        positions: Vec<FilePos>,
+    ) -> Vec<AbortedTxn> {
+        let mut aborted = Vec::new();
         for ((member, header), position) in
             group.members.into_iter().zip(&group.headers).zip(positions)
         {
+            match &member.marker {
+                Some(marker) => {
+                    if let Some(range) =
+                        self.txns.borrow_mut().on_marker(marker, header.base_offset)
+                    {
+                        aborted.push(range);
+                    }
+                }
+                None => self
+                    .txns
+                    .borrow_mut()
+                    .on_data(&member.producer_batch, header.base_offset),
+            }
             if member.decision == Decision::Append {
                 self.producers.borrow_mut().on_appended(
                     &member.producer_batch,
@@ -840,6 +957,25 @@ impl<B: Backend> PartitionLog<B> {
                 position,
                 duplicate: false,
             })));
+        }
+        let high_watermark = self.high_watermark.get();
+        // I67: the LSO never passes the high watermark.
+        assert!(
+            self.txns.borrow().last_stable_offset(high_watermark) <= high_watermark,
+            "LSO ≤ high watermark (I67)"
+        );
+        aborted
+    }
+
+    /// Appends the aborted ranges of a group's ABORT markers to the `.txnindex` of the segment
+    /// they went to. A failure is logged, not returned: the file is a cache of the log, and
+    /// the next open rebuilds it (I70); reads use the in-memory ranges.
+    async fn index_aborted(&self, segment: &Segment<B>, aborted: &[AbortedTxn]) {
+        if let Err(e) =
+            txn_index::append_entries(&self.backend, &self.dir, segment.base_offset(), aborted)
+                .await
+        {
+            tracing::warn!(dir = ?self.dir, error = %e, "appending to a txnindex failed (rebuilt at the next open)");
         }
     }
 
@@ -1490,6 +1626,8 @@ struct QueuedAppend {
     header: BatchHeader,
     now_ms: i64,
     origin: Origin,
+    /// The marker this control batch encodes (the marker path's batches only).
+    marker: Option<TxnMarker>,
     reply: oneshot::Sender<Result<Outcome>>,
 }
 
@@ -1515,6 +1653,7 @@ struct Member {
     decision: Decision,
     last_offset: Offset,
     now_ms: i64,
+    marker: Option<TxnMarker>,
     reply: oneshot::Sender<Result<Outcome>>,
 }
 
@@ -1625,7 +1764,9 @@ impl Drop for SyncLeader<'_> {
 async fn remove_segment_files<B: Backend>(backend: &B, segment: &Segment<B>) -> io::Result<()> {
     remove_if_present(backend, segment.log_path()).await?;
     remove_if_present(backend, segment.index_path()).await?;
-    remove_if_present(backend, segment.time_index_path()).await
+    remove_if_present(backend, segment.time_index_path()).await?;
+    let dir = segment.log_path().parent().unwrap_or(Path::new("."));
+    txn_index::remove(backend, dir, segment.base_offset()).await
 }
 
 async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<()> {

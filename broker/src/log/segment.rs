@@ -75,6 +75,8 @@ pub enum SegmentFile {
     Index(Offset),
     /// `<base>.timeindex`.
     TimeIndex(Offset),
+    /// `<base>.txnindex`: the segment's aborted transactions (`super::txn_index`).
+    TxnIndex(Offset),
     /// `<offset>.snapshot`: producer state below that offset (not tied to a segment).
     Snapshot(Offset),
     /// A leftover of an interrupted operation (`*.tmp`, `*.deleted`): safe to remove.
@@ -104,6 +106,7 @@ pub fn classify(file_name: &str) -> SegmentFile {
         INDEX_SUFFIX => SegmentFile::Index(Offset(base)),
         TIME_INDEX_SUFFIX => SegmentFile::TimeIndex(Offset(base)),
         SNAPSHOT_SUFFIX => SegmentFile::Snapshot(Offset(base)),
+        super::txn_index::TXN_INDEX_SUFFIX => SegmentFile::TxnIndex(Offset(base)),
         _ => SegmentFile::Unknown,
     }
 }
@@ -550,5 +553,9 @@ mod tests {
             SegmentFile::Stray
         );
         assert_eq!(classify("leader-epoch-checkpoint"), SegmentFile::Unknown);
+        assert_eq!(
+            classify("00000000000000000005.txnindex"),
+            SegmentFile::TxnIndex(Offset(5))
+        );
     }
 }

@@ -38,6 +38,7 @@ use kafka_protocol::messages::{
     ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
     OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
     ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
@@ -376,6 +377,7 @@ request_bodies! {
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
 }
 
 /// A request that passed every check and was decoded.

@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
     join_group_request, leave_group_request, list_groups_request, list_offsets_request,
     list_transactions_request, metadata_request, offset_commit_request, offset_delete_request,
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
-    txn_offset_commit_request, ApiKey,
+    txn_offset_commit_request, write_txn_markers_request, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -1020,6 +1020,38 @@ strukt!(
 );
 message!(DESCRIBE_LOG_DIRS, DescribeLogDirs, 1, 4, flexible_from 2, DESCRIBE_LOG_DIRS_BODY);
 
+// WriteTxnMarkers (key 27): v1 only in Kafka 4.x (v0 removed by KIP-896), flexible.
+strukt!(
+    WRITE_TXN_MARKERS_TOPIC,
+    write_txn_markers_request::WritableTxnMarkerTopic,
+    [
+        field("name", Str, 1, ANY),
+        field("partition_indexes", Array(&Int32), 1, ANY),
+    ]
+);
+strukt!(
+    WRITE_TXN_MARKERS_MARKER,
+    write_txn_markers_request::WritableTxnMarker,
+    [
+        field("producer_id", Int64, 1, ANY),
+        field("producer_epoch", Int16, 1, ANY),
+        field("transaction_result", Bool, 1, ANY),
+        field("topics", Array(&Struct(&WRITE_TXN_MARKERS_TOPIC)), 1, ANY),
+        field("coordinator_epoch", Int32, 1, ANY),
+    ]
+);
+strukt!(
+    WRITE_TXN_MARKERS_BODY,
+    write_txn_markers_request::WriteTxnMarkersRequest,
+    [field(
+        "markers",
+        Array(&Struct(&WRITE_TXN_MARKERS_MARKER)),
+        1,
+        ANY
+    ),]
+);
+message!(WRITE_TXN_MARKERS, WriteTxnMarkers, 1, 1, flexible_from 1, WRITE_TXN_MARKERS_BODY);
+
 // DescribeProducers (key 61): flexible in every version.
 strukt!(
     DESCRIBE_PRODUCERS_TOPIC,
@@ -1305,6 +1337,7 @@ pub static COVERED: &[&MessageSchema] = &[
     &DELETE_TOPICS,
     &DELETE_RECORDS,
     &INIT_PRODUCER_ID,
+    &WRITE_TXN_MARKERS,
     &OFFSET_FOR_LEADER_EPOCH,
     &ADD_PARTITIONS_TO_TXN,
     &ADD_OFFSETS_TO_TXN,
@@ -1385,6 +1418,7 @@ mod tests {
             DeleteTopicsRequest,
             DeleteRecordsRequest,
             InitProducerIdRequest,
+            WriteTxnMarkersRequest,
             DescribeConfigsRequest,
             AlterConfigsRequest,
             DeleteGroupsRequest,

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
+use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::record_errors::RecordFailure;
@@ -54,6 +55,17 @@ pub trait LocalPartitions {
         key: PartitionKey,
         batch: Bytes,
     ) -> LocalBoxFuture<'_, Result<Appended, AppendRefusal>>;
+
+    /// Appends one transaction marker (a COMMIT or ABORT control batch, Kafka's format) and
+    /// wakes the partition's waiters (the LSO may have moved, I69): the marker's offset once
+    /// durable under the partition's flush policy (I8), or the error code
+    /// (INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED
+    /// for an older coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR…).
+    fn write_marker(
+        &self,
+        key: PartitionKey,
+        marker: TxnMarker,
+    ) -> LocalBoxFuture<'_, Result<i64, ErrorCode>>;
 
     /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
     fn read(

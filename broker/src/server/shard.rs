@@ -30,6 +30,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
+use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::txn::{TxnRequest, TxnResponse};
@@ -203,6 +204,26 @@ impl<B: Backend> ShardState<B> {
         self.on_owner(
             key(topic, partition),
             move |p, key| p.append(key, batch),
+            unavailable,
+        )
+        .await
+    }
+
+    /// Appends the transaction marker `marker` to `topic`/`partition` on its owner (directly
+    /// on this shard, else through the owner's inbox) and wakes its waiters: the marker's
+    /// offset once durable under the flush policy (I8), or the error code
+    /// ([`LocalPartitions::write_marker`]). UNKNOWN_SERVER_ERROR when the owner no longer
+    /// takes calls.
+    pub async fn write_txn_marker(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode> {
+        let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR);
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.write_marker(key, marker),
             unavailable,
         )
         .await
@@ -508,6 +529,33 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
                         _ => Vec::new(),
                     },
                 }),
+            }
+        })
+    }
+
+    fn write_marker(
+        &self,
+        key: PartitionKey,
+        marker: TxnMarker,
+    ) -> LocalBoxFuture<'_, Result<i64, ErrorCode>> {
+        Box::pin(async move {
+            let key = &key;
+            let (topic, partition) = (key.topic.as_str(), key.partition);
+            let owned = self
+                .owned(key)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            // Queued on this first poll, like an append (arrival order decides offsets).
+            match owned
+                .log
+                .append_marker(marker, self.backend.wall_clock_ms())
+                .await
+            {
+                Ok(info) => {
+                    // The marker is visible and the LSO may have moved: wake (I7, I69).
+                    owned.signal.notify_append();
+                    Ok(info.base_offset.0)
+                }
+                Err(e) => Err(log_error_code(topic, partition, "write marker", &e)),
             }
         })
     }

@@ -227,6 +227,13 @@ impl ErrorCodes for DescribeProducersResponse {
     }
 }
 
+impl ErrorCodes for WriteTxnMarkersResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let topics = self.markers.iter().flat_map(|m| m.topics.iter());
+        topics.flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+    }
+}
+
 impl ErrorCodes for DescribeTopicPartitionsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());

@@ -41,6 +41,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod txn_offset_commit;
 pub mod txn_shared;
+pub mod write_txn_markers;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -119,6 +120,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -271,6 +273,7 @@ pub async fn handle<B: Backend>(
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
         }
+        RequestBody::WriteTxnMarkers(req) => reply!(write_txn_markers::handle(state, req).await),
         RequestBody::InitProducerId(req) => {
             reply!(init_producer_id::handle_request(state, req, version).await)
         }
