@@ -938,6 +938,100 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
                 .collect();
             RequestBody::TxnOffsetCommit(r)
         }
+        ApiKey::AddPartitionsToTxn => {
+            let mut r = AddPartitionsToTxnRequest::default();
+            let topics = |n: u8| -> Vec<add_partitions_to_txn_request::AddPartitionsToTxnTopic> {
+                (0..n)
+                    .map(|i| {
+                        let mut t =
+                            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                        t.name = topic(&format!("apt{i}"));
+                        t.partitions = vec![0, 1];
+                        t
+                    })
+                    .collect()
+            };
+            if v >= 4 {
+                r.transactions = (0..2u8)
+                    .map(|i| {
+                        let mut t =
+                            add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                        t.transactional_id = TransactionalId(s(&format!("tx-{i}")));
+                        t.producer_id = ProducerId(4000 + i64::from(i));
+                        t.producer_epoch = 2;
+                        t.verify_only = alt;
+                        t.topics = topics(2);
+                        t
+                    })
+                    .collect();
+            } else {
+                r.v3_and_below_transactional_id = TransactionalId(s("tx-1"));
+                r.v3_and_below_producer_id = ProducerId(4000);
+                r.v3_and_below_producer_epoch = 2;
+                r.v3_and_below_topics = topics(if alt { 1 } else { 2 });
+            }
+            RequestBody::AddPartitionsToTxn(r)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut r = AddOffsetsToTxnRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = if alt { 0 } else { 3 };
+            r.group_id = group("g");
+            RequestBody::AddOffsetsToTxn(r)
+        }
+        ApiKey::EndTxn => {
+            let mut r = EndTxnRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = 3;
+            r.committed = !alt;
+            RequestBody::EndTxn(r)
+        }
+        ApiKey::DescribeTransactions => {
+            let mut r = DescribeTransactionsRequest::default();
+            r.transactional_ids = if alt {
+                vec![]
+            } else {
+                vec![TransactionalId(s("tx-1")), TransactionalId(s("tx-2"))]
+            };
+            RequestBody::DescribeTransactions(r)
+        }
+        ApiKey::ListTransactions => {
+            let mut r = ListTransactionsRequest::default();
+            r.state_filters = if alt { vec![] } else { vec![s("Ongoing")] };
+            r.producer_id_filters = vec![ProducerId(4000)];
+            if v >= 1 {
+                r.duration_filter = if alt { -1 } else { 60_000 };
+            }
+            if v >= 2 {
+                r.transactional_id_pattern = opt(alt, "tx-.*");
+            }
+            RequestBody::ListTransactions(r)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = (0..2u8)
+                .map(|i| {
+                    let mut m = write_txn_markers_request::WritableTxnMarker::default();
+                    m.producer_id = ProducerId(4000 + i64::from(i));
+                    m.producer_epoch = 2;
+                    m.transaction_result = !alt;
+                    m.coordinator_epoch = 0;
+                    m.topics = (0..2u8)
+                        .map(|j| {
+                            let mut t =
+                                write_txn_markers_request::WritableTxnMarkerTopic::default();
+                            t.name = topic(&format!("wtm{j}"));
+                            t.partition_indexes = vec![0, 1];
+                            t
+                        })
+                        .collect();
+                    m
+                })
+                .collect();
+            RequestBody::WriteTxnMarkers(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -1013,7 +1107,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 35);
+    assert_eq!(per_key.len(), 41);
 }
 
 // ---------------------------------------------------------------------------------------------
