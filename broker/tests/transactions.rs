@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,7 +19,7 @@ use minikafka_core::types::Offset;
 
 use common::librdkafka::TEST_LIMIT;
 use common::typed::TypedClient;
-use common::{bounded, Broker};
+use common::{bounded, free_port, Broker};
 
 fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())
@@ -212,8 +214,28 @@ fn log_end(client: &mut TypedClient, topic: &str, partition: i32) -> i64 {
     p.offset
 }
 
-fn started() -> Broker {
-    Broker::builder()
+/// The value of sample `series` (e.g. `minikafka_transactions_ongoing`) on the metrics page.
+fn metric(addr: SocketAddr, series: &str) -> f64 {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        .expect("send");
+    let mut page = String::new();
+    stream.read_to_string(&mut page).expect("read the page");
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {page}"))
+}
+
+/// A broker with two shards, 4 state partitions, fsync, a fast timeout scan, and a metrics
+/// endpoint (returned beside it).
+fn started() -> (Broker, SocketAddr) {
+    let metrics: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let broker = Broker::builder()
+        .with("metrics.listener", &format!("http://{metrics}"))
         .with("num.shards", "2")
         .with("transaction.state.log.num.partitions", "4")
         .with("offsets.topic.num.partitions", "4")
@@ -222,13 +244,14 @@ fn started() -> Broker {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             "200",
         )
-        .start()
+        .start();
+    (broker, metrics)
 }
 
 #[test]
 fn a_transaction_commits_with_its_markers_and_a_new_producer_fences_the_old() {
     bounded(TEST_LIMIT, || {
-        let broker = started();
+        let (broker, metrics) = started();
         let mut c = TypedClient::connect(broker.addr());
         let versions: ApiVersionsResponse =
             c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
@@ -327,6 +350,7 @@ fn a_transaction_commits_with_its_markers_and_a_new_producer_fences_the_old() {
             list(&mut c, &[], Some("(")).0,
             ErrorCode::INVALID_REQUEST.code()
         );
+        assert_eq!(metric(metrics, "minikafka_transactions_ongoing"), 1.0);
         // Commit: answered once PrepareCommit is durable; the marker follows (I64).
         assert_eq!(end_txn(&mut c, 3, "tx-a", pe, true), NONE);
         let d = wait_for_state(&mut c, "tx-a", "CompleteCommit");
@@ -365,13 +389,24 @@ fn a_transaction_commits_with_its_markers_and_a_new_producer_fences_the_old() {
         assert_eq!(end_txn(&mut c, 5, "tx-a", (pid, 1), false), NONE);
         wait_for_state(&mut c, "tx-a", "CompleteAbort");
         assert_eq!(log_end(&mut c, "out", 1), 1, "the ABORT marker");
+        let count = |result: &str| {
+            metric(
+                metrics,
+                &format!("minikafka_transactions_total{{result=\"{result}\"}}"),
+            )
+        };
+        assert_eq!(
+            (count("committed"), count("aborted"), count("timed_out")),
+            (1.0, 1.0, 0.0)
+        );
+        assert_eq!(metric(metrics, "minikafka_transactions_ongoing"), 0.0);
     });
 }
 
 #[test]
 fn an_open_transaction_survives_kill_9_and_is_aborted_by_its_timeout() {
     bounded(TEST_LIMIT, || {
-        let mut broker = started();
+        let (mut broker, metrics) = started();
         let mut c = TypedClient::connect(broker.addr());
         create_topic(&mut c, "out", 1);
         let (code, pid, epoch) = init(&mut c, "tx-t", 2_000);
@@ -397,6 +432,13 @@ fn an_open_transaction_survives_kill_9_and_is_aborted_by_its_timeout() {
             log_end(&mut c, "out", 0),
             2,
             "the record and its ABORT marker"
+        );
+        assert_eq!(
+            metric(
+                metrics,
+                "minikafka_transactions_total{result=\"timed_out\"}"
+            ),
+            1.0
         );
         assert_eq!(
             end_txn(&mut c, 3, "tx-t", (pid, 0), true),

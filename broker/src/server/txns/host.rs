@@ -161,13 +161,18 @@ impl<B: Backend> TxnHost<B> {
         }
     }
 
-    /// Per state, how many transactional ids this coordinator holds.
-    pub fn states(&self) -> BTreeMap<TxnState, u64> {
-        let mut out = BTreeMap::new();
-        for value in self.coordinator.borrow().durable_state().values() {
-            *out.entry(value.state).or_insert(0) += 1;
-        }
-        out
+    /// How many of this coordinator's transactions are open (Ongoing) now.
+    pub fn ongoing(&self) -> u64 {
+        let coordinator = self.coordinator.borrow();
+        coordinator
+            .transactional_ids()
+            .iter()
+            .filter(|id| {
+                coordinator
+                    .transaction(id)
+                    .is_some_and(|v| v.state == TxnState::Ongoing)
+            })
+            .count() as u64
     }
 
     /// Drains the coordinator's outputs (see the module documentation). `after_timeout`:

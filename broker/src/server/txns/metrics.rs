@@ -4,25 +4,14 @@
 
 use std::cell::Cell;
 
+use crate::metrics::snapshot::TxnCounts;
+
 /// A shard's transaction counters (monotonic since start).
 #[derive(Debug, Default)]
 pub struct TxnMetrics {
     committed: Cell<u64>,
     aborted: Cell<u64>,
     timed_out: Cell<u64>,
-}
-
-/// The counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TxnCounts {
-    /// Transactions whose CompleteCommit record is durable.
-    pub committed: u64,
-    /// Transactions whose CompleteAbort record is durable (timed-out ones included).
-    pub aborted: u64,
-    /// Transactions the coordinator aborted because they ran past their timeout.
-    pub timed_out: u64,
-    /// Transactions open now (state Ongoing), at the scrape.
-    pub ongoing: u64,
 }
 
 impl TxnMetrics {
