@@ -5,6 +5,10 @@
 //!   epoch, its end as a control batch (a COMMIT or ABORT marker); after reopening the log,
 //!   replay gives back exactly the live coordinator's durable state, pending offsets
 //!   included, and the marker completes them (I73, I74, I21).
+//! - Through the group host (its writer and timer tasks on a real shard, appending to a real
+//!   log): a transactional commit, a plain commit and the transaction's end queued together
+//!   are written as three batches — transactional, plain, control — in that order, and the
+//!   log replays to the committed offsets (I74).
 //! - Over TCP against the `minikafka` binary: TxnOffsetCommit v0–5 answers, the offsets stay
 //!   invisible (OffsetFetch) and unstable (`require_stable`, I76) — also after `kill -9` and
 //!   a restart, since they are durable (I74) — unknown partitions get
@@ -15,6 +19,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::LocalBoxFuture;
+use minikafka_broker::config::BrokerConfig;
+use minikafka_broker::server::groups::host::{GroupHosts, HostContext, OffsetsAppender};
+use minikafka_broker::server::groups::offsets_log::encode_marker;
+use minikafka_broker::server::handlers::served_versions;
+use minikafka_broker::server::shared::Shared;
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -224,6 +239,142 @@ fn transactional_offsets_and_markers_replay_from_a_real_offsets_log() {
         round_trip,
     );
     assert_none_failed("transactional offsets log", &failures);
+}
+
+/// Appends to one log as the shard's appender does (coordinator origin).
+struct LogAppender<B: Backend> {
+    log: Rc<PartitionLog<B>>,
+}
+
+impl<B: Backend> OffsetsAppender for LogAppender<B> {
+    fn append(&self, _partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        Box::pin(async move {
+            self.log
+                .append_from_coordinator(batch, NOW)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.kafka_error_code())
+        })
+    }
+
+    fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TxnResult,
+    ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        let batch = encode_marker(producer_id, producer_epoch, result, NOW);
+        self.append(partition, batch.into())
+    }
+}
+
+async fn through_the_host<B: Backend>(backend: B, root: PathBuf) -> Vec<String> {
+    match through_the_host_checks(backend, root).await {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![e],
+    }
+}
+
+async fn through_the_host_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), String> {
+    let dir = root.join("__consumer_offsets-0");
+    let log = Rc::new(
+        PartitionLog::open(backend.clone(), &dir, log_config(), false, NOW)
+            .await
+            .map_err(|e| format!("open: {e}"))?,
+    );
+    let (stop, stopped) = async_channel::bounded::<()>(1);
+    let shared = Arc::new(Shared::new(
+        BrokerConfig::default(),
+        served_versions(),
+        "cluster".into(),
+        true,
+        Arc::new(AtomicBool::new(false)),
+    ));
+    let context = Rc::new(HostContext {
+        backend: backend.clone(),
+        shared,
+        stop: stopped,
+        appender: Rc::new(LogAppender {
+            log: Rc::clone(&log),
+        }),
+    });
+    let hosts = GroupHosts::new();
+    hosts.load(context, vec![(0, Rc::clone(&log))]).await?;
+    let host = hosts.get(0).ok_or("no host for partition 0")?;
+    let mut plain = txn_request(0, "g", 5);
+    plain.topics[0].partitions[0].partition = 1;
+    let plain = GroupRequest::OffsetCommit(core_group::OffsetCommitRequest {
+        version: 9,
+        group_id: "g".into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: plain.topics,
+    });
+    let (txn, plain, end) = futures::join!(
+        host.submit(GroupRequest::TxnOffsetCommit(txn_request(7, "g", 70))),
+        host.submit(plain),
+        host.submit(GroupRequest::CompleteTxn(CompleteTxnRequest {
+            group_id: "g".into(),
+            producer_id: 7,
+            producer_epoch: 2,
+            result: TxnResult::Commit,
+        })),
+    );
+    for answer in [&txn, &plain, &end] {
+        let ok = match answer {
+            Some(GroupResponse::TxnOffsetCommit(r)) | Some(GroupResponse::OffsetCommit(r)) => {
+                r.topics[0].partitions[0].error_code == ErrorCode::NONE
+            }
+            Some(GroupResponse::CompleteTxn(r)) => r.error_code == ErrorCode::NONE,
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("refused: {answer:?}"));
+        }
+    }
+    drop(stop);
+    let read = log
+        .read(Offset(0), 1 << 20)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    let kinds: Vec<_> = BatchIter::new(&read.bytes)
+        .with_options(ValidateOptions::stored())
+        .filter_map(Result::ok)
+        .map(|b| {
+            (
+                b.header.is_transactional(),
+                b.header.is_control(),
+                b.header.producer_id,
+            )
+        })
+        .collect();
+    if kinds != vec![(true, false, 7), (false, false, -1), (true, true, 7)] {
+        return Err(format!("batches written: {kinds:?}"));
+    }
+    log.close().await.map_err(|e| format!("close: {e}"))?;
+    let replayed = reopened(&backend, &dir).await?;
+    let offsets = &replayed.durable_state()["g"].offsets;
+    let got: Vec<_> = offsets
+        .iter()
+        .map(|((t, p), o)| (t.as_str(), *p, o.offset))
+        .collect();
+    if got != vec![("t", 0, 70), ("t", 1, 5)] {
+        return Err(format!("replayed offsets: {got:?}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn the_group_host_writes_transactional_batches_and_markers_in_order() {
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let failures = run_on_one_shard::<minikafka_backend_portable::PortableBackend, _, _>(
+        dir.path(),
+        through_the_host,
+    );
+    assert_none_failed("group host with transactional offsets", &failures);
 }
 
 // ------------------------------------------------------------------ over TCP

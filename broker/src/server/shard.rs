@@ -32,12 +32,13 @@ use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
-use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
 use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
+use super::groups::offsets_log::encode_marker;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
@@ -787,6 +788,21 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
                 Err(e) => Err(log_error_code(OFFSETS_TOPIC, partition, "append", &e)),
             }
         })
+    }
+
+    fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TxnResult,
+    ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        let now = self
+            .0
+            .upgrade()
+            .map_or(0, |state| state.backend.wall_clock_ms());
+        let batch = encode_marker(producer_id, producer_epoch, result, now);
+        self.append(partition, batch.into())
     }
 }
 

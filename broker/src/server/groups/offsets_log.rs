@@ -117,24 +117,32 @@ pub fn encode_appends(appends: &[Append], now_ms: i64) -> Vec<u8> {
                 producer_id,
                 producer_epoch,
                 result,
-            } => {
-                let (key, value) = marker_record(result);
-                let mut builder = BatchBuilder::new();
-                builder.producer_id = producer_id;
-                builder.producer_epoch = producer_epoch;
-                builder.push(&NewRecord {
-                    key: Some(&key),
-                    value: Some(&value),
-                    headers: Vec::new(),
-                    timestamp_ms: now_ms,
-                });
-                let mut batch = builder.build(Offset(0));
-                set_attribute_bits(&mut batch, TRANSACTIONAL_BIT | CONTROL_BIT);
-                return batch;
-            }
+            } => return encode_marker(producer_id, producer_epoch, result, now_ms),
         }
     }
     encode_records(appends, now_ms, -1, -1)
+}
+
+/// A COMMIT or ABORT marker of `producer_id` as one control batch (base offset 0).
+pub fn encode_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    result: TxnResult,
+    now_ms: i64,
+) -> Vec<u8> {
+    let (key, value) = marker_record(result);
+    let mut builder = BatchBuilder::new();
+    builder.producer_id = producer_id;
+    builder.producer_epoch = producer_epoch;
+    builder.push(&NewRecord {
+        key: Some(&key),
+        value: Some(&value),
+        headers: Vec::new(),
+        timestamp_ms: now_ms,
+    });
+    let mut batch = builder.build(Offset(0));
+    set_attribute_bits(&mut batch, TRANSACTIONAL_BIT | CONTROL_BIT);
+    batch
 }
 
 fn encode_records(appends: &[Append], now_ms: i64, producer_id: i64, epoch: i16) -> Vec<u8> {

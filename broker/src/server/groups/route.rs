@@ -82,13 +82,35 @@ pub async fn complete_txn_offsets<B: Backend>(
     producer_epoch: i16,
     result: TxnResult,
 ) -> Result<(), ErrorCode> {
+    match coordinator_partition(state, group_id) {
+        Some(partition) => {
+            complete_txn_offsets_in_partition(state, partition, producer_id, producer_epoch, result)
+                .await
+        }
+        None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// [`complete_txn_offsets`] addressed by `__consumer_offsets` partition, for a marker that
+/// names partitions (WriteTxnMarkers, the transaction coordinator's marker writer): a marker
+/// for an offsets partition must come here rather than be appended to it directly, so the
+/// coordinator stays its only writer (I1) and applies the marker live as replay will (I21,
+/// I74).
+pub async fn complete_txn_offsets_in_partition<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    result: TxnResult,
+) -> Result<(), ErrorCode> {
     let request = GroupRequest::CompleteTxn(CompleteTxnRequest {
-        group_id: group_id.to_owned(),
+        // Only routes a request; the marker completes the producer in every group here.
+        group_id: String::new(),
         producer_id,
         producer_epoch,
         result,
     });
-    match submit_for_group(state, group_id, request).await? {
+    match submit(state, partition, request).await? {
         GroupResponse::CompleteTxn(r) if r.error_code.is_error() => Err(r.error_code),
         GroupResponse::CompleteTxn(_) => Ok(()),
         _ => Err(ErrorCode::UNKNOWN_SERVER_ERROR),

@@ -20,11 +20,10 @@ use std::rc::Rc;
 use minikafka_core::backend::Backend;
 use minikafka_core::control_batch::{ControlType, TxnMarker};
 use minikafka_core::error_code::ErrorCode;
-use minikafka_core::group::{
-    CompleteTxnRequest, GroupRequest, GroupResponse, TxnResult as GroupTxnResult,
-};
+use minikafka_core::group::TxnResult as GroupTxnResult;
 use minikafka_core::txn::{MarkerWrite, TopicPartition, TxnResult, CONSUMER_OFFSETS_TOPIC};
 
+use crate::server::groups::route::complete_txn_offsets_in_partition;
 use crate::server::shard::ShardState;
 
 /// Writes every marker of `write` (see the module documentation); the partitions to retry.
@@ -107,25 +106,22 @@ async fn partition_marker<B: Backend>(
 /// One marker on a `__consumer_offsets` partition: the group coordinator owning it appends
 /// the marker (its partition's only writer) and the producer's pending TxnOffsetCommit
 /// offsets there become visible or vanish, in every group of the partition (s3-txn-offsets'
-/// `CompleteTxn`; the group id only routes, and the marker write names the partition, so
-/// it is sent to the partition directly).
+/// seam, addressed by partition since the marker write names partitions, not groups).
 async fn group_marker<B: Backend>(
     state: &Rc<ShardState<B>>,
     tp: &TopicPartition,
     write: &MarkerWrite,
 ) -> Result<(), ErrorCode> {
-    let request = GroupRequest::CompleteTxn(CompleteTxnRequest {
-        group_id: String::new(),
-        producer_id: write.producer_id,
-        producer_epoch: write.producer_epoch,
-        result: match write.result {
-            TxnResult::Commit => GroupTxnResult::Commit,
-            TxnResult::Abort => GroupTxnResult::Abort,
-        },
-    });
-    match state.group_request(tp.partition, request).await? {
-        GroupResponse::CompleteTxn(r) if r.error_code.is_error() => Err(r.error_code),
-        GroupResponse::CompleteTxn(_) => Ok(()),
-        _ => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
-    }
+    let result = match write.result {
+        TxnResult::Commit => GroupTxnResult::Commit,
+        TxnResult::Abort => GroupTxnResult::Abort,
+    };
+    complete_txn_offsets_in_partition(
+        state,
+        tp.partition,
+        write.producer_id,
+        write.producer_epoch,
+        result,
+    )
+    .await
 }
