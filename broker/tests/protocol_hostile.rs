@@ -904,6 +904,24 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             };
             RequestBody::DescribeTopicPartitions(r)
         }
+        ApiKey::WriteTxnMarkers => {
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = (0..2u8)
+                .map(|i| {
+                    let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+                    t.name = topic(&format!("wtm{i}"));
+                    t.partition_indexes = if alt { vec![] } else { vec![0, 1] };
+                    let mut m = write_txn_markers_request::WritableTxnMarker::default();
+                    m.producer_id = (i64::from(i) + 1000).into();
+                    m.producer_epoch = 3;
+                    m.transaction_result = alt;
+                    m.coordinator_epoch = 7;
+                    m.topics = vec![t];
+                    m
+                })
+                .collect();
+            RequestBody::WriteTxnMarkers(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -979,7 +997,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 34);
+    assert_eq!(per_key.len(), 35);
 }
 
 // ---------------------------------------------------------------------------------------------

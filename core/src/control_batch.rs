@@ -37,7 +37,7 @@ pub enum ControlType {
 
 impl ControlType {
     /// Kafka's code for the type (the control record key's second field).
-    pub fn code(self) -> i16 {
+    pub fn wire_type(self) -> i16 {
         match self {
             ControlType::Abort => 0,
             ControlType::Commit => 1,
@@ -45,7 +45,7 @@ impl ControlType {
     }
 
     /// The type of `code`; other codes (Kafka reserves more) are `None`.
-    pub fn from_code(code: i16) -> Option<ControlType> {
+    pub fn from_wire_type(code: i16) -> Option<ControlType> {
         match code {
             0 => Some(ControlType::Abort),
             1 => Some(ControlType::Commit),
@@ -72,7 +72,7 @@ pub struct TxnMarker {
 pub fn encode_marker(marker: &TxnMarker, timestamp_ms: i64) -> Vec<u8> {
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&CONTROL_KEY_VERSION.to_be_bytes());
-    key.extend_from_slice(&marker.control_type.code().to_be_bytes());
+    key.extend_from_slice(&marker.control_type.wire_type().to_be_bytes());
     let mut value = Vec::with_capacity(6);
     value.extend_from_slice(&MARKER_VALUE_VERSION.to_be_bytes());
     value.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
@@ -132,7 +132,7 @@ pub fn decode_marker(batch: &[u8]) -> Result<TxnMarker, MarkerError> {
         return Err(MarkerError::Malformed("short key"));
     }
     let code = i16::from_be_bytes([key[2], key[3]]);
-    let control_type = ControlType::from_code(code).ok_or(MarkerError::UnknownType(code))?;
+    let control_type = ControlType::from_wire_type(code).ok_or(MarkerError::UnknownType(code))?;
     let value = record.value.ok_or(MarkerError::Malformed("null value"))?;
     if value.len() < 6 {
         return Err(MarkerError::Malformed("short value"));
