@@ -183,6 +183,30 @@ mod tests {
     }
 
     #[test]
+    fn the_bytes_match_an_independent_encoding_of_kafkas_format() {
+        // Written by a separate encoder from Kafka's spec (the fuzz seed, after its selector
+        // byte): COMMIT, producer 7, epoch 3, coordinator epoch 9, at 1000 ms.
+        let seed = include_bytes!("../../fuzz/corpus/txn_data/marker-commit");
+        let marker = TxnMarker {
+            producer_id: 7,
+            producer_epoch: 3,
+            coordinator_epoch: 9,
+            control_type: ControlType::Commit,
+        };
+        assert_eq!(encode_marker(&marker, 1000), seed[1..].to_vec());
+        let abort = include_bytes!("../../fuzz/corpus/txn_data/marker-abort");
+        assert_eq!(
+            decode_marker(&abort[1..]).map(|m| (m.producer_id, m.control_type)),
+            Ok((8, ControlType::Abort))
+        );
+        let unknown = include_bytes!("../../fuzz/corpus/txn_data/marker-unknown-type");
+        assert_eq!(
+            decode_marker(&unknown[1..]),
+            Err(MarkerError::UnknownType(5))
+        );
+    }
+
+    #[test]
     fn a_data_batch_is_not_a_marker() {
         let mut b = BatchBuilder::new();
         b.push(&NewRecord {
