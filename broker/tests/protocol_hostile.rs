@@ -1013,20 +1013,15 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             let mut r = WriteTxnMarkersRequest::default();
             r.markers = (0..2u8)
                 .map(|i| {
+                    let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+                    t.name = topic(&format!("wtm{i}"));
+                    t.partition_indexes = if alt { vec![] } else { vec![0, 1] };
                     let mut m = write_txn_markers_request::WritableTxnMarker::default();
-                    m.producer_id = ProducerId(4000 + i64::from(i));
-                    m.producer_epoch = 2;
-                    m.transaction_result = !alt;
-                    m.coordinator_epoch = 0;
-                    m.topics = (0..2u8)
-                        .map(|j| {
-                            let mut t =
-                                write_txn_markers_request::WritableTxnMarkerTopic::default();
-                            t.name = topic(&format!("wtm{j}"));
-                            t.partition_indexes = vec![0, 1];
-                            t
-                        })
-                        .collect();
+                    m.producer_id = (i64::from(i) + 1000).into();
+                    m.producer_epoch = 3;
+                    m.transaction_result = alt;
+                    m.coordinator_epoch = 7;
+                    m.topics = vec![t];
                     m
                 })
                 .collect();

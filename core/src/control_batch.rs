@@ -37,7 +37,7 @@ pub enum ControlType {
 
 impl ControlType {
     /// Kafka's code for the type (the control record key's second field).
-    pub fn code(self) -> i16 {
+    pub fn wire_type(self) -> i16 {
         match self {
             ControlType::Abort => 0,
             ControlType::Commit => 1,
@@ -45,7 +45,7 @@ impl ControlType {
     }
 
     /// The type of `code`; other codes (Kafka reserves more) are `None`.
-    pub fn from_code(code: i16) -> Option<ControlType> {
+    pub fn from_wire_type(code: i16) -> Option<ControlType> {
         match code {
             0 => Some(ControlType::Abort),
             1 => Some(ControlType::Commit),
@@ -72,7 +72,7 @@ pub struct TxnMarker {
 pub fn encode_marker(marker: &TxnMarker, timestamp_ms: i64) -> Vec<u8> {
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&CONTROL_KEY_VERSION.to_be_bytes());
-    key.extend_from_slice(&marker.control_type.code().to_be_bytes());
+    key.extend_from_slice(&marker.control_type.wire_type().to_be_bytes());
     let mut value = Vec::with_capacity(6);
     value.extend_from_slice(&MARKER_VALUE_VERSION.to_be_bytes());
     value.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
@@ -132,7 +132,7 @@ pub fn decode_marker(batch: &[u8]) -> Result<TxnMarker, MarkerError> {
         return Err(MarkerError::Malformed("short key"));
     }
     let code = i16::from_be_bytes([key[2], key[3]]);
-    let control_type = ControlType::from_code(code).ok_or(MarkerError::UnknownType(code))?;
+    let control_type = ControlType::from_wire_type(code).ok_or(MarkerError::UnknownType(code))?;
     let value = record.value.ok_or(MarkerError::Malformed("null value"))?;
     if value.len() < 6 {
         return Err(MarkerError::Malformed("short value"));
@@ -180,6 +180,30 @@ mod tests {
         assert_eq!(record.key, Some(&[0u8, 0, 0, 1][..]));
         assert_eq!(record.value, Some(&[0u8, 0, 0, 0, 0, 9][..]));
         assert_eq!(decode_marker(&batch), Ok(marker));
+    }
+
+    #[test]
+    fn the_bytes_match_an_independent_encoding_of_kafkas_format() {
+        // Written by a separate encoder from Kafka's spec (the fuzz seed, after its selector
+        // byte): COMMIT, producer 7, epoch 3, coordinator epoch 9, at 1000 ms.
+        let seed = include_bytes!("../../fuzz/corpus/txn_data/marker-commit");
+        let marker = TxnMarker {
+            producer_id: 7,
+            producer_epoch: 3,
+            coordinator_epoch: 9,
+            control_type: ControlType::Commit,
+        };
+        assert_eq!(encode_marker(&marker, 1000), seed[1..].to_vec());
+        let abort = include_bytes!("../../fuzz/corpus/txn_data/marker-abort");
+        assert_eq!(
+            decode_marker(&abort[1..]).map(|m| (m.producer_id, m.control_type)),
+            Ok((8, ControlType::Abort))
+        );
+        let unknown = include_bytes!("../../fuzz/corpus/txn_data/marker-unknown-type");
+        assert_eq!(
+            decode_marker(&unknown[1..]),
+            Err(MarkerError::UnknownType(5))
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::control_batch::{decode_marker, encode_marker, TxnMarker};
-use minikafka_core::fetch::{FetchPlanner, FetchStep};
+use minikafka_core::fetch::{batches_below, FetchPlanner, FetchStep};
 use minikafka_core::partition::txn::TxnTracker;
 use minikafka_core::producer::{
     Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
@@ -122,6 +122,11 @@ pub struct ReadResult {
     pub high_watermark: Offset,
     /// The first offset in the log.
     pub log_start_offset: Offset,
+    /// The last stable offset, snapshotted with the high watermark (I67).
+    pub last_stable_offset: Offset,
+    /// For a read_committed read: the aborted transactions overlapping the bytes returned
+    /// (Kafka's `aborted_transactions`), in marker order; empty otherwise.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// What [`PartitionLog::apply_retention`] did.
@@ -434,6 +439,11 @@ impl<B: Backend> PartitionLog<B> {
     /// The aborted transactions a read_committed read of `[from, upper)` must report.
     pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
         self.txns.borrow().aborted_in(from, upper)
+    }
+
+    /// The coordinator epoch of `producer_id`'s last marker here (DescribeProducers).
+    pub fn coordinator_epoch(&self, producer_id: i64) -> Option<i32> {
+        self.txns.borrow().coordinator_epoch(producer_id)
     }
 
     /// The first offset of `producer_id`'s ongoing transaction (DescribeProducers).
@@ -1178,9 +1188,46 @@ impl<B: Backend> PartitionLog<B> {
     /// empty result; outside `[log_start_offset, high_watermark]` is
     /// [`LogError::OffsetOutOfRange`]. The read stops at the end of a segment.
     pub async fn read(&self, fetch_offset: Offset, max_bytes: usize) -> Result<ReadResult> {
+        self.read_isolated(fetch_offset, max_bytes, false).await
+    }
+
+    /// [`read`](Self::read) at an isolation level. `read_committed` (Kafka's
+    /// `isolation_level=1`): nothing at or past the last stable offset is returned (I69: the
+    /// read stops at the first batch there), and the aborted transactions overlapping the
+    /// returned range come with it. Both levels report the LSO, snapshotted with the high
+    /// watermark (no await between, I67).
+    pub async fn read_isolated(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult> {
+        let mut read = self
+            .read_snapshot(fetch_offset, max_bytes, read_committed)
+            .await?;
+        if read_committed {
+            let keep = batches_below(&read.bytes, read.last_stable_offset);
+            read.bytes.truncate(keep);
+            if !read.bytes.is_empty() {
+                read.aborted = self
+                    .txns
+                    .borrow()
+                    .aborted_in(fetch_offset, read.last_stable_offset);
+            }
+        }
+        Ok(read)
+    }
+
+    async fn read_snapshot(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult> {
         // Snapshot (I2): the high watermark and, below, the segment's published size, taken
-        // together with no await in between.
+        // together with no await in between; the LSO with them (I67).
         let high_watermark = self.high_watermark.get();
+        let last_stable_offset = self.last_stable_offset();
         let log_start_offset = self.log_start_offset.get();
         if fetch_offset < log_start_offset || fetch_offset > high_watermark {
             return Err(LogError::OffsetOutOfRange {
@@ -1193,8 +1240,15 @@ impl<B: Backend> PartitionLog<B> {
             bytes: Bytes::new(),
             high_watermark,
             log_start_offset,
+            last_stable_offset,
+            aborted: Vec::new(),
         };
-        if fetch_offset == high_watermark {
+        let upper = if read_committed {
+            last_stable_offset
+        } else {
+            high_watermark
+        };
+        if fetch_offset >= upper {
             return Ok(empty);
         }
         // The segments that may hold the offset, each with its size snapshot.
@@ -1222,6 +1276,8 @@ impl<B: Backend> PartitionLog<B> {
                     bytes,
                     high_watermark,
                     log_start_offset,
+                    last_stable_offset,
+                    aborted: Vec::new(),
                 });
             }
         }
@@ -1487,8 +1543,8 @@ impl<B: Backend> PartitionLog<B> {
         })
     }
 
-    /// DeleteRecords: makes `before` the log start offset (when it is above the current one)
-    /// and deletes the segments wholly below it; returns the log start offset afterwards (the
+    /// DeleteRecords: makes `before` the log start offset (when it is above the current one;
+    /// capped at the last stable offset, I71) and deletes the segments wholly below it; returns the log start offset afterwards (the
     /// low watermark Kafka answers). `before` above the high watermark is
     /// [`LogError::OffsetOutOfRange`]; the caller maps Kafka's -1 to the high watermark. The
     /// new start is durable before this returns and before any segment is deleted (I25).
@@ -1512,7 +1568,11 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Moves the log start offset up to `start` (never down, I9), after checkpointing it
     /// durably (I25). Called with the start lock held.
+    ///
+    /// Never past the last stable offset (I71): the records of an ongoing transaction stay
+    /// until its marker decides them, so retention and DeleteRecords stop at its first batch.
     async fn advance_start(&self, start: Offset) -> Result<()> {
+        let start = start.min(self.last_stable_offset());
         if start <= self.log_start_offset.get() {
             return Ok(());
         }
@@ -1523,6 +1583,7 @@ impl<B: Backend> PartitionLog<B> {
             "the log start offset moves forward, within the log (I9)"
         );
         self.log_start_offset.set(start);
+        self.txns.borrow_mut().drop_below(start);
         Ok(())
     }
 

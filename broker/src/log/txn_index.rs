@@ -30,17 +30,10 @@ use minikafka_core::txn_index::{decode_file, encode_file, AbortedTxn, ENTRY_BYTE
 use minikafka_core::types::Offset;
 
 use super::atomic_file;
-use super::segment::Segment;
+use super::segment::{txn_index_file_name, Segment};
 
-/// The file suffix of an aborted-transaction index.
-pub const TXN_INDEX_SUFFIX: &str = "txnindex";
 /// Bytes read per window while replaying a segment.
 const REPLAY_WINDOW_BYTES: usize = 1 << 20;
-
-/// The file name of a segment's aborted-transaction index.
-pub fn txn_index_file_name(base_offset: Offset) -> String {
-    format!("{:020}.{TXN_INDEX_SUFFIX}", base_offset.0)
-}
 
 /// The path of the `.txnindex` of the segment at `base_offset` in `dir`.
 pub fn txn_index_path(dir: &Path, base_offset: Offset) -> PathBuf {

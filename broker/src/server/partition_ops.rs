@@ -28,6 +28,7 @@ use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::record_errors::RecordFailure;
 use minikafka_core::txn::{TxnRequest, TxnResponse};
+use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::wakeup::PartitionSignal;
 
 use crate::log::LogConfig;
@@ -67,17 +68,24 @@ pub trait LocalPartitions {
         marker: TxnMarker,
     ) -> LocalBoxFuture<'_, Result<i64, ErrorCode>>;
 
-    /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
+    /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole);
+    /// `read_committed`: nothing at or past the LSO, with the aborted transactions (I69).
     fn read(
         &self,
         key: PartitionKey,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> LocalBoxFuture<'_, PartitionRead>;
 
     /// Answers a ListOffsets query for `timestamp`, or -1, -2, -3, -4 (latest, earliest, max
-    /// timestamp, earliest local).
-    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset>;
+    /// timestamp, earliest local); latest is the LSO when `read_committed` (I69).
+    fn list_offset(
+        &self,
+        key: PartitionKey,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> LocalBoxFuture<'_, ListedOffset>;
 
     /// Opens (creating its directory) the partition's log and registers it here.
     fn open(
@@ -156,6 +164,10 @@ pub struct PartitionRead {
     pub high_watermark: i64,
     /// The log start offset (-1 when unknown).
     pub log_start_offset: i64,
+    /// The last stable offset (-1 when unknown; I67).
+    pub last_stable_offset: i64,
+    /// For a read_committed read, the aborted transactions overlapping the bytes.
+    pub aborted: Vec<AbortedTxn>,
     /// Whole record batches.
     pub bytes: bytes::Bytes,
 }
@@ -167,6 +179,8 @@ impl PartitionRead {
             error_code,
             high_watermark: -1,
             log_start_offset: -1,
+            last_stable_offset: -1,
+            aborted: Vec::new(),
             bytes: bytes::Bytes::new(),
         }
     }
@@ -243,4 +257,8 @@ pub struct ProducerDescription {
     pub last_sequence: i32,
     /// The max timestamp of its last batch.
     pub last_timestamp_ms: i64,
+    /// The epoch of the coordinator of its last marker here (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its ongoing transaction (-1: none).
+    pub current_txn_start_offset: i64,
 }

@@ -237,11 +237,12 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> PartitionRead {
         let unavailable = PartitionRead::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
         self.on_owner(
             key(topic, partition),
-            move |p, key| p.read(key, fetch_offset, max_bytes),
+            move |p, key| p.read(key, fetch_offset, max_bytes, read_committed),
             unavailable,
         )
         .await
@@ -257,11 +258,12 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
         timestamp: i64,
+        read_committed: bool,
     ) -> ListedOffset {
         let unavailable = (ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1);
         self.on_owner(
             key(topic, partition),
-            move |p, key| p.list_offset(key, timestamp),
+            move |p, key| p.list_offset(key, timestamp, read_committed),
             unavailable,
         )
         .await
@@ -566,6 +568,7 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         key: PartitionKey,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> LocalBoxFuture<'_, PartitionRead> {
         Box::pin(async move {
             let key = &key;
@@ -576,15 +579,22 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
                 error_code: ErrorCode::NONE,
                 high_watermark: owned.log.high_watermark().0,
                 log_start_offset: owned.log.log_start_offset().0,
+                last_stable_offset: owned.log.last_stable_offset().0,
+                aborted: Vec::new(),
                 bytes: bytes::Bytes::new(),
             };
-            match owned.log.read(Offset(fetch_offset), max_bytes).await {
+            let read = owned
+                .log
+                .read_isolated(Offset(fetch_offset), max_bytes, read_committed);
+            match read.await {
                 Ok(read) => {
                     let records = records_in_batches(&read.bytes);
                     let bytes = read.bytes.len() as u64;
                     self.metrics.read(&key.topic, key.partition, records, bytes);
                     out.high_watermark = read.high_watermark.0;
                     out.log_start_offset = read.log_start_offset.0;
+                    out.last_stable_offset = read.last_stable_offset.0;
+                    out.aborted = read.aborted;
                     out.bytes = read.bytes;
                 }
                 Err(e) => out.error_code = log_error_code(&key.topic, key.partition, "read", &e),
@@ -593,7 +603,12 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         })
     }
 
-    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset> {
+    fn list_offset(
+        &self,
+        key: PartitionKey,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> LocalBoxFuture<'_, ListedOffset> {
         Box::pin(async move {
             let key = &key;
             let Some(owned) = self.owned(key) else {
@@ -603,6 +618,7 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
             // Timestamp lookups go through the partition log's time index.
             let found = match timestamp {
                 -2 | -4 => return (ErrorCode::NONE, log.log_start_offset().0, -1),
+                -1 if read_committed => return (ErrorCode::NONE, log.last_stable_offset().0, -1),
                 -1 => return (ErrorCode::NONE, log.high_watermark().0, -1),
                 -3 => log.max_timestamp_offset().await,
                 ts if ts < 0 => return (ErrorCode::INVALID_REQUEST, -1, -1),
@@ -713,11 +729,14 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
             .into_iter()
             .filter_map(|(producer_id, entry)| {
                 let last = entry.batches.back()?;
+                let txn = log.ongoing_transaction(producer_id);
                 Some(ProducerDescription {
                     producer_id,
                     epoch: entry.epoch,
                     last_sequence: last.last_sequence,
                     last_timestamp_ms: last.max_timestamp_ms,
+                    coordinator_epoch: log.coordinator_epoch(producer_id).unwrap_or(-1),
+                    current_txn_start_offset: txn.map_or(-1, |o| o.0),
                 })
             })
             .collect();

@@ -65,6 +65,11 @@ impl TxnTracker {
         self.ongoing.get(&producer_id).copied()
     }
 
+    /// The coordinator epoch of `producer_id`'s last marker (if remembered).
+    pub fn coordinator_epoch(&self, producer_id: i64) -> Option<i32> {
+        self.fences.get(&producer_id).map(|f| f.coordinator_epoch)
+    }
+
     /// Every ongoing transaction: producer id and first offset, by producer id.
     pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, Offset)> + '_ {
         self.ongoing.iter().map(|(p, o)| (*p, *o))
