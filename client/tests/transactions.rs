@@ -1,13 +1,9 @@
 //! Transactions end to end: the transactional producer and the read_committed consumer against a
 //! real broker over TCP on 127.0.0.1 with real data files.
 //!
-//! TARGET: these tests run against kfake today, NOT against minikafka. Our broker does not
-//! serve transactions yet (the coordinator is in `core/src/txn/`, not wired into the broker),
-//! so against it every test fails in `init_transactions` (checked: FindCoordinator for a
-//! transactional id answers COORDINATOR_NOT_AVAILABLE until `max_block`, 30 s here, runs out;
-//! InitProducerId would come next). The broker is chosen by
-//! `MK_TXN_TARGET`: `kfake` (the default) or `minikafka` (the real `minikafka` binary, see
-//! `common/mod.rs`); switch the default once our broker serves transactions.
+//! TARGET: the broker is chosen by `MK_TXN_TARGET`: `minikafka` (the default: the real
+//! `minikafka` binary, see `common/mod.rs`, which hosts the transaction coordinator) or
+//! `kfake` (the peer, to tell a test's mistake from the broker's).
 //!
 //! kfake is `$KFAKE_RUNNER`, or `../shared/peers/kfake/kfake-runner` beside the checkout (where
 //! CI has it). When it is absent the tests FAIL with a message saying so; they never skip.
@@ -53,8 +49,8 @@ impl Kfake {
         assert!(
             bin.is_file(),
             "kfake-runner not found at {} (set KFAKE_RUNNER, or put it at \
-             ../shared/peers/kfake/kfake-runner beside the checkout): the transaction tests \
-             run against kfake until minikafka serves transactions",
+             ../shared/peers/kfake/kfake-runner beside the checkout), or run with \
+             MK_TXN_TARGET=minikafka",
             bin.display()
         );
         let dir = tempfile::tempdir().expect("temp dir");
@@ -109,8 +105,8 @@ enum Target {
 impl Target {
     fn start() -> Target {
         match std::env::var("MK_TXN_TARGET").as_deref() {
-            Ok("minikafka") => Target::Minikafka(common::Broker::start()),
-            Ok("kfake") | Err(_) => Target::Kfake(Kfake::start()),
+            Ok("minikafka") | Err(_) => Target::Minikafka(common::Broker::start()),
+            Ok("kfake") => Target::Kfake(Kfake::start()),
             Ok(other) => panic!("MK_TXN_TARGET must be kfake or minikafka, not {other:?}"),
         }
     }
