@@ -904,6 +904,129 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             };
             RequestBody::DescribeTopicPartitions(r)
         }
+        ApiKey::TxnOffsetCommit => {
+            let mut r = TxnOffsetCommitRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.group_id = group("g");
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = 3;
+            if v >= 3 {
+                r.generation_id = 7;
+                r.member_id = s("member-1");
+                r.group_instance_id = opt(alt, "inst-1");
+            }
+            r.topics = (0..2u8)
+                .map(|i| {
+                    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                    t.name = topic(&format!("toc{i}"));
+                    t.partitions = (0..2)
+                        .map(|p| {
+                            let mut op =
+                                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default(
+                                );
+                            op.partition_index = p;
+                            op.committed_offset = 1000 + i64::from(p);
+                            if v >= 2 {
+                                op.committed_leader_epoch = 4;
+                            }
+                            op.committed_metadata = opt(alt, "meta");
+                            op
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+            RequestBody::TxnOffsetCommit(r)
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let mut r = AddPartitionsToTxnRequest::default();
+            let topics = |n: u8| -> Vec<add_partitions_to_txn_request::AddPartitionsToTxnTopic> {
+                (0..n)
+                    .map(|i| {
+                        let mut t =
+                            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                        t.name = topic(&format!("apt{i}"));
+                        t.partitions = vec![0, 1];
+                        t
+                    })
+                    .collect()
+            };
+            if v >= 4 {
+                r.transactions = (0..2u8)
+                    .map(|i| {
+                        let mut t =
+                            add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+                        t.transactional_id = TransactionalId(s(&format!("tx-{i}")));
+                        t.producer_id = ProducerId(4000 + i64::from(i));
+                        t.producer_epoch = 2;
+                        t.verify_only = alt;
+                        t.topics = topics(2);
+                        t
+                    })
+                    .collect();
+            } else {
+                r.v3_and_below_transactional_id = TransactionalId(s("tx-1"));
+                r.v3_and_below_producer_id = ProducerId(4000);
+                r.v3_and_below_producer_epoch = 2;
+                r.v3_and_below_topics = topics(if alt { 1 } else { 2 });
+            }
+            RequestBody::AddPartitionsToTxn(r)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let mut r = AddOffsetsToTxnRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = if alt { 0 } else { 3 };
+            r.group_id = group("g");
+            RequestBody::AddOffsetsToTxn(r)
+        }
+        ApiKey::EndTxn => {
+            let mut r = EndTxnRequest::default();
+            r.transactional_id = TransactionalId(s("tx-1"));
+            r.producer_id = ProducerId(4000);
+            r.producer_epoch = 3;
+            r.committed = !alt;
+            RequestBody::EndTxn(r)
+        }
+        ApiKey::DescribeTransactions => {
+            let mut r = DescribeTransactionsRequest::default();
+            r.transactional_ids = if alt {
+                vec![]
+            } else {
+                vec![TransactionalId(s("tx-1")), TransactionalId(s("tx-2"))]
+            };
+            RequestBody::DescribeTransactions(r)
+        }
+        ApiKey::ListTransactions => {
+            let mut r = ListTransactionsRequest::default();
+            r.state_filters = if alt { vec![] } else { vec![s("Ongoing")] };
+            r.producer_id_filters = vec![ProducerId(4000)];
+            if v >= 1 {
+                r.duration_filter = if alt { -1 } else { 60_000 };
+            }
+            if v >= 2 {
+                r.transactional_id_pattern = opt(alt, "tx-.*");
+            }
+            RequestBody::ListTransactions(r)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let mut r = WriteTxnMarkersRequest::default();
+            r.markers = (0..2u8)
+                .map(|i| {
+                    let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+                    t.name = topic(&format!("wtm{i}"));
+                    t.partition_indexes = if alt { vec![] } else { vec![0, 1] };
+                    let mut m = write_txn_markers_request::WritableTxnMarker::default();
+                    m.producer_id = (i64::from(i) + 1000).into();
+                    m.producer_epoch = 3;
+                    m.transaction_result = alt;
+                    m.coordinator_epoch = 7;
+                    m.topics = vec![t];
+                    m
+                })
+                .collect();
+            RequestBody::WriteTxnMarkers(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -979,7 +1102,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 34);
+    assert_eq!(per_key.len(), 41);
 }
 
 // ---------------------------------------------------------------------------------------------

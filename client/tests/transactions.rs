@@ -1,13 +1,9 @@
 //! Transactions end to end: the transactional producer and the read_committed consumer against a
 //! real broker over TCP on 127.0.0.1 with real data files.
 //!
-//! TARGET: these tests run against kfake today, NOT against minikafka. Our broker does not
-//! serve transactions yet (the coordinator is in `core/src/txn/`, not wired into the broker),
-//! so against it every test fails in `init_transactions` (checked: FindCoordinator for a
-//! transactional id answers COORDINATOR_NOT_AVAILABLE until `max_block`, 30 s here, runs out;
-//! InitProducerId would come next). The broker is chosen by
-//! `MK_TXN_TARGET`: `kfake` (the default) or `minikafka` (the real `minikafka` binary, see
-//! `common/mod.rs`); switch the default once our broker serves transactions.
+//! TARGET: the broker is chosen by `MK_TXN_TARGET`: `minikafka` (the default: the real
+//! `minikafka` binary, see `common/mod.rs`, which hosts the transaction coordinator) or
+//! `kfake` (the peer, to tell a test's mistake from the broker's).
 //!
 //! kfake is `$KFAKE_RUNNER`, or `../shared/peers/kfake/kfake-runner` beside the checkout (where
 //! CI has it). When it is absent the tests FAIL with a message saying so; they never skip.
@@ -53,8 +49,8 @@ impl Kfake {
         assert!(
             bin.is_file(),
             "kfake-runner not found at {} (set KFAKE_RUNNER, or put it at \
-             ../shared/peers/kfake/kfake-runner beside the checkout): the transaction tests \
-             run against kfake until minikafka serves transactions",
+             ../shared/peers/kfake/kfake-runner beside the checkout), or run with \
+             MK_TXN_TARGET=minikafka",
             bin.display()
         );
         let dir = tempfile::tempdir().expect("temp dir");
@@ -109,8 +105,8 @@ enum Target {
 impl Target {
     fn start() -> Target {
         match std::env::var("MK_TXN_TARGET").as_deref() {
-            Ok("minikafka") => Target::Minikafka(common::Broker::start()),
-            Ok("kfake") | Err(_) => Target::Kfake(Kfake::start()),
+            Ok("minikafka") | Err(_) => Target::Minikafka(common::Broker::start()),
+            Ok("kfake") => Target::Kfake(Kfake::start()),
             Ok(other) => panic!("MK_TXN_TARGET must be kfake or minikafka, not {other:?}"),
         }
     }
@@ -643,5 +639,127 @@ fn mk_produces_transactions_and_consumes_at_either_isolation_level() {
             "",
         );
         assert_eq!(committed, "3 c\n");
+    });
+}
+
+/// Runs `mk -b ADDR ARGS`; (success, stdout, stderr).
+fn mk_run(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mk"))
+        .arg("-b")
+        .arg(addr)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mk");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn mk_ok(addr: &str, args: &[&str]) -> String {
+    let (ok, stdout, stderr) = mk_run(addr, args);
+    assert!(ok, "mk {args:?} failed: {stderr}");
+    stdout
+}
+
+/// `mk offsets`' row of partition 0: (earliest, latest, lso).
+fn offsets_row(addr: &str, topic: &str) -> (String, String, String) {
+    let out = mk_ok(addr, &["offsets", topic]);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("partition\tearliest\tlatest\tlso"),
+        "{out}"
+    );
+    let cols: Vec<&str> = lines
+        .next()
+        .expect("partition 0's row")
+        .split('\t')
+        .collect();
+    assert_eq!(cols.len(), 4, "{out}");
+    assert_eq!(cols[0], "0");
+    (cols[1].into(), cols[2].into(), cols[3].into())
+}
+
+#[test]
+fn mk_lists_describes_and_aborts_a_hanging_transaction_and_shows_the_lso() {
+    smol::block_on(async {
+        let broker = Target::start();
+        let addr = broker.addr().to_string();
+        broker.create_topic("hang", 1).await;
+        let producer = broker.producer(Some("mk-hanging")).await;
+        producer.init_transactions().await.expect("init");
+        producer.begin_transaction().await.expect("begin");
+        send_all(&producer, "hang", 0, &["h0", "h1", "h2"]).await;
+        // The open transaction holds the LSO at its first record.
+        assert_eq!(
+            offsets_row(&addr, "hang"),
+            ("0".into(), "3".into(), "0".into())
+        );
+
+        let listed = mk_ok(&addr, &["transactions", "list"]);
+        let row = listed
+            .lines()
+            .find(|l| l.starts_with("mk-hanging\t"))
+            .unwrap_or_else(|| panic!("mk-hanging not listed: {listed}"));
+        let cols: Vec<&str> = row.split('\t').collect();
+        assert_eq!(cols[2], "Ongoing", "{row}");
+        let pid = cols[1].to_string();
+        let ongoing = mk_ok(&addr, &["transactions", "list", "--state", "Ongoing"]);
+        assert!(ongoing.contains("mk-hanging"), "{ongoing}");
+        let by_pid = mk_ok(&addr, &["transactions", "list", "--producer-id", &pid]);
+        assert_eq!(by_pid.lines().count(), 2, "header and one row: {by_pid}");
+        let empty = mk_ok(
+            &addr,
+            &["transactions", "list", "--state", "CompleteCommit"],
+        );
+        assert!(!empty.contains("mk-hanging"), "{empty}");
+
+        let described = mk_ok(&addr, &["transactions", "describe", "mk-hanging"]);
+        let row = described.lines().nth(1).expect("a row");
+        let cols: Vec<&str> = row.split('\t').collect();
+        assert_eq!(cols.len(), 7, "{described}");
+        assert_eq!(
+            (cols[0], cols[1], cols[3]),
+            ("mk-hanging", pid.as_str(), "Ongoing")
+        );
+        assert_eq!(cols[6], "hang-0", "{row}");
+        let epoch = cols[2].to_string();
+
+        // The producer goes away without ending it: abort it in its partition, as
+        // kafka-transactions.sh abort does.
+        drop(producer);
+        let (ok, _, stderr) = mk_run(&addr, &["transactions", "describe", "no-such-id"]);
+        assert!(!ok && !stderr.is_empty(), "describing an unknown id fails");
+        let aborted = mk_ok(
+            &addr,
+            &[
+                "transactions",
+                "abort",
+                "--topic",
+                "hang",
+                "--partition",
+                "0",
+                "--producer-id",
+                &pid,
+                "--producer-epoch",
+                &epoch,
+                "--coordinator-epoch",
+                "0",
+            ],
+        );
+        assert!(aborted.contains("Aborted"), "{aborted}");
+        // The ABORT marker took offset 3; the LSO is the high watermark again and a
+        // read_committed reader sees nothing of the transaction.
+        assert_eq!(
+            offsets_row(&addr, "hang"),
+            ("0".into(), "4".into(), "4".into())
+        );
+        let committed = mk_ok(&addr, &["consume", "hang", "--isolation", "read_committed"]);
+        assert_eq!(committed, "", "aborted records are not read committed");
+        let all = mk_ok(&addr, &["consume", "hang"]);
+        assert_eq!(all, "h0\nh1\nh2\n");
     });
 }

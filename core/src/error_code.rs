@@ -52,6 +52,9 @@ error_codes! {
     NOT_COORDINATOR = 16;
     /// The topic name is not legal.
     INVALID_TOPIC_EXCEPTION = 17;
+    /// Not enough in-sync replicas (retriable); also a transactional produce whose
+    /// partition the coordinator could not verify now (Kafka answers the same).
+    NOT_ENOUGH_REPLICAS = 19;
     /// `acks` is not -1, 0 or 1.
     INVALID_REQUIRED_ACKS = 21;
     /// The member's generation is not the group's current one.
@@ -101,10 +104,15 @@ error_codes! {
     INVALID_TRANSACTION_TIMEOUT = 50;
     /// Another transition of this transactional id is in progress; retry (retriable).
     CONCURRENT_TRANSACTIONS = 51;
-    /// Transactional ids are refused (transactions are not supported).
+    /// A marker from a transaction coordinator older than the one that last wrote to the
+    /// producer's transactions in this partition.
+    TRANSACTION_COORDINATOR_FENCED = 52;
+    /// The client may not use this transactional id.
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53;
     /// Security features are disabled: no authorizer is configured (the ACL APIs' answer).
     SECURITY_DISABLED = 54;
+    /// Not attempted because another part of the request failed (AddPartitionsToTxn).
+    OPERATION_NOT_ATTEMPTED = 55;
     /// The disk failed under the partition.
     KAFKA_STORAGE_ERROR = 56;
     /// The group still has members or committed offsets and cannot be deleted.

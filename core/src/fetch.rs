@@ -180,6 +180,27 @@ pub fn fit_batches(bytes: &[u8], budget: &mut FetchBudget) -> usize {
     used
 }
 
+/// How many leading bytes of `bytes` (whole batches read from the log) are batches whose base
+/// offset lies below `upper`: a read_committed read stops at the last stable offset, which
+/// is always a batch boundary (I67). Delimited like [`fit_batches`].
+pub fn batches_below(bytes: &[u8], upper: Offset) -> usize {
+    let mut used = 0usize;
+    while let Some((base_offset, batch_length)) = peek_extent(&bytes[used..]) {
+        let Some(total) = usize::try_from(batch_length)
+            .ok()
+            .and_then(|n| n.checked_add(LOG_OVERHEAD))
+        else {
+            break;
+        };
+        let end = used.saturating_add(total);
+        if base_offset >= upper || end > bytes.len() {
+            break;
+        }
+        used = end;
+    }
+    used
+}
+
 /// A sans-IO state machine that plans which bytes of one segment answer a fetch.
 #[derive(Clone, Debug)]
 pub struct FetchPlanner {
@@ -405,6 +426,19 @@ mod tests {
             offset += *count as i64;
         }
         (out, spans)
+    }
+
+    #[test]
+    fn a_read_committed_read_stops_at_the_first_batch_at_or_past_the_lso() {
+        let (seg, spans) = segment(10, &[(2, 5), (3, 5), (1, 5)]);
+        assert_eq!(batches_below(&seg, Offset(10)), 0);
+        assert_eq!(batches_below(&seg, Offset(12)), spans[0].1 as usize);
+        assert_eq!(batches_below(&seg, Offset(14)), spans[1].1 as usize);
+        assert_eq!(batches_below(&seg, Offset(100)), seg.len());
+        assert_eq!(
+            batches_below(&seg[..seg.len() - 1], Offset(100)),
+            spans[1].1 as usize
+        );
     }
 
     /// Drives the planner, feeding windows of `window_bytes` (or the asked length if larger).

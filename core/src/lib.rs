@@ -19,6 +19,8 @@
 //!   whole) shared by a segment's plan and a Fetch response.
 //! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
 //!   consumer protocol (KIP-848) group state machine, its assignors and its records.
+//! - [`control_batch`]: transaction markers (COMMIT/ABORT control batches) as Kafka writes them.
+//! - [`txn_index`]: the aborted-transaction index entry (`.txnindex`), Kafka's 34 bytes.
 //! - [`txn`]: the transaction coordinator: transactional ids, producer epochs, the
 //!   two-phase end of a transaction (Prepare record, markers, Complete record), its
 //!   `__transaction_state` records.
@@ -54,6 +56,7 @@ pub mod authorized_operations;
 pub mod backend;
 pub mod clock;
 pub mod compaction;
+pub mod control_batch;
 pub mod error_code;
 pub mod fetch;
 pub mod group;
@@ -70,5 +73,6 @@ pub mod shard_sync;
 pub mod sync;
 pub mod time_index;
 pub mod txn;
+pub mod txn_index;
 pub mod types;
 pub mod wakeup;

@@ -22,9 +22,11 @@
 //!
 //! Rules, Kafka's (`ProducerAppendInfo` in Kafka 3.x), per producer id:
 //! 1. Producer id below 0 (`-1`): not idempotent, append normally ([`Decision::NotIdempotent`]).
-//! 2. Control or transactional batches from a client are refused (transactions unsupported):
-//!    INVALID_RECORD (87) and INVALID_TXN_STATE (48). A negative epoch is INVALID_PRODUCER_EPOCH
-//!    (47); a negative base sequence is OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+//! 2. Control batches from a client are refused: INVALID_RECORD (87) (markers reach the log
+//!    only through its marker path, `crate::control_batch`). Transactional batches follow the
+//!    same sequence rules; the transaction rules are `crate::partition::txn`'s. A negative
+//!    epoch is INVALID_PRODUCER_EPOCH (47); a negative base sequence is
+//!    OUT_OF_ORDER_SEQUENCE_NUMBER (45).
 //! 3. Unknown (or expired, or evicted) producer: accepted at *any* sequence. Kafka ≥ 2.5
 //!    (KIP-360) no longer answers UNKNOWN_PRODUCER_ID (59) here: "if there is no current
 //!    producer epoch (possibly because all producer records have been deleted due to
@@ -229,11 +231,23 @@ pub enum ProducerError {
         /// The sequence that would have been accepted (`None` for a negative one).
         expected: Option<i32>,
     },
-    /// A transactional batch: transactions are not supported (48).
-    #[error("producer {producer_id}: transactional batches are not supported")]
-    TransactionsUnsupported {
+    /// A non-transactional batch of a producer whose transaction is ongoing (48).
+    #[error("producer {producer_id}: a non-transactional batch during its transaction")]
+    InvalidTxnState {
         /// The producer id.
         producer_id: i64,
+    },
+    /// A marker from a coordinator older than the last one that wrote for the producer (52).
+    #[error(
+        "producer {producer_id}: coordinator epoch {coordinator_epoch} is older than {current}"
+    )]
+    CoordinatorFenced {
+        /// The producer id.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The last marker's coordinator epoch.
+        current: i32,
     },
     /// A control batch sent by a client (87).
     #[error("producer {producer_id}: control batches may not be produced")]
@@ -249,7 +263,8 @@ impl ProducerError {
         match self {
             ProducerError::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH,
             ProducerError::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            ProducerError::TransactionsUnsupported { .. } => ErrorCode::INVALID_TXN_STATE,
+            ProducerError::InvalidTxnState { .. } => ErrorCode::INVALID_TXN_STATE,
+            ProducerError::CoordinatorFenced { .. } => ErrorCode::TRANSACTION_COORDINATOR_FENCED,
             ProducerError::ControlBatch { .. } => ErrorCode::INVALID_RECORD,
         }
     }
@@ -304,9 +319,7 @@ impl GroupAdmission {
         batch: &ProducerBatch,
         now_ms: i64,
     ) -> Admission {
-        if batch.is_idempotent()
-            && (self.may_evict || self.producer_ids.contains(&batch.producer_id))
-        {
+        if self.must_wait(batch) {
             return Admission::WaitForNextGroup;
         }
         match table.check_append(batch, now_ms) {
@@ -314,6 +327,13 @@ impl GroupAdmission {
             Ok(decision) => Admission::Admit(decision),
             Err(e) => Admission::Refuse(e),
         }
+    }
+
+    /// Whether `batch` must start the next group (another member of its producer is in this
+    /// one, or a member may evict): [`admit`](Self::admit)'s first rule, also applied to the
+    /// markers of a producer's transactions, which the producer rules do not check.
+    pub fn must_wait(&self, batch: &ProducerBatch) -> bool {
+        batch.is_idempotent() && (self.may_evict || self.producer_ids.contains(&batch.producer_id))
     }
 
     /// Records that `batch`, admitted, joined the group (a batch admitted but then not
@@ -432,14 +452,11 @@ impl ProducerStateTable {
         now_ms: i64,
     ) -> Result<Decision, ProducerError> {
         let producer_id = batch.producer_id;
-        if !batch.is_idempotent() {
-            return Ok(Decision::NotIdempotent);
-        }
         if batch.is_control {
             return Err(ProducerError::ControlBatch { producer_id });
         }
-        if batch.is_transactional {
-            return Err(ProducerError::TransactionsUnsupported { producer_id });
+        if !batch.is_idempotent() {
+            return Ok(Decision::NotIdempotent);
         }
         if batch.producer_epoch < 0 {
             return Err(ProducerError::InvalidProducerEpoch {
@@ -846,13 +863,10 @@ mod tests {
                 .map_err(|e| e.kafka_error_code()),
             Err(ErrorCode::INVALID_PRODUCER_EPOCH)
         );
-        // Transactions and control batches are refused.
+        // Transactional batches follow the sequence rules; control batches are refused.
         let mut tx = batch(8, 0, 0, 1);
         tx.is_transactional = true;
-        assert_eq!(
-            t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),
-            Err(ErrorCode::INVALID_TXN_STATE)
-        );
+        assert_eq!(t.check_append(&tx, 0), Ok(Decision::Append));
         tx.is_control = true;
         assert_eq!(
             t.check_append(&tx, 0).map_err(|e| e.kafka_error_code()),

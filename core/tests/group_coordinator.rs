@@ -498,6 +498,7 @@ fn simple_commits_metadata_limit_and_fetch() {
     );
     // All partitions of several groups.
     let t = d.send(GroupRequest::OffsetFetch(OffsetFetchRequest {
+        require_stable: false,
         groups: vec![
             OffsetFetchGroup {
                 group_id: GROUP.into(),

@@ -49,6 +49,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("group_records", group::group_records),
     ("consumer_protocol", group::consumer_protocol),
     ("txn_records", txn::txn_records),
+    ("txn_data", txn::txn_data),
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),

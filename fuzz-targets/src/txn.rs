@@ -41,3 +41,40 @@ pub fn txn_records(data: &[u8]) {
     coordinator.handle_timeout(i64::MAX);
     while coordinator.poll_append().is_some() {}
 }
+
+/// The partition side of transactions, on untrusted bytes: `[selector: u8][rest]`. Selector
+/// bit 0 clear: `rest` is one batch read back from a segment (recovery decodes a control
+/// batch's marker, `core::control_batch`): decoding never panics, and a marker that decodes
+/// re-encodes to a batch that decodes to it. Bit 0 set: `rest` is a `.txnindex` file read
+/// back at open (`core::txn_index`): a file that decodes re-encodes to the same bytes, and
+/// its entries fed to a tracker (`core::partition::txn`) as aborted ranges answer every
+/// range query within bounds without panicking (I10: no allocation by a declared count).
+pub fn txn_data(data: &[u8]) {
+    use minikafka_core::control_batch::{decode_marker, encode_marker};
+    use minikafka_core::partition::txn::TxnTracker;
+    use minikafka_core::txn_index::{decode_file, encode_file};
+    use minikafka_core::types::Offset;
+
+    let mut input = Input::new(data);
+    let selector = input.u8();
+    let rest = input.rest();
+    if selector & 1 == 0 {
+        if let Ok(marker) = decode_marker(rest) {
+            assert_eq!(decode_marker(&encode_marker(&marker, 0)), Ok(marker));
+        }
+        return;
+    }
+    let Some(entries) = decode_file(rest) else {
+        return;
+    };
+    assert_eq!(encode_file(&entries), rest);
+    let mut tracker = TxnTracker::new();
+    tracker.set_aborted(entries.clone());
+    let probes = entries.iter().take(16);
+    for e in probes {
+        for a in tracker.aborted_in(Offset(e.first_offset), Offset(e.last_offset)) {
+            assert!(a.last_offset >= e.first_offset && a.first_offset < e.last_offset);
+        }
+    }
+    tracker.drop_below(Offset(entries.first().map_or(0, |e| e.last_offset)));
+}

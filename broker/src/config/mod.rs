@@ -88,6 +88,8 @@ pub struct BrokerConfig {
     pub offsets_topic_segment_ms: i64,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// The transaction coordinator's settings.
+    pub transactions: TxnSettings,
     /// The log cleaner's settings (`log.cleaner.*`, `log.cleanup.policy`).
     pub cleaner: crate::log::cleaner::CleanerSettings,
     /// `metrics.listener`: where the Prometheus endpoint (`GET /metrics`) listens, or `None`
@@ -178,6 +180,45 @@ impl Default for GroupSettings {
     }
 }
 
+/// The transaction coordinator's settings, named and defaulted as in Kafka.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnSettings {
+    /// `transaction.state.log.num.partitions`: partitions of `__transaction_state` when
+    /// startup creates it (an existing topic keeps its count: ids map to partitions by it).
+    pub state_log_num_partitions: i32,
+    /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state`.
+    pub state_log_segment_bytes: u64,
+    /// `transaction.state.log.segment.ms` (ours, as `offsets.topic.segment.ms`): the
+    /// `segment.ms` stored with `__transaction_state` when created, so it rolls and is cleaned.
+    pub state_log_segment_ms: i64,
+    /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: an idle transactional id is forgotten after this.
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_timed_out_interval_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub remove_expired_interval_ms: i64,
+    /// `transaction.partition.verification.enable` (KIP-890 part 1): a transactional produce
+    /// is checked against the coordinator's partitions of the transaction.
+    pub partition_verification: bool,
+}
+
+impl Default for TxnSettings {
+    fn default() -> Self {
+        TxnSettings {
+            state_log_num_partitions: 50,
+            state_log_segment_bytes: 104_857_600,
+            state_log_segment_ms: 600_000,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+            abort_timed_out_interval_ms: 10_000,
+            remove_expired_interval_ms: 3_600_000,
+            partition_verification: true,
+        }
+    }
+}
+
 /// The server-side assignors the consumer protocol offers (`group.consumer.assignors`).
 pub const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
 
@@ -237,6 +278,7 @@ impl Default for BrokerConfig {
             offsets_topic_segment_bytes: 104_857_600,
             offsets_topic_segment_ms: 600_000,
             groups: GroupSettings::default(),
+            transactions: TxnSettings::default(),
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
             log_format: LogFormat::Text,

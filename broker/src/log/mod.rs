@@ -36,6 +36,7 @@
 //!   deleted, I25).
 //! - [`atomic_file`]: small files replaced atomically (temp file, sync, rename, dir sync).
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
+//! - [`txn_index`]: the `.txnindex` files and the rebuild of the transaction state at open.
 //! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
 
 pub mod atomic_file;
@@ -52,6 +53,7 @@ pub mod recovered_sync;
 pub mod segment;
 pub mod start_offset;
 pub mod topics;
+pub mod txn_index;
 
 pub use config::{FlushPolicy, LogConfig, TimestampType};
 

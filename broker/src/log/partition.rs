@@ -53,7 +53,9 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
-use minikafka_core::fetch::{FetchPlanner, FetchStep};
+use minikafka_core::control_batch::{decode_marker, encode_marker, TxnMarker};
+use minikafka_core::fetch::{batches_below, FetchPlanner, FetchStep};
+use minikafka_core::partition::txn::TxnTracker;
 use minikafka_core::producer::{
     Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
     ProducerLimits, ProducerStateTable,
@@ -64,6 +66,7 @@ use minikafka_core::record::{
 use minikafka_core::retention::{self, RetentionLimits, SegmentInfo};
 use minikafka_core::roll::{self, ActiveSegment, RollLimits};
 use minikafka_core::time_index::{SearchStep, TimestampHit, TimestampSearch};
+use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
@@ -74,6 +77,7 @@ use super::recover::{open_segment, SegmentRecovery};
 use super::recovered_sync::{RecoveredLog, UnsyncedLog};
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
+use super::txn_index;
 use super::{LogError, Result, LEADER_EPOCH};
 use crate::metrics::SyncStats;
 
@@ -118,6 +122,11 @@ pub struct ReadResult {
     pub high_watermark: Offset,
     /// The first offset in the log.
     pub log_start_offset: Offset,
+    /// The last stable offset, snapshotted with the high watermark (I67).
+    pub last_stable_offset: Offset,
+    /// For a read_committed read: the aborted transactions overlapping the bytes returned
+    /// (Kafka's `aborted_transactions`), in marker order; empty otherwise.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// What [`PartitionLog::apply_retention`] did.
@@ -158,6 +167,9 @@ pub struct PartitionLog<B: Backend> {
     recovery: Vec<SegmentRecovery>,
     /// Idempotent producer state; checked and updated under `append_lock`.
     producers: RefCell<ProducerStateTable>,
+    /// Transactions (ongoing per producer, aborted ranges; the LSO, I67); checked and updated
+    /// under `append_lock`, with the producer state, in the same step as the high watermark.
+    txns: RefCell<TxnTracker>,
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
@@ -237,9 +249,9 @@ impl<B: Backend> PartitionLog<B> {
             }
             match classify(name) {
                 SegmentFile::Log(base) => log_bases.push(base),
-                SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
-                    index_bases.push((base, path))
-                }
+                SegmentFile::Index(base)
+                | SegmentFile::TimeIndex(base)
+                | SegmentFile::TxnIndex(base) => index_bases.push((base, path)),
                 SegmentFile::Snapshot(offset) => snapshot_offsets.push(offset),
                 SegmentFile::Stray => {
                     tracing::info!(?path, "removing leftover file");
@@ -349,6 +361,8 @@ impl<B: Backend> PartitionLog<B> {
             now_ms,
         )
         .await?;
+        // The transaction state is the log's (I70): replayed whole, the txnindex files checked.
+        let txns = txn_index::rebuild(&backend, dir, &segments, log_start_offset).await?;
         let log = PartitionLog {
             backend,
             dir: dir.to_path_buf(),
@@ -365,6 +379,7 @@ impl<B: Backend> PartitionLog<B> {
             last_sync_ms: Cell::new(now_ms),
             recovery,
             producers: RefCell::new(producers),
+            txns: RefCell::new(txns),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
@@ -411,6 +426,29 @@ impl<B: Backend> PartitionLog<B> {
     /// The offset the next append gets (every offset below it is readable).
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark.get()
+    }
+
+    /// The last stable offset (I67): the first offset of the oldest ongoing transaction, else
+    /// the high watermark. Read with no await after the high watermark it is compared to.
+    pub fn last_stable_offset(&self) -> Offset {
+        self.txns
+            .borrow()
+            .last_stable_offset(self.high_watermark.get())
+    }
+
+    /// The aborted transactions a read_committed read of `[from, upper)` must report.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        self.txns.borrow().aborted_in(from, upper)
+    }
+
+    /// The coordinator epoch of `producer_id`'s last marker here (DescribeProducers).
+    pub fn coordinator_epoch(&self, producer_id: i64) -> Option<i32> {
+        self.txns.borrow().coordinator_epoch(producer_id)
+    }
+
+    /// The first offset of `producer_id`'s ongoing transaction (DescribeProducers).
+    pub fn ongoing_transaction(&self, producer_id: i64) -> Option<Offset> {
+        self.txns.borrow().ongoing(producer_id)
     }
 
     /// The first offset in the log.
@@ -542,7 +580,31 @@ impl<B: Backend> PartitionLog<B> {
     ///
     /// [`BackendFile::write_parts_at`]: minikafka_core::backend::BackendFile::write_parts_at
     pub async fn append(&self, batch: impl Into<Bytes>, now_ms: i64) -> Result<AppendInfo> {
-        let batch: Bytes = batch.into();
+        self.append_from(batch.into(), now_ms, Origin::Client).await
+    }
+
+    /// [`append`](Self::append) for a batch a coordinator of this broker wrote (the group
+    /// coordinator's transactional offsets and their markers, I74): the producer rules are
+    /// not applied (as Kafka skips them for its coordinators' appends), everything else is.
+    pub async fn append_from_coordinator(
+        &self,
+        batch: impl Into<Bytes>,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        self.append_from(batch.into(), now_ms, Origin::Coordinator)
+            .await
+    }
+
+    async fn append_from(&self, batch: Bytes, now_ms: i64, origin: Origin) -> Result<AppendInfo> {
+        if origin == Origin::Coordinator && BatchHeader::parse(&batch).is_ok_and(|h| h.is_control())
+        {
+            // A coordinator's marker (the group coordinator's, on its offsets partition)
+            // takes the marker path, so the partition's transaction state sees it.
+            let marker = decode_marker(&batch).map_err(|e| {
+                LogError::Io(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+            })?;
+            return self.append_marker(marker, now_ms).await;
+        }
         // The produce path's one validation of this batch (I3; the Produce handler applies
         // only the framing rule), counted for the tests.
         let mut header = validate_produced(
@@ -558,6 +620,35 @@ impl<B: Backend> PartitionLog<B> {
             stamp_log_append_time_split(&mut batch.head, &batch.records, now_ms);
             header = BatchHeader::parse(&batch.head)?;
         }
+        self.queue_and_write(batch, header, now_ms, origin, None)
+            .await
+    }
+
+    /// Appends the transaction marker `marker` (a COMMIT or ABORT control batch, Kafka's
+    /// format: [`encode_marker`]) stamped `now_ms`, and returns once the flush policy is
+    /// satisfied for it (I8), like [`append`](Self::append). The marker ends its producer's
+    /// ongoing transaction (the LSO moves, I67); an ABORT records the aborted range (I68).
+    /// Refused ([`LogError::Producer`]) when its producer epoch is older than the producer's,
+    /// or its coordinator epoch older than the last marker's. The only way a control batch
+    /// reaches the log: a produced one is refused by [`validate_produced`].
+    pub async fn append_marker(&self, marker: TxnMarker, now_ms: i64) -> Result<AppendInfo> {
+        let bytes = Bytes::from(encode_marker(&marker, now_ms));
+        let header = BatchHeader::parse(&bytes)?;
+        let batch = SplitBatch::new(bytes)?;
+        self.queue_and_write(batch, header, now_ms, Origin::Coordinator, Some(marker))
+            .await
+    }
+
+    /// Queues one checked batch (a marker with `marker`) and writes it (or waits for the
+    /// writer that takes it), then waits for the flush policy.
+    async fn queue_and_write(
+        &self,
+        batch: SplitBatch,
+        header: BatchHeader,
+        now_ms: i64,
+        origin: Origin,
+        marker: Option<TxnMarker>,
+    ) -> Result<AppendInfo> {
         self.check_writable()?;
 
         // Queue first (arrival order), then take the mutex: whoever holds it writes every
@@ -567,6 +658,8 @@ impl<B: Backend> PartitionLog<B> {
             batch,
             header,
             now_ms,
+            origin,
+            marker,
             reply,
         });
         let guard = self.append_lock.lock().await;
@@ -637,7 +730,10 @@ impl<B: Backend> PartitionLog<B> {
         };
         self.publish(group.next_offset);
         self.sync_stats.written(group.members.len() as u64);
-        self.record_and_answer(&segment, group, positions);
+        let aborted = self.record_and_answer(&segment, group, positions);
+        if !aborted.is_empty() {
+            self.index_aborted(&segment, &aborted).await;
+        }
     }
 
     /// Step 1: when the log is closed or offline, fails every waiting append (the segments
@@ -688,7 +784,25 @@ impl<B: Backend> PartitionLog<B> {
             return Placement::Answered;
         }
         let producer_batch = ProducerBatch::from_header(&queued.header);
-        let decision = {
+        let decision = if let Some(marker) = &queued.marker {
+            // A marker: one per producer per group like its batches, checked by the
+            // transaction rules only (it carries no sequence).
+            if group.admission.must_wait(&producer_batch) {
+                return Placement::EndsGroup(queued);
+            }
+            let table_epoch = self
+                .producers
+                .borrow()
+                .get(marker.producer_id)
+                .map(|e| e.epoch);
+            if let Err(e) = self.txns.borrow().check_marker(table_epoch, marker) {
+                let _ = queued.reply.send(Err(e.into()));
+                return Placement::Answered;
+            }
+            Decision::NotIdempotent
+        } else if queued.origin == Origin::Coordinator {
+            Decision::NotIdempotent
+        } else {
             let producers = self.producers.borrow();
             match group
                 .admission
@@ -703,7 +817,15 @@ impl<B: Backend> PartitionLog<B> {
                     let _ = queued.reply.send(Err(e.into()));
                     return Placement::Answered;
                 }
-                Admission::Admit(decision) => decision,
+                Admission::Admit(decision) => {
+                    // The transaction rules read only this producer's transaction, which no
+                    // other member of the group changes (one member per producer).
+                    if let Err(e) = self.txns.borrow().check_data(&producer_batch) {
+                        let _ = queued.reply.send(Err(e.into()));
+                        return Placement::Answered;
+                    }
+                    decision
+                }
             }
         };
         let base_offset = group.next_offset;
@@ -733,9 +855,11 @@ impl<B: Backend> PartitionLog<B> {
                 return Placement::Answered;
             }
         }
-        group
-            .admission
-            .join(&self.producers.borrow(), &producer_batch);
+        if queued.origin == Origin::Client || queued.marker.is_some() {
+            group
+                .admission
+                .join(&self.producers.borrow(), &producer_batch);
+        }
         group.push(
             queued.batch,
             queued.header,
@@ -744,6 +868,7 @@ impl<B: Backend> PartitionLog<B> {
                 decision,
                 last_offset,
                 now_ms: queued.now_ms,
+                marker: queued.marker,
                 reply: queued.reply,
             },
         );
@@ -793,13 +918,35 @@ impl<B: Backend> PartitionLog<B> {
         self.commit.note_written(next_offset);
     }
 
-    /// Step 6: records each appended idempotent batch in the producer state (before the
-    /// append mutex is released, so the next batch is checked against it) and answers each
-    /// member with its offsets and position.
-    fn record_and_answer(&self, segment: &Segment<B>, group: Group, positions: Vec<FilePos>) {
+    /// Step 6: records each appended idempotent batch in the producer state and each
+    /// transactional batch or marker in the transaction state (before the append mutex is
+    /// released, so the next batch is checked against them, and with no await after
+    /// [`publish`](Self::publish), so no reader sees the new high watermark with the old LSO,
+    /// I67) and answers each member with its offsets and position. Returns the aborted
+    /// ranges the group's ABORT markers recorded (for the segment's `.txnindex`).
+    fn record_and_answer(
+        &self,
+        segment: &Segment<B>,
+        group: Group,
+        positions: Vec<FilePos>,
+    ) -> Vec<AbortedTxn> {
+        let mut aborted = Vec::new();
         for ((member, header), position) in
             group.members.into_iter().zip(&group.headers).zip(positions)
         {
+            match &member.marker {
+                Some(marker) => {
+                    if let Some(range) =
+                        self.txns.borrow_mut().on_marker(marker, header.base_offset)
+                    {
+                        aborted.push(range);
+                    }
+                }
+                None => self
+                    .txns
+                    .borrow_mut()
+                    .on_data(&member.producer_batch, header.base_offset),
+            }
             if member.decision == Decision::Append {
                 self.producers.borrow_mut().on_appended(
                     &member.producer_batch,
@@ -820,6 +967,25 @@ impl<B: Backend> PartitionLog<B> {
                 position,
                 duplicate: false,
             })));
+        }
+        let high_watermark = self.high_watermark.get();
+        // I67: the LSO never passes the high watermark.
+        assert!(
+            self.txns.borrow().last_stable_offset(high_watermark) <= high_watermark,
+            "LSO ≤ high watermark (I67)"
+        );
+        aborted
+    }
+
+    /// Appends the aborted ranges of a group's ABORT markers to the `.txnindex` of the segment
+    /// they went to. A failure is logged, not returned: the file is a cache of the log, and
+    /// the next open rebuilds it (I70); reads use the in-memory ranges.
+    async fn index_aborted(&self, segment: &Segment<B>, aborted: &[AbortedTxn]) {
+        if let Err(e) =
+            txn_index::append_entries(&self.backend, &self.dir, segment.base_offset(), aborted)
+                .await
+        {
+            tracing::warn!(dir = ?self.dir, error = %e, "appending to a txnindex failed (rebuilt at the next open)");
         }
     }
 
@@ -1022,9 +1188,46 @@ impl<B: Backend> PartitionLog<B> {
     /// empty result; outside `[log_start_offset, high_watermark]` is
     /// [`LogError::OffsetOutOfRange`]. The read stops at the end of a segment.
     pub async fn read(&self, fetch_offset: Offset, max_bytes: usize) -> Result<ReadResult> {
+        self.read_isolated(fetch_offset, max_bytes, false).await
+    }
+
+    /// [`read`](Self::read) at an isolation level. `read_committed` (Kafka's
+    /// `isolation_level=1`): nothing at or past the last stable offset is returned (I69: the
+    /// read stops at the first batch there), and the aborted transactions overlapping the
+    /// returned range come with it. Both levels report the LSO, snapshotted with the high
+    /// watermark (no await between, I67).
+    pub async fn read_isolated(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult> {
+        let mut read = self
+            .read_snapshot(fetch_offset, max_bytes, read_committed)
+            .await?;
+        if read_committed {
+            let keep = batches_below(&read.bytes, read.last_stable_offset);
+            read.bytes.truncate(keep);
+            if !read.bytes.is_empty() {
+                read.aborted = self
+                    .txns
+                    .borrow()
+                    .aborted_in(fetch_offset, read.last_stable_offset);
+            }
+        }
+        Ok(read)
+    }
+
+    async fn read_snapshot(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult> {
         // Snapshot (I2): the high watermark and, below, the segment's published size, taken
-        // together with no await in between.
+        // together with no await in between; the LSO with them (I67).
         let high_watermark = self.high_watermark.get();
+        let last_stable_offset = self.last_stable_offset();
         let log_start_offset = self.log_start_offset.get();
         if fetch_offset < log_start_offset || fetch_offset > high_watermark {
             return Err(LogError::OffsetOutOfRange {
@@ -1037,8 +1240,15 @@ impl<B: Backend> PartitionLog<B> {
             bytes: Bytes::new(),
             high_watermark,
             log_start_offset,
+            last_stable_offset,
+            aborted: Vec::new(),
         };
-        if fetch_offset == high_watermark {
+        let upper = if read_committed {
+            last_stable_offset
+        } else {
+            high_watermark
+        };
+        if fetch_offset >= upper {
             return Ok(empty);
         }
         // The segments that may hold the offset, each with its size snapshot.
@@ -1066,6 +1276,8 @@ impl<B: Backend> PartitionLog<B> {
                     bytes,
                     high_watermark,
                     log_start_offset,
+                    last_stable_offset,
+                    aborted: Vec::new(),
                 });
             }
         }
@@ -1331,8 +1543,8 @@ impl<B: Backend> PartitionLog<B> {
         })
     }
 
-    /// DeleteRecords: makes `before` the log start offset (when it is above the current one)
-    /// and deletes the segments wholly below it; returns the log start offset afterwards (the
+    /// DeleteRecords: makes `before` the log start offset (when it is above the current one;
+    /// capped at the last stable offset, I71) and deletes the segments wholly below it; returns the log start offset afterwards (the
     /// low watermark Kafka answers). `before` above the high watermark is
     /// [`LogError::OffsetOutOfRange`]; the caller maps Kafka's -1 to the high watermark. The
     /// new start is durable before this returns and before any segment is deleted (I25).
@@ -1356,7 +1568,11 @@ impl<B: Backend> PartitionLog<B> {
 
     /// Moves the log start offset up to `start` (never down, I9), after checkpointing it
     /// durably (I25). Called with the start lock held.
+    ///
+    /// Never past the last stable offset (I71): the records of an ongoing transaction stay
+    /// until its marker decides them, so retention and DeleteRecords stop at its first batch.
     async fn advance_start(&self, start: Offset) -> Result<()> {
+        let start = start.min(self.last_stable_offset());
         if start <= self.log_start_offset.get() {
             return Ok(());
         }
@@ -1367,6 +1583,7 @@ impl<B: Backend> PartitionLog<B> {
             "the log start offset moves forward, within the log (I9)"
         );
         self.log_start_offset.set(start);
+        self.txns.borrow_mut().drop_below(start);
         Ok(())
     }
 
@@ -1469,7 +1686,18 @@ struct QueuedAppend {
     batch: SplitBatch,
     header: BatchHeader,
     now_ms: i64,
+    origin: Origin,
+    /// The marker this control batch encodes (the marker path's batches only).
+    marker: Option<TxnMarker>,
     reply: oneshot::Sender<Result<Outcome>>,
+}
+
+/// Who wrote a batch: a client (the producer rules apply) or one of the broker's
+/// coordinators (they do not, as in Kafka).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Coordinator,
 }
 
 /// What the writer did with one queued append (before any wait for durability).
@@ -1486,6 +1714,7 @@ struct Member {
     decision: Decision,
     last_offset: Offset,
     now_ms: i64,
+    marker: Option<TxnMarker>,
     reply: oneshot::Sender<Result<Outcome>>,
 }
 
@@ -1596,7 +1825,9 @@ impl Drop for SyncLeader<'_> {
 async fn remove_segment_files<B: Backend>(backend: &B, segment: &Segment<B>) -> io::Result<()> {
     remove_if_present(backend, segment.log_path()).await?;
     remove_if_present(backend, segment.index_path()).await?;
-    remove_if_present(backend, segment.time_index_path()).await
+    remove_if_present(backend, segment.time_index_path()).await?;
+    let dir = segment.log_path().parent().unwrap_or(Path::new("."));
+    txn_index::remove(backend, dir, segment.base_offset()).await
 }
 
 async fn remove_if_present<B: Backend>(backend: &B, path: &Path) -> io::Result<()> {

@@ -23,6 +23,7 @@
 use std::cell::Cell;
 
 use minikafka_core::compaction::rewrite::batch_records;
+use minikafka_core::producer::ProducerError;
 use minikafka_core::record::{
     check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
 };
@@ -49,6 +50,13 @@ pub fn validate_produced(
         offsets: OffsetRule::Dense,
     };
     let header = validate_batch_with(batch, opts)?;
+    if header.is_control() {
+        // Markers are the coordinator's (the log's marker path), never a client's: Kafka's
+        // LogValidator refuses them from a client with INVALID_RECORD.
+        return Err(LogError::Producer(ProducerError::ControlBatch {
+            producer_id: header.producer_id,
+        }));
+    }
     // The one-batch rule, as the Produce handler applies it (only trailing bytes can be left
     // to find once the batch validated).
     check_single_batch(batch)?;

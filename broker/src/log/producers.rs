@@ -215,7 +215,9 @@ async fn replay<B: Backend>(
                 }
                 if header.base_offset >= from {
                     let batch = ProducerBatch::from_header(&header);
-                    if batch.is_idempotent() && !batch.is_control && !batch.is_transactional {
+                    // Transactional batches carry sequences like any idempotent batch; markers
+                    // carry none (their epochs are the transaction state's, `txn_index`).
+                    if batch.is_idempotent() && !batch.is_control {
                         table.on_appended(
                             &batch,
                             header.base_offset,

@@ -38,6 +38,8 @@ pub const TIME_INDEX_SUFFIX: &str = "timeindex";
 pub const SNAPSHOT_SUFFIX: &str = "snapshot";
 /// Suffix of files being written before an atomic rename; removed at startup.
 pub const TMP_SUFFIX: &str = "tmp";
+/// Suffix of a segment's aborted-transaction index.
+pub const TXN_INDEX_SUFFIX: &str = "txnindex";
 /// Suffix Kafka gives files scheduled for deletion; removed at startup.
 pub const DELETED_SUFFIX: &str = "deleted";
 
@@ -54,6 +56,11 @@ pub fn index_file_name(base_offset: Offset) -> String {
 /// The file name of a segment's time index.
 pub fn time_index_file_name(base_offset: Offset) -> String {
     format!("{:020}.{TIME_INDEX_SUFFIX}", base_offset.0)
+}
+
+/// The file name of a segment's aborted-transaction index (`super::txn_index`).
+pub fn txn_index_file_name(base_offset: Offset) -> String {
+    format!("{:020}.{TXN_INDEX_SUFFIX}", base_offset.0)
 }
 
 /// The file name of a producer state snapshot covering the batches below `offset`.
@@ -75,6 +82,8 @@ pub enum SegmentFile {
     Index(Offset),
     /// `<base>.timeindex`.
     TimeIndex(Offset),
+    /// `<base>.txnindex`: the segment's aborted transactions (`super::txn_index`).
+    TxnIndex(Offset),
     /// `<offset>.snapshot`: producer state below that offset (not tied to a segment).
     Snapshot(Offset),
     /// A leftover of an interrupted operation (`*.tmp`, `*.deleted`): safe to remove.
@@ -104,6 +113,7 @@ pub fn classify(file_name: &str) -> SegmentFile {
         INDEX_SUFFIX => SegmentFile::Index(Offset(base)),
         TIME_INDEX_SUFFIX => SegmentFile::TimeIndex(Offset(base)),
         SNAPSHOT_SUFFIX => SegmentFile::Snapshot(Offset(base)),
+        TXN_INDEX_SUFFIX => SegmentFile::TxnIndex(Offset(base)),
         _ => SegmentFile::Unknown,
     }
 }
@@ -550,5 +560,9 @@ mod tests {
             SegmentFile::Stray
         );
         assert_eq!(classify("leader-epoch-checkpoint"), SegmentFile::Unknown);
+        assert_eq!(
+            classify("00000000000000000005.txnindex"),
+            SegmentFile::TxnIndex(Offset(5))
+        );
     }
 }

@@ -10,7 +10,7 @@ use minikafka_core::error_code::ErrorCode;
 
 use super::counters::no_syncs;
 use super::histogram::{HistogramSnapshot, LATENCY_SECONDS};
-use super::snapshot::{BrokerSnapshot, PartitionSnapshot};
+use super::snapshot::{BrokerSnapshot, PartitionSnapshot, TxnCounts};
 
 /// The `Content-Type` of the page.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -296,6 +296,33 @@ pub fn render(snapshot: &BrokerSnapshot) -> String {
         );
     }
 
+    // Transactions, summed over the shards hosting coordinators.
+    let mut txns = TxnCounts::default();
+    for t in snapshot.shards.iter().map(|s| &s.transactions) {
+        txns.committed += t.committed;
+        txns.aborted += t.aborted;
+        txns.timed_out += t.timed_out;
+        txns.ongoing += t.ongoing;
+    }
+    page.family(
+        "minikafka_transactions_total",
+        "counter",
+        "Transactions ended, by result: committed, aborted (timed-out ones included), and timed_out (aborted by the coordinator for running past their timeout).",
+    );
+    for (result, n) in [
+        ("committed", txns.committed),
+        ("aborted", txns.aborted),
+        ("timed_out", txns.timed_out),
+    ] {
+        page.sample("minikafka_transactions_total", &[("result", result)], n);
+    }
+    page.family(
+        "minikafka_transactions_ongoing",
+        "gauge",
+        "Transactions open now (Ongoing in their coordinator).",
+    );
+    page.sample("minikafka_transactions_ongoing", &[], txns.ongoing);
+
     // Shards.
     page.family(
         "minikafka_shard_inbox_depth",
@@ -428,6 +455,11 @@ mod tests {
             requests_in_flight: 0,
             recovery_seconds: Some(0.5),
             committed: Vec::new(),
+            transactions: TxnCounts {
+                committed: 2,
+                ongoing: 1,
+                ..TxnCounts::default()
+            },
         }
     }
 
@@ -467,6 +499,10 @@ mod tests {
             "minikafka_consumer_group_lag{group=\"g\",topic=\"t\\\"x\",partition=\"0\"} 2\n"
         ));
         assert!(page.contains("minikafka_connections_accepted_total 2\n"));
+        // Two shards, each with 2 committed and 1 ongoing.
+        assert!(page.contains("minikafka_transactions_total{result=\"committed\"} 4\n"));
+        assert!(page.contains("minikafka_transactions_total{result=\"timed_out\"} 0\n"));
+        assert!(page.contains("minikafka_transactions_ongoing 2\n"));
         assert!(page.contains("minikafka_connection_errors_total{reason=\"frame\"} 2\n"));
         assert!(page.contains("minikafka_fsync_duration_seconds_bucket{le=\"+Inf\"} 0\n"));
         // Every sample's family was declared first.

@@ -79,6 +79,19 @@ pub struct CommittedOffset {
     pub offset: i64,
 }
 
+/// One shard's transaction coordinators' counts (all zero on a shard hosting none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxnCounts {
+    /// Transactions whose CompleteCommit record is durable, since startup.
+    pub committed: u64,
+    /// Transactions whose CompleteAbort record is durable (timed-out ones included).
+    pub aborted: u64,
+    /// Transactions the coordinator aborted because they ran past their timeout.
+    pub timed_out: u64,
+    /// Transactions open now (state Ongoing).
+    pub ongoing: u64,
+}
+
 /// Everything one shard reports on a scrape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardSnapshot {
@@ -104,6 +117,8 @@ pub struct ShardSnapshot {
     pub recovery_seconds: Option<f64>,
     /// Committed offsets of the groups it coordinates.
     pub committed: Vec<CommittedOffset>,
+    /// Its transaction coordinators' counts.
+    pub transactions: TxnCounts,
 }
 
 /// What the whole broker reports beside its shards.

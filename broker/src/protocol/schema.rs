@@ -19,17 +19,18 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    alter_configs_request, api_versions_request, consumer_group_describe_request,
-    consumer_group_heartbeat_request, create_acls_request, create_partitions_request,
-    create_topics_request, delete_acls_request, delete_groups_request, delete_records_request,
-    delete_topics_request, describe_acls_request, describe_cluster_request,
-    describe_configs_request, describe_groups_request, describe_log_dirs_request,
-    describe_producers_request, describe_topic_partitions_request, fetch_request,
-    find_coordinator_request, heartbeat_request, incremental_alter_configs_request,
-    init_producer_id_request, join_group_request, leave_group_request, list_groups_request,
-    list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
+    add_offsets_to_txn_request, add_partitions_to_txn_request, alter_configs_request,
+    api_versions_request, consumer_group_describe_request, consumer_group_heartbeat_request,
+    create_acls_request, create_partitions_request, create_topics_request, delete_acls_request,
+    delete_groups_request, delete_records_request, delete_topics_request, describe_acls_request,
+    describe_cluster_request, describe_configs_request, describe_groups_request,
+    describe_log_dirs_request, describe_producers_request, describe_topic_partitions_request,
+    describe_transactions_request, end_txn_request, fetch_request, find_coordinator_request,
+    heartbeat_request, incremental_alter_configs_request, init_producer_id_request,
+    join_group_request, leave_group_request, list_groups_request, list_offsets_request,
+    list_transactions_request, metadata_request, offset_commit_request, offset_delete_request,
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
-    ApiKey,
+    txn_offset_commit_request, write_txn_markers_request, ApiKey,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -1019,6 +1020,38 @@ strukt!(
 );
 message!(DESCRIBE_LOG_DIRS, DescribeLogDirs, 1, 4, flexible_from 2, DESCRIBE_LOG_DIRS_BODY);
 
+// WriteTxnMarkers (key 27): v1 only in Kafka 4.x (v0 removed by KIP-896), flexible.
+strukt!(
+    WRITE_TXN_MARKERS_TOPIC,
+    write_txn_markers_request::WritableTxnMarkerTopic,
+    [
+        field("name", Str, 1, ANY),
+        field("partition_indexes", Array(&Int32), 1, ANY),
+    ]
+);
+strukt!(
+    WRITE_TXN_MARKERS_MARKER,
+    write_txn_markers_request::WritableTxnMarker,
+    [
+        field("producer_id", Int64, 1, ANY),
+        field("producer_epoch", Int16, 1, ANY),
+        field("transaction_result", Bool, 1, ANY),
+        field("topics", Array(&Struct(&WRITE_TXN_MARKERS_TOPIC)), 1, ANY),
+        field("coordinator_epoch", Int32, 1, ANY),
+    ]
+);
+strukt!(
+    WRITE_TXN_MARKERS_BODY,
+    write_txn_markers_request::WriteTxnMarkersRequest,
+    [field(
+        "markers",
+        Array(&Struct(&WRITE_TXN_MARKERS_MARKER)),
+        1,
+        ANY
+    ),]
+);
+message!(WRITE_TXN_MARKERS, WriteTxnMarkers, 1, 1, flexible_from 1, WRITE_TXN_MARKERS_BODY);
+
 // DescribeProducers (key 61): flexible in every version.
 strukt!(
     DESCRIBE_PRODUCERS_TOPIC,
@@ -1150,6 +1183,140 @@ strukt!(
 );
 message!(DELETE_ACLS, DeleteAcls, 1, 3, flexible_from 2, DELETE_ACLS_BODY);
 
+// AddPartitionsToTxn (key 24): one transaction (v0-3) or a batch of them (v4+).
+strukt!(
+    ADD_PARTITIONS_TO_TXN_TOPIC,
+    add_partitions_to_txn_request::AddPartitionsToTxnTopic,
+    [
+        field("name", Str, 0, ANY),
+        field("partitions", Array(&Int32), 0, ANY),
+    ]
+);
+strukt!(
+    ADD_PARTITIONS_TO_TXN_TRANSACTION,
+    add_partitions_to_txn_request::AddPartitionsToTxnTransaction,
+    [
+        field("transactional_id", Str, 4, ANY),
+        field("producer_id", Int64, 4, ANY),
+        field("producer_epoch", Int16, 4, ANY),
+        field("verify_only", Bool, 4, ANY),
+        field(
+            "topics",
+            Array(&Struct(&ADD_PARTITIONS_TO_TXN_TOPIC)),
+            4,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    ADD_PARTITIONS_TO_TXN_BODY,
+    add_partitions_to_txn_request::AddPartitionsToTxnRequest,
+    [
+        field(
+            "transactions",
+            Array(&Struct(&ADD_PARTITIONS_TO_TXN_TRANSACTION)),
+            4,
+            ANY
+        ),
+        field("v3_and_below_transactional_id", Str, 0, 3),
+        field("v3_and_below_producer_id", Int64, 0, 3),
+        field("v3_and_below_producer_epoch", Int16, 0, 3),
+        field(
+            "v3_and_below_topics",
+            Array(&Struct(&ADD_PARTITIONS_TO_TXN_TOPIC)),
+            0,
+            3
+        ),
+    ]
+);
+message!(ADD_PARTITIONS_TO_TXN, AddPartitionsToTxn, 0, 5, flexible_from 3, ADD_PARTITIONS_TO_TXN_BODY);
+
+// AddOffsetsToTxn (key 25).
+strukt!(
+    ADD_OFFSETS_TO_TXN_BODY,
+    add_offsets_to_txn_request::AddOffsetsToTxnRequest,
+    [
+        field("transactional_id", Str, 0, ANY),
+        field("producer_id", Int64, 0, ANY),
+        field("producer_epoch", Int16, 0, ANY),
+        field("group_id", Str, 0, ANY),
+    ]
+);
+message!(ADD_OFFSETS_TO_TXN, AddOffsetsToTxn, 0, 4, flexible_from 3, ADD_OFFSETS_TO_TXN_BODY);
+
+// EndTxn (key 26).
+strukt!(
+    END_TXN_BODY,
+    end_txn_request::EndTxnRequest,
+    [
+        field("transactional_id", Str, 0, ANY),
+        field("producer_id", Int64, 0, ANY),
+        field("producer_epoch", Int16, 0, ANY),
+        field("committed", Bool, 0, ANY),
+    ]
+);
+message!(END_TXN, EndTxn, 0, 5, flexible_from 3, END_TXN_BODY);
+
+// DescribeTransactions (key 65): flexible in every version.
+strukt!(
+    DESCRIBE_TRANSACTIONS_BODY,
+    describe_transactions_request::DescribeTransactionsRequest,
+    [field("transactional_ids", Array(&Str), 0, ANY),]
+);
+message!(DESCRIBE_TRANSACTIONS, DescribeTransactions, 0, 0, flexible_from 0, DESCRIBE_TRANSACTIONS_BODY);
+
+// ListTransactions (key 66): flexible in every version.
+strukt!(
+    LIST_TRANSACTIONS_BODY,
+    list_transactions_request::ListTransactionsRequest,
+    [
+        field("state_filters", Array(&Str), 0, ANY),
+        field("producer_id_filters", Array(&Int64), 0, ANY),
+        field("duration_filter", Int64, 1, ANY),
+        field("transactional_id_pattern", NullableStr, 2, ANY),
+    ]
+);
+message!(LIST_TRANSACTIONS, ListTransactions, 0, 2, flexible_from 0, LIST_TRANSACTIONS_BODY);
+// TxnOffsetCommit (key 28).
+strukt!(
+    TXN_OFFSET_COMMIT_PARTITION,
+    txn_offset_commit_request::TxnOffsetCommitRequestPartition,
+    [
+        field("partition_index", Int32, 0, ANY),
+        field("committed_offset", Int64, 0, ANY),
+        field("committed_leader_epoch", Int32, 2, ANY),
+        field("committed_metadata", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_TOPIC,
+    txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+    [
+        field("name", Str, 0, ANY),
+        field(
+            "partitions",
+            Array(&Struct(&TXN_OFFSET_COMMIT_PARTITION)),
+            0,
+            ANY
+        ),
+    ]
+);
+strukt!(
+    TXN_OFFSET_COMMIT_BODY,
+    txn_offset_commit_request::TxnOffsetCommitRequest,
+    [
+        field("transactional_id", Str, 0, ANY),
+        field("group_id", Str, 0, ANY),
+        field("producer_id", Int64, 0, ANY),
+        field("producer_epoch", Int16, 0, ANY),
+        field("generation_id", Int32, 3, ANY),
+        field("member_id", Str, 3, ANY),
+        field("group_instance_id", NullableStr, 3, ANY),
+        field("topics", Array(&Struct(&TXN_OFFSET_COMMIT_TOPIC)), 0, ANY),
+    ]
+);
+message!(TXN_OFFSET_COMMIT, TxnOffsetCommit, 0, 5, flexible_from 3, TXN_OFFSET_COMMIT_BODY);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1170,7 +1337,11 @@ pub static COVERED: &[&MessageSchema] = &[
     &DELETE_TOPICS,
     &DELETE_RECORDS,
     &INIT_PRODUCER_ID,
+    &WRITE_TXN_MARKERS,
     &OFFSET_FOR_LEADER_EPOCH,
+    &ADD_PARTITIONS_TO_TXN,
+    &ADD_OFFSETS_TO_TXN,
+    &END_TXN,
     &DESCRIBE_CONFIGS,
     &ALTER_CONFIGS,
     &DESCRIBE_ACLS,
@@ -1186,6 +1357,9 @@ pub static COVERED: &[&MessageSchema] = &[
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
     &DESCRIBE_TOPIC_PARTITIONS,
+    &DESCRIBE_TRANSACTIONS,
+    &LIST_TRANSACTIONS,
+    &TXN_OFFSET_COMMIT,
 ];
 
 /// The schema for `api_key`, if the broker covers it.
@@ -1244,6 +1418,7 @@ mod tests {
             DeleteTopicsRequest,
             DeleteRecordsRequest,
             InitProducerIdRequest,
+            WriteTxnMarkersRequest,
             DescribeConfigsRequest,
             AlterConfigsRequest,
             DeleteGroupsRequest,
@@ -1260,6 +1435,12 @@ mod tests {
             DeleteAclsRequest,
             DescribeProducersRequest,
             DescribeTopicPartitionsRequest,
+            AddPartitionsToTxnRequest,
+            AddOffsetsToTxnRequest,
+            EndTxnRequest,
+            DescribeTransactionsRequest,
+            ListTransactionsRequest,
+            TxnOffsetCommitRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

@@ -3,12 +3,12 @@
 //! (connection → handlers → shard operations → log) offer.
 //!
 //! Contract:
-//! - Startup: shard 0 writes `__consumer_offsets`'s metadata if missing and loads the topic
+//! - Startup: shard 0 writes `__consumer_offsets`'s and `__transaction_state`'s metadata if missing and loads the topic
 //!   registry; every shard opens its partitions (passing the previous run's clean-shutdown
 //!   flag) while shard 0 also syncs the log directory (so every directory in it is durable
 //!   before anything is served), makes what
 //!   they recovered durable with one sync for all of them (I8) before registering any, and replays
-//!   the group coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
+//!   the group and transaction coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
 //!   shard sends as its own task, spawned in arrival order.
@@ -30,7 +30,7 @@ use super::data_dir::CLEAN_SHUTDOWN_MARKER;
 use super::partition_ops::PartitionKey;
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
-use super::{connection, groups, metrics_endpoint, topics};
+use super::{connection, groups, metrics_endpoint, topics, txns};
 use crate::log::{sync_recovered, PartitionLog, UnsyncedLog};
 
 /// How often every shard looks at the signal flag.
@@ -103,6 +103,10 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             groups::offsets_topic::ensure_stored(&state.backend, &state.shared.config).await
         {
             shared.fail(format!("creating the offsets topic: {e}"));
+        } else if let Err(e) =
+            txns::state_topic::ensure_stored(&state.backend, &state.shared.config).await
+        {
+            shared.fail(format!("creating the transaction state topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
         }
@@ -130,6 +134,11 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
                 // Coordinators replay before any shard accepts a connection.
                 if let Err(e) = state.load_group_hosts().await {
                     shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
+                }
+                if let Err(e) = txns::shard_io::load(&state).await {
+                    shared.fail(format!(
+                        "shard {shard}: loading transaction coordinators: {e}"
+                    ));
                 }
                 let took = backend.now().saturating_duration_since(recovery_started);
                 state.metrics.recovered(took);

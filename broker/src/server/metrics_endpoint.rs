@@ -98,6 +98,9 @@ fn snapshot<B: Backend>(state: &ShardState<B>) -> ShardSnapshot {
         requests_in_flight: state.in_flight(),
         recovery_seconds: state.metrics.recovery_time().map(|d| d.as_secs_f64()),
         committed,
+        transactions: state
+            .txn_metrics
+            .counts(state.txns.all().iter().map(|host| host.ongoing()).sum()),
     }
 }
 

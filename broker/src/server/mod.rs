@@ -35,6 +35,8 @@
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
+//! - [`txns`]: transactions: the internal `__transaction_state` topic and the transaction
+//!   coordinator hosts (marker writes included).
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod alter_configs;
@@ -56,6 +58,7 @@ pub mod send_queue;
 pub mod shard;
 pub mod shared;
 pub mod topics;
+pub mod txns;
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

@@ -3,7 +3,8 @@
 //!
 //! Contract:
 //! - One typed method per operation kind, in [`LocalPartitions`] (append, read, list offsets,
-//!   open, remove, reconfigure, delete records, describe, group request): what the owner runs
+//!   open, remove, reconfigure, delete records, describe, group request, transaction
+//!   request): what the owner runs
 //!   on a partition it owns. The shard implements it (`ShardState`); nothing else does.
 //! - A caller on the owning shard calls the method directly. A caller on another shard sends
 //!   a [`PartitionCall`] through the owner's inbox: the partition's [`PartitionKey`] and a
@@ -22,9 +23,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
+use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use minikafka_core::record_errors::RecordFailure;
+use minikafka_core::txn::{TxnRequest, TxnResponse};
+use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::wakeup::PartitionSignal;
 
 use crate::log::LogConfig;
@@ -53,17 +57,35 @@ pub trait LocalPartitions {
         batch: Bytes,
     ) -> LocalBoxFuture<'_, Result<Appended, AppendRefusal>>;
 
-    /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole).
+    /// Appends one transaction marker (a COMMIT or ABORT control batch, Kafka's format) and
+    /// wakes the partition's waiters (the LSO may have moved, I69): the marker's offset once
+    /// durable under the partition's flush policy (I8), or the error code
+    /// (INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED
+    /// for an older coordinator epoch, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR…).
+    fn write_marker(
+        &self,
+        key: PartitionKey,
+        marker: TxnMarker,
+    ) -> LocalBoxFuture<'_, Result<i64, ErrorCode>>;
+
+    /// Reads whole batches from `fetch_offset`, at most `max_bytes` (the first batch whole);
+    /// `read_committed`: nothing at or past the LSO, with the aborted transactions (I69).
     fn read(
         &self,
         key: PartitionKey,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> LocalBoxFuture<'_, PartitionRead>;
 
     /// Answers a ListOffsets query for `timestamp`, or -1, -2, -3, -4 (latest, earliest, max
-    /// timestamp, earliest local).
-    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset>;
+    /// timestamp, earliest local); latest is the LSO when `read_committed` (I69).
+    fn list_offset(
+        &self,
+        key: PartitionKey,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> LocalBoxFuture<'_, ListedOffset>;
 
     /// Opens (creating its directory) the partition's log and registers it here.
     fn open(
@@ -97,6 +119,13 @@ pub trait LocalPartitions {
         key: PartitionKey,
         request: GroupRequest,
     ) -> LocalBoxFuture<'_, Result<GroupResponse, ErrorCode>>;
+
+    /// Runs a transaction request on the coordinator of this `__transaction_state` partition.
+    fn txn(
+        &self,
+        key: PartitionKey,
+        request: TxnRequest,
+    ) -> LocalBoxFuture<'_, Result<TxnResponse, ErrorCode>>;
 }
 
 /// What a [`PartitionCall`] runs on the owner: one [`LocalPartitions`] method, its answer
@@ -135,6 +164,10 @@ pub struct PartitionRead {
     pub high_watermark: i64,
     /// The log start offset (-1 when unknown).
     pub log_start_offset: i64,
+    /// The last stable offset (-1 when unknown; I67).
+    pub last_stable_offset: i64,
+    /// For a read_committed read, the aborted transactions overlapping the bytes.
+    pub aborted: Vec<AbortedTxn>,
     /// Whole record batches.
     pub bytes: bytes::Bytes,
 }
@@ -146,6 +179,8 @@ impl PartitionRead {
             error_code,
             high_watermark: -1,
             log_start_offset: -1,
+            last_stable_offset: -1,
+            aborted: Vec::new(),
             bytes: bytes::Bytes::new(),
         }
     }
@@ -222,4 +257,8 @@ pub struct ProducerDescription {
     pub last_sequence: i32,
     /// The max timestamp of its last batch.
     pub last_timestamp_ms: i64,
+    /// The epoch of the coordinator of its last marker here (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its ongoing transaction (-1: none).
+    pub current_txn_start_offset: i64,
 }

@@ -30,12 +30,15 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
+use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
-use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
+use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
+use super::groups::offsets_log::encode_marker;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
 pub use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
@@ -43,6 +46,9 @@ pub use super::partition_ops::{
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
 use super::shared::Shared;
+use super::txns::host::TxnHosts;
+use super::txns::metrics::TxnMetrics;
+use super::txns::state_topic::TRANSACTION_STATE_TOPIC;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
@@ -80,6 +86,10 @@ pub struct ShardState<B: Backend> {
     stop_tx: async_channel::Sender<()>,
     /// The group coordinators this shard hosts.
     pub groups: GroupHosts<B>,
+    /// The transaction coordinators this shard hosts.
+    pub txns: TxnHosts<B>,
+    /// This shard's transaction counters.
+    pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
 }
@@ -114,6 +124,8 @@ impl<B: Backend> ShardState<B> {
             stop,
             stop_tx,
             groups: GroupHosts::new(),
+            txns: TxnHosts::new(),
+            txn_metrics: Rc::new(TxnMetrics::new()),
             metrics: ShardMetrics::new(),
         }
     }
@@ -198,6 +210,26 @@ impl<B: Backend> ShardState<B> {
         .await
     }
 
+    /// Appends the transaction marker `marker` to `topic`/`partition` on its owner (directly
+    /// on this shard, else through the owner's inbox) and wakes its waiters: the marker's
+    /// offset once durable under the flush policy (I8), or the error code
+    /// ([`LocalPartitions::write_marker`]). UNKNOWN_SERVER_ERROR when the owner no longer
+    /// takes calls.
+    pub async fn write_txn_marker(
+        self: &Rc<Self>,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode> {
+        let unavailable = Err(ErrorCode::UNKNOWN_SERVER_ERROR);
+        self.on_owner(
+            key(topic, partition),
+            move |p, key| p.write_marker(key, marker),
+            unavailable,
+        )
+        .await
+    }
+
     /// Reads from `topic`/`partition` on its owner.
     pub async fn read(
         self: &Rc<Self>,
@@ -205,11 +237,12 @@ impl<B: Backend> ShardState<B> {
         partition: i32,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> PartitionRead {
         let unavailable = PartitionRead::failed(ErrorCode::UNKNOWN_SERVER_ERROR);
         self.on_owner(
             key(topic, partition),
-            move |p, key| p.read(key, fetch_offset, max_bytes),
+            move |p, key| p.read(key, fetch_offset, max_bytes, read_committed),
             unavailable,
         )
         .await
@@ -225,11 +258,12 @@ impl<B: Backend> ShardState<B> {
         topic: String,
         partition: i32,
         timestamp: i64,
+        read_committed: bool,
     ) -> ListedOffset {
         let unavailable = (ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1);
         self.on_owner(
             key(topic, partition),
-            move |p, key| p.list_offset(key, timestamp),
+            move |p, key| p.list_offset(key, timestamp, read_committed),
             unavailable,
         )
         .await
@@ -323,6 +357,23 @@ impl<B: Backend> ShardState<B> {
         self.on_owner(
             key(OFFSETS_TOPIC, partition),
             move |p, key| p.group(key, request),
+            unavailable,
+        )
+        .await
+    }
+
+    /// Runs `request` on the transaction coordinator of `__transaction_state` partition
+    /// `partition`, on its owner. NOT_COORDINATOR when the owner no longer takes calls or is
+    /// shutting down, COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    pub async fn txn_request(
+        self: &Rc<Self>,
+        partition: i32,
+        request: TxnRequest,
+    ) -> Result<TxnResponse, ErrorCode> {
+        let unavailable = Err(ErrorCode::NOT_COORDINATOR);
+        self.on_owner(
+            key(TRANSACTION_STATE_TOPIC, partition),
+            move |p, key| p.txn(key, request),
             unavailable,
         )
         .await
@@ -485,11 +536,39 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         })
     }
 
+    fn write_marker(
+        &self,
+        key: PartitionKey,
+        marker: TxnMarker,
+    ) -> LocalBoxFuture<'_, Result<i64, ErrorCode>> {
+        Box::pin(async move {
+            let key = &key;
+            let (topic, partition) = (key.topic.as_str(), key.partition);
+            let owned = self
+                .owned(key)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            // Queued on this first poll, like an append (arrival order decides offsets).
+            match owned
+                .log
+                .append_marker(marker, self.backend.wall_clock_ms())
+                .await
+            {
+                Ok(info) => {
+                    // The marker is visible and the LSO may have moved: wake (I7, I69).
+                    owned.signal.notify_append();
+                    Ok(info.base_offset.0)
+                }
+                Err(e) => Err(log_error_code(topic, partition, "write marker", &e)),
+            }
+        })
+    }
+
     fn read(
         &self,
         key: PartitionKey,
         fetch_offset: i64,
         max_bytes: usize,
+        read_committed: bool,
     ) -> LocalBoxFuture<'_, PartitionRead> {
         Box::pin(async move {
             let key = &key;
@@ -500,15 +579,22 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
                 error_code: ErrorCode::NONE,
                 high_watermark: owned.log.high_watermark().0,
                 log_start_offset: owned.log.log_start_offset().0,
+                last_stable_offset: owned.log.last_stable_offset().0,
+                aborted: Vec::new(),
                 bytes: bytes::Bytes::new(),
             };
-            match owned.log.read(Offset(fetch_offset), max_bytes).await {
+            let read = owned
+                .log
+                .read_isolated(Offset(fetch_offset), max_bytes, read_committed);
+            match read.await {
                 Ok(read) => {
                     let records = records_in_batches(&read.bytes);
                     let bytes = read.bytes.len() as u64;
                     self.metrics.read(&key.topic, key.partition, records, bytes);
                     out.high_watermark = read.high_watermark.0;
                     out.log_start_offset = read.log_start_offset.0;
+                    out.last_stable_offset = read.last_stable_offset.0;
+                    out.aborted = read.aborted;
                     out.bytes = read.bytes;
                 }
                 Err(e) => out.error_code = log_error_code(&key.topic, key.partition, "read", &e),
@@ -517,7 +603,12 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
         })
     }
 
-    fn list_offset(&self, key: PartitionKey, timestamp: i64) -> LocalBoxFuture<'_, ListedOffset> {
+    fn list_offset(
+        &self,
+        key: PartitionKey,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> LocalBoxFuture<'_, ListedOffset> {
         Box::pin(async move {
             let key = &key;
             let Some(owned) = self.owned(key) else {
@@ -527,6 +618,7 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
             // Timestamp lookups go through the partition log's time index.
             let found = match timestamp {
                 -2 | -4 => return (ErrorCode::NONE, log.log_start_offset().0, -1),
+                -1 if read_committed => return (ErrorCode::NONE, log.last_stable_offset().0, -1),
                 -1 => return (ErrorCode::NONE, log.high_watermark().0, -1),
                 -3 => log.max_timestamp_offset().await,
                 ts if ts < 0 => return (ErrorCode::INVALID_REQUEST, -1, -1),
@@ -637,11 +729,14 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
             .into_iter()
             .filter_map(|(producer_id, entry)| {
                 let last = entry.batches.back()?;
+                let txn = log.ongoing_transaction(producer_id);
                 Some(ProducerDescription {
                     producer_id,
                     epoch: entry.epoch,
                     last_sequence: last.last_sequence,
                     last_timestamp_ms: last.max_timestamp_ms,
+                    coordinator_epoch: log.coordinator_epoch(producer_id).unwrap_or(-1),
+                    current_txn_start_offset: txn.map_or(-1, |o| o.0),
                 })
             })
             .collect();
@@ -667,6 +762,19 @@ impl<B: Backend> LocalPartitions for ShardState<B> {
             host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)
         })
     }
+
+    fn txn(
+        &self,
+        key: PartitionKey,
+        request: TxnRequest,
+    ) -> LocalBoxFuture<'_, Result<TxnResponse, ErrorCode>> {
+        Box::pin(async move {
+            let Some(host) = self.txns.get(key.partition) else {
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+            };
+            host.submit(request).await.ok_or(ErrorCode::NOT_COORDINATOR)
+        })
+    }
 }
 
 /// The [`OffsetsAppender`] a shard hands its coordinator hosts: its local append path. Holds
@@ -680,11 +788,40 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
             let state = self.0.upgrade().ok_or(ErrorCode::NOT_COORDINATOR)?;
             let _in_flight = state.begin_request();
             let key = key(OFFSETS_TOPIC, partition);
-            LocalPartitions::append(&*state, key, batch)
-                .await
-                .map(|_| ())
-                .map_err(|refusal| refusal.code)
+            let owned = state
+                .owned(&key)
+                .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+            // The coordinator's own batches (transactional offsets, markers: I74) are not
+            // held to the producer rules.
+            let now = state.backend.wall_clock_ms();
+            let bytes = batch.len() as u64;
+            match owned.log.append_from_coordinator(batch, now).await {
+                Ok(info) => {
+                    let records = (info.last_offset.0 - info.base_offset.0 + 1).max(0) as u64;
+                    state
+                        .metrics
+                        .appended(OFFSETS_TOPIC, partition, records, bytes);
+                    owned.signal.notify_append();
+                    Ok(())
+                }
+                Err(e) => Err(log_error_code(OFFSETS_TOPIC, partition, "append", &e)),
+            }
         })
+    }
+
+    fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TxnResult,
+    ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
+        let now = self
+            .0
+            .upgrade()
+            .map_or(0, |state| state.backend.wall_clock_ms());
+        let batch = encode_marker(producer_id, producer_epoch, result, now);
+        self.append(partition, batch.into())
     }
 }
 

@@ -15,6 +15,10 @@
 //!                                 [--group G] [--follow] [--count N] [--format FMT]
 //!                                 [--isolation read_uncommitted|read_committed]
 //! mk [-b HOST:PORT] offsets TOPIC
+//! mk [-b HOST:PORT] transactions list [--state S]... [--producer-id P]... [--duration-ms MS]
+//! mk [-b HOST:PORT] transactions describe ID
+//! mk [-b HOST:PORT] transactions abort --topic T --partition P --producer-id P
+//!                                      --producer-epoch E --coordinator-epoch C
 //! mk [-b HOST:PORT] groups list | describe G | delete G
 //! mk [-b HOST:PORT] groups reset-offsets G (--topic T[:P,P..]... | --all-topics)
 //!        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime T) [--dry-run]
@@ -34,6 +38,14 @@
 //! the read-only ones. `records delete` moves the partition's log start offset to OFFSET
 //! (`end`: the high watermark), deleting every record below it, and prints the new low
 //! watermark.
+//!
+//! `offsets` prints each partition's earliest offset, latest offset (the high watermark) and
+//! LSO (the last stable offset: ListOffsets latest under read_committed, which stops before
+//! the first open transaction). `transactions` is `kafka-transactions.sh`: `list` prints one
+//! row per transactional id (filtered by state, producer id, or running longer than
+//! `--duration-ms`), `describe` its producer, state, timeout, start and partitions, and
+//! `abort` ends a hanging transaction in one partition by writing an ABORT marker there
+//! (WriteTxnMarkers), for a producer that will never end it.
 //!
 //! `produce` sends one record per stdin line and waits for every acknowledgement; with
 //! `--transactional-id ID` all of them form one transaction, committed at the end of input (or
@@ -61,6 +73,7 @@ use minikafka_client::group::lag::{
     describe_table, lag_rows, parse_datetime, plan_reset, reset_table, PartitionRange, ResetSpec,
 };
 use minikafka_client::producer::DeliveryFuture;
+use minikafka_client::txn_admin;
 use minikafka_client::{
     Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, GroupConfig,
     GroupConsumer, IsolationLevel, Offset, Producer, ProducerConfig, ProducerRecord, SeekTo,
@@ -154,10 +167,15 @@ enum Command {
         #[command(subcommand)]
         action: GroupsAction,
     },
-    /// Print earliest and latest offsets per partition.
+    /// Print earliest, latest and last stable offsets per partition.
     Offsets {
         /// Topic.
         topic: String,
+    },
+    /// List, describe or abort transactions (like kafka-transactions.sh).
+    Transactions {
+        #[command(subcommand)]
+        action: TransactionsAction,
     },
     /// Delete records.
     Records {
@@ -292,6 +310,45 @@ enum TopicsAction {
         name: String,
         #[command(flatten)]
         changes: ChangeArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TransactionsAction {
+    /// One row per transactional id: id, producer id, state.
+    List {
+        /// Only transactions in this state (repeatable), e.g. Ongoing.
+        #[arg(long = "state", value_name = "STATE")]
+        states: Vec<String>,
+        /// Only this producer id (repeatable).
+        #[arg(long = "producer-id", value_name = "ID")]
+        producer_ids: Vec<i64>,
+        /// Only transactions running longer than this.
+        #[arg(long, value_name = "MS")]
+        duration_ms: Option<i64>,
+    },
+    /// The producer, state, timeout, start time and partitions of a transactional id.
+    Describe {
+        /// Transactional id.
+        transactional_id: String,
+    },
+    /// Abort a hanging transaction in one partition (an ABORT marker, WriteTxnMarkers).
+    Abort {
+        /// Topic.
+        #[arg(long)]
+        topic: String,
+        /// Partition.
+        #[arg(long)]
+        partition: i32,
+        /// Producer id of the hanging transaction.
+        #[arg(long)]
+        producer_id: i64,
+        /// Its producer epoch.
+        #[arg(long)]
+        producer_epoch: i16,
+        /// Coordinator epoch written in the marker.
+        #[arg(long)]
+        coordinator_epoch: i32,
     },
 }
 
@@ -480,6 +537,7 @@ async fn run(cli: Cli) -> CliResult<()> {
             consume(addr, &topic, &from, partition, reading).await
         }
         Command::Offsets { topic } => offsets(addr, &topic).await,
+        Command::Transactions { action } => transactions(addr, action).await,
         Command::Groups { action } => groups(addr, action).await,
         Command::Records { action } => records(addr, action).await,
         Command::Configs { action } => configs(addr, action).await,
@@ -1165,19 +1223,118 @@ async fn offsets(addr: &str, topic: &str) -> CliResult<()> {
         .list_offsets(topic, OffsetSpec::Latest)
         .await
         .map_err(kafka)?;
+    // Latest under read_committed: the last stable offset.
+    let queries: Vec<(i32, OffsetSpec)> = latest
+        .iter()
+        .map(|l| (l.partition, OffsetSpec::Latest))
+        .collect();
+    let stable = minikafka_client::admin::list_offsets_at(admin.connection(), topic, &queries, 1)
+        .await
+        .map_err(kafka)?;
     let mut out = std::io::stdout().lock();
     let io = |e: std::io::Error| format!("writing output: {e}");
-    writeln!(out, "partition\tearliest\tlatest").map_err(io)?;
-    for (e, l) in earliest.iter().zip(latest.iter()) {
+    writeln!(out, "partition\tearliest\tlatest\tlso").map_err(io)?;
+    for ((e, l), s) in earliest.iter().zip(latest.iter()).zip(stable.iter()) {
         let show = |o: Option<Offset>| o.map_or("-".to_string(), |o| o.0.to_string());
         writeln!(
             out,
-            "{}\t{}\t{}",
+            "{}\t{}\t{}\t{}",
             e.partition,
             show(e.offset),
-            show(l.offset)
+            show(l.offset),
+            show(s.offset)
         )
         .map_err(io)?;
+    }
+    Ok(())
+}
+
+async fn transactions(addr: &str, action: TransactionsAction) -> CliResult<()> {
+    let mut conn = connect(addr).await?;
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| format!("writing output: {e}");
+    match action {
+        TransactionsAction::List {
+            states,
+            producer_ids,
+            duration_ms,
+        } => {
+            let filter = txn_admin::ListFilter {
+                states,
+                producer_ids,
+                min_duration_ms: duration_ms,
+            };
+            let listed = txn_admin::list_transactions(&mut conn, &filter)
+                .await
+                .map_err(kafka)?;
+            writeln!(out, "TransactionalId\tProducerId\tTransactionState").map_err(io)?;
+            for t in listed {
+                writeln!(
+                    out,
+                    "{}\t{}\t{}",
+                    t.transactional_id, t.producer_id, t.state
+                )
+                .map_err(io)?;
+            }
+        }
+        TransactionsAction::Describe { transactional_id } => {
+            let described = txn_admin::describe_transactions(
+                &mut conn,
+                std::slice::from_ref(&transactional_id),
+            )
+            .await
+            .map_err(kafka)?;
+            writeln!(
+                out,
+                "TransactionalId\tProducerId\tProducerEpoch\tTransactionState\t\
+                 TransactionTimeoutMs\tCurrentTransactionStartTimeMs\tTopicPartitions"
+            )
+            .map_err(io)?;
+            for t in described {
+                let partitions: Vec<String> = t
+                    .partitions
+                    .iter()
+                    .map(|(topic, p)| format!("{topic}-{p}"))
+                    .collect();
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    t.transactional_id,
+                    t.producer_id,
+                    t.producer_epoch,
+                    t.state,
+                    t.timeout_ms,
+                    t.start_time_ms,
+                    partitions.join(",")
+                )
+                .map_err(io)?;
+            }
+        }
+        TransactionsAction::Abort {
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+        } => {
+            let spec = txn_admin::AbortSpec {
+                topic,
+                partition,
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+            };
+            txn_admin::abort_transaction(&mut conn, &spec)
+                .await
+                .map_err(kafka)?;
+            writeln!(
+                out,
+                "Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) in \
+                 {}-{partition}.",
+                spec.topic
+            )
+            .map_err(io)?;
+        }
     }
     Ok(())
 }

@@ -23,6 +23,36 @@ pub struct Append {
     pub id: AppendId,
     /// The records.
     pub records: Vec<GroupRecord>,
+    /// How the batch holding them is written: plain, transactional, or a marker.
+    pub kind: AppendKind,
+}
+
+/// How an [`Append`] goes to the log, as Kafka writes each (I74). A transactional append or
+/// a marker is a batch of its own (its header carries the producer), never merged with
+/// others; replaying the log hands each back to the matching `replay_*` method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AppendKind {
+    /// An ordinary batch (no producer): [`Coordinator::replay`].
+    #[default]
+    Plain,
+    /// TxnOffsetCommit's records: a transactional batch with this producer id and epoch
+    /// ([`Coordinator::replay_transactional`]).
+    Transactional {
+        /// Producer id.
+        producer_id: i64,
+        /// Producer epoch.
+        producer_epoch: i16,
+    },
+    /// A control batch (no records of ours): the COMMIT or ABORT marker of the producer's
+    /// transaction ([`Coordinator::replay_marker`]).
+    Marker {
+        /// Producer id.
+        producer_id: i64,
+        /// Producer epoch.
+        producer_epoch: i16,
+        /// Commit or abort.
+        result: TxnResult,
+    },
 }
 
 /// Why an append did not become durable.
@@ -45,7 +75,12 @@ impl AppendError {
     pub fn code(self, response: &GroupResponse) -> ErrorCode {
         match self {
             AppendError::Unavailable => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-            AppendError::TooLarge if matches!(response, GroupResponse::OffsetCommit(_)) => {
+            AppendError::TooLarge
+                if matches!(
+                    response,
+                    GroupResponse::OffsetCommit(_) | GroupResponse::TxnOffsetCommit(_)
+                ) =>
+            {
                 ErrorCode::INVALID_COMMIT_OFFSET_SIZE
             }
             AppendError::TooLarge => ErrorCode::UNKNOWN_SERVER_ERROR,
@@ -115,6 +150,8 @@ pub struct DurableGroup {
     pub consumer_records: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Transactional offsets still pending, by producer id (I73).
+    pub pending_txn: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
 /// The whole durable state, by group id.
@@ -136,7 +173,8 @@ pub(super) enum Completion {
 #[derive(Debug)]
 pub(super) struct PendingAppend {
     pub(super) records: Vec<GroupRecord>,
-    groups: Vec<String>,
+    pub(super) kind: AppendKind,
+    pub(super) groups: Vec<String>,
     completions: Vec<Completion>,
 }
 
@@ -166,6 +204,18 @@ pub struct Coordinator {
     /// Per-group `(session timeout, heartbeat interval)` that differ from the configuration's
     /// (group configurations, KIP-848), as last handed in.
     pub(super) consumer_timeouts: HashMap<String, (i32, i32)>,
+    /// Durable transactional offsets not completed yet, by group then producer id (I73:
+    /// written only by `apply_txn_*`, invisible to OffsetFetch).
+    pub(super) txn_pending: HashMap<String, BTreeMap<i64, TxnOffsets>>,
+}
+
+/// One producer's pending transactional offsets in one group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct TxnOffsets {
+    /// The newest producer epoch that wrote to them.
+    pub(super) producer_epoch: i16,
+    /// Offsets by (topic, partition).
+    pub(super) offsets: BTreeMap<(String, i32), CommittedOffset>,
 }
 
 impl Coordinator {
@@ -190,6 +240,7 @@ impl Coordinator {
             join_seq: 0,
             needs_arming: true,
             consumer_timeouts: HashMap::new(),
+            txn_pending: HashMap::new(),
         }
     }
 
@@ -259,6 +310,12 @@ impl Coordinator {
         for (id, offsets) in &self.offsets {
             if !offsets.is_empty() {
                 out.entry(id.clone()).or_default().offsets = offsets.clone();
+            }
+        }
+        for (id, producers) in &self.txn_pending {
+            let pending = &mut out.entry(id.clone()).or_default().pending_txn;
+            for (pid, txn) in producers {
+                pending.insert(*pid, txn.offsets.clone());
             }
         }
         out
@@ -370,6 +427,8 @@ impl Coordinator {
                 self.respond(token, GroupResponse::DescribeGroups(resp));
             }
             GroupRequest::ConsumerGroupHeartbeat(r) => self.consumer_heartbeat(token, r, now),
+            GroupRequest::TxnOffsetCommit(r) => self.txn_offset_commit(token, r, now),
+            GroupRequest::CompleteTxn(r) => self.complete_txn(token, r),
             GroupRequest::ConsumerGroupDescribe(r) => {
                 let groups = r
                     .group_ids
@@ -407,7 +466,30 @@ impl Coordinator {
         }
         match result {
             Ok(()) => {
-                for record in &pending.records {
+                match pending.kind {
+                    AppendKind::Plain => {}
+                    AppendKind::Transactional {
+                        producer_id,
+                        producer_epoch,
+                    } => {
+                        for record in &pending.records {
+                            let applied =
+                                self.apply_txn_record(producer_id, producer_epoch, record, now);
+                            debug_assert!(applied.is_ok(), "own txn record failed to apply");
+                        }
+                    }
+                    AppendKind::Marker {
+                        producer_id,
+                        result,
+                        ..
+                    } => self.apply_txn_marker(producer_id, result),
+                }
+                let plain = if pending.kind == AppendKind::Plain {
+                    &pending.records[..]
+                } else {
+                    &[]
+                };
+                for record in plain {
                     // Our own records always decode; a failure would be a codec bug.
                     match RecordKey::decode(&record.key) {
                         Ok(key) => {
@@ -574,7 +656,10 @@ impl Coordinator {
     /// Removes a group that holds nothing: no durable metadata, no offsets, no members, no
     /// handed-out ids, not being deleted, nothing in flight.
     pub(super) fn drop_if_unused(&mut self, group: &str) {
-        if self.inflight.contains_key(group) || self.offsets.contains_key(group) {
+        if self.inflight.contains_key(group)
+            || self.offsets.contains_key(group)
+            || self.txn_pending.contains_key(group)
+        {
             return;
         }
         if let Some(Group::Classic(g)) = self.groups.get(group) {
@@ -600,6 +685,17 @@ impl Coordinator {
         groups: Vec<String>,
         completions: Vec<Completion>,
     ) -> AppendId {
+        self.append_kind(AppendKind::Plain, records, groups, completions)
+    }
+
+    /// [`Self::append`] for a transactional append or a marker.
+    pub(super) fn append_kind(
+        &mut self,
+        kind: AppendKind,
+        records: Vec<GroupRecord>,
+        groups: Vec<String>,
+        completions: Vec<Completion>,
+    ) -> AppendId {
         let id = AppendId(self.next_append);
         self.next_append += 1;
         for g in &groups {
@@ -608,11 +704,13 @@ impl Coordinator {
         self.appends.push_back(Append {
             id,
             records: records.clone(),
+            kind,
         });
         self.pending.insert(
             id,
             PendingAppend {
                 records,
+                kind,
                 groups,
                 completions,
             },

@@ -35,6 +35,12 @@ pub enum GroupRequest {
     ConsumerGroupHeartbeat(consumer::HeartbeatRequest),
     /// ConsumerGroupDescribe (API 69), routed to the consumer-protocol groups.
     ConsumerGroupDescribe(consumer::DescribeRequest),
+    /// TxnOffsetCommit (API 28), v0–v5: offsets pending until their transaction ends (I73).
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// The end of a producer's transaction, from the transaction coordinator (what Kafka's
+    /// WriteTxnMarkers to an offsets partition does): its pending offsets become visible or
+    /// vanish, once the marker is durable (I74).
+    CompleteTxn(CompleteTxnRequest),
 }
 
 /// The answer to one [`GroupRequest`], same variant.
@@ -64,6 +70,10 @@ pub enum GroupResponse {
     ConsumerGroupHeartbeat(consumer::HeartbeatResponse),
     /// Answer to ConsumerGroupDescribe.
     ConsumerGroupDescribe(consumer::DescribeResponse),
+    /// Answer to TxnOffsetCommit: per-partition codes, in request order.
+    TxnOffsetCommit(OffsetCommitResponse),
+    /// Answer to CompleteTxn.
+    CompleteTxn(CompleteTxnResponse),
 }
 
 /// One protocol a joining member supports (for consumers: an assignor name and its
@@ -318,6 +328,65 @@ pub struct OffsetFetchGroup {
 pub struct OffsetFetchRequest {
     /// Groups.
     pub groups: Vec<OffsetFetchGroup>,
+    /// `require_stable` (v7+, KIP-447): a partition with transactional offsets still pending
+    /// answers UNSTABLE_OFFSET_COMMIT instead of its offset (I76).
+    pub require_stable: bool,
+}
+
+/// TxnOffsetCommit request fields (v0–v5). Before v3 the generation is −1, the member id
+/// empty and the instance id `None`: such a commit is not fenced by the group (I75).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnOffsetCommitRequest {
+    /// Request version (0–5).
+    pub version: i16,
+    /// The producer's transactional id (informational here).
+    pub transactional_id: String,
+    /// Group id.
+    pub group_id: String,
+    /// Producer id: the offsets stay pending under it until its transaction ends.
+    pub producer_id: i64,
+    /// Producer epoch, written in the transactional batch's header.
+    pub producer_epoch: i16,
+    /// Generation (v3+; −1 before).
+    pub generation_id: i32,
+    /// Member id (v3+; empty before).
+    pub member_id: String,
+    /// Static membership id (v3+).
+    pub group_instance_id: Option<String>,
+    /// Topics. `leader_epoch` is −1 before v2.
+    pub topics: Vec<CommitTopic>,
+}
+
+/// How a transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxnResult {
+    /// Its offsets become visible.
+    Commit,
+    /// Its offsets vanish.
+    Abort,
+}
+
+/// The end of `producer_id`'s transaction, as far as this coordinator's groups are
+/// concerned: like Kafka's marker on an offsets partition, it completes the producer's
+/// pending offsets in every group of the partition (`group_id` only routes it here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteTxnRequest {
+    /// A group of the transaction (routes the request to its coordinator).
+    pub group_id: String,
+    /// Producer id.
+    pub producer_id: i64,
+    /// Producer epoch of the marker (the transaction coordinator's, possibly bumped).
+    pub producer_epoch: i16,
+    /// Commit or abort.
+    pub result: TxnResult,
+}
+
+/// Answer to [`CompleteTxnRequest`]: NONE once the marker is durable (or when nothing was
+/// pending), else the code of the failed append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteTxnResponse {
+    /// Error code.
+    pub error_code: ErrorCode,
 }
 
 /// One fetched partition.
@@ -490,7 +559,10 @@ impl GroupResponse {
             }
             GroupResponse::Heartbeat(r) => r.error_code = code,
             GroupResponse::LeaveGroup(r) => r.error_code = code,
-            GroupResponse::OffsetCommit(r) => set_all(&mut r.topics, code),
+            GroupResponse::OffsetCommit(r) | GroupResponse::TxnOffsetCommit(r) => {
+                set_all(&mut r.topics, code)
+            }
+            GroupResponse::CompleteTxn(r) => r.error_code = code,
             GroupResponse::OffsetDelete(r) => {
                 r.error_code = code;
                 set_all(&mut r.topics, code);

@@ -64,6 +64,8 @@
 //! # Invariants (docs/DESIGN.md)
 //! - I20: a commit is acknowledged only once its record is durable.
 //! - I21: coordinator durable state equals the replay of the records it emitted.
+//! - I73–I76: transactional offsets (TxnOffsetCommit) stay pending per (group, producer)
+//!   until their transaction's marker, durably; see [`txn_offsets`].
 //! - I22: within one generation a partition has at most one owner: only members of the
 //!   current generation get an assignment (from that generation's leader) or may commit;
 //!   stale generations and replaced members are fenced.
@@ -80,11 +82,13 @@ mod messages;
 mod offsets;
 pub mod records;
 pub mod state;
+mod txn_offsets;
 
 pub use classic::ClassicGroup;
 pub use codes::ErrorCode;
 pub use coordinator::{
-    Append, AppendError, CommittedOffset, Coordinator, DurableGroup, DurableState, TimeoutReason,
+    Append, AppendError, AppendKind, CommittedOffset, Coordinator, DurableGroup, DurableState,
+    TimeoutReason,
 };
 pub use handles::{AppendId, Millis, RequestToken};
 pub use messages::*;

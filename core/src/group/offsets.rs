@@ -137,7 +137,21 @@ impl Coordinator {
             .iter()
             .map(|fg| {
                 let offsets = self.offsets.get(&fg.group_id).unwrap_or(&empty);
-                let fetched = |p: i32, o: Option<&CommittedOffset>| match o {
+                // I76: with require_stable, a partition whose transactional offsets are
+                // pending answers UNSTABLE_OFFSET_COMMIT, so the consumer retries.
+                let unstable = if req.require_stable {
+                    self.unstable_partitions(&fg.group_id)
+                } else {
+                    std::collections::BTreeSet::new()
+                };
+                let fetched = |p: i32, o: Option<&CommittedOffset>, topic: &String| match o {
+                    _ if unstable.contains(&(topic.clone(), p)) => FetchedOffset {
+                        partition: p,
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: Some(String::new()),
+                        error_code: ErrorCode::UNSTABLE_OFFSET_COMMIT,
+                    },
                     Some(o) => FetchedOffset {
                         partition: p,
                         offset: o.offset,
@@ -164,7 +178,7 @@ impl Coordinator {
                                 });
                             }
                             if let Some(t) = out.last_mut() {
-                                t.partitions.push(fetched(*partition, Some(o)));
+                                t.partitions.push(fetched(*partition, Some(o), topic));
                             }
                         }
                         out
@@ -176,7 +190,7 @@ impl Coordinator {
                             partitions: tp
                                 .partitions
                                 .iter()
-                                .map(|p| fetched(*p, offsets.get(&(tp.name.clone(), *p))))
+                                .map(|p| fetched(*p, offsets.get(&(tp.name.clone(), *p)), &tp.name))
                                 .collect(),
                         })
                         .collect(),
@@ -277,6 +291,9 @@ impl Coordinator {
             .flat_map(|o| o.keys().cloned())
             .collect();
         for p in self.pending.values() {
+            if p.kind != AppendKind::Plain {
+                continue; // pending transactional offsets are not committed ones
+            }
             for r in &p.records {
                 if let Ok(RecordKey::OffsetCommit {
                     group,

@@ -96,6 +96,7 @@
 mod machine;
 #[cfg(test)]
 mod tests;
+pub mod txn;
 
 pub use machine::PartitionMachine;
 

@@ -17,6 +17,8 @@ pub struct Driver {
     next_token: u64,
     /// Every record made durable, in log order.
     pub log: Vec<GroupRecord>,
+    /// Every durable append with its kind (transactional batches, markers), in log order.
+    pub batches: Vec<(AppendKind, Vec<GroupRecord>)>,
     pub answers: HashMap<RequestToken, GroupResponse>,
     /// Fail this many of the next appends (with `failure`).
     pub fail_next: usize,
@@ -40,6 +42,7 @@ impl Driver {
             now: 1_000_000,
             next_token: 0,
             log: Vec::new(),
+            batches: Vec::new(),
             answers: HashMap::new(),
             fail_next: 0,
             failure: AppendError::Unavailable,
@@ -88,7 +91,10 @@ impl Driver {
             self.c
                 .handle_appended(append.id, Err(self.failure), self.now);
         } else {
-            self.log.extend(append.records.iter().cloned());
+            if append.kind == AppendKind::Plain {
+                self.log.extend(append.records.iter().cloned());
+            }
+            self.batches.push((append.kind, append.records.clone()));
             self.c.handle_appended(append.id, Ok(()), self.now);
         }
     }
@@ -137,9 +143,34 @@ impl Driver {
     /// A fresh coordinator that replayed this one's log (a restart).
     pub fn restarted(&self) -> Coordinator {
         let mut c = Coordinator::new(self.c.config().clone(), 7);
-        for r in &self.log {
-            c.replay(&r.key, r.value.as_deref())
-                .expect("own record replays");
+        for (kind, records) in &self.batches {
+            match *kind {
+                AppendKind::Plain => {
+                    for r in records {
+                        c.replay(&r.key, r.value.as_deref())
+                            .expect("own record replays");
+                    }
+                }
+                AppendKind::Transactional {
+                    producer_id,
+                    producer_epoch,
+                } => {
+                    for r in records {
+                        c.replay_transactional(
+                            producer_id,
+                            producer_epoch,
+                            &r.key,
+                            r.value.as_deref(),
+                        )
+                        .expect("own record replays");
+                    }
+                }
+                AppendKind::Marker {
+                    producer_id,
+                    result,
+                    ..
+                } => c.replay_marker(producer_id, result),
+            }
         }
         c.handle_timeout(self.now);
         c
@@ -266,6 +297,7 @@ impl Driver {
 
     pub fn fetch(&mut self, group: &str, t: &str, p: i32) -> i64 {
         let token = self.send(GroupRequest::OffsetFetch(OffsetFetchRequest {
+            require_stable: false,
             groups: vec![OffsetFetchGroup {
                 group_id: group.to_owned(),
                 topics: Some(vec![TopicPartitions {

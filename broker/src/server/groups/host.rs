@@ -18,7 +18,8 @@
 //!   import one way (shard → host).
 //! - The writer appends queued records through the appender, i.e. the shard's normal local
 //!   append path (the flush policy, group commit), several appends in one batch
-//!   when they are queued together, one batch at a time, and reports each append with
+//!   when they are queued together (a transactional append or a transaction's marker alone,
+//!   the marker through the appender's marker path), one batch at a time, and reports each append with
 //!   `handle_appended` in the order it was polled. An answer that depends on records is
 //!   released only after that report (I20: a commit is acknowledged only once durable).
 //! - The timer sleeps until the earliest `poll_timeout` deadline (or a wake-up) and then
@@ -43,10 +44,11 @@ use minikafka_core::backend::Backend;
 use minikafka_core::group::assignor::Assignor;
 use minikafka_core::group::consumer::{ConsumerGroupConfig, TopicInfo, TopicMetadata};
 use minikafka_core::group::{
-    Append, AppendError, Coordinator, GroupConfig, GroupRequest, GroupResponse, RequestToken,
+    Append, AppendError, AppendKind, Coordinator, GroupConfig, GroupRequest, GroupResponse,
+    RequestToken, TxnResult,
 };
 
-use super::offsets_log::{append_bytes, encode_appends, replay_log};
+use super::offsets_log::{append_bytes, batches_alone, encode_appends, replay_log};
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::log::PartitionLog;
@@ -61,6 +63,17 @@ pub trait OffsetsAppender {
     /// owns); the Kafka error code when it was not appended. The append counts as a request
     /// in flight, so shutdown does not close the partition under it.
     fn append(&self, partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
+
+    /// Appends the COMMIT or ABORT marker of `producer_id`'s transaction to
+    /// `__consumer_offsets` partition `partition` (a control batch, I74), through the log's
+    /// own way for markers; like [`OffsetsAppender::append`] otherwise.
+    fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TxnResult,
+    ) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
 }
 
 /// What a shard hands its coordinator hosts (see the module documentation).
@@ -233,7 +246,8 @@ impl<B: Backend> CoordinatorHost<B> {
         let _ = self.wake_timer.try_send(());
     }
 
-    /// Takes the queued appends that fit one batch (at least one).
+    /// Takes the queued appends that fit one batch (at least one; a transactional append or a
+    /// marker alone).
     fn take_batch(&self) -> Vec<Append> {
         let mut queue = self.queue.borrow_mut();
         let mut taken = Vec::new();
@@ -241,6 +255,14 @@ impl<B: Backend> CoordinatorHost<B> {
         while let Some(next) = queue.front() {
             let size = append_bytes(next);
             if !taken.is_empty() && bytes + size > self.max_batch_bytes {
+                break;
+            }
+            // A transactional append or a marker is a batch of its own (I74).
+            if !taken.is_empty() && batches_alone(next) {
+                break;
+            }
+            if batches_alone(next) {
+                taken.extend(queue.pop_front());
                 break;
             }
             bytes += size;
@@ -271,8 +293,27 @@ async fn writer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::R
             break;
         }
         let appends = host.take_batch();
-        let batch = encode_appends(&appends, context.backend.wall_clock_ms());
-        let result = context.appender.append(host.partition, batch.into()).await;
+        let result = match appends.as_slice() {
+            // A marker goes through the log's marker path (it is alone in its batch).
+            [Append {
+                kind:
+                    AppendKind::Marker {
+                        producer_id,
+                        producer_epoch,
+                        result,
+                    },
+                ..
+            }] => {
+                context
+                    .appender
+                    .append_marker(host.partition, *producer_id, *producer_epoch, *result)
+                    .await
+            }
+            _ => {
+                let batch = encode_appends(&appends, context.backend.wall_clock_ms());
+                context.appender.append(host.partition, batch.into()).await
+            }
+        };
         let result = result.map_err(|code| {
             tracing::warn!(
                 partition = host.partition,

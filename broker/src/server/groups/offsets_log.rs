@@ -11,11 +11,20 @@
 //!   batches are skipped; records without a key, compressed batches (never written by the
 //!   coordinator) and records the coordinator cannot decode are counted and skipped with a
 //!   warning, so one bad record cannot keep a broker from starting.
+//! - A transactional append or a marker ([`AppendKind`], I74) is a batch of its own, as
+//!   Kafka writes them: TxnOffsetCommit's records in a transactional batch carrying the
+//!   producer id and epoch; the transaction's end as a control batch with one COMMIT or
+//!   ABORT record (key: version 0, type; value: version 0, coordinator epoch).
+//!   [`encode_appends`] must be given such an append alone ([`batches_alone`]). Replay hands
+//!   a transactional batch's records to `Coordinator::replay_transactional` and a control
+//!   batch to `Coordinator::replay_marker`.
 //! - Never: reads more than [`REPLAY_READ_BYTES`] plus one batch at a time.
 
 use minikafka_core::backend::Backend;
-use minikafka_core::group::{Append, Coordinator};
-use minikafka_core::record::{BatchBuilder, BatchIter, Compression, NewRecord, ValidateOptions};
+use minikafka_core::group::{Append, AppendKind, Coordinator, TxnResult};
+use minikafka_core::record::{
+    compute_crc, BatchBuilder, BatchIter, Compression, NewRecord, ValidateOptions,
+};
 use minikafka_core::types::Offset;
 
 use crate::log::{LogError, PartitionLog};
@@ -36,10 +45,114 @@ pub fn append_bytes(append: &Append) -> usize {
         .sum()
 }
 
+/// Batch attribute bit of a transactional batch (Kafka's `isTransactional`).
+const TRANSACTIONAL_BIT: i16 = 0x10;
+/// Batch attribute bit of a control batch (Kafka's `isControlBatch`).
+const CONTROL_BIT: i16 = 0x20;
+/// Where a v2 batch keeps its attributes and its CRC (which covers from the attributes on).
+const ATTRIBUTES_AT: usize = 21;
+const CRC_AT: usize = 17;
+/// Control record type of an ABORT and a COMMIT marker (Kafka's `ControlRecordType`).
+const CONTROL_ABORT: i16 = 0;
+const CONTROL_COMMIT: i16 = 1;
+
+/// Whether `append` must be written as a batch of its own (a transactional batch or a
+/// marker, I74).
+pub fn batches_alone(append: &Append) -> bool {
+    append.kind != AppendKind::Plain
+}
+
+/// Sets attribute `bits` on an encoded batch and recomputes its CRC.
+fn set_attribute_bits(batch: &mut [u8], bits: i16) {
+    let at = ATTRIBUTES_AT;
+    let attributes = i16::from_be_bytes([batch[at], batch[at + 1]]) | bits;
+    batch[at..at + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A COMMIT or ABORT control record's key and value (Kafka's `EndTransactionMarker`, v0;
+/// the coordinator epoch is 0: ours is a single-node broker whose coordinators never move).
+pub fn marker_record(result: TxnResult) -> (Vec<u8>, Vec<u8>) {
+    let kind = match result {
+        TxnResult::Commit => CONTROL_COMMIT,
+        TxnResult::Abort => CONTROL_ABORT,
+    };
+    let mut key = 0i16.to_be_bytes().to_vec();
+    key.extend_from_slice(&kind.to_be_bytes());
+    let mut value = 0i16.to_be_bytes().to_vec();
+    value.extend_from_slice(&0i32.to_be_bytes());
+    (key, value)
+}
+
+/// The marker a control record's key names, if it is a COMMIT or ABORT key.
+fn marker_result(key: &[u8]) -> Option<TxnResult> {
+    match key {
+        [0, 0, a, b] => match i16::from_be_bytes([*a, *b]) {
+            CONTROL_COMMIT => Some(TxnResult::Commit),
+            CONTROL_ABORT => Some(TxnResult::Abort),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The records of `appends`, in order, as one record batch (base offset 0: the log assigns
-/// the real one).
+/// the real one). A transactional append or a marker must come alone ([`batches_alone`]);
+/// it is encoded as Kafka writes it (see the module documentation).
 pub fn encode_appends(appends: &[Append], now_ms: i64) -> Vec<u8> {
+    debug_assert!(appends.len() == 1 || !appends.iter().any(batches_alone));
+    if let [Append { kind, .. }] = appends {
+        match *kind {
+            AppendKind::Plain => {}
+            AppendKind::Transactional {
+                producer_id,
+                producer_epoch,
+            } => {
+                let mut batch = encode_records(appends, now_ms, producer_id, producer_epoch);
+                set_attribute_bits(&mut batch, TRANSACTIONAL_BIT);
+                return batch;
+            }
+            AppendKind::Marker {
+                producer_id,
+                producer_epoch,
+                result,
+            } => return encode_marker(producer_id, producer_epoch, result, now_ms),
+        }
+    }
+    encode_records(appends, now_ms, -1, -1)
+}
+
+/// A COMMIT or ABORT marker of `producer_id` as one control batch (base offset 0).
+pub fn encode_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    result: TxnResult,
+    now_ms: i64,
+) -> Vec<u8> {
+    let (key, value) = marker_record(result);
     let mut builder = BatchBuilder::new();
+    builder.producer_id = producer_id;
+    builder.producer_epoch = producer_epoch;
+    builder.push(&NewRecord {
+        key: Some(&key),
+        value: Some(&value),
+        headers: Vec::new(),
+        timestamp_ms: now_ms,
+    });
+    let mut batch = builder.build(Offset(0));
+    set_attribute_bits(&mut batch, TRANSACTIONAL_BIT | CONTROL_BIT);
+    batch
+}
+
+fn encode_records(appends: &[Append], now_ms: i64, producer_id: i64, epoch: i16) -> Vec<u8> {
+    let mut builder = BatchBuilder::new();
+    if producer_id >= 0 {
+        builder.producer_id = producer_id;
+        builder.producer_epoch = epoch;
+        // Kafka's coordinators write sequence 0; no sequence rule applies to them.
+        builder.base_sequence = 0;
+    }
     for append in appends {
         for record in &append.records {
             builder.push(&NewRecord {
@@ -93,10 +206,25 @@ pub async fn replay_log<B: Backend>(
                 }
             };
             let next = batch.header.next_offset();
-            if batch.header.is_control() || next <= offset {
-                offset = offset.max(next);
+            if next <= offset {
                 continue;
             }
+            let producer = (batch.header.producer_id, batch.header.producer_epoch);
+            if batch.header.is_control() {
+                // A transaction's end (I74): completes the producer's pending offsets.
+                for record in batch.records() {
+                    match record.ok().and_then(|r| r.key.and_then(marker_result)) {
+                        Some(result) => {
+                            coordinator.replay_marker(producer.0, result);
+                            stats.records += 1;
+                        }
+                        None => stats.skipped += 1,
+                    }
+                }
+                offset = next;
+                continue;
+            }
+            let transactional = batch.header.is_transactional();
             if !matches!(batch.header.compression(), Ok(Compression::None)) {
                 stats.skipped += u64::from(batch.header.records_count.max(0) as u32);
                 offset = next;
@@ -115,7 +243,12 @@ pub async fn replay_log<B: Backend>(
                     stats.skipped += 1;
                     continue;
                 };
-                match coordinator.replay(key, record.value) {
+                let replayed = if transactional {
+                    coordinator.replay_transactional(producer.0, producer.1, key, record.value)
+                } else {
+                    coordinator.replay(key, record.value)
+                };
+                match replayed {
                     Ok(()) => stats.records += 1,
                     Err(e) => {
                         stats.skipped += 1;
@@ -153,6 +286,7 @@ mod tests {
         let appends = vec![
             Append {
                 id: AppendId(1),
+                kind: AppendKind::Plain,
                 records: vec![GroupRecord {
                     key: b"k1".to_vec(),
                     value: Some(b"v1".to_vec()),
@@ -160,6 +294,7 @@ mod tests {
             },
             Append {
                 id: AppendId(2),
+                kind: AppendKind::Plain,
                 records: vec![
                     GroupRecord {
                         key: b"k2".to_vec(),

@@ -26,13 +26,15 @@ use minikafka_core::backend::Backend;
 use crate::config::BrokerConfig;
 use crate::log::{LogError, TopicMeta, TopicStore};
 use crate::server::shared::TOPIC_ID_KEY;
+use crate::server::txns::state_topic::TRANSACTION_STATE_TOPIC;
 
 /// The internal topic's name, as in Kafka.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Whether `topic` is an internal topic (only `__consumer_offsets` today).
+/// Whether `topic` is an internal topic: `__consumer_offsets` or `__transaction_state`
+/// (`txns::state_topic`, protected the same way).
 pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC
+    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
 }
 
 /// The topic-level configuration stored with `__consumer_offsets` when it is created.
@@ -97,6 +99,7 @@ mod tests {
     #[test]
     fn only_the_offsets_topic_is_internal() {
         assert!(is_internal("__consumer_offsets"));
+        assert!(is_internal("__transaction_state"));
         assert!(!is_internal("__consumer_offsets2"));
         assert!(!is_internal("orders"));
     }

@@ -13,13 +13,19 @@
 //!   missing. The caller turns the code into the API's error response.
 //! - Requests about many groups are split by partition by the handlers, and each part
 //!   submitted on its own, in parallel.
+//! - [`complete_txn_offsets`] is the transaction coordinator's way in (what Kafka's
+//!   WriteTxnMarkers to an offsets partition does): from any shard, it ends a producer's
+//!   transactional offsets in the group's coordinator and returns once the marker is
+//!   durable (I73, I74).
 //!
 //! [`CoordinatorHost`]: super::host::CoordinatorHost
 
 use std::rc::Rc;
 
 use minikafka_core::backend::Backend;
-use minikafka_core::group::{group_partition, GroupRequest, GroupResponse};
+use minikafka_core::group::{
+    group_partition, CompleteTxnRequest, GroupRequest, GroupResponse, TxnResult,
+};
 
 use minikafka_core::error_code::ErrorCode;
 
@@ -58,5 +64,55 @@ pub async fn submit_for_group<B: Backend>(
     match coordinator_partition(state, group_id) {
         Some(partition) => submit(state, partition, request).await,
         None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// Ends producer `producer_id`'s transaction in the coordinator of `group_id` (callable from
+/// any shard; the group's coordinator lives on one): a COMMIT or ABORT marker with
+/// `producer_epoch` is appended to the group's `__consumer_offsets` partition, and once it is
+/// durable the producer's pending TxnOffsetCommit offsets there become visible (commit) or
+/// vanish (abort) — in every group of that partition, as Kafka's marker does (I73, I74).
+/// `Ok(())` once durable, or at once when the producer has nothing pending there (so a retry
+/// is harmless). `Err(code)`: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or the failed
+/// append's code; retry later, the offsets stay pending.
+pub async fn complete_txn_offsets<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    group_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    result: TxnResult,
+) -> Result<(), ErrorCode> {
+    match coordinator_partition(state, group_id) {
+        Some(partition) => {
+            complete_txn_offsets_in_partition(state, partition, producer_id, producer_epoch, result)
+                .await
+        }
+        None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// [`complete_txn_offsets`] addressed by `__consumer_offsets` partition, for a marker that
+/// names partitions (WriteTxnMarkers, the transaction coordinator's marker writer): a marker
+/// for an offsets partition must come here rather than be appended to it directly, so the
+/// coordinator stays its only writer (I1) and applies the marker live as replay will (I21,
+/// I74).
+pub async fn complete_txn_offsets_in_partition<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    result: TxnResult,
+) -> Result<(), ErrorCode> {
+    let request = GroupRequest::CompleteTxn(CompleteTxnRequest {
+        // Only routes a request; the marker completes the producer in every group here.
+        group_id: String::new(),
+        producer_id,
+        producer_epoch,
+        result,
+    });
+    match submit(state, partition, request).await? {
+        GroupResponse::CompleteTxn(r) if r.error_code.is_error() => Err(r.error_code),
+        GroupResponse::CompleteTxn(_) => Ok(()),
+        _ => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
     }
 }

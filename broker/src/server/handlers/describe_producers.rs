@@ -3,9 +3,9 @@
 //! Contract:
 //! - Per requested partition, read on its owner: every producer whose state has not expired
 //!   (`producer.id.expiration.ms`), least recently appended first, with its newest epoch,
-//!   the last sequence and max timestamp of its last batch. `coordinator_epoch` and
-//!   `current_txn_start_offset` are -1: transactions are not supported, so no producer is
-//!   ever inside one.
+//!   the last sequence and max timestamp of its last batch, the coordinator epoch of its last
+//!   marker here (-1: none) and the first offset of its ongoing transaction
+//!   (`current_txn_start_offset`, -1: none).
 //! - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3) with a message naming it.
 
 use std::rc::Rc;
@@ -26,8 +26,8 @@ fn producer_state(p: &ProducerDescription) -> ProducerState {
     out.producer_epoch = i32::from(p.epoch);
     out.last_sequence = p.last_sequence;
     out.last_timestamp = p.last_timestamp_ms;
-    out.coordinator_epoch = -1;
-    out.current_txn_start_offset = -1;
+    out.coordinator_epoch = p.coordinator_epoch;
+    out.current_txn_start_offset = p.current_txn_start_offset;
     out
 }
 

@@ -31,7 +31,28 @@ top_level!(
     ListGroupsResponse,
     ConsumerGroupHeartbeatResponse,
     DescribeAclsResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    ListTransactionsResponse,
 );
+
+impl ErrorCodes for AddPartitionsToTxnResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let by_transaction = self
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| t.topic_results.iter());
+        let topics = by_transaction.chain(self.results_by_topic_v3_and_below.iter());
+        let partitions = topics.flat_map(|t| t.results_by_partition.iter());
+        std::iter::once(self.error_code).chain(partitions.map(|p| p.partition_error_code))
+    }
+}
+
+impl ErrorCodes for DescribeTransactionsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.transaction_states.iter().map(|t| t.error_code)
+    }
+}
 
 impl ErrorCodes for CreateAclsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
@@ -140,6 +161,13 @@ impl ErrorCodes for OffsetCommitResponse {
     }
 }
 
+impl ErrorCodes for TxnOffsetCommitResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
+        partitions.map(|p| p.error_code)
+    }
+}
+
 impl ErrorCodes for OffsetFetchResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         // v0–7 answer one group at the top level, v8+ one entry per group.
@@ -196,6 +224,13 @@ impl ErrorCodes for DescribeProducersResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         let partitions = self.topics.iter().flat_map(|t| t.partitions.iter());
         partitions.map(|p| p.error_code)
+    }
+}
+
+impl ErrorCodes for WriteTxnMarkersResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        let topics = self.markers.iter().flat_map(|m| m.topics.iter());
+        topics.flat_map(|t| t.partitions.iter().map(|p| p.error_code))
     }
 }
 

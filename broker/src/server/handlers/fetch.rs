@@ -5,8 +5,8 @@
 //!   offset, with its `partition_max_bytes`; the response-wide `max_bytes` is then applied in
 //!   request order at batch boundaries by core's [`FetchBudget`]: the first batch of the
 //!   first non-empty partition is always whole (Kafka's rule, so a batch larger than the
-//!   limits still makes progress). Every partition answer carries the high watermark, last stable offset (= high
-//!   watermark: no transactions) and log start offset; OFFSET_OUT_OF_RANGE (1) outside
+//!   limits still makes progress). Every partition answer carries the high watermark, the
+//!   last stable offset (I67) and the log start offset; OFFSET_OUT_OF_RANGE (1) outside
 //!   `[log start, high watermark]`; UNKNOWN_TOPIC_OR_PARTITION (3) or, v13+,
 //!   UNKNOWN_TOPIC_ID (100).
 //! - Long-poll (I7): when `max_wait_ms > 0` and `min_bytes > 0`, a [`Waiter`] is registered
@@ -18,14 +18,20 @@
 //!   `max_bytes` (the first batch whole), each byte once; the batches are the log's bytes,
 //!   sent without a copy (the handler's caller encodes the response in parts).
 //! - Fetch sessions are not kept: the answer always has session id 0 (a full response),
-//!   whatever session id, epoch or forgotten topics the client sent. `isolation_level` is
-//!   ignored.
+//!   whatever session id, epoch or forgotten topics the client sent.
+//! - `isolation_level=1` (read_committed, I69): each partition returns nothing at or past its
+//!   LSO, and the aborted transactions overlapping what it returns (`aborted_transactions`;
+//!   null under read_uncommitted, as Kafka answers). A long-poll counts only those bytes, so
+//!   it waits until the LSO moves: a marker append notifies the partition's signal like any
+//!   append, after the LSO moved, and the waiter was registered before the first read (I7).
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{select, Either};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{fit_batches, FetchBudget};
@@ -57,6 +63,7 @@ pub async fn handle<B: Backend>(
     let mut targets = Vec::new();
     let mut waiter = Waiter::new();
     let long_poll = request.max_wait_ms > 0 && request.min_bytes > 0;
+    let read_committed = request.isolation_level == 1;
     let response_max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     for fetch_topic in &request.topics {
         let info = if version >= 13 {
@@ -107,7 +114,7 @@ pub async fn handle<B: Backend>(
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = state.backend.now() + max_wait;
     let reads = loop {
-        let reads = read_all(state, &targets).await;
+        let reads = read_all(state, &targets, read_committed).await;
         let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
         let any_error = reads.iter().any(|r| r.error_code != ErrorCode::NONE);
         if !long_poll || total >= min_bytes || any_error || state.stopping() {
@@ -125,7 +132,7 @@ pub async fn handle<B: Backend>(
         };
         if !notified {
             // A last read: an append may have landed just as the deadline passed.
-            break read_all(state, &targets).await;
+            break read_all(state, &targets, read_committed).await;
         }
         // New snapshot before the re-read (I7).
         waiter.rearm();
@@ -139,8 +146,22 @@ pub async fn handle<B: Backend>(
         data.partition_index = target.partition;
         data.error_code = read.error_code.code();
         data.high_watermark = read.high_watermark;
-        data.last_stable_offset = read.high_watermark;
+        data.last_stable_offset = read.last_stable_offset;
         data.log_start_offset = read.log_start_offset;
+        data.aborted_transactions = None;
+        if read_committed {
+            data.aborted_transactions = Some(
+                read.aborted
+                    .iter()
+                    .map(|a| {
+                        let mut t = AbortedTransaction::default();
+                        t.producer_id = a.producer_id.into();
+                        t.first_offset = a.first_offset;
+                        t
+                    })
+                    .collect(),
+            );
+        }
         let keep = fit_batches(&read.bytes, &mut budget);
         let mut bytes = read.bytes;
         bytes.truncate(keep);
@@ -150,20 +171,20 @@ pub async fn handle<B: Backend>(
     response
 }
 
-async fn read_all<B: Backend>(state: &Rc<ShardState<B>>, targets: &[Target]) -> Vec<PartitionRead> {
+async fn read_all<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    targets: &[Target],
+    read_committed: bool,
+) -> Vec<PartitionRead> {
     let reads = targets.iter().map(|t| async move {
         match &t.name {
             Some(name) => {
+                let (p, offset, max) = (t.partition, t.fetch_offset, t.max_bytes);
                 state
-                    .read(name.clone(), t.partition, t.fetch_offset, t.max_bytes)
+                    .read(name.clone(), p, offset, max, read_committed)
                     .await
             }
-            None => PartitionRead {
-                error_code: t.error_code,
-                high_watermark: -1,
-                log_start_offset: -1,
-                bytes: bytes::Bytes::new(),
-            },
+            None => PartitionRead::failed(t.error_code),
         }
     });
     futures::future::join_all(reads).await

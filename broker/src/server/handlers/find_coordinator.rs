@@ -6,8 +6,9 @@
 //! - Key type 0 (group): this node, at the host and port Metadata advertises. The group's
 //!   coordinator lives on the shard owning its `__consumer_offsets` partition; that is a
 //!   detail inside this broker, invisible to clients.
-//! - Key type 1 (transaction): COORDINATOR_NOT_AVAILABLE (15), as Kafka answers before its
-//!   transaction coordinator is up: transactions are not served here.
+//! - Key type 1 (transaction): this node too; the id's coordinator lives on the shard
+//!   owning its `__transaction_state` partition. COORDINATOR_NOT_AVAILABLE (15) only if that
+//!   topic is missing (as Kafka answers before its transaction coordinator is up).
 //! - Any other key type (2 is share groups): INVALID_REQUEST (42).
 //! - Never: fails the request as a whole; every key gets its own error code.
 
@@ -19,6 +20,7 @@ use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
 use crate::server::shard::ShardState;
+use crate::server::txns::route;
 
 /// Key type of a consumer group.
 pub const KEY_TYPE_GROUP: i8 = 0;
@@ -26,12 +28,14 @@ pub const KEY_TYPE_GROUP: i8 = 0;
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// One key's answer: error code, message, and whether this node is the coordinator.
-fn answer(key_type: i8) -> (ErrorCode, Option<&'static str>) {
+/// `transactions`: whether the transaction coordinators are up.
+fn answer(key_type: i8, transactions: bool) -> (ErrorCode, Option<&'static str>) {
     match key_type {
         KEY_TYPE_GROUP => (ErrorCode::NONE, None),
+        KEY_TYPE_TRANSACTION if transactions => (ErrorCode::NONE, None),
         KEY_TYPE_TRANSACTION => (
             ErrorCode::COORDINATOR_NOT_AVAILABLE,
-            Some("transactions are not supported by this broker"),
+            Some("the transaction coordinator is not available"),
         ),
         _ => (
             ErrorCode::INVALID_REQUEST,
@@ -55,7 +59,8 @@ pub fn handle<B: Backend>(
     } else {
         KEY_TYPE_GROUP
     };
-    let (code, message) = answer(key_type);
+    let transactions = route::state_partition_count(state).is_some();
+    let (code, message) = answer(key_type, transactions);
     let found = code == ErrorCode::NONE;
     if version >= 4 {
         response.coordinators = request
@@ -101,12 +106,13 @@ mod tests {
 
     #[test]
     fn key_types_get_their_codes() {
-        assert_eq!(answer(KEY_TYPE_GROUP).0, ErrorCode::NONE);
+        assert_eq!(answer(KEY_TYPE_GROUP, false).0, ErrorCode::NONE);
+        assert_eq!(answer(KEY_TYPE_TRANSACTION, true).0, ErrorCode::NONE);
         assert_eq!(
-            answer(KEY_TYPE_TRANSACTION).0,
+            answer(KEY_TYPE_TRANSACTION, false).0,
             ErrorCode::COORDINATOR_NOT_AVAILABLE
         );
-        assert_eq!(answer(2).0, ErrorCode::INVALID_REQUEST);
-        assert_eq!(answer(-1).0, ErrorCode::INVALID_REQUEST);
+        assert_eq!(answer(2, true).0, ErrorCode::INVALID_REQUEST);
+        assert_eq!(answer(-1, true).0, ErrorCode::INVALID_REQUEST);
     }
 }

@@ -215,13 +215,18 @@ pub async fn offset_fetch<B: Backend>(
     version: i16,
 ) -> OffsetFetchResponse {
     let groups = fetch_groups(&request, version);
+    // KIP-447 (v7+): pending transactional offsets answer UNSTABLE_OFFSET_COMMIT (I76).
+    let require_stable = version >= 7 && request.require_stable;
     let ids: Vec<String> = groups.iter().map(|g| g.group_id.clone()).collect();
     let answers = ask_coordinators(
         state,
         &ids,
         |positions, _| {
             let groups = positions.iter().map(|&i| groups[i].clone()).collect();
-            GroupRequest::OffsetFetch(core_group::OffsetFetchRequest { groups })
+            GroupRequest::OffsetFetch(core_group::OffsetFetchRequest {
+                groups,
+                require_stable,
+            })
         },
         |response| match response {
             GroupResponse::OffsetFetch(r) => Some(r.groups),

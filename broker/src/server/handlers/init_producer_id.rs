@@ -1,5 +1,5 @@
 //! InitProducerId (key 22), v0–5: producer ids for idempotent producers (KIP-98), from the
-//! durable allocator [`crate::log::producer_ids`].
+//! durable allocator [`crate::log::producer_ids`], and for transactional ones (their coordinator).
 //!
 //! Contract ([`handle_request`]):
 //! - No transactional id: a fresh producer id with epoch 0. Ids come from
@@ -15,12 +15,14 @@
 //!   transactional id): the partitions do the fencing. At the end of the epoch range
 //!   (`i16::MAX - 1`), or for an id we never issued, a fresh id with epoch 0 instead (Kafka
 //!   does the same on exhaustion).
-//! - A (non-empty) transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). Transactions are not
-//!   supported; that code is non-retriable in every client we target (librdkafka raises a
-//!   fatal error, the Java client throws `TransactionalIdAuthorizationException`, kafka-python
-//!   fails the producer), so a transactional producer stops at once with an error that names
-//!   its transactional id, instead of retrying a retriable code such as
-//!   COORDINATOR_NOT_AVAILABLE forever.
+//! - A (non-empty) transactional id: the transaction coordinator owning it answers
+//!   (`core::txn`, hosted by `txns::host`): a new id gets a fresh producer id; a known one
+//!   is bumped and its previous producer fenced, an open transaction aborted first
+//!   (CONCURRENT_TRANSACTIONS until its markers are written), a KIP-360 retry (v3+: the
+//!   producer id and epoch it has) recovered, an exhausted epoch moved to a fresh producer
+//!   id. The answer waits for the coordinator's record to be durable (I62). PRODUCER_FENCED
+//!   is INVALID_PRODUCER_EPOCH below v4. A transaction timeout above
+//!   `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT.
 //! - The high-water mark cannot be read or written: KAFKA_STORAGE_ERROR (56) (a damaged file
 //!   is never reset to 0, which could repeat ids).
 //! - Never: hands out an id before the block holding it is durable.
@@ -30,8 +32,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use minikafka_core::backend::Backend;
 
+use super::txn_shared::{for_version, run_for_id};
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
+use minikafka_core::txn::{self, TxnRequest, TxnResponse};
 
 fn response(
     error_code: ErrorCode,
@@ -52,12 +56,28 @@ pub async fn handle_request<B: Backend>(
     version: i16,
 ) -> InitProducerIdResponse {
     // An empty transactional id counts as none (some clients send "" for null).
-    if request
+    if let Some(id) = request
         .transactional_id
         .as_ref()
-        .is_some_and(|id| !id.0.is_empty())
+        .filter(|id| !id.0.is_empty())
     {
-        return response(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1);
+        let id = id.0.to_string();
+        let expected = (version >= 3 && request.producer_id.0 >= 0)
+            .then_some((request.producer_id.0, request.producer_epoch));
+        let ask = TxnRequest::InitProducerId(txn::InitProducerIdRequest {
+            transactional_id: id.clone(),
+            transaction_timeout_ms: request.transaction_timeout_ms,
+            expected,
+        });
+        return match run_for_id(state, &id, ask).await {
+            Ok(TxnResponse::InitProducerId(r)) => response(
+                for_version(r.error_code, version, 4),
+                r.producer_id,
+                r.producer_epoch,
+            ),
+            Ok(_) => response(ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1),
+            Err(code) => response(code, -1, -1),
+        };
     }
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));

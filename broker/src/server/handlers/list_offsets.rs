@@ -2,7 +2,7 @@
 //!
 //! Contract: per partition, on its owning shard ([`ShardState::list_offset`], a cross-shard
 //! call): timestamp -2 (earliest) and -4 (earliest local) give the log start offset, -1
-//! (latest) the high watermark, -3 (MAX_TIMESTAMP) the record holding the largest timestamp
+//! (latest) the high watermark (the last stable offset under `isolation_level=1`, I69), -3 (MAX_TIMESTAMP) the record holding the largest timestamp
 //! (`PartitionLog::max_timestamp_offset`), any other timestamp the first record whose
 //! timestamp is at least it (`PartitionLog::offset_for_timestamp`, through the segments' time
 //! indexes); no such record: offset -1, timestamp -1, no error. Clients send -3 from v7 on
@@ -35,6 +35,8 @@ pub async fn handle<B: Backend>(
     version: i16,
 ) -> ListOffsetsResponse {
     let shared = &state.shared;
+    // Kafka's isolation_level (v2+): latest is the LSO under read_committed (I69).
+    let read_committed = version >= 2 && request.isolation_level == 1;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut lookups = Vec::new();
     for (topic_index, wanted) in request.topics.into_iter().enumerate() {
@@ -68,7 +70,11 @@ pub async fn handle<B: Backend>(
     // partitions cost ~10 KB of peak RSS per partition (38 MB).
     let answers: Vec<_> = futures::stream::iter(lookups)
         .map(|(topic_index, slot, name, p, ts)| async move {
-            (topic_index, slot, state.list_offset(name, p, ts).await)
+            (
+                topic_index,
+                slot,
+                state.list_offset(name, p, ts, read_committed).await,
+            )
         })
         .buffer_unordered(LOOKUPS_IN_FLIGHT)
         .collect()

@@ -11,6 +11,8 @@
 //!   [`served_versions`] does not list.
 
 pub mod acls;
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -22,6 +24,8 @@ pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod error_codes;
 pub mod fetch;
 pub mod find_coordinator;
@@ -31,9 +35,13 @@ pub mod group_offsets;
 pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod txn_offset_commit;
+pub mod txn_shared;
+pub mod write_txn_markers;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -106,6 +114,13 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -229,6 +244,9 @@ pub async fn handle<B: Backend>(
             reply!(group_offsets::offset_fetch(state, req, version).await)
         }
         RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
+        RequestBody::TxnOffsetCommit(req) => {
+            reply!(txn_offset_commit::handle(state, req, version).await)
+        }
         RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
         RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
         RequestBody::DescribeGroups(req) => {
@@ -255,8 +273,22 @@ pub async fn handle<B: Backend>(
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
         }
+        RequestBody::WriteTxnMarkers(req) => reply!(write_txn_markers::handle(state, req).await),
         RequestBody::InitProducerId(req) => {
             reply!(init_producer_id::handle_request(state, req, version).await)
+        }
+        RequestBody::AddPartitionsToTxn(req) => {
+            reply!(add_partitions_to_txn::handle(state, req, version).await)
+        }
+        RequestBody::AddOffsetsToTxn(req) => {
+            reply!(add_offsets_to_txn::handle(state, req, version).await)
+        }
+        RequestBody::EndTxn(req) => reply!(end_txn::handle(state, req, version).await),
+        RequestBody::DescribeTransactions(req) => {
+            reply!(describe_transactions::handle(state, req).await)
+        }
+        RequestBody::ListTransactions(req) => {
+            reply!(list_transactions::handle(state, req, version).await)
         }
     }
 }

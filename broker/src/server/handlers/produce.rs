@@ -19,6 +19,14 @@
 //!   (I61) and, from v8 on, the response names each failing record by batch index
 //!   (`record_errors`) with a message, and says why in `error_message` (KIP-467), so the
 //!   producer fails those records and retries none of them.
+//! - KIP-890 part 1 (`transaction.partition.verification.enable`, on by default): when the
+//!   request names a transactional id, each transactional batch's partition is verified
+//!   with the id's coordinator first (a verify-only AddPartitionsToTxn, one per producer id
+//!   and epoch, all partitions of the request together): a partition not in the producer's
+//!   ongoing transaction is refused INVALID_TXN_STATE and not appended, so a late or zombie
+//!   batch cannot start a hanging transaction (I66). A fenced epoch is
+//!   INVALID_PRODUCER_EPOCH; a coordinator that cannot answer now (loading, moving, a
+//!   transition in flight) NOT_ENOUGH_REPLICAS, which producers retry (as Kafka).
 //! - Partitions are appended concurrently (each on its owning shard) and answered in request
 //!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
 //!   LogAppendTime` topic, else -1) and log start offset.
@@ -31,9 +39,11 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::backend::Backend;
-use minikafka_core::record::{check_single_batch, BatchCheck, BatchError};
+use minikafka_core::record::{check_single_batch, BatchCheck, BatchError, BatchHeader};
 use minikafka_core::record_errors::{batch_error_message, RecordFailure};
+use minikafka_core::txn::{AddPartitionsTxn, TopicPartition};
 
+use super::add_partitions_to_txn::add_partitions;
 use crate::server::groups::offsets_topic;
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
@@ -85,6 +95,81 @@ fn set_record_errors(entry: &mut PartitionProduceResponse, failures: &[RecordFai
         .collect();
 }
 
+/// A verification answer as the produce API reports it (see the module documentation).
+fn verification_code(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::TRANSACTION_ABORTABLE => ErrorCode::INVALID_TXN_STATE,
+        ErrorCode::PRODUCER_FENCED => ErrorCode::INVALID_PRODUCER_EPOCH,
+        ErrorCode::CONCURRENT_TRANSACTIONS
+        | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        | ErrorCode::COORDINATOR_NOT_AVAILABLE
+        | ErrorCode::NOT_COORDINATOR => ErrorCode::NOT_ENOUGH_REPLICAS,
+        other => other,
+    }
+}
+
+/// A partition's batch waiting to be appended: where its answer goes, and what to append.
+struct Pending {
+    topic_index: usize,
+    slot: usize,
+    name: String,
+    index: i32,
+    records: bytes::Bytes,
+}
+
+/// Verifies the transactional batches of `pending` with the coordinator of
+/// `transactional_id` (see the module documentation): the code of each refused one, by
+/// position in `pending`.
+async fn verify<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    transactional_id: &str,
+    pending: &[Pending],
+) -> Vec<(usize, ErrorCode)> {
+    // (producer id, epoch) → positions in `pending`.
+    let mut producers: Vec<((i64, i16), Vec<usize>)> = Vec::new();
+    for (at, p) in pending.iter().enumerate() {
+        let Ok(header) = BatchHeader::parse(&p.records) else {
+            continue;
+        };
+        if !header.is_transactional() || header.is_control() {
+            continue;
+        }
+        let producer = (header.producer_id, header.producer_epoch);
+        match producers.iter_mut().find(|(k, _)| *k == producer) {
+            Some((_, positions)) => positions.push(at),
+            None => producers.push((producer, vec![at])),
+        }
+    }
+    if producers.is_empty() {
+        return Vec::new();
+    }
+    let transactions = producers
+        .iter()
+        .map(
+            |((producer_id, producer_epoch), positions)| AddPartitionsTxn {
+                transactional_id: transactional_id.to_string(),
+                producer_id: *producer_id,
+                producer_epoch: *producer_epoch,
+                verify_only: true,
+                partitions: positions
+                    .iter()
+                    .map(|&at| TopicPartition::new(pending[at].name.clone(), pending[at].index))
+                    .collect(),
+            },
+        )
+        .collect();
+    let answers = add_partitions(state, transactions).await;
+    let mut refused = Vec::new();
+    for ((_, positions), (_, codes)) in producers.iter().zip(answers) {
+        for (&at, (_, code)) in positions.iter().zip(codes) {
+            if code.is_error() {
+                refused.push((at, verification_code(code)));
+            }
+        }
+    }
+    refused
+}
+
 /// Handles the request.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
@@ -94,7 +179,7 @@ pub async fn handle<B: Backend>(
     let shared = &state.shared;
     let acks_ok = matches!(request.acks, -1..=1);
     let mut topics = Vec::with_capacity(request.topic_data.len());
-    let mut appends = Vec::new();
+    let mut pending = Vec::new();
     for topic_data in request.topic_data {
         let info = if version >= 13 {
             shared.topic_by_id(topic_data.topic_id)
@@ -144,17 +229,40 @@ pub async fn handle<B: Backend>(
                 continue;
             }
             if let (Some(info), Some(records)) = (&info, partition.records) {
-                let name = info.name.clone();
-                appends.push(async move {
-                    // The records stay a slice of the request frame: no copy (the log
-                    // copies only the batch's header, to patch it).
-                    let result = state.append(name, index, records).await;
-                    (topic_index, slot, result)
+                pending.push(Pending {
+                    topic_index,
+                    slot,
+                    name: info.name.clone(),
+                    index,
+                    records,
                 });
             }
         }
         topics.push(topic);
     }
+    let transactional_id = request
+        .transactional_id
+        .as_ref()
+        .map(|id| id.0.as_str())
+        .filter(|id| !id.is_empty());
+    if let Some(id) = transactional_id.filter(|_| shared.config.transactions.partition_verification)
+    {
+        let refused = verify(state, id, &pending).await;
+        let mut keep = vec![true; pending.len()];
+        for (at, code) in refused {
+            let p = &pending[at];
+            topics[p.topic_index].partition_responses[p.slot].error_code = code.code();
+            keep[at] = false;
+        }
+        let mut keep = keep.into_iter();
+        pending.retain(|_| keep.next().unwrap_or(true));
+    }
+    let appends = pending.into_iter().map(|p| async move {
+        // The records stay a slice of the request frame: no copy (the log copies only the
+        // batch's header, to patch it).
+        let result = state.append(p.name, p.index, p.records).await;
+        (p.topic_index, p.slot, result)
+    });
     for (topic_index, slot, result) in futures::future::join_all(appends).await {
         let entry = &mut topics[topic_index].partition_responses[slot];
         match result {

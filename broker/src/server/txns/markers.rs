@@ -1,0 +1,127 @@
+//! Writing a transaction's COMMIT/ABORT markers to its partitions: what the coordinator's
+//! `poll_marker` asks for, done on the shards that own the partitions.
+//!
+//! Contract:
+//! - [`write_all`] writes one marker per partition of a [`MarkerWrite`], all partitions
+//!   concurrently, each on its owning shard, and returns the partitions whose write failed
+//!   (the coordinator retries those after its backoff; only once none is left does it append
+//!   the Complete record, core's I32). A partition that no longer exists (its topic was
+//!   deleted) counts as written, as in Kafka, and so does one that refuses the marker as
+//!   obsolete (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED).
+//! - A `__consumer_offsets` partition (added by AddOffsetsToTxn) gets its marker through the
+//!   group coordinator that owns it, which makes the producer's pending transactional
+//!   offsets visible (COMMIT) or drops them (ABORT).
+//! - Every marker carries the Prepare record's producer id, epoch and result (core's I36) and
+//!   the coordinator epoch (I65), and is appended under the partition's flush policy, so a
+//!   marker reported written is durable as the policy defines (I64).
+
+use std::rc::Rc;
+
+use minikafka_core::backend::Backend;
+use minikafka_core::control_batch::{ControlType, TxnMarker};
+use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::TxnResult as GroupTxnResult;
+use minikafka_core::txn::{MarkerWrite, TopicPartition, TxnResult, CONSUMER_OFFSETS_TOPIC};
+
+use crate::server::groups::route::complete_txn_offsets_in_partition;
+use crate::server::shard::ShardState;
+
+/// Writes every marker of `write` (see the module documentation); the partitions to retry.
+pub async fn write_all<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    write: MarkerWrite,
+) -> Vec<TopicPartition> {
+    let write = Rc::new(write);
+    let each = write.partitions.iter().map(|tp| {
+        let write = Rc::clone(&write);
+        async move {
+            let outcome = if tp.topic == CONSUMER_OFFSETS_TOPIC {
+                group_marker(state, tp, &write).await
+            } else {
+                partition_marker(state, tp, &write).await
+            };
+            match outcome {
+                Ok(()) => None,
+                // The topic or partition is gone: nothing is left to mark.
+                Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) | Err(ErrorCode::UNKNOWN_TOPIC_ID) => {
+                    None
+                }
+                // The partition has seen a newer epoch of the producer or a newer
+                // coordinator: this marker is obsolete there and retrying cannot change
+                // that (Kafka's coordinator drops it too).
+                Err(code @ ErrorCode::INVALID_PRODUCER_EPOCH)
+                | Err(code @ ErrorCode::TRANSACTION_COORDINATOR_FENCED) => {
+                    tracing::warn!(
+                        topic = tp.topic,
+                        partition = tp.partition,
+                        %code,
+                        "transaction marker obsolete; not retried"
+                    );
+                    None
+                }
+                Err(code) => {
+                    tracing::warn!(
+                        topic = tp.topic,
+                        partition = tp.partition,
+                        %code,
+                        "transaction marker not written"
+                    );
+                    Some(tp.clone())
+                }
+            }
+        }
+    });
+    futures::future::join_all(each)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// One marker on a data partition, appended by its owner under the flush policy.
+async fn partition_marker<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    tp: &TopicPartition,
+    write: &MarkerWrite,
+) -> Result<(), ErrorCode> {
+    if state.shared.topic(&tp.topic).is_none() {
+        return Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    let marker = TxnMarker {
+        producer_id: write.producer_id,
+        producer_epoch: write.producer_epoch,
+        coordinator_epoch: write.coordinator_epoch,
+        control_type: match write.result {
+            TxnResult::Commit => ControlType::Commit,
+            TxnResult::Abort => ControlType::Abort,
+        },
+    };
+    // s3-txn-data's seam: the owner appends it through the log's marker path (flush policy).
+    state
+        .write_txn_marker(tp.topic.clone(), tp.partition, marker)
+        .await
+        .map(|_| ())
+}
+
+/// One marker on a `__consumer_offsets` partition: the group coordinator owning it appends
+/// the marker (its partition's only writer) and the producer's pending TxnOffsetCommit
+/// offsets there become visible or vanish, in every group of the partition (s3-txn-offsets'
+/// seam, addressed by partition since the marker write names partitions, not groups).
+async fn group_marker<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    tp: &TopicPartition,
+    write: &MarkerWrite,
+) -> Result<(), ErrorCode> {
+    let result = match write.result {
+        TxnResult::Commit => GroupTxnResult::Commit,
+        TxnResult::Abort => GroupTxnResult::Abort,
+    };
+    complete_txn_offsets_in_partition(
+        state,
+        tp.partition,
+        write.producer_id,
+        write.producer_epoch,
+        result,
+    )
+    .await
+}
