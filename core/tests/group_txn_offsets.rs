@@ -369,3 +369,23 @@ fn a_marker_completes_the_producer_in_every_group_of_the_coordinator() {
     assert_eq!(d.fetch(GROUP, "t", 0), 1);
     assert_eq!(d.fetch("g2", "t", 0), 7);
 }
+
+#[test]
+fn pending_offsets_keep_their_group_through_the_retention_check() {
+    // I73: a group holding only pending offsets is not expired; the commit marker finds it.
+    let mut d = Driver::new(GroupConfig {
+        offsets_retention_ms: 1_000,
+        offsets_retention_check_interval_ms: 1_000,
+        ..config()
+    });
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 0, 10)]));
+    d.advance(10_000);
+    assert!(d.c.group(GROUP).is_some(), "kept while offsets are pending");
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), 10);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+    // Once committed, the offsets expire like any other.
+    d.advance(10_000);
+    assert_eq!(d.fetch(GROUP, "t", 0), -1);
+    assert!(d.c.group(GROUP).is_none());
+}

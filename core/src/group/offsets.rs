@@ -395,13 +395,15 @@ impl Coordinator {
     }
 
     /// `offsets.retention.minutes`: offsets of empty classic groups expire (never while the
-    /// group has members or appends in flight); a group left with no offsets is removed.
+    /// group has members, appends in flight or transactional offsets pending); a group left with no offsets is removed.
     pub(super) fn expire_offsets(&mut self, now: Millis) {
         let retention = self.config.offsets_retention_ms;
         let mut ids: Vec<String> = self.groups.keys().cloned().collect();
         ids.sort();
         for gid in ids {
-            if self.inflight.contains_key(&gid) {
+            // Not while appends are in flight, nor while transactional offsets are pending
+            // (their marker would commit into a group removed meanwhile, I73).
+            if self.inflight.contains_key(&gid) || self.txn_pending.contains_key(&gid) {
                 continue;
             }
             let Some(Group::Classic(g)) = self.groups.get(&gid) else {

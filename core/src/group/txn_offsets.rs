@@ -98,10 +98,16 @@ impl Coordinator {
                 self.txn_pending.remove(&group);
             }
             if let (Some(txn), TxnResult::Commit) = (txn, result) {
+                let since = txn.offsets.values().map(|o| o.commit_timestamp).max();
                 self.offsets
                     .entry(group.clone())
                     .or_default()
                     .extend(txn.offsets);
+                // Committed offsets belong to a group (an empty classic one if need be).
+                if !self.groups.contains_key(&group) {
+                    let g = ClassicGroup::new(&group, since.unwrap_or(0));
+                    self.groups.insert(group.clone(), Group::Classic(g));
+                }
             }
             self.drop_if_unused(&group);
         }
