@@ -389,3 +389,23 @@ fn pending_offsets_keep_their_group_through_the_retention_check() {
     assert_eq!(d.fetch(GROUP, "t", 0), -1);
     assert!(d.c.group(GROUP).is_none());
 }
+
+#[test]
+fn deleting_the_group_removes_its_pending_offsets() {
+    // As Kafka: the group's tombstones cover pending transactional offsets, and a commit
+    // marker afterwards brings nothing back (I73, I74).
+    let mut d = Driver::new(config());
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 0, 10)]));
+    let t = d.send(GroupRequest::DeleteGroups(DeleteGroupsRequest {
+        group_ids: vec![GROUP.into()],
+    }));
+    match d.take(t).expect("answered") {
+        GroupResponse::DeleteGroups(r) => assert_eq!(r.results[0].1, ErrorCode::NONE),
+        other => panic!("{other:?}"),
+    }
+    assert!(d.c.durable_state().is_empty(), "{:?}", d.c.durable_state());
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), -1);
+    assert!(d.c.group(GROUP).is_none());
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+}

@@ -599,6 +599,9 @@ impl Coordinator {
                             self.offsets.remove(group);
                         }
                     }
+                    // As Kafka: a deletion removes the partition's pending transactional
+                    // offsets too, so no later marker brings it back (I73).
+                    self.drop_pending_txn_offset(group, topic, *partition);
                     self.drop_if_unused(group);
                 }
             },

@@ -113,6 +113,22 @@ impl Coordinator {
         }
     }
 
+    /// Forgets every producer's pending offset of (`group`, `topic`, `partition`) (a durable
+    /// offset deletion).
+    pub(super) fn drop_pending_txn_offset(&mut self, group: &str, topic: &str, partition: i32) {
+        let Some(producers) = self.txn_pending.get_mut(group) else {
+            return;
+        };
+        let key = (topic.to_owned(), partition);
+        for txn in producers.values_mut() {
+            txn.offsets.remove(&key);
+        }
+        producers.retain(|_, txn| !txn.offsets.is_empty());
+        if producers.is_empty() {
+            self.txn_pending.remove(group);
+        }
+    }
+
     /// Startup: applies the records of a transactional batch of `producer_id` read back from
     /// the offsets partition, in log order, like [`Coordinator::replay`] (I74).
     pub fn replay_transactional(
