@@ -409,3 +409,25 @@ fn deleting_the_group_removes_its_pending_offsets() {
     assert!(d.c.group(GROUP).is_none());
     assert_eq!(d.restarted().durable_state(), d.c.durable_state());
 }
+
+#[test]
+fn of_a_transactional_and_a_regular_commit_the_later_in_the_log_wins() {
+    // Kafka's rule when the marker lands: a regular commit written after the transactional
+    // one is kept; one written before is replaced. The same after a restart (I21).
+    let mut d = Driver::new(config());
+    send_txn(
+        &mut d,
+        txn_commit(0, -1, "", None, &[("t", 0, 50), ("t", 1, 51)]),
+    );
+    assert_eq!(d.commit("", -1, "t", 0, 60), ErrorCode::NONE);
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), 60, "the later regular commit wins");
+    assert_eq!(d.fetch(GROUP, "t", 1), 51);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+    // And a regular commit before the transactional one is replaced by it.
+    assert_eq!(d.commit("", -1, "t", 2, 5), ErrorCode::NONE);
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 2, 70)]));
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 2), 70);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+}
