@@ -9,7 +9,8 @@
 //! - Bodies are JSON read by `serde_json` (its recursion limit bounds nesting); unknown
 //!   fields are ignored (newer clients send `metadata`, `ruleSet`), as Confluent does.
 //! - Path segments are percent-decoded (clients encode subject names); the query string's
-//!   `deleted`, `permanent`, `force`, `defaultToGlobal` and `verbose` are read.
+//!   `deleted`, `permanent`, `force`, `defaultToGlobal`, `verbose` and `format=serialized`
+//!   (a PROTOBUF schema as a base64 `FileDescriptorProto`) are read.
 //! - Errors are Confluent's: `{"error_code": …, "message": …}` with the status of
 //!   [`RegistryError::http_status`]; an unknown path is 404 (`error_code` 404), a known path
 //!   with another method 405, a body that is not JSON 400, JSON of the wrong shape 422.
@@ -68,6 +69,7 @@ struct Query {
     force: bool,
     default_to_global: bool,
     verbose: bool,
+    serialized: bool,
 }
 
 impl Query {
@@ -81,6 +83,7 @@ impl Query {
                 "force" => flags.force = on,
                 "defaultToGlobal" => flags.default_to_global = on,
                 "verbose" => flags.verbose = on,
+                "format" => flags.serialized = value == "serialized",
                 _ => {}
             }
         }
@@ -251,7 +254,13 @@ fn route_inner(
         ("GET", ["schemas", "types"]) => done(ok(&json!(["JSON", "PROTOBUF", "AVRO"]))),
         ("GET", ["schemas", "ids", id]) => {
             let id = parse_id(id)?;
-            done(answer(registry.schema_by_id(id).map(|s| {
+            done(answer(registry.schema_by_id(id).map(|mut s| {
+                if query.serialized && s.schema_type == SchemaType::Protobuf {
+                    // Confluent's `format=serialized`: a base64 FileDescriptorProto.
+                    if let Ok(serialized) = crate::protobuf::serialized(&s.schema) {
+                        s.schema = serialized;
+                    }
+                }
                 let mut value = schema_json(&s, false);
                 if let Some(map) = value.as_object_mut() {
                     map.remove("id");
