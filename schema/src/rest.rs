@@ -618,4 +618,32 @@ mod tests {
         );
         assert_eq!(call(&mut r, "GET", "/subjects", "").1, json!(["a/b"]));
     }
+
+    proptest::proptest! {
+        /// Any method, any path of API-like segments, any body: an answer, never a panic.
+        #[test]
+        fn any_request_is_answered(
+            method in proptest::sample::select(vec!["GET", "POST", "PUT", "DELETE", "PATCH"]),
+            segments in proptest::collection::vec(proptest::sample::select(vec![
+                "subjects", "s", "versions", "latest", "1", "-1", "0", "schema", "schemas",
+                "ids", "types", "config", "mode", "compatibility", "%2F", "%ff", "x?deleted=true",
+            ]), 0..7),
+            body in proptest::prop_oneof![
+                proptest::collection::vec(proptest::arbitrary::any::<u8>(), 0..64),
+                proptest::sample::select(vec![
+                    br#"{"schema":"\"string\""}"#.to_vec(),
+                    br#"{"schema":"\"int\"","schemaType":"AVRO","references":[]}"#.to_vec(),
+                    br#"{"compatibility":"NONE"}"#.to_vec(),
+                    br#"{"mode":"IMPORT"}"#.to_vec(),
+                    br#"{"schema":"{}","schemaType":"JSON","id":7,"version":3}"#.to_vec(),
+                ]),
+            ],
+        ) {
+            let mut r = Registry::new();
+            handle_in_memory(&mut r, "POST", "/subjects/s/versions", br#"{"schema":"\"string\""}"#);
+            let target = format!("/{}", segments.join("/"));
+            let response = handle_in_memory(&mut r, method, &target, &body);
+            proptest::prop_assert!(matches!(response.status, 200 | 400 | 404 | 405 | 409 | 422 | 500));
+        }
+    }
 }
