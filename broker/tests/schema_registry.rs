@@ -9,11 +9,11 @@
 //!   allowed evolution gets the next id.
 //! - Deletes: a permanent delete before a soft one is refused (40405); soft hides the
 //!   subject, permanent removes it, and both survive a restart (I55).
-//! - Ids are stable across a clean restart and across kill -9 (I50, I53, I54): every answered
+//! - Ids are stable across a clean restart and across kill -9 (I50, I53, I54, I57): every answered
 //!   registration is replayed, and new ids continue after the highest.
-//! - Hostile HTTP costs only its connection: garbage, huge bodies, deep JSON, slow and
+//! - Hostile HTTP costs only its connection (I59): garbage, huge bodies, deep JSON, slow and
 //!   excess connections; the registry keeps answering.
-//! - Hostile records in `_schemas` are skipped with a log line at startup, never a crash.
+//! - Hostile records in `_schemas` are skipped with a log line at startup, never a crash (I58).
 
 mod common;
 

@@ -141,7 +141,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
                 if let Err(e) = state.load_group_hosts().await {
                     shared.fail(format!("shard {shard}: loading group coordinators: {e}"));
                 }
-                // The registry replays `_schemas` before any shard accepts a connection.
+                // The registry replays `_schemas` before any shard accepts a connection (I58).
                 if hosts_schema_registry(&state) {
                     match RegistryHost::load(&state).await {
                         Ok(host) => registry = Some(host),

@@ -1,17 +1,18 @@
 //! The registry host: the one [`Registry`] machine of the broker, on the shard that owns
-//! `_schemas` partition 0 (its only writer, I1), and the writer task that appends its records.
+//! `_schemas` partition 0 (its only writer, I1, I56), and the writer task that appends its
+//! records.
 //!
 //! Contract:
 //! - Startup ([`RegistryHost::load`], before any shard accepts connections): the machine
 //!   replays `_schemas` from its log start to its high watermark
 //!   (`groups::offsets_log::replay_records`); a record it refuses (undecodable, hostile,
 //!   contradicting the state) is skipped with a warning line and counted, never a crash
-//!   (I50, I51).
+//!   (I50, I51, I58).
 //! - Reads use [`RegistryHost::registry`] (a borrow, never held across an `.await`).
 //! - [`RegistryHost::write`] hands a write to the machine and waits for its reply. The
 //!   machine asks for at most one append at a time; the writer appends its records as one
 //!   uncompressed batch through the shard's local append path (the flush policy applies, so
-//!   an answer means durable under it, I54), and reports the outcome; only then is the
+//!   an answer means durable under it, I54, I57), and reports the outcome; only then is the
 //!   reply released. A failed append answers 50001 and changes nothing.
 //! - Shutdown: the writer finishes the append it is writing (counted in flight, so the
 //!   partition is not closed under it) and stops; writes still waiting get 50001.

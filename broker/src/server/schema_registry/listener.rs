@@ -4,7 +4,7 @@
 //!
 //! Contract:
 //! - HTTP/1.1 with keep-alive; requests on one connection are answered in order.
-//! - Bounds, so hostile HTTP costs only its own connection: a head of at most
+//! - Bounds, so hostile HTTP costs only its own connection (I59): a head of at most
 //!   `http::HEAD_BYTES_MAX` bytes (431), a body of at most `http::BODY_BYTES_MAX` (413), at
 //!   most [`BODY_BUDGET_BYTES`] of bodies held by all connections together (503 past it), at
 //!   most [`CONNECTIONS_MAX`] connections (more are closed at accept), each request read
