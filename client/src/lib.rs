@@ -10,6 +10,7 @@
 //! - [`consumer`]: assign/seek/poll over one long-poll fetch, CRC verified on every batch.
 //! - [`admin`]: create/list/describe/delete topics, list offsets.
 //! - [`configs`]: describe and alter topic and broker configurations, delete records.
+//! - [`schemas`]: a small Confluent Schema Registry REST client (`mk schemas`).
 //! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
 //!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
 //!
@@ -51,6 +52,7 @@ pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
+pub mod schemas;
 
 pub use admin::{Admin, OffsetSpec};
 pub use consumer::{
