@@ -229,14 +229,20 @@ fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
         shards = shared.num_shards(),
         "listening on {addr}"
     );
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "minikafka: listening on {addr} (backend {}, {} shards, data {})",
+    // One write, so a reader that saw the first line sees the registry's too.
+    let mut text = format!(
+        "minikafka: listening on {addr} (backend {}, {} shards, data {})\n",
         state.backend.name(),
         shared.num_shards(),
         shared.config.log_dir.display()
     );
+    if let Some(registry) = shared.schema_registry_addr.get() {
+        text.push_str(&format!(
+            "minikafka: schema registry on http://{registry}\n"
+        ));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
 }
 

@@ -93,10 +93,19 @@ impl Broker {
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut seen = Vec::new();
+        let mut listening = false;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match rx.recv_timeout(left) {
-                Ok(line) if line.contains("listening on") => break,
+                // The registry's line follows the Kafka listener's.
+                Ok(line) if line.contains("schema registry on") && listening => {
+                    seen.push(line);
+                    break;
+                }
+                Ok(line) if line.contains("listening on") => {
+                    listening = true;
+                    seen.push(line);
+                }
                 Ok(line) => seen.push(line),
                 Err(_) => {
                     let status = child.try_wait().ok().flatten();

@@ -13,8 +13,9 @@
 //! - Binding: a bind failure of the default address (`127.0.0.1:8081`, which another
 //!   registry or broker on the machine may hold) is logged and the broker runs without a
 //!   registry; of any other configured address it fails startup, as `metrics.listener`.
-//! - The bound address is printed (`minikafka: schema registry on http://ADDR`) and logged,
-//!   so a broker told port 0 can be found.
+//! - The bound address is logged, and printed on stdout right after the `listening on` line
+//!   (`minikafka: schema registry on http://ADDR`, in the same write), so a broker told port
+//!   0 can be found and the first line stays the Kafka listener's.
 //! - A write keeps the shard's request count up until it is answered, so shutdown's drain
 //!   waits for it.
 
@@ -77,12 +78,8 @@ pub async fn start<B: Backend>(
         .local_addr()
         .map_err(|e| format!("the bound address: {e}"))?;
     tracing::info!("schema registry on http://{bound}");
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "minikafka: schema registry on http://{bound}");
-        let _ = out.flush();
-    }
+    // Printed by the startup announcement, after the Kafka listener's line.
+    let _ = state.shared.schema_registry_addr.set(bound);
     let listening = Rc::new(Listening {
         state: Rc::clone(state),
         host,
