@@ -70,22 +70,6 @@ pub async fn replay_log<B: Backend>(
     coordinator: &mut Coordinator,
     partition: i32,
 ) -> Result<ReplayStats, LogError> {
-    replay_records(log, "offsets", partition, |key, value| {
-        coordinator.replay(key, value).map_err(|e| e.to_string())
-    })
-    .await
-}
-
-/// Feeds every keyed record of `log`, in offset order, to `apply` (see the module
-/// documentation): what the offsets replay does, for any internal topic whose records are
-/// keyed and uncompressed (`_schemas` too). `what` names the topic in log lines; a record
-/// `apply` refuses is counted and skipped with a warning.
-pub async fn replay_records<B: Backend>(
-    log: &PartitionLog<B>,
-    what: &str,
-    partition: i32,
-    mut apply: impl FnMut(&[u8], Option<&[u8]>) -> Result<(), String>,
-) -> Result<ReplayStats, LogError> {
     let mut stats = ReplayStats::default();
     let mut offset = log.log_start_offset();
     let end = log.high_watermark();
@@ -104,7 +88,7 @@ pub async fn replay_records<B: Backend>(
                 Ok(batch) => batch,
                 Err(e) => {
                     // The log validated every batch on the way in and at recovery.
-                    tracing::warn!(partition, "{what} log batch unreadable, replay stops: {e}");
+                    tracing::warn!(partition, "offsets log batch unreadable, replay stops: {e}");
                     return Ok(stats);
                 }
             };
@@ -114,11 +98,6 @@ pub async fn replay_records<B: Backend>(
                 continue;
             }
             if !matches!(batch.header.compression(), Ok(Compression::None)) {
-                tracing::warn!(
-                    partition,
-                    offset = batch.header.base_offset.0,
-                    "{what} batch skipped: compressed (never written by the broker)"
-                );
                 stats.skipped += u64::from(batch.header.records_count.max(0) as u32);
                 offset = next;
                 continue;
@@ -136,14 +115,14 @@ pub async fn replay_records<B: Backend>(
                     stats.skipped += 1;
                     continue;
                 };
-                match apply(key, record.value) {
+                match coordinator.replay(key, record.value) {
                     Ok(()) => stats.records += 1,
                     Err(e) => {
                         stats.skipped += 1;
                         tracing::warn!(
                             partition,
                             offset = record_offset,
-                            "{what} record skipped: {e}"
+                            "offsets record skipped: {e}"
                         );
                     }
                 }
@@ -155,7 +134,7 @@ pub async fn replay_records<B: Backend>(
             tracing::warn!(
                 partition,
                 offset = offset.0,
-                "{what} replay made no progress"
+                "offsets replay made no progress"
             );
             break;
         }

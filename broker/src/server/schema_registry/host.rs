@@ -5,7 +5,7 @@
 //! Contract:
 //! - Startup ([`RegistryHost::load`], before any shard accepts connections): the machine
 //!   replays `_schemas` from its log start to its high watermark
-//!   (`groups::offsets_log::replay_records`); a record it refuses (undecodable, hostile,
+//!   ([`super::replay::replay_log`]); a record it refuses (undecodable, hostile,
 //!   contradicting the state) is skipped with a warning line and counted, never a crash
 //!   (I50, I51, I58).
 //! - Reads use [`RegistryHost::registry`] (a borrow, never held across an `.await`).
@@ -30,8 +30,8 @@ use minikafka_core::types::Offset;
 use minikafka_schema::registry::Append;
 use minikafka_schema::{Registry, RegistryError, RequestId, WriteReply, WriteRequest};
 
+use super::replay::replay_log;
 use super::topic::{SCHEMAS_PARTITION, SCHEMAS_TOPIC};
-use crate::server::groups::offsets_log::replay_records;
 use crate::server::partition_ops::PartitionKey;
 use crate::server::shard::ShardState;
 
@@ -59,11 +59,9 @@ impl<B: Backend> RegistryHost<B> {
             .owned(&key)
             .ok_or_else(|| format!("{SCHEMAS_TOPIC}-{SCHEMAS_PARTITION} is not open"))?;
         let mut registry = Registry::new();
-        let stats = replay_records(&owned.log, SCHEMAS_TOPIC, SCHEMAS_PARTITION, |k, v| {
-            registry.replay(k, v).map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| format!("replaying {SCHEMAS_TOPIC}: {e}"))?;
+        let stats = replay_log(&owned.log, &mut registry)
+            .await
+            .map_err(|e| format!("replaying {SCHEMAS_TOPIC}: {e}"))?;
         tracing::info!(
             records = stats.records,
             skipped = stats.skipped,

@@ -7,8 +7,10 @@
 //! - [`topic`]: `_schemas`, created at startup when the registry is on, internal.
 //! - [`host`]: the registry machine on the shard owning `_schemas`-0: replay at startup, its
 //!   writes appended through that shard's append path and answered once durable (I54).
+//! - [`replay`]: `_schemas` read back into the machine at startup, bad records skipped.
 //! - [`listener`]: the HTTP listener on that shard's backend, bounded in every dimension.
 
 pub mod host;
 pub mod listener;
+pub mod replay;
 pub mod topic;
