@@ -440,3 +440,55 @@ fn hostile_records_in_schemas_are_skipped_at_startup() {
         assert_eq!(id_of(addr, "orders-value", ORDER), 2);
     });
 }
+
+#[test]
+fn a_slow_request_is_closed_after_the_request_timeout() {
+    // Slowloris: a head trickling in is cut REQUEST_TIMEOUT (30 s) after its first byte, with
+    // no answer, while other clients are served meanwhile (I59).
+    bounded(LIMIT, || {
+        let broker = start();
+        let addr = registry(&broker);
+        let mut slow = TcpStream::connect(addr).expect("connect");
+        slow.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("read timeout");
+        let started = std::time::Instant::now();
+        let mut closed_after = None;
+        for byte in b"GET /subjects HTTP/1.1\r\nX-Slow: "
+            .iter()
+            .chain(b"a".repeat(400).iter())
+        {
+            if slow.write_all(&[*byte]).is_err() {
+                closed_after = Some(started.elapsed());
+                break;
+            }
+            let mut answer = [0u8; 64];
+            match slow.read(&mut answer) {
+                Ok(0) => {
+                    closed_after = Some(started.elapsed());
+                    break;
+                }
+                Ok(n) => panic!("answered a head that never ended: {:?}", &answer[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => {
+                    closed_after = Some(started.elapsed());
+                    break;
+                }
+            }
+            if started.elapsed() > Duration::from_secs(5)
+                && started.elapsed() < Duration::from_secs(6)
+            {
+                // Meanwhile the registry serves others.
+                assert_eq!(call(addr, "GET", "/subjects", None), (200, json!([])));
+            }
+        }
+        let closed_after = closed_after.expect("the slow connection was never closed");
+        assert!(
+            closed_after >= Duration::from_secs(29) && closed_after < Duration::from_secs(40),
+            "closed after {closed_after:?}"
+        );
+    });
+}
