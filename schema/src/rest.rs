@@ -230,6 +230,12 @@ fn route_inner(
             let spec = VersionSpec::parse(version).map_err(|e| error_response(&e))?;
             done(raw(registry.subject_version(subject, spec, query.deleted)))
         }
+        ("GET", ["subjects", subject, "versions", version, "referencedby"]) => {
+            let spec = VersionSpec::parse(version).map_err(|e| error_response(&e))?;
+            done(answer(
+                registry.referenced_by(subject, spec).map(|ids| json!(ids)),
+            ))
+        }
         ("DELETE", ["subjects", subject, "versions", version]) => {
             let spec = VersionSpec::parse(version).map_err(|e| error_response(&e))?;
             write(WriteRequest::DeleteVersion {
@@ -370,7 +376,7 @@ fn known_path(path: &[&str]) -> bool {
             | ["subjects", _]
             | ["subjects", _, "versions"]
             | ["subjects", _, "versions", _]
-            | ["subjects", _, "versions", _, "schema"]
+            | ["subjects", _, "versions", _, "schema" | "referencedby"]
             | ["schemas", "types"]
             | ["schemas", "ids", _]
             | ["schemas", "ids", _, "schema" | "subjects" | "versions"]
@@ -564,6 +570,56 @@ mod tests {
         assert_eq!((status, body["error_code"].clone()), (404, json!(40408)));
         let (_, body) = call(&mut r, "GET", "/config/other?defaultToGlobal=true", "");
         assert_eq!(body, json!({"compatibilityLevel": "BACKWARD"}));
+    }
+
+    #[test]
+    fn references_resolve_and_are_listed_by_the_referenced_version() {
+        let mut r = Registry::new();
+        let address = r#"{"type":"record","name":"Address","namespace":"n","fields":[{"name":"city","type":"string"}]}"#;
+        let person = r#"{"type":"record","name":"Person","namespace":"n","fields":[{"name":"home","type":"n.Address"}]}"#;
+        call(
+            &mut r,
+            "POST",
+            "/subjects/address/versions",
+            &register_body(address),
+        );
+        let body = json!({
+            "schema": person,
+            "references": [{"name": "n.Address", "subject": "address", "version": 1}],
+        });
+        let (status, answer) = call(
+            &mut r,
+            "POST",
+            "/subjects/person/versions",
+            &body.to_string(),
+        );
+        assert_eq!((status, answer), (200, json!({"id": 2})));
+        let (_, read) = call(&mut r, "GET", "/subjects/person/versions/1", "");
+        assert_eq!(read["references"][0]["subject"], "address");
+        assert_eq!(
+            call(
+                &mut r,
+                "GET",
+                "/subjects/address/versions/1/referencedby",
+                ""
+            ),
+            (200, json!([2]))
+        );
+        // A referenced version cannot be deleted (42206).
+        let (status, answer) = call(&mut r, "DELETE", "/subjects/address/versions/1", "");
+        assert_eq!((status, answer["error_code"].clone()), (422, json!(42206)));
+        // A reference to nothing is an invalid schema.
+        let dangling = json!({
+            "schema": person,
+            "references": [{"name": "n.Address", "subject": "nowhere", "version": 1}],
+        });
+        let (status, answer) = call(
+            &mut r,
+            "POST",
+            "/subjects/p2/versions",
+            &dangling.to_string(),
+        );
+        assert_eq!((status, answer["error_code"].clone()), (422, json!(42201)));
     }
 
     #[test]
