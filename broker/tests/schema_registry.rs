@@ -492,3 +492,52 @@ fn a_slow_request_is_closed_after_the_request_timeout() {
         );
     });
 }
+
+#[test]
+fn concurrent_registrations_get_distinct_ids_that_survive_a_restart() {
+    // Writes run one at a time (I54) whatever the number of connections: 8 clients register
+    // 20 distinct schemas each at once; the ids are 1..=160, each once, and replay keeps them.
+    bounded(LIMIT, || {
+        let mut broker = start();
+        let addr = registry(&broker);
+        let threads: Vec<_> = (0..8)
+            .map(|client| {
+                std::thread::spawn(move || {
+                    (0..20)
+                        .map(|n| {
+                            let schema = format!(
+                                r#"{{"type":"record","name":"R{client}x{n}","fields":[]}}"#
+                            );
+                            let subject = format!("client-{client}-{n}");
+                            (
+                                subject.clone(),
+                                schema.clone(),
+                                id_of(addr, &subject, &schema),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let registered: Vec<(String, String, i64)> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("client thread"))
+            .collect();
+        let mut ids: Vec<i64> = registered.iter().map(|(_, _, id)| *id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=160).collect::<Vec<i64>>());
+
+        broker.kill9();
+        broker.restart();
+        let addr = registry(&broker);
+        for (subject, schema, id) in &registered {
+            let (status, body) = call(
+                addr,
+                "POST",
+                &format!("/subjects/{subject}"),
+                Some(&json!({ "schema": schema })),
+            );
+            assert_eq!((status, &body["id"]), (200, &json!(id)), "{subject}");
+        }
+    });
+}
