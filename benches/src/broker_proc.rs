@@ -278,6 +278,9 @@ fn spawn(
         .arg(format!("flush.interval.ms={}", flush_interval_ms(flush)))
         .arg("--override")
         .arg("auto.create.topics.enable=false")
+        // Kafka only: no schema registry on the machine-wide port 8081.
+        .arg("--override")
+        .arg("schema.registry.listeners=")
         // The sweep's largest request is 1000 records of 10 KB (~10 MB):
         // above Kafka's 1 MiB default batch limit, so both limits are raised.
         .arg("--override")

@@ -11,6 +11,7 @@
 //! - [`admin`]: create/list/describe/delete topics, list offsets.
 //! - [`configs`]: describe and alter topic and broker configurations, delete records.
 //! - [`txn_admin`]: list, describe and abort transactions (`kafka-transactions.sh`).
+//! - [`schemas`]: a small Confluent Schema Registry REST client (`mk schemas`).
 //! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
 //!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
 //!
@@ -53,6 +54,7 @@ pub mod partitioner;
 pub mod producer;
 pub mod runtime;
 pub mod txn_admin;
+pub mod schemas;
 
 pub use admin::{Admin, OffsetSpec};
 pub use consumer::{

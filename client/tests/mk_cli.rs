@@ -426,3 +426,101 @@ fn mk_deletes_records_below_an_offset() {
     );
     assert!(out.contains("log start offset 10"), "{out}");
 }
+
+#[test]
+fn mk_lists_gets_registers_tests_and_deletes_schemas_in_the_broker_registry() {
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    assert!(
+        broker.registry.starts_with("http://127.0.0.1:"),
+        "{}",
+        broker.registry
+    );
+    let schemas = |args: &[&str]| {
+        let mut all = vec!["schemas", "--registry", broker.registry.as_str()];
+        all.extend_from_slice(args);
+        all.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let args = schemas(args);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        mk(addr, &args, stdin)
+    };
+    let v1 = r#"{"type":"record","name":"User","fields":[{"name":"name","type":"string"}]}"#;
+    let v2 = r#"{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"age","type":"int","default":0}]}"#;
+    let breaking = r#"{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"email","type":"string"}]}"#;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write schema");
+        path.display().to_string()
+    };
+    let (v1_file, v2_file) = (file("v1.avsc", v1), file("v2.avsc", v2));
+
+    assert_eq!(
+        ok(
+            &run(&["register", "users value", &v1_file], None),
+            "register"
+        ),
+        "id 1\n"
+    );
+    assert_eq!(
+        ok(
+            &run(&["register", "users value", "-"], Some(v2)),
+            "register stdin"
+        ),
+        "id 2\n"
+    );
+    assert_eq!(ok(&run(&["list"], None), "list"), "users value\n");
+    assert_eq!(
+        ok(&run(&["get", "users value", "--version", "1"], None), "get"),
+        format!("{v1}\n")
+    );
+    assert_eq!(
+        ok(&run(&["get", "--id", "2"], None), "get --id"),
+        format!("{v2}\n")
+    );
+    assert_eq!(
+        ok(&run(&["compat", "users value", &v2_file], None), "compat"),
+        "compatible\n"
+    );
+    fails_with(
+        &run(&["compat", "users value", "-"], Some(breaking)),
+        "compat breaking",
+        &["incompatible", "email"],
+    );
+    fails_with(
+        &run(&["register", "users value", "-"], Some(breaking)),
+        "register breaking",
+        &["409", "incompatible"],
+    );
+    fails_with(
+        &run(&["delete", "users value", "--permanent"], None),
+        "permanent first",
+        &["40405"],
+    );
+    assert_eq!(
+        ok(
+            &run(&["delete", "users value", "--version", "1"], None),
+            "delete version"
+        ),
+        "deleted users value versions 1\n"
+    );
+    assert_eq!(
+        ok(&run(&["delete", "users value"], None), "delete subject"),
+        "deleted users value versions 2\n"
+    );
+    assert_eq!(ok(&run(&["list"], None), "list after"), "");
+    assert_eq!(
+        ok(&run(&["list", "--deleted"], None), "list deleted"),
+        "users value\n"
+    );
+    assert_eq!(
+        ok(
+            &run(&["delete", "users value", "--permanent"], None),
+            "delete permanent"
+        ),
+        "deleted users value versions 1,2\n"
+    );
+    fails_with(&run(&["get", "nobody"], None), "get missing", &["40401"]);
+}

@@ -54,4 +54,5 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
     ("schema_records", schema::schema_records),
+    ("schema_http", schema::schema_http),
 ];

@@ -47,3 +47,54 @@ pub fn schema_records(data: &[u8]) {
     }
     let _ = registry.schema_by_id(1);
 }
+
+/// The registry's HTTP/JSON request path (`minikafka_schema::http` and `rest`): untrusted
+/// bytes from any client on `schema.registry.listeners`. The input is one request as sent
+/// (head, then body). Asserts that judging the head never panics and, for a complete head,
+/// that routing it (writes run in memory against a registry holding one schema) answers with
+/// a status the API uses and, except for the raw `/schema` reads, a JSON body; and that the
+/// response encodes to an HTTP/1.1 response of the body's length.
+pub fn schema_http(data: &[u8]) {
+    use minikafka_schema::http::{encode_response, parse_head, HeadParse};
+    use minikafka_schema::rest::handle_in_memory;
+
+    let head = match parse_head(data) {
+        HeadParse::Complete(head) => head,
+        HeadParse::Refused(response) => {
+            assert!(matches!(response.status, 400 | 413 | 431 | 501));
+            return;
+        }
+        HeadParse::Incomplete => return,
+    };
+    let after = &data[head.head_bytes.min(data.len())..];
+    let body = &after[..head.content_length.min(after.len())];
+
+    let mut registry = Registry::new();
+    assert!(registry.replay(SEEDED_KEY, Some(SEEDED_VALUE)).is_ok());
+    let response = handle_in_memory(&mut registry, &head.method, &head.target, body);
+    assert!(
+        matches!(
+            response.status,
+            200 | 400 | 404 | 405 | 409 | 413 | 422 | 500
+        ),
+        "status {}",
+        response.status
+    );
+    let raw_read = response.status == 200
+        && head
+            .target
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with("/schema"));
+    if !raw_read {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&response.body);
+        assert!(
+            parsed.is_ok(),
+            "not JSON: {:?}",
+            String::from_utf8_lossy(&response.body)
+        );
+    }
+    let encoded = encode_response(&response, head.keep_alive);
+    assert!(encoded.starts_with(b"HTTP/1.1 "));
+    assert!(encoded.ends_with(&response.body));
+}

@@ -230,3 +230,22 @@ fn schema_seeds_decode() {
         );
     }
 }
+
+#[test]
+fn schema_http_seeds_are_requests_the_registry_answers() {
+    // The `schema_http` seeds are hand-written requests of every REST path; all but the
+    // chunked one are complete heads, so the fuzzer starts past the HTTP parser.
+    use minikafka_schema::http::{parse_head, HeadParse};
+    let seeds = corpus_files("schema_http");
+    assert!(seeds.len() >= 15, "schema_http seeds missing");
+    let complete = seeds
+        .iter()
+        .filter(|f| {
+            matches!(
+                parse_head(&std::fs::read(f).expect("readable")),
+                HeadParse::Complete(_)
+            )
+        })
+        .count();
+    assert_eq!(complete, seeds.len() - 1);
+}

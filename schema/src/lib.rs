@@ -15,13 +15,17 @@
 //!   deletes soft then permanent (I55).
 //! - [`format`](mod@format): per schema type parsing, canonical forms and compatibility checks;
 //!   [`protobuf`] for `.proto` schemas.
+//! - [`http`]: HTTP/1.1 framing of the REST listener (`httparse`), sans-IO.
+//! - [`rest`]: the REST API's routes, sans-IO: a request in, a response or a write out.
 //! - [`types`], [`error`]: the vocabulary and Confluent's error codes.
 
 pub mod error;
 pub mod format;
+pub mod http;
 pub mod protobuf;
 pub mod records;
 pub mod registry;
+pub mod rest;
 pub mod state;
 pub mod types;
 

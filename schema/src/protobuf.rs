@@ -25,12 +25,49 @@ use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto};
 /// How deep nested messages are compared (the parser bounds nesting too).
 const NESTING_DEPTH_MAX: usize = 64;
 
-/// Parses a `.proto` text; the error is the parser's message.
+/// Parses a schema text: a `.proto` file, or (as confluent-kafka's Python and Go serializers
+/// register them, and Confluent's registry accepts) a base64 `FileDescriptorProto`. The
+/// error is the `.proto` parser's message.
 pub fn parse(text: &str) -> Result<FileDescriptorProto, String> {
-    let mut file = protox_parse::parse("schema.proto", text).map_err(|e| e.to_string())?;
+    let mut file = match protox_parse::parse("schema.proto", text) {
+        Ok(file) => file,
+        Err(e) => descriptor_from_base64(text).ok_or_else(|| e.to_string())?,
+    };
     file.source_code_info = None;
     file.name = None;
     Ok(file)
+}
+
+/// A base64 `FileDescriptorProto` (the "serialized" format), if `text` is one.
+fn descriptor_from_base64(text: &str) -> Option<FileDescriptorProto> {
+    use base64::Engine;
+    let trimmed = text.trim();
+    if trimmed.is_empty()
+        || !trimmed
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+    {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(trimmed)
+        .ok()?;
+    FileDescriptorProto::decode(bytes.as_slice()).ok()
+}
+
+/// The schema as a base64 `FileDescriptorProto` (Confluent's `format=serialized`): the text
+/// itself when it is one, else the descriptor parsed from the `.proto` text (with its name).
+pub fn serialized(text: &str) -> Result<String, String> {
+    use base64::Engine;
+    if descriptor_from_base64(text).is_some() {
+        return Ok(text.trim().to_owned());
+    }
+    let file = protox_parse::parse("schema.proto", text).map_err(|e| e.to_string())?;
+    let file = FileDescriptorProto {
+        source_code_info: None,
+        ..file
+    };
+    Ok(base64::engine::general_purpose::STANDARD.encode(file.encode_to_vec()))
 }
 
 /// The canonical form: the descriptor's bytes, in hex.
@@ -171,6 +208,17 @@ mod tests {
         let one = proto("syntax = \"proto2\"; message A { required int64 id = 1; }");
         assert!(can_read(&one, &required).is_err());
         assert!(can_read(&required, &one).is_ok());
+    }
+
+    #[test]
+    fn a_base64_descriptor_is_the_same_file_as_its_text() {
+        let text = "syntax = \"proto3\";\npackage p;\nmessage M { string a = 1; }\n";
+        let encoded = serialized(text).expect("serialized");
+        let from_text = parse(text).expect("text");
+        let from_descriptor = parse(&encoded).expect("descriptor");
+        assert_eq!(canonical(&from_text), canonical(&from_descriptor));
+        assert_eq!(serialized(&encoded).expect("again"), encoded);
+        assert!(parse("bm90IGEgZGVzY3JpcHRvcg!!").is_err());
     }
 
     #[test]

@@ -770,6 +770,39 @@ impl Registry {
         found
     }
 
+    /// `GET /subjects/{subject}/versions/{version}/referencedby`: the ids of the schemas
+    /// whose references name that subject version and that some live version uses, ascending
+    /// (40401, 40402 as the version read).
+    pub fn referenced_by(
+        &self,
+        subject: &str,
+        spec: VersionSpec,
+    ) -> Result<Vec<i32>, RegistryError> {
+        let version = self.subject_version(subject, spec, false)?.version;
+        let live_ids: std::collections::BTreeSet<i32> = self
+            .state
+            .subjects
+            .values()
+            .flat_map(|versions| versions.values())
+            .filter(|entry| !entry.deleted)
+            .map(|entry| entry.id)
+            .collect();
+        Ok(self
+            .state
+            .schemas
+            .iter()
+            .filter(|(id, stored)| {
+                live_ids.contains(id)
+                    && stored
+                        .identity
+                        .references
+                        .iter()
+                        .any(|r| r.subject == subject && r.version == version)
+            })
+            .map(|(id, _)| *id)
+            .collect())
+    }
+
     /// `GET /subjects[?deleted=true]`: subjects with a live version (or any version).
     pub fn subjects(&self, include_deleted: bool) -> Vec<String> {
         self.state

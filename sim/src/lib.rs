@@ -87,6 +87,8 @@ pub const DATA_DIR: &str = "/sim/data";
 fn broker_config() -> BrokerConfig {
     let mut c = BrokerConfig::from_sources(None, &[]).expect("default broker config is valid");
     c.listener = "127.0.0.1:9092".parse().expect("address");
+    // The simulated workloads speak Kafka only; no schema registry (nor its `_schemas` topic).
+    c.schema_registry_listener = None;
     c.advertised_host = "127.0.0.1".to_string();
     c.advertised_port = 9092;
     c.log_dir = PathBuf::from(DATA_DIR);

@@ -71,12 +71,15 @@ def _free_port():
 
 def _minikafka_command(port, data_dir, overrides):
     # Two shards unless a test sets its own (a later override wins): the suite crosses shards
-    # on every machine, whatever the default is there (one shard on two cores).
+    # on every machine, whatever the default is there (one shard on two cores). No schema
+    # registry unless a test asks (`schema_registry_listeners=...`): its default port 8081 is
+    # one per machine, and suites run side by side.
     args = [
         _minikafka_binary(),
         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
         "--override", f"log.dirs={data_dir}",
         "--override", "num.shards=2",
+        "--override", "schema.registry.listeners=",
     ]
     for key, value in overrides.items():
         args += ["--override", f"{key}={value}"]

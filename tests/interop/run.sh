@@ -21,8 +21,11 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 python="${PYTHON:-python3}"
-if ! "$python" -c 'import kafka, confluent_kafka, aiokafka, pytest' >/dev/null 2>&1; then
-    "$python" -m pip install kafka-python confluent-kafka aiokafka pytest
+# confluent-kafka's extras bring the schema registry serializers (test_schema_registry.py).
+if ! "$python" -c 'import kafka, confluent_kafka, aiokafka, pytest
+import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema
+import confluent_kafka.schema_registry.protobuf' >/dev/null 2>&1; then
+    "$python" -m pip install kafka-python 'confluent-kafka[avro,json,protobuf]' aiokafka pytest
 fi
 
 if [ "${INTEROP_BROKER:-minikafka}" != kfake ]; then

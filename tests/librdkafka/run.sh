@@ -185,6 +185,7 @@ start_broker() {
     if [ "$kind" = minikafka ]; then
         "$broker_bin" --override "listeners=PLAINTEXT://127.0.0.1:$port" \
             --override "log.dirs=$work/data" --override num.partitions=4 \
+            --override "schema.registry.listeners=" \
             </dev/null >"$log" 2>&1 &
     else
         "$broker_bin" -port "$port" -data-dir "$work/data" -partitions 4 </dev/null >"$log" 2>&1 &

@@ -80,6 +80,8 @@ class Broker:
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data_dir}",
             "--override", "flush.policy=fsync",
+            # No schema registry: its default port 8081 is one per machine.
+            "--override", "schema.registry.listeners=",
             "--override", f"num.partitions={self.partitions}",
             # The group consumer rejoins after every kill; Kafka's 3 s wait for more members
             # would outlast most cycles.

@@ -95,6 +95,10 @@ pub struct BrokerConfig {
     /// `metrics.listener`: where the Prometheus endpoint (`GET /metrics`) listens, or `None`
     /// (the default: a broker opens no port it was not asked to, see docs/OPERATIONS.md).
     pub metrics_listener: Option<SocketAddr>,
+    /// `schema.registry.listeners`: where the built-in schema registry's REST API listens
+    /// (default `127.0.0.1:8081`, the port every registry client defaults to), or `None`
+    /// (turned off with an empty value).
+    pub schema_registry_listener: Option<SocketAddr>,
     /// `log.format`: how log lines are written to stderr.
     pub log_format: LogFormat,
     /// The settings given in the properties file or as overrides, keys and values as written
@@ -281,6 +285,7 @@ impl Default for BrokerConfig {
             transactions: TxnSettings::default(),
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
+            schema_registry_listener: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
             log_format: LogFormat::Text,
             explicit: BTreeMap::new(),
         }
@@ -388,6 +393,31 @@ fn parse_metrics_listener(value: &str) -> Result<Option<SocketAddr>, String> {
     }
     let rest = value.strip_prefix("http://").unwrap_or(value);
     let rest = rest.strip_suffix("/metrics").unwrap_or(rest);
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = rest.rsplit_once(':').ok_or("expected http://host:port")?;
+    let port: u16 = port.parse().map_err(|_| "port must be 0..65535")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    resolve(value, host, port).map(Some)
+}
+
+/// The default of `schema.registry.listeners`.
+pub const SCHEMA_REGISTRY_DEFAULT_LISTENER: &str = "http://127.0.0.1:8081";
+
+/// Parses `schema.registry.listeners`: one `http://host:port` (Confluent's `listeners`
+/// form; a list is refused, the registry serves one address); empty or `none` turns the
+/// registry off.
+fn parse_schema_registry_listener(value: &str) -> Result<Option<SocketAddr>, String> {
+    let value = value.trim();
+    if value.is_empty() || value == "none" {
+        return Ok(None);
+    }
+    if value.contains(',') {
+        return Err("name one listener, e.g. http://127.0.0.1:8081".into());
+    }
+    let rest = value
+        .strip_prefix("http://")
+        .ok_or("expected http://host:port (https is not served)")?;
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     let (host, port) = rest.rsplit_once(':').ok_or("expected http://host:port")?;
     let port: u16 = port.parse().map_err(|_| "port must be 0..65535")?;
@@ -676,6 +706,35 @@ mod tests {
         );
         assert!(with(&[("metrics.listener", "http://127.0.0.1")]).is_err());
         assert!(with(&[("metrics.listener", "http://127.0.0.1:99999")]).is_err());
+    }
+
+    #[test]
+    fn schema_registry_listens_on_8081_by_default_and_is_off_when_empty() {
+        let default: SocketAddr = ([127, 0, 0, 1], 8081).into();
+        assert_eq!(
+            with(&[]).expect("valid").schema_registry_listener,
+            Some(default)
+        );
+        let config = with(&[("schema.registry.listeners", "http://127.0.0.1:0")]).expect("ok");
+        assert_eq!(
+            config.schema_registry_listener,
+            Some(([127, 0, 0, 1], 0).into())
+        );
+        for off in ["", "none"] {
+            let config = with(&[("schema.registry.listeners", off)]).expect("valid");
+            assert_eq!(config.schema_registry_listener, None, "{off:?}");
+        }
+        for bad in [
+            "127.0.0.1:8081",
+            "https://127.0.0.1:8081",
+            "http://a:1,http://b:2",
+            "http://127.0.0.1",
+        ] {
+            assert!(
+                with(&[("schema.registry.listeners", bad)]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 
 use super::{
-    parse_listener, parse_metrics_listener, resolve, BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
+    parse_listener, parse_metrics_listener, parse_schema_registry_listener, resolve, BrokerConfig,
+    LogFormat, CONSUMER_ASSIGNORS,
 };
 use crate::log::{FlushPolicy, LogConfig, TimestampType};
 
@@ -392,6 +393,10 @@ fn check_metrics_listener(value: &str) -> Result<(), String> {
     parse_metrics_listener(value).map(drop)
 }
 
+fn check_schema_registry_listener(value: &str) -> Result<(), String> {
+    parse_schema_registry_listener(value).map(drop)
+}
+
 fn check_cleanup_policy(value: &str) -> Result<(), String> {
     CleanupPolicy::parse(value)
         .map(drop)
@@ -518,6 +523,11 @@ pub static SETTINGS: &[Setting] = &[
         "Prometheus endpoint (GET /metrics), e.g. http://127.0.0.1:9644; off by default so a broker opens no port it was not asked to",
         |c, _, v| { c.metrics_listener = parse_metrics_listener(v)?; Ok(()) },
         |c| c.metrics_listener.map_or_else(String::new, |a| format!("http://{a}"))),
+    broker("schema.registry.listeners", Kind::String, "http://127.0.0.1:8081",
+        Valid::Check(check_schema_registry_listener, "empty, http://host:port"),
+        "the built-in schema registry's REST API (Confluent's v1 paths, schemas kept in the _schemas topic); empty turns it off. Failing to bind the default port is logged and the broker runs without a registry; failing to bind another address fails startup",
+        |c, _, v| { c.schema_registry_listener = parse_schema_registry_listener(v)?; Ok(()) },
+        |c| c.schema_registry_listener.map_or_else(String::new, |a| format!("http://{a}"))),
     broker("log.format", Kind::String, "text", Valid::OneOf(&["text", "json"]),
         "log lines on stderr: text, or json (one object per line); filter with RUST_LOG",
         |c, _, v| {

@@ -8,7 +8,9 @@
 //!   flag) while shard 0 also syncs the log directory (so every directory in it is durable
 //!   before anything is served), makes what
 //!   they recovered durable with one sync for all of them (I8) before registering any, and replays
-//!   the group and transaction coordinators it hosts; every shard binds the listener (`SO_REUSEPORT`); only
+//!   the group and transaction coordinators it hosts (and, on the shard owning `_schemas`-0,
+//!   the schema registry replays); every shard binds the listener (the registry's shard
+//!   also its HTTP listener) (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
 //!   shard sends as its own task, spawned in arrival order.
@@ -28,9 +30,11 @@ use minikafka_core::wakeup::PartitionSignal;
 
 use super::data_dir::CLEAN_SHUTDOWN_MARKER;
 use super::partition_ops::PartitionKey;
+use super::schema_registry::host::RegistryHost;
+use super::schema_registry::topic::{SCHEMAS_PARTITION, SCHEMAS_TOPIC};
 use super::shard::{sleep_or_stop, ShardState};
 use super::shared::{Barrier, Shared};
-use super::{connection, groups, metrics_endpoint, topics, txns};
+use super::{connection, groups, metrics_endpoint, schema_registry, topics, txns};
 use crate::log::{sync_recovered, PartitionLog, UnsyncedLog};
 
 /// How often every shard looks at the signal flag.
@@ -97,6 +101,8 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     let state = Rc::new(ShardState::new(backend.clone(), Arc::clone(&shared)));
     spawn_inbox_loop(&state);
     metrics_endpoint::spawn_snapshot_responder(&state);
+    // The schema registry, on the shard that owns `_schemas`-0, once it has replayed.
+    let mut registry = None;
 
     if shard == 0 {
         if let Err(e) =
@@ -107,6 +113,10 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             txns::state_topic::ensure_stored(&state.backend, &state.shared.config).await
         {
             shared.fail(format!("creating the transaction state topic: {e}"));
+        } else if let Err(e) =
+            schema_registry::topic::ensure_stored(&state.backend, &state.shared.config).await
+        {
+            shared.fail(format!("creating the {SCHEMAS_TOPIC} topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
         }
@@ -140,6 +150,13 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
                         "shard {shard}: loading transaction coordinators: {e}"
                     ));
                 }
+                // The registry replays `_schemas` before any shard accepts a connection (I58).
+                if hosts_schema_registry(&state) {
+                    match RegistryHost::load(&state).await {
+                        Ok(host) => registry = Some(host),
+                        Err(e) => shared.fail(format!("shard {shard}: schema registry: {e}")),
+                    }
+                }
                 let took = backend.now().saturating_duration_since(recovery_started);
                 state.metrics.recovered(took);
             }
@@ -157,6 +174,11 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
         if shard == 0 {
             if let Err(e) = metrics_endpoint::start(&state).await {
                 shared.fail(format!("metrics.listener: {e}"));
+            }
+        }
+        if let Some(host) = registry.take() {
+            if let Err(e) = schema_registry::listener::start(&state, host).await {
+                shared.fail(format!("schema.registry.listeners: {e}"));
             }
         }
     }
@@ -195,6 +217,14 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     }
 }
 
+/// Whether this shard hosts the schema registry: it is on, `_schemas` exists, and this shard
+/// owns its partition.
+fn hosts_schema_registry<B: Backend>(state: &ShardState<B>) -> bool {
+    state.shared.config.schema_registry_listener.is_some()
+        && state.shared.topic(SCHEMAS_TOPIC).is_some()
+        && state.owner(SCHEMAS_TOPIC, SCHEMAS_PARTITION) == state.shard
+}
+
 fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
     use std::io::Write;
     let shared = &state.shared;
@@ -208,14 +238,20 @@ fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
         shards = shared.num_shards(),
         "listening on {addr}"
     );
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "minikafka: listening on {addr} (backend {}, {} shards, data {})",
+    // One write, so a reader that saw the first line sees the registry's too.
+    let mut text = format!(
+        "minikafka: listening on {addr} (backend {}, {} shards, data {})\n",
         state.backend.name(),
         shared.num_shards(),
         shared.config.log_dir.display()
     );
+    if let Some(registry) = shared.schema_registry_addr.get() {
+        text.push_str(&format!(
+            "minikafka: schema registry on http://{registry}\n"
+        ));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
 }
 

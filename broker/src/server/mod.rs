@@ -54,6 +54,7 @@ pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
+pub mod schema_registry;
 pub mod send_queue;
 pub mod shard;
 pub mod shared;

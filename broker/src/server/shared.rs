@@ -104,6 +104,9 @@ pub struct Shared {
     pub producer_ids: ProducerIdAllocator,
     /// Where each shard takes metrics scrape requests, and the metrics endpoint's address.
     pub metrics: MetricsInboxes,
+    /// The address the schema registry's HTTP listener bound (once bound; printed after the
+    /// Kafka listener's line so a broker given port 0 can be found).
+    pub schema_registry_addr: OnceLock<SocketAddr>,
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
@@ -158,6 +161,7 @@ impl Shared {
             bound_addr: OnceLock::new(),
             producer_ids: ProducerIdAllocator::new(),
             metrics: MetricsInboxes::new(shard_count),
+            schema_registry_addr: OnceLock::new(),
         }
     }
 

@@ -73,9 +73,15 @@ impl BrokerBuilder {
         let mut broker = Broker {
             child: None,
             port,
-            overrides: std::iter::once(("num.shards".to_owned(), TEST_SHARDS.to_owned()))
-                .chain(self.overrides)
-                .collect(),
+            overrides: [
+                ("num.shards".to_owned(), TEST_SHARDS.to_owned()),
+                // No schema registry unless a test asks for one (its default port 8081 is one
+                // per machine, and suites run side by side).
+                ("schema.registry.listeners".to_owned(), String::new()),
+            ]
+            .into_iter()
+            .chain(self.overrides)
+            .collect(),
             properties: self.properties,
             data_dir,
             log_path,

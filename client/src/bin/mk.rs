@@ -22,7 +22,15 @@
 //! mk [-b HOST:PORT] groups list | describe G | delete G
 //! mk [-b HOST:PORT] groups reset-offsets G (--topic T[:P,P..]... | --all-topics)
 //!        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime T) [--dry-run]
+//! mk schemas [--registry URL] list [--deleted] | get SUBJECT [--version V] | get --id ID
+//!        | register SUBJECT FILE [--type AVRO|JSON|PROTOBUF] | compat SUBJECT FILE [--version V]
+//!        | delete SUBJECT [--version V] [--permanent]
 //! ```
+//!
+//! `schemas` talks to a Confluent-compatible schema registry's REST API (minikafka's built-in
+//! one by default, `http://127.0.0.1:8081`): `get` prints the schema text, `register` the id,
+//! `compat` `compatible` or exits 1 with the reasons, `delete` the versions it deleted (soft,
+//! or permanent after a soft delete); FILE `-` is stdin.
 //!
 //! `consume --group G` joins group G (classic protocol, `range`; `--from` beginning/end is the
 //! reset policy when the group has no committed offset), prints what the group assigns, commits
@@ -186,6 +194,70 @@ enum Command {
     Configs {
         #[command(subcommand)]
         action: ConfigsAction,
+    },
+    /// List, read, register, test and delete schemas in a schema registry.
+    Schemas {
+        /// The registry's URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081")]
+        registry: String,
+        #[command(subcommand)]
+        action: SchemasAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SchemasAction {
+    /// List the subjects.
+    List {
+        /// Soft-deleted subjects too.
+        #[arg(long)]
+        deleted: bool,
+    },
+    /// Print a schema: a subject's version, or the schema with an id.
+    Get {
+        /// The subject.
+        #[arg(required_unless_present = "id")]
+        subject: Option<String>,
+        /// The version (a number or latest).
+        #[arg(long, default_value = "latest")]
+        version: String,
+        /// The schema id instead of a subject.
+        #[arg(long, conflicts_with = "subject")]
+        id: Option<i32>,
+    },
+    /// Register the schema in FILE (`-`: stdin) under SUBJECT; prints its id.
+    Register {
+        /// The subject.
+        subject: String,
+        /// The schema file.
+        file: String,
+        /// AVRO, JSON or PROTOBUF.
+        #[arg(long = "type", default_value = "AVRO")]
+        schema_type: String,
+    },
+    /// Test the schema in FILE against SUBJECT (one version, or per its compatibility level).
+    Compat {
+        /// The subject.
+        subject: String,
+        /// The schema file.
+        file: String,
+        /// Test against this version only.
+        #[arg(long)]
+        version: Option<String>,
+        /// AVRO, JSON or PROTOBUF.
+        #[arg(long = "type", default_value = "AVRO")]
+        schema_type: String,
+    },
+    /// Delete a subject, or one of its versions: soft, or permanent after a soft delete.
+    Delete {
+        /// The subject.
+        subject: String,
+        /// Only this version.
+        #[arg(long)]
+        version: Option<String>,
+        /// Delete permanently (the subject or version must be soft-deleted first).
+        #[arg(long)]
+        permanent: bool,
     },
 }
 
@@ -541,7 +613,118 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Groups { action } => groups(addr, action).await,
         Command::Records { action } => records(addr, action).await,
         Command::Configs { action } => configs(addr, action).await,
+        Command::Schemas { registry, action } => schemas(&registry, action).await,
     }
+}
+
+/// The schema text in `file` (`-`: stdin).
+fn read_schema_file(file: &str) -> CliResult<String> {
+    if file == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| format!("reading stdin: {e}"))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(file).map_err(|e| format!("reading {file}: {e}"))
+}
+
+fn schema_body(file: &str, schema_type: &str) -> CliResult<serde_json::Value> {
+    let schema = read_schema_file(file)?;
+    let schema_type = schema_type.to_ascii_uppercase();
+    Ok(serde_json::json!({ "schema": schema, "schemaType": schema_type }))
+}
+
+async fn schemas(registry: &str, action: SchemasAction) -> CliResult<()> {
+    use minikafka_client::schemas::{call, encode_segment, parse_url};
+    let url = parse_url(registry).map_err(|e| e.to_string())?;
+    let (method, path, body) = match &action {
+        SchemasAction::List { deleted } => ("GET", format!("/subjects?deleted={deleted}"), None),
+        SchemasAction::Get { id: Some(id), .. } => ("GET", format!("/schemas/ids/{id}"), None),
+        SchemasAction::Get {
+            subject, version, ..
+        } => {
+            let subject = encode_segment(subject.as_deref().unwrap_or_default());
+            let version = encode_segment(version);
+            (
+                "GET",
+                format!("/subjects/{subject}/versions/{version}"),
+                None,
+            )
+        }
+        SchemasAction::Register {
+            subject,
+            file,
+            schema_type,
+        } => {
+            let path = format!("/subjects/{}/versions", encode_segment(subject));
+            ("POST", path, Some(schema_body(file, schema_type)?))
+        }
+        SchemasAction::Compat {
+            subject,
+            file,
+            version,
+            schema_type,
+        } => {
+            let against = version
+                .as_deref()
+                .map_or_else(String::new, |v| format!("/{}", encode_segment(v)));
+            let path = format!(
+                "/compatibility/subjects/{}/versions{against}?verbose=true",
+                encode_segment(subject)
+            );
+            ("POST", path, Some(schema_body(file, schema_type)?))
+        }
+        SchemasAction::Delete {
+            subject,
+            version,
+            permanent,
+        } => {
+            let version = version
+                .as_deref()
+                .map_or_else(String::new, |v| format!("/versions/{}", encode_segment(v)));
+            let path = format!(
+                "/subjects/{}{version}?permanent={permanent}",
+                encode_segment(subject)
+            );
+            ("DELETE", path, None)
+        }
+    };
+    let stream = connect_stream(&url.authority).await?;
+    let answer = call(stream, &url, method, &path, body.as_ref())
+        .await
+        .map_err(|e| format!("schema registry {registry}: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    let io = |e: std::io::Error| e.to_string();
+    match action {
+        SchemasAction::List { .. } => {
+            for subject in answer.as_array().into_iter().flatten() {
+                writeln!(out, "{}", subject.as_str().unwrap_or_default()).map_err(io)?;
+            }
+        }
+        SchemasAction::Get { .. } => {
+            let schema = answer["schema"].as_str().unwrap_or_default();
+            writeln!(out, "{schema}").map_err(io)?;
+        }
+        SchemasAction::Register { .. } => writeln!(out, "id {}", answer["id"]).map_err(io)?,
+        SchemasAction::Compat { .. } => {
+            if answer["is_compatible"] != serde_json::Value::Bool(true) {
+                return Err(format!("incompatible: {}", answer["messages"]));
+            }
+            writeln!(out, "compatible").map_err(io)?;
+        }
+        SchemasAction::Delete { subject, .. } => {
+            let versions = match &answer {
+                serde_json::Value::Array(versions) => versions
+                    .iter()
+                    .map(serde_json::Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            writeln!(out, "deleted {subject} versions {versions}").map_err(io)?;
+        }
+    }
+    Ok(())
 }
 
 async fn records(addr: &str, action: RecordsAction) -> CliResult<()> {

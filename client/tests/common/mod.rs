@@ -24,6 +24,8 @@ pub struct Broker {
     child: Child,
     /// `127.0.0.1:PORT`.
     pub addr: String,
+    /// The schema registry's URL (`http://127.0.0.1:PORT`, an ephemeral port).
+    pub registry: String,
     dir: tempfile::TempDir,
 }
 
@@ -68,6 +70,9 @@ impl Broker {
             .arg(format!("listeners=PLAINTEXT://{addr}"))
             .arg("--override")
             .arg(format!("log.dirs={}", data.display()))
+            // The registry on an ephemeral port (its default 8081 is one per machine).
+            .arg("--override")
+            .arg("schema.registry.listeners=http://127.0.0.1:0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -88,10 +93,19 @@ impl Broker {
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut seen = Vec::new();
+        let mut listening = false;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match rx.recv_timeout(left) {
-                Ok(line) if line.contains("listening on") => break,
+                // The registry's line follows the Kafka listener's.
+                Ok(line) if line.contains("schema registry on") && listening => {
+                    seen.push(line);
+                    break;
+                }
+                Ok(line) if line.contains("listening on") => {
+                    listening = true;
+                    seen.push(line);
+                }
                 Ok(line) => seen.push(line),
                 Err(_) => {
                     let status = child.try_wait().ok().flatten();
@@ -106,7 +120,18 @@ impl Broker {
                 }
             }
         }
-        Broker { child, addr, dir }
+        let registry = seen
+            .iter()
+            .find_map(|l| l.strip_prefix("minikafka: schema registry on "))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        Broker {
+            child,
+            addr,
+            registry,
+            dir,
+        }
     }
 
     /// The broker's stderr so far (for failure messages).

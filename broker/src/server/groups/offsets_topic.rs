@@ -25,16 +25,18 @@ use minikafka_core::backend::Backend;
 
 use crate::config::BrokerConfig;
 use crate::log::{LogError, TopicMeta, TopicStore};
+use crate::server::schema_registry::topic::SCHEMAS_TOPIC;
 use crate::server::shared::TOPIC_ID_KEY;
 use crate::server::txns::state_topic::TRANSACTION_STATE_TOPIC;
 
 /// The internal topic's name, as in Kafka.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Whether `topic` is an internal topic: `__consumer_offsets` or `__transaction_state`
-/// (`txns::state_topic`, protected the same way).
+/// Whether `topic` is an internal topic: `__consumer_offsets`, `__transaction_state`
+/// (`txns::state_topic`, protected the same way), or the schema registry's `_schemas`
+/// (written only by the registry, never produced to by users).
 pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
+    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC || topic == SCHEMAS_TOPIC
 }
 
 /// The topic-level configuration stored with `__consumer_offsets` when it is created.
@@ -100,6 +102,7 @@ mod tests {
     fn only_the_offsets_topic_is_internal() {
         assert!(is_internal("__consumer_offsets"));
         assert!(is_internal("__transaction_state"));
+        assert!(is_internal("_schemas"));
         assert!(!is_internal("__consumer_offsets2"));
         assert!(!is_internal("orders"));
     }
