@@ -12,6 +12,7 @@
 //! - [`configs`]: describe and alter topic and broker configurations, delete records.
 //! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
 //!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
+//! - [`mirror`]: `mk mirror`, topics, records and consumer positions copied to another broker.
 //!
 //! Batches are encoded with `minikafka_core::record::BatchBuilder` and checked with
 //! `minikafka_core::record::validate_batch`, the same code the broker trusts.
@@ -48,6 +49,8 @@ pub mod connection;
 pub mod consumer;
 pub mod error;
 pub mod group;
+#[cfg(feature = "smol")]
+pub mod mirror;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
