@@ -571,7 +571,7 @@ impl Session<'_> {
         }
         let mut progress = Vec::new();
         for (tp, next_source) in next {
-            let window = windows.get(tp).copied().unwrap_or_default();
+            let window = windows.get(tp).cloned().unwrap_or_default();
             if window.is_empty() && !changed.contains(&tp) {
                 continue;
             }

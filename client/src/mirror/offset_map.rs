@@ -3,9 +3,9 @@
 //! target offset from it.
 //!
 //! A window is the records of one partition copied and acknowledged together. Its record says:
-//! - the first source offset of the window, the target offset it landed at, and how many
-//!   records from it have consecutive offsets on both sides (`run`): inside that run the map
-//!   is exact (I84);
+//! - its exact runs: a source offset, the target offset it landed at, and how many records
+//!   from there have consecutive offsets on both sides (`run`); inside a run the map is exact
+//!   (I84), and a window has a new run after each gap in the source;
 //! - `next_source`, where copying resumes after a restart, and `next_target`, the offset after
 //!   the window's last record on the target: every source record at or after `next_source`
 //!   lands at or after `next_target`.
@@ -42,15 +42,19 @@ pub struct Sync {
 }
 
 /// One progress record: a window of one partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// The window's first record, when it copied any.
-    pub first: Option<Sync>,
+    /// The window's exact runs, in order (at most [`MAX_RUNS_PER_WINDOW`]; empty without records).
+    pub runs: Vec<Sync>,
     /// Next source offset to copy.
     pub next_source: i64,
     /// Target offset after the window's last record (or the previous window's, without records).
     pub next_target: i64,
 }
+
+/// Runs kept per window: a source with more gaps in one window (a compacted topic) keeps the
+/// first ones; translations inside the others fall back to the end of the run before (I85).
+pub const MAX_RUNS_PER_WINDOW: usize = 32;
 
 /// The key of a partition's progress record: `topic|partition` (`|` is not allowed in topic
 /// names, so the split is unambiguous).
@@ -70,90 +74,103 @@ pub fn parse_progress_key(key: &[u8]) -> Option<TopicPartition> {
 }
 
 impl Progress {
-    /// The value written to the progress topic: `1 SOURCE TARGET CONTIGUOUS NEXT_S NEXT_T`
-    /// (`-` for the three first fields of a window without records). Text: readable with
-    /// `mk consume`.
+    /// The value written to the progress topic: `1 NEXT_S NEXT_T` then `SOURCE TARGET RUN` per
+    /// run. Text: readable with `mk consume`.
     pub fn encode(&self) -> String {
-        let first = match self.first {
-            Some(s) => format!("{} {} {}", s.source, s.target, s.run),
-            None => "- - -".to_string(),
-        };
-        format!(
-            "{VERSION} {first} {} {}",
-            self.next_source, self.next_target
-        )
+        let mut out = format!("{VERSION} {} {}", self.next_source, self.next_target);
+        for r in &self.runs {
+            out.push_str(&format!(" {} {} {}", r.source, r.target, r.run));
+        }
+        out
     }
 
     /// Parses a value written by [`Progress::encode`]; anything else is an error (the topic is
-    /// read from a broker: never trusted, never a panic).
+    /// read from a broker: never trusted, never a panic, nothing sized by its content).
     pub fn decode(value: &[u8]) -> Result<Progress> {
         let bad = || {
             Error::Protocol(format!(
                 "bad mirror progress value {:?}",
-                String::from_utf8_lossy(value)
+                String::from_utf8_lossy(&value[..value.len().min(200)])
             ))
         };
         let text = std::str::from_utf8(value).map_err(|_| bad())?;
-        let fields: Vec<&str> = text.split_ascii_whitespace().take(7).collect();
-        if fields.len() != 6 || fields[0] != VERSION {
+        let mut fields = text.split_ascii_whitespace();
+        if fields.next() != Some(VERSION) {
             return Err(bad());
         }
-        let number =
-            |s: &str| -> Result<i64> { s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(bad) };
-        let first = if fields[1..4] == ["-", "-", "-"] {
-            None
-        } else {
-            Some(Sync {
-                source: number(fields[1])?,
-                target: number(fields[2])?,
-                run: number(fields[3])?,
-            })
-        };
+        let mut numbers = Vec::with_capacity(2 + 3 * MAX_RUNS_PER_WINDOW);
+        for field in fields {
+            if numbers.len() == 2 + 3 * MAX_RUNS_PER_WINDOW {
+                return Err(bad());
+            }
+            numbers.push(
+                field
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(bad)?,
+            );
+        }
+        if numbers.len() < 2 || (numbers.len() - 2) % 3 != 0 {
+            return Err(bad());
+        }
         let progress = Progress {
-            first,
-            next_source: number(fields[4])?,
-            next_target: number(fields[5])?,
+            next_source: numbers[0],
+            next_target: numbers[1],
+            runs: numbers[2..]
+                .chunks_exact(3)
+                .map(|r| Sync {
+                    source: r[0],
+                    target: r[1],
+                    run: r[2],
+                })
+                .collect(),
         };
-        if let Some(f) = progress.first {
-            if f.run < 1
-                || f.source >= progress.next_source
-                || f.target >= progress.next_target
-                || f.run > progress.next_target - f.target
+        // Runs in order, each inside the window and before the next one.
+        let mut floor = (0, 0);
+        for r in &progress.runs {
+            let (end_s, end_t) = (r.source.checked_add(r.run), r.target.checked_add(r.run));
+            let (Some(end_s), Some(end_t)) = (end_s, end_t) else {
+                return Err(bad());
+            };
+            if r.run < 1
+                || r.source < floor.0
+                || r.target < floor.1
+                || end_s > progress.next_source
+                || end_t > progress.next_target
             {
                 return Err(bad());
             }
+            floor = (end_s, end_t);
         }
         Ok(progress)
     }
 }
 
 /// A window being copied: the records of one partition, in order, with their target offsets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Window {
-    first: Option<Sync>,
+    runs: Vec<Sync>,
     last: Option<(i64, i64)>,
-    broken: bool,
 }
 
 impl Window {
     /// Notes that source record `source` landed at target `target` (in copy order).
     pub fn push(&mut self, source: i64, target: i64) {
-        match (self.first.as_mut(), self.last) {
-            (None, _) => {
-                self.first = Some(Sync {
-                    source,
-                    target,
-                    run: 1,
-                })
-            }
-            (Some(first), Some((ls, lt))) => {
-                if !self.broken && source == ls + 1 && target == lt + 1 {
-                    first.run += 1;
-                } else {
-                    self.broken = true;
-                }
-            }
-            (Some(_), None) => {}
+        let extends = self
+            .last
+            .is_some_and(|(ls, lt)| source == ls + 1 && target == lt + 1);
+        let full = self.runs.len() >= MAX_RUNS_PER_WINDOW;
+        match self.runs.last_mut() {
+            // Once runs are capped, later records may belong to a run that was not kept: only
+            // the last kept run's own continuation grows it.
+            Some(run) if extends && (!full || run.source + run.run == source) => run.run += 1,
+            Some(_) if extends || full => {}
+            _ => self.runs.push(Sync {
+                source,
+                target,
+                run: 1,
+            }),
         }
         self.last = Some((source, target));
     }
@@ -162,7 +179,7 @@ impl Window {
     /// which may be past the last record: control records) after a previous `next_target`.
     pub fn progress(&self, next_source: i64, previous_next_target: i64) -> Progress {
         Progress {
-            first: self.first,
+            runs: self.runs.clone(),
             next_source,
             next_target: self
                 .last
@@ -174,7 +191,7 @@ impl Window {
 
     /// True when no record was pushed.
     pub fn is_empty(&self) -> bool {
-        self.first.is_none()
+        self.runs.is_empty()
     }
 }
 
@@ -203,8 +220,8 @@ impl PartitionMap {
 
     /// Applies one progress record, in the order the progress topic holds them.
     pub fn apply(&mut self, progress: &Progress) {
-        if let Some(first) = progress.first {
-            self.push(first);
+        for run in &progress.runs {
+            self.push(*run);
         }
         self.push(Sync {
             source: progress.next_source,
@@ -253,17 +270,24 @@ mod tests {
     #[test]
     fn progress_round_trips_and_garbage_is_refused() {
         let p = Progress {
-            first: Some(Sync {
-                source: 10,
-                target: 3,
-                run: 4,
-            }),
+            runs: vec![
+                Sync {
+                    source: 10,
+                    target: 3,
+                    run: 2,
+                },
+                Sync {
+                    source: 14,
+                    target: 5,
+                    run: 4,
+                },
+            ],
             next_source: 20,
             next_target: 9,
         };
         assert_eq!(Progress::decode(p.encode().as_bytes()).expect("decode"), p);
         let empty = Progress {
-            first: None,
+            runs: Vec::new(),
             next_source: 5,
             next_target: 5,
         };
@@ -271,19 +295,24 @@ mod tests {
             Progress::decode(empty.encode().as_bytes()).expect("decode"),
             empty
         );
+        let too_many = format!("1 1000 1000{}", " 0 0 1".repeat(MAX_RUNS_PER_WINDOW + 1));
         for bad in [
             &b""[..],
             b"1",
-            b"2 1 1 1 2 2",
-            b"1 1 1 1 2",
-            b"1 1 1 1 2 2 7",
-            b"1 -1 1 1 2 2",
-            b"1 5 5 0 6 6",
-            b"1 5 5 9 6 6",
-            b"1 5 5 1 5 6",
-            b"1 x 1 1 2 2",
-            b"1 99999999999999999999 1 1 2 2",
+            b"1 5",
+            b"2 5 5",
+            b"1 5 5 1",
+            b"1 5 5 1 1",
+            b"1 -1 5",
+            b"1 6 6 0 0 0",
+            b"1 6 6 0 0 9",
+            b"1 6 6 5 5 2",
+            b"1 6 6 2 2 1 1 1 1",
+            b"1 6 6 x 1 1",
+            b"1 99999999999999999999 1",
+            b"1 9223372036854775807 9223372036854775807 9223372036854775807 1 1",
             b"\xff\xfe",
+            too_many.as_bytes(),
         ] {
             assert!(Progress::decode(bad).is_err(), "{bad:?}");
         }
@@ -314,14 +343,35 @@ mod tests {
         copy(&mut map, &[(0, 0), (1, 1), (2, 2), (5, 3), (6, 4)], 8);
         assert_eq!(map.translate(0), Some(0));
         assert_eq!(map.translate(2), Some(2));
-        // Committed 3 or 5 (next to read is 5, at target 3): the run ends at source 2, so the
-        // answer is target 3, exact here; committed 6 is beyond the run: target 3, re-reading
-        // one record (I85) rather than guessing 4.
+        // Committed 3 or 5 (next to read is 5, at target 3); committed 6 is inside the second
+        // run: exact (I84).
         assert_eq!(map.translate(3), Some(3));
         assert_eq!(map.translate(5), Some(3));
-        assert_eq!(map.translate(6), Some(3));
+        assert_eq!(map.translate(6), Some(4));
+        assert_eq!(map.translate(7), Some(5));
         // The window's end is exact again.
         assert_eq!(map.translate(8), Some(5));
+    }
+
+    #[test]
+    fn a_window_with_more_gaps_than_runs_stays_safe() {
+        // Every other source offset is missing (a compacted topic): 100 records, 100 gaps.
+        let pairs: Vec<(i64, i64)> = (0..100).map(|i| (2 * i, i)).collect();
+        let mut map = PartitionMap::default();
+        let p = copy(&mut map, &pairs, 200);
+        assert_eq!(p.runs.len(), MAX_RUNS_PER_WINDOW);
+        assert_eq!(Progress::decode(p.encode().as_bytes()).expect("decode"), p);
+        for c in 0..=200 {
+            let exact = (c + 1) / 2; // the target offset of the first source record >= c
+            let t = map.translate(c).expect("inside the map");
+            assert!(
+                t <= exact,
+                "committed {c}: {t} would skip records (exact {exact})"
+            );
+            if c < 2 * MAX_RUNS_PER_WINDOW as i64 - 1 || c == 200 {
+                assert_eq!(t, exact, "committed {c}");
+            }
+        }
     }
 
     #[test]
@@ -357,7 +407,7 @@ mod tests {
         copy(&mut map, &[(0, 0)], 1);
         // Only a control record came (position 1 -> 2): records from 2 land at or after 1.
         let p = copy(&mut map, &[], 2);
-        assert_eq!((p.first, p.next_source, p.next_target), (None, 2, 1));
+        assert_eq!((p.runs.len(), p.next_source, p.next_target), (0, 2, 1));
         assert_eq!(map.translate(2), Some(1));
         assert_eq!(map.next_source, Some(2));
     }
