@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::ResponseError;
 use regex::Regex;
 use smol::net::TcpStream;
 
@@ -78,12 +79,25 @@ async fn commit_on_target(
     group: &str,
     translated: BTreeMap<TopicPartition, (i64, i64)>,
 ) -> Result<std::result::Result<BTreeMap<TopicPartition, (i64, i64)>, String>> {
-    let state = group_admin::describe_group(target, group).await?.state;
+    // Kafka's DescribeGroups v6 (and kfake) answer GROUP_ID_NOT_FOUND for a group it never saw.
+    let state = match group_admin::describe_group(target, group).await {
+        Ok(described) => described.state,
+        Err(err) if err.kafka_code() == Some(ResponseError::GroupIdNotFound.code()) => {
+            "Dead".to_string()
+        }
+        Err(err) => return Err(err),
+    };
     if !INACTIVE_STATES.contains(&state.as_str()) {
         return Ok(Err(state));
     }
     let partitions: Vec<TopicPartition> = translated.keys().cloned().collect();
-    let existing = group_admin::fetch_offsets(target, group, Some(&partitions)).await?;
+    let existing = match group_admin::fetch_offsets(target, group, Some(&partitions)).await {
+        Ok(existing) => existing,
+        Err(err) if err.kafka_code() == Some(ResponseError::GroupIdNotFound.code()) => {
+            BTreeMap::new()
+        }
+        Err(err) => return Err(err),
+    };
     let forward: BTreeMap<TopicPartition, (i64, i64)> = translated
         .into_iter()
         .filter(|(tp, (_, t))| existing.get(tp).is_none_or(|e| e.0 < *t))

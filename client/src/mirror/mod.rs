@@ -318,6 +318,42 @@ async fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection<Tcp
     Connection::connect(stream, config.clone()).await
 }
 
+/// Waits until no transaction is open on `partitions` of the target (last stable offset = high
+/// watermark), for at most `timeout` plus a margin; `true` when it had to wait. Kafka's InitProducerId aborts the previous
+/// incarnation's open transaction at once; kfake leaves it open until its timeout aborts it,
+/// and a commit by the new incarnation before that would commit the killed one's records too.
+async fn wait_for_stable_target(
+    conn: &mut Connection<TcpStream>,
+    partitions: &[TopicPartition],
+    timeout: Duration,
+) -> Result<bool> {
+    let deadline = Instant::now() + timeout + Duration::from_secs(5);
+    let mut waited = false;
+    let mut by_topic: BTreeMap<&str, Vec<(i32, OffsetSpec)>> = BTreeMap::new();
+    for tp in partitions {
+        by_topic
+            .entry(&tp.topic)
+            .or_default()
+            .push((tp.partition, OffsetSpec::Latest));
+    }
+    for (topic, queries) in by_topic {
+        loop {
+            let stable = admin::list_offsets_at(conn, topic, &queries, 1).await?;
+            let end = admin::list_offsets_at(conn, topic, &queries, 0).await?;
+            if stable.iter().zip(&end).all(|(s, e)| s.offset == e.offset) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                eprintln!("mk mirror: a transaction stays open on {topic} on the target; going on");
+                break;
+            }
+            waited = true;
+            smol::Timer::after(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(waited)
+}
+
 /// Reads the progress topic from its start to its last stable offset.
 async fn load_progress(addr: &str, clients: &Clients) -> Result<OffsetMap> {
     let mut consumer = Consumer::new(
@@ -431,14 +467,21 @@ impl Session<'_> {
                 consumer.seek(tp, SeekTo::Offset(Offset(next)))?;
             }
         }
-        let (producer, driver) = Producer::new(
-            connect(&config.target, &self.target.connection).await?,
-            self.target.producer.clone(),
-            SmolRuntime,
-        )?;
-        let driver = smol::spawn(driver.run());
+        let (mut producer, mut driver) = self.producer().await?;
         if config.exactly_once {
             producer.init_transactions().await?;
+            let mut waiting = partitions.clone();
+            waiting.push(TopicPartition::new(PROGRESS_TOPIC, 0));
+            let timeout =
+                Duration::from_millis(self.target.producer.transaction_timeout_ms.max(0) as u64);
+            if wait_for_stable_target(target_admin.connection(), &waiting, timeout).await? {
+                // The old transaction ended by timeout, which bumps the epoch (fencing the
+                // producer just initialised): start again with a fresh one.
+                drop(producer);
+                driver.await;
+                (producer, driver) = self.producer().await?;
+                producer.init_transactions().await?;
+            }
         }
         let mut meter = Meter::new();
         let mut last_group_sync = Instant::now();
@@ -496,6 +539,15 @@ impl Session<'_> {
         self.sync_groups(&mut source_admin, &mut target_admin, &map)
             .await?;
         Ok(())
+    }
+
+    async fn producer(&self) -> Result<(Producer, smol::Task<()>)> {
+        let (producer, driver) = Producer::new(
+            connect(&self.config.target, &self.target.connection).await?,
+            self.target.producer.clone(),
+            SmolRuntime,
+        )?;
+        Ok((producer, smol::spawn(driver.run())))
     }
 
     async fn sync_groups(
