@@ -49,7 +49,6 @@ pub mod connection;
 pub mod consumer;
 pub mod error;
 pub mod group;
-#[cfg(feature = "smol")]
 pub mod mirror;
 pub mod partitioner;
 pub mod producer;

@@ -7,13 +7,23 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use smol::net::TcpStream;
 
-use super::Report;
 use crate::admin::{self, Admin, TopicMetadata};
 use crate::configs::{ConfigChange, ConfigResource, ConfigSource};
 use crate::error::{Error, Result};
 
 /// How long the target may take over a CreateTopics.
 const CREATE_TIMEOUT_MS: i32 = 30_000;
+
+/// What topic setup did, for the report.
+#[derive(Clone, Debug, Default)]
+pub struct SetupReport {
+    /// Topics created on the target.
+    pub topics_created: Vec<String>,
+    /// Topic configs the target refused.
+    pub refused_configs: Vec<RefusedConfig>,
+    /// Topics that cannot be mirrored, and why.
+    pub problems: Vec<String>,
+}
 
 /// A config the target refused, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +98,7 @@ pub async fn ensure_topic(
     target: &mut Admin<TcpStream>,
     topic: &TopicMetadata,
     replication_factor: i16,
-    report: &mut Report,
+    report: &mut SetupReport,
 ) -> Result<bool> {
     let name = topic.name.as_str();
     let existing = admin::metadata(target.connection(), Some(&[name]), false).await?;
