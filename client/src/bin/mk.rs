@@ -206,6 +206,9 @@ struct MirrorArgs {
     /// Seconds between lag lines on stderr (0: none).
     #[arg(long, default_value_t = 5)]
     progress_secs: u64,
+    /// Seconds between group offset syncs while mirroring continuously.
+    #[arg(long, default_value_t = 10)]
+    sync_group_secs: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -458,6 +461,7 @@ async fn mirror(args: MirrorArgs) -> CliResult<()> {
     config.source_config = pairs(&args.source_config)?;
     config.target_config = pairs(&args.target_config)?;
     config.batch_records = args.batch_records;
+    config.group_sync_interval = Duration::from_secs(args.sync_group_secs);
     config.progress_interval =
         (args.progress_secs > 0).then(|| Duration::from_secs(args.progress_secs));
     let report = run(&config).await.map_err(kafka)?;

@@ -79,14 +79,13 @@ async fn commit_on_target(
     group: &str,
     translated: BTreeMap<TopicPartition, (i64, i64)>,
 ) -> Result<std::result::Result<BTreeMap<TopicPartition, (i64, i64)>, String>> {
-    // Kafka's DescribeGroups v6 (and kfake) answer GROUP_ID_NOT_FOUND for a group it never saw.
-    let state = match group_admin::describe_group(target, group).await {
-        Ok(described) => described.state,
-        Err(err) if err.kafka_code() == Some(ResponseError::GroupIdNotFound.code()) => {
-            "Dead".to_string()
-        }
-        Err(err) => return Err(err),
-    };
+    // ListGroups names every group with its state, classic and consumer-protocol (KIP-848)
+    // alike; DescribeGroups answers GROUP_ID_NOT_FOUND for the latter on Kafka 4.
+    let state = group_admin::list_groups(target)
+        .await?
+        .into_iter()
+        .find(|g| g.group_id == group)
+        .map_or_else(|| "Dead".to_string(), |g| g.state);
     if !INACTIVE_STATES.contains(&state.as_str()) {
         return Ok(Err(state));
     }
