@@ -738,3 +738,170 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
         app.close().await.expect("leave");
     });
 }
+
+/// A minikafka process that can be killed with SIGKILL and started again on the same port and
+/// data directory.
+struct Node {
+    child: Option<Child>,
+    addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn start() -> Node {
+        let mut node = Node {
+            child: None,
+            addr: format!("127.0.0.1:{}", common::free_port()),
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        node.spawn();
+        node
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Command::new(common::broker_binary())
+            .arg("--override")
+            .arg(format!("listeners=PLAINTEXT://{}", self.addr))
+            .arg("--override")
+            .arg(format!(
+                "log.dirs={}",
+                self.dir.path().join("data").display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start minikafka");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        self.child = Some(child);
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("listening on") => break,
+                Some(Ok(_)) => continue,
+                _ => panic!("minikafka exited before listening"),
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+    }
+
+    fn kill_9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("reap");
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill_9();
+    }
+}
+
+/// Kill -9 the SOURCE broker mid-stream and start it again: the mirror restarts its session
+/// from the stored progress and finishes; every record is on the target, in order, with at
+/// most one window copied twice (I86).
+#[test]
+fn kill_9_of_the_source_broker_is_survived() {
+    let mut source = Node::start();
+    let target = common::Broker::start();
+    let n = records_wanted();
+    let window = 5_000;
+    smol::block_on(async {
+        produce_events(&source.addr, "events", 4, n).await;
+        let batch = window.to_string();
+        let mut mirror = Running(
+            mk().args(mirror_args(
+                &source.addr,
+                &target.addr,
+                &["--batch-records", &batch],
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mk mirror"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while target_end(&target.addr, "events", 4).await < 2 * window as i64 {
+            assert!(Instant::now() < deadline, "the mirror does not copy");
+            smol::Timer::after(Duration::from_millis(5)).await;
+        }
+        source.kill_9();
+        let at_kill = target_end(&target.addr, "events", 4).await;
+        assert!(
+            at_kill < n as i64,
+            "the mirror finished before the kill: nothing tested"
+        );
+        smol::Timer::after(Duration::from_millis(500)).await;
+        source.spawn();
+        // The mirror (the same process) catches up.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut want = Vec::new();
+        for p in 0..4 {
+            let tp = TopicPartition::new("events", p);
+            want.push(
+                read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
+                    .await
+                    .iter()
+                    .map(seq)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(
+            want.iter().map(Vec::len).sum::<usize>(),
+            n,
+            "the source lost records"
+        );
+        loop {
+            assert!(
+                mirror.0.try_wait().expect("try_wait").is_none(),
+                "the mirror exited"
+            );
+            let mut caught_up = true;
+            for p in 0..4 {
+                let tp = TopicPartition::new("events", p);
+                let got = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
+                if got.last().map(seq) != want[p as usize].last().copied() {
+                    caught_up = false;
+                }
+            }
+            if caught_up {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the mirror did not catch up after the source restarted"
+            );
+            smol::Timer::after(Duration::from_millis(500)).await;
+        }
+        let mut duplicates = 0;
+        for p in 0..4 {
+            let tp = TopicPartition::new("events", p);
+            let got: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted)
+                .await
+                .iter()
+                .map(seq)
+                .collect();
+            let want = &want[p as usize];
+            let mut expected = 0;
+            for s in got {
+                let index = want
+                    .iter()
+                    .position(|w| *w == s)
+                    .expect("a record the source has");
+                assert!(
+                    index <= expected,
+                    "{tp}: record {s} came before the ones in between"
+                );
+                duplicates += expected - index;
+                expected = index + 1;
+            }
+            assert_eq!(expected, want.len(), "{tp}: records missing at the end");
+        }
+        eprintln!("source killed at {at_kill} offsets on the target; {duplicates} duplicates");
+        assert!(
+            duplicates <= window,
+            "{duplicates} duplicates, more than one window of {window}"
+        );
+    });
+}
