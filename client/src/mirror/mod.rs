@@ -18,9 +18,12 @@
 //!   and committed on the target for groups with no member there (module `groups`) (I85).
 //! - Errors a retry can cure (connection lost, NOT_LEADER, timeouts, coordinator moves) restart
 //!   the session from the durable progress, up to `max_restarts` times in a row.
-//! - Every connection goes to the given address: the target's partitions must all be led by the
-//!   broker it names (one node, or a cluster front with one leader); a partition led elsewhere
-//!   answers NOT_LEADER, which restarts the session and fails after `max_restarts`.
+//! - Targets with several brokers (module `route`): at-least-once sends each partition's records
+//!   to its leader, one producer per leading broker, found with Metadata at the start of each
+//!   session; a moved leader (NOT_LEADER_OR_FOLLOWER) restarts the session, which asks again.
+//!   With `exactly_once` one transactional producer talks to the given address only (this
+//!   crate's transactions need the coordinator and the leaders on one broker), so every
+//!   partition must be led there.
 
 //!
 //! Module `offset_map` is sans-IO (built without a runtime too: the fuzz targets decode its
@@ -29,6 +32,8 @@
 #[cfg(feature = "smol")]
 pub mod groups;
 pub mod offset_map;
+#[cfg(feature = "smol")]
+pub mod route;
 #[cfg(feature = "smol")]
 mod session;
 #[cfg(feature = "smol")]

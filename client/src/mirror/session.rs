@@ -10,6 +10,7 @@ use smol::net::TcpStream;
 
 use super::groups::{self, GroupSync};
 use super::offset_map::{parse_progress_key, progress_key, OffsetMap, Progress, Window};
+use super::route;
 use super::setup::{self, SetupReport};
 use crate::admin::{self, Admin, OffsetSpec};
 use crate::connection::{Connection, ConnectionConfig};
@@ -438,7 +439,29 @@ impl Session<'_> {
                 consumer.seek(tp, SeekTo::Offset(Offset(next)))?;
             }
         }
-        let (mut producer, mut driver) = self.producer().await?;
+        let (mut producer, mut driver) = self.producer(&config.target).await?;
+        // At-least-once: one more producer per other broker leading a mirrored partition.
+        let mut route = Route::default();
+        if !config.exactly_once {
+            let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+            topics.push(PROGRESS_TOPIC);
+            topics.dedup();
+            let leaders = route::leaders(target_admin.connection(), &topics).await?;
+            let mut by_node: BTreeMap<i32, usize> = BTreeMap::new();
+            for (tp, node) in &leaders.leader {
+                let index = match by_node.get(node) {
+                    Some(i) => *i,
+                    None => {
+                        let addr = &leaders.brokers[node];
+                        let (p, task) = self.producer(addr).await?;
+                        route.others.push((p, task));
+                        by_node.insert(*node, route.others.len());
+                        route.others.len()
+                    }
+                };
+                route.index.insert(tp.clone(), index);
+            }
+        }
         if config.exactly_once {
             producer.init_transactions().await?;
             let mut waiting = partitions.clone();
@@ -450,7 +473,7 @@ impl Session<'_> {
                 // producer just initialised): start again with a fresh one.
                 drop(producer);
                 driver.await;
-                (producer, driver) = self.producer().await?;
+                (producer, driver) = self.producer(&config.target).await?;
                 producer.init_transactions().await?;
             }
         }
@@ -490,7 +513,8 @@ impl Session<'_> {
                     }
                     next
                 };
-                self.copy_window(&producer, chunk, &next, &mut map).await?;
+                self.copy_window(&producer, &route, chunk, &next, &mut map)
+                    .await?;
                 meter.add(chunk.len());
             }
             if let Some(interval) = config.progress_interval {
@@ -507,14 +531,15 @@ impl Session<'_> {
         producer.flush().await?;
         drop(producer);
         driver.await;
+        route.close().await?;
         self.sync_groups(&mut source_admin, &mut target_admin, &map)
             .await?;
         Ok(())
     }
 
-    async fn producer(&self) -> Result<(Producer, smol::Task<()>)> {
+    async fn producer(&self, addr: &str) -> Result<(Producer, smol::Task<()>)> {
         let (producer, driver) = Producer::new(
-            connect(&self.config.target, &self.target.connection).await?,
+            connect(addr, &self.target.connection).await?,
             self.target.producer.clone(),
             SmolRuntime,
         )?;
@@ -548,6 +573,7 @@ impl Session<'_> {
     async fn copy_window(
         &mut self,
         producer: &Producer,
+        route: &Route,
         records: &[ConsumerRecord],
         next: &BTreeMap<TopicPartition, i64>,
         map: &mut OffsetMap,
@@ -578,9 +604,10 @@ impl Session<'_> {
                     .collect(),
                 timestamp_ms: Some(r.timestamp_ms),
             };
-            sent.push((r.partition, r.offset.0, producer.send(record).await?));
+            let to = route.pick(producer, &r.topic, r.partition);
+            sent.push((r.partition, r.offset.0, to.send(record).await?));
         }
-        producer.flush().await?;
+        route.flush(producer).await?;
         let mut windows: BTreeMap<TopicPartition, Window> = BTreeMap::new();
         for (r, (partition, source_offset, delivery)) in records.iter().zip(sent) {
             let delivered = delivery.await?;
@@ -603,12 +630,13 @@ impl Session<'_> {
             let record = ProducerRecord::new(PROGRESS_TOPIC, p.encode())
                 .with_key(progress_key(tp))
                 .with_partition(0);
-            progress.push((tp.clone(), p, producer.send(record).await?));
+            let to = route.pick(producer, PROGRESS_TOPIC, 0);
+            progress.push((tp.clone(), p, to.send(record).await?));
         }
         if eos {
             producer.commit_transaction().await?;
         } else {
-            producer.flush().await?;
+            route.flush(producer).await?;
         }
         for (tp, p, delivery) in progress {
             delivery.await?;
@@ -624,6 +652,41 @@ impl Session<'_> {
         }
         if !records.is_empty() {
             self.copied_this_session = true;
+        }
+        Ok(())
+    }
+}
+
+/// The at-least-once producers per leading broker (empty: everything goes to the main one).
+#[derive(Default)]
+struct Route {
+    /// Producers connected to the leaders, in the order first needed.
+    others: Vec<(Producer, smol::Task<()>)>,
+    /// Partition to 1 + its index in `others`.
+    index: BTreeMap<TopicPartition, usize>,
+}
+
+impl Route {
+    fn pick<'a>(&'a self, main: &'a Producer, topic: &str, partition: i32) -> &'a Producer {
+        match self.index.get(&TopicPartition::new(topic, partition)) {
+            Some(&i) if i > 0 => &self.others[i - 1].0,
+            _ => main,
+        }
+    }
+
+    async fn flush(&self, main: &Producer) -> Result<()> {
+        main.flush().await?;
+        for (p, _) in &self.others {
+            p.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn close(self) -> Result<()> {
+        for (p, task) in self.others {
+            p.flush().await?;
+            drop(p);
+            task.await;
         }
         Ok(())
     }
