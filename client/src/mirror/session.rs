@@ -729,3 +729,81 @@ impl Meter {
         *self = Meter::new();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn client_settings_are_applied_or_refused_never_dropped() {
+        let source = clients(
+            &kv(&[("isolation.level", "read_uncommitted"), ("client.id", "m")]),
+            true,
+            false,
+        )
+        .expect("source settings");
+        assert_eq!(
+            source.consumer.isolation_level,
+            IsolationLevel::ReadUncommitted
+        );
+        assert_eq!(source.consumer.connection.client_id, "m");
+        let target = clients(
+            &kv(&[("transactional.id", "t"), ("replication.factor", "3")]),
+            false,
+            true,
+        )
+        .expect("target settings");
+        assert_eq!(target.producer.transactional_id.as_deref(), Some("t"));
+        assert_eq!(target.replication_factor, 3);
+        // Defaults: read_committed, the target's default replication factor, no transactions
+        // without --exactly-once even when an id is given.
+        let plain = clients(&kv(&[("transactional.id", "t")]), false, false).expect("target");
+        assert_eq!(plain.producer.transactional_id, None);
+        assert_eq!(plain.replication_factor, -1);
+        let default = clients(&[], true, false).expect("source");
+        assert_eq!(
+            default.consumer.isolation_level,
+            IsolationLevel::ReadCommitted
+        );
+        for (pairs, source_side) in [
+            (kv(&[("security.protocol", "SASL_SSL")]), true),
+            (kv(&[("sasl.mechanism", "PLAIN")]), false),
+            (kv(&[("transactional.id", "t")]), true),
+            (kv(&[("isolation.level", "read_committed")]), false),
+            (kv(&[("linger.ms", "soon")]), false),
+        ] {
+            assert!(clients(&pairs, source_side, false).is_err(), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn what_a_restart_can_cure() {
+        let kafka = |error: ResponseError| Error::Kafka {
+            error,
+            code: error.code(),
+            context: String::new(),
+        };
+        assert!(is_retriable(&Error::ConnectionClosed));
+        assert!(is_retriable(&kafka(ResponseError::NotLeaderOrFollower)));
+        assert!(is_retriable(&kafka(ResponseError::LeaderNotAvailable)));
+        assert!(!is_retriable(&kafka(
+            ResponseError::TopicAuthorizationFailed
+        )));
+        assert!(!is_retriable(&kafka(ResponseError::InvalidConfig)));
+        assert!(!is_retriable(&Error::Transaction {
+            fatal: true,
+            cause: Box::new(kafka(ResponseError::ProducerFenced)),
+        }));
+        assert!(is_retriable(&Error::Transaction {
+            fatal: false,
+            cause: Box::new(kafka(ResponseError::InvalidTxnState)),
+        }));
+    }
+}
