@@ -14,6 +14,7 @@
 //! - [`schemas`]: a small Confluent Schema Registry REST client (`mk schemas`).
 //! - [`group`]: consumer groups: the group consumer (classic protocol with `range` and
 //!   `cooperative-sticky`, and the consumer protocol), commits, and group admin calls.
+//! - [`mirror`]: `mk mirror`, topics, records and consumer positions copied to another broker.
 //!
 //! Batches are encoded with `minikafka_core::record::BatchBuilder` and checked with
 //! `minikafka_core::record::validate_batch`, the same code the broker trusts.
@@ -50,6 +51,7 @@ pub mod connection;
 pub mod consumer;
 pub mod error;
 pub mod group;
+pub mod mirror;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;

@@ -69,3 +69,34 @@ pub fn consumer_protocol(data: &[u8]) {
         assert_eq!(decoded, assignment);
     }
 }
+
+/// One `mk mirror` progress record as the mirror reads it back from the target's
+/// `mk-mirror.progress` topic (`minikafka_client::mirror::offset_map`): `[key length: u8][key]
+/// [value]`. Whatever decodes re-encodes to the same progress, and applying it to an offset map
+/// never panics; translations stay at or below the window's end for offsets past it.
+pub fn mirror_progress(data: &[u8]) {
+    use minikafka_client::mirror::offset_map::{parse_progress_key, PartitionMap, Progress};
+    let mut input = Input::new(data);
+    let key_len = usize::from(input.u8());
+    let rest = input.rest();
+    let (key, value) = rest.split_at(key_len.min(rest.len()));
+    if let Some(tp) = parse_progress_key(key) {
+        assert_eq!(
+            parse_progress_key(minikafka_client::mirror::offset_map::progress_key(&tp).as_bytes()),
+            Some(tp)
+        );
+    }
+    if let Ok(progress) = Progress::decode(value) {
+        let again = Progress::decode(progress.encode().as_bytes()).expect("re-encoded decodes");
+        assert_eq!(again, progress);
+        let mut map = PartitionMap::default();
+        map.apply(&progress);
+        assert_eq!(
+            map.translate(progress.next_source),
+            Some(progress.next_target)
+        );
+        for run in &progress.runs {
+            assert_eq!(map.translate(run.source), Some(run.target));
+        }
+    }
+}

@@ -48,6 +48,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("time_index", storage::time_index),
     ("group_records", group::group_records),
     ("consumer_protocol", group::consumer_protocol),
+    ("mirror_progress", group::mirror_progress),
     ("txn_records", txn::txn_records),
     ("txn_data", txn::txn_data),
     ("sasl_plain", sasl::sasl_plain),

@@ -195,6 +195,8 @@ enum Command {
         #[command(subcommand)]
         action: ConfigsAction,
     },
+    /// Copy topics, records and consumer positions to another broker (docs/SCALING.md).
+    Mirror(MirrorArgs),
     /// List, read, register, test and delete schemas in a schema registry.
     Schemas {
         /// The registry's URL.
@@ -259,6 +261,44 @@ enum SchemasAction {
         #[arg(long)]
         permanent: bool,
     },
+}
+
+/// `mk mirror`'s arguments (the work is in `minikafka_client::mirror`).
+#[derive(clap::Args, Debug)]
+struct MirrorArgs {
+    /// Source broker, HOST:PORT.
+    #[arg(long)]
+    source: String,
+    /// Target broker, HOST:PORT.
+    #[arg(long)]
+    target: String,
+    /// Topics to mirror (a regex matched against the whole name).
+    #[arg(long, default_value = ".*")]
+    topics: String,
+    /// Groups whose committed offsets are translated (a regex matched against the whole id).
+    #[arg(long, default_value = ".*")]
+    groups: String,
+    /// Copy until caught up with the source's ends taken at start, sync offsets, report, exit.
+    #[arg(long)]
+    once: bool,
+    /// Records and progress in one transaction on the target.
+    #[arg(long)]
+    exactly_once: bool,
+    /// Source client setting k=v (repeatable).
+    #[arg(long = "source-config", value_name = "K=V")]
+    source_config: Vec<String>,
+    /// Target client setting k=v (repeatable).
+    #[arg(long = "target-config", value_name = "K=V")]
+    target_config: Vec<String>,
+    /// Most records per window (progress is stored after each; bounds duplicates on a crash).
+    #[arg(long, default_value_t = 20_000)]
+    batch_records: usize,
+    /// Seconds between lag lines on stderr (0: none).
+    #[arg(long, default_value_t = 5)]
+    progress_secs: u64,
+    /// Seconds between group offset syncs while mirroring continuously.
+    #[arg(long, default_value_t = 10)]
+    sync_group_secs: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -532,6 +572,32 @@ async fn connect(addr: &str) -> CliResult<Connection<TcpStream>> {
         .map_err(|e| format!("cannot talk to {addr}: {e}"))
 }
 
+async fn mirror(args: MirrorArgs) -> CliResult<()> {
+    use minikafka_client::mirror::{run, MirrorConfig};
+    let anchored = |re: &str| {
+        regex::Regex::new(&format!("^(?:{re})$")).map_err(|e| format!("bad regex {re:?}: {e}"))
+    };
+    let pairs = |list: &[String]| {
+        list.iter()
+            .map(|kv| split_kv(kv, "config"))
+            .collect::<CliResult<Vec<_>>>()
+    };
+    let mut config = MirrorConfig::new(args.source, args.target);
+    config.topics = anchored(&args.topics)?;
+    config.groups = anchored(&args.groups)?;
+    config.once = args.once;
+    config.exactly_once = args.exactly_once;
+    config.source_config = pairs(&args.source_config)?;
+    config.target_config = pairs(&args.target_config)?;
+    config.batch_records = args.batch_records;
+    config.group_sync_interval = Duration::from_secs(args.sync_group_secs);
+    config.progress_interval =
+        (args.progress_secs > 0).then(|| Duration::from_secs(args.progress_secs));
+    let report = run(&config).await.map_err(kafka)?;
+    print!("{report}");
+    Ok(())
+}
+
 fn split_kv(text: &str, what: &str) -> CliResult<(String, String)> {
     text.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -541,6 +607,7 @@ fn split_kv(text: &str, what: &str) -> CliResult<(String, String)> {
 async fn run(cli: Cli) -> CliResult<()> {
     let addr = cli.bootstrap_server.as_str();
     match cli.command {
+        Command::Mirror(args) => mirror(args).await,
         Command::Topics { action } => topics(addr, action).await,
         Command::Produce {
             topic,

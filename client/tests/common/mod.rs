@@ -29,7 +29,7 @@ pub struct Broker {
     dir: tempfile::TempDir,
 }
 
-fn broker_binary() -> PathBuf {
+pub fn broker_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("MINIKAFKA_BIN") {
         return PathBuf::from(bin);
     }
@@ -45,7 +45,7 @@ fn broker_binary() -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }

@@ -1,0 +1,43 @@
+//! `mk mirror`: copies topics, records and consumer positions from one Kafka-protocol broker to
+//! another, built on this crate's consumer, producer and admin calls (no JVM).
+//!
+//! Contract:
+//! - Topics matching `topics` (never internal ones, `__*` or the mirror's own) are created on
+//!   the target when missing (module `setup`: partition count, topic configs, refusals
+//!   reported) (I83).
+//! - Records are copied partition to partition, in order, with keys, values, headers and
+//!   timestamps unchanged. The source is read with read_committed unless the source config
+//!   says otherwise, so only committed transactional data arrives.
+//! - Work goes in windows of at most `batch_records` records. After a window's records are
+//!   acknowledged by the target, one progress record per partition (module `offset_map`) goes
+//!   to the compacted `mk-mirror.progress` topic ON THE TARGET; a restart resumes from it, so
+//!   at-least-once duplicates are bounded by one window (I86). With `exactly_once` the records
+//!   and the progress records are one transaction on the target: a kill never duplicates in the
+//!   target's read_committed view.
+//! - Committed offsets of source groups matching `groups` are translated through the offset map
+//!   and committed on the target for groups with no member there (module `groups`) (I85).
+//! - Errors a retry can cure (connection lost, NOT_LEADER, timeouts, coordinator moves) restart
+//!   the session from the durable progress, up to `max_restarts` times in a row.
+//! - Targets with several brokers (module `route`): at-least-once sends each partition's records
+//!   to its leader, one producer per leading broker, found with Metadata at the start of each
+//!   session; a moved leader (NOT_LEADER_OR_FOLLOWER) restarts the session, which asks again.
+//!   With `exactly_once` one transactional producer talks to the given address only (this
+//!   crate's transactions need the coordinator and the leaders on one broker), so every
+//!   partition must be led there.
+
+//!
+//! Module `offset_map` is sans-IO (built without a runtime too: the fuzz targets decode its
+//! progress records); the others run on smol.
+
+#[cfg(feature = "smol")]
+pub mod groups;
+pub mod offset_map;
+#[cfg(feature = "smol")]
+pub mod route;
+#[cfg(feature = "smol")]
+mod session;
+#[cfg(feature = "smol")]
+pub mod setup;
+
+#[cfg(feature = "smol")]
+pub use session::{is_retriable, run, MirrorConfig, Report, PROGRESS_TOPIC};

@@ -1,0 +1,62 @@
+//! Leaders on the target: which broker leads each partition, so that the at-least-once mirror
+//! sends every partition's records to its leader (one producer per leading broker). A leader
+//! that moves answers NOT_LEADER_OR_FOLLOWER; the session restarts and asks again.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use smol::net::TcpStream;
+
+use crate::connection::Connection;
+use crate::consumer::TopicPartition;
+use crate::error::{Error, Result};
+
+/// Who leads what on the target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Leaders {
+    /// Broker id to `host:port`, as the target advertises it.
+    pub brokers: BTreeMap<i32, String>,
+    /// Each partition's leader.
+    pub leader: BTreeMap<TopicPartition, i32>,
+}
+
+/// Asks the target for the leaders of every partition of `topics`; a partition without a
+/// leader is LEADER_NOT_AVAILABLE (retriable: the session restarts).
+pub async fn leaders(conn: &mut Connection<TcpStream>, topics: &[&str]) -> Result<Leaders> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false);
+    let response = conn.request(&request).await?;
+    let mut out = Leaders::default();
+    for b in response.brokers {
+        out.brokers
+            .insert(b.node_id.0, format!("{}:{}", b.host, b.port));
+    }
+    for t in response.topics {
+        let name = t.name.map(|n| n.0.to_string()).unwrap_or_default();
+        Error::check(t.error_code, || format!("metadata of {name} on the target"))?;
+        for p in t.partitions {
+            let tp = TopicPartition::new(name.as_str(), p.partition_index);
+            if p.leader_id.0 < 0 || !out.brokers.contains_key(&p.leader_id.0) {
+                return Err(Error::Kafka {
+                    error: ResponseError::LeaderNotAvailable,
+                    code: ResponseError::LeaderNotAvailable.code(),
+                    context: format!("{tp} has no leader on the target"),
+                });
+            }
+            out.leader.insert(tp, p.leader_id.0);
+        }
+    }
+    Ok(out)
+}
