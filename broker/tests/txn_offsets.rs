@@ -9,6 +9,9 @@
 //!   log): a transactional commit, a plain commit and the transaction's end queued together
 //!   are written as three batches — transactional, plain, control — in that order, and the
 //!   log replays to the committed offsets (I74).
+//! - Compaction of the offsets partition: a transactional record never shadows an earlier
+//!   committed record of its key (the cleaner keeps the committed offset an aborted or
+//!   still-pending TxnOffsetCommit would otherwise hide after a restart: I74, I23).
 //! - Over TCP against the `minikafka` binary: TxnOffsetCommit v0–5 answers, the offsets stay
 //!   invisible (OffsetFetch) and unstable (`require_stable`, I76) — also after `kill -9` and
 //!   a restart, since they are durable (I74) — unknown partitions get
@@ -375,6 +378,90 @@ fn the_group_host_writes_transactional_batches_and_markers_in_order() {
         through_the_host,
     );
     assert_none_failed("group host with transactional offsets", &failures);
+}
+
+async fn compacted<B: Backend>(backend: B, root: PathBuf) -> Vec<String> {
+    match compacted_checks(backend, root).await {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![e],
+    }
+}
+
+fn plain_commit(partition: i32, offset: i64) -> GroupRequest {
+    let mut req = txn_request(0, "g", offset);
+    req.topics[0].partitions[0].partition = partition;
+    GroupRequest::OffsetCommit(core_group::OffsetCommitRequest {
+        version: 9,
+        group_id: "g".into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: req.topics,
+    })
+}
+
+async fn compacted_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), String> {
+    let dir = root.join("__consumer_offsets-0");
+    let config = minikafka_testkit::log::compaction::compacted_config();
+    let log = PartitionLog::open(backend.clone(), &dir, config.clone(), false, NOW)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    let mut c = Coordinator::new(GroupConfig::default(), 1);
+    // t-0: committed 5, then a transactional 50 that aborts; t-1: committed 6, then a
+    // transactional 60 still pending.
+    drive(&mut c, &log, plain_commit(0, 5)).await?;
+    drive(&mut c, &log, plain_commit(1, 6)).await?;
+    let mut pending = txn_request(8, "g", 60);
+    pending.topics[0].partitions[0].partition = 1;
+    drive(&mut c, &log, GroupRequest::TxnOffsetCommit(pending)).await?;
+    drive(
+        &mut c,
+        &log,
+        GroupRequest::TxnOffsetCommit(txn_request(7, "g", 50)),
+    )
+    .await?;
+    let abort = CompleteTxnRequest {
+        group_id: "g".into(),
+        producer_id: 7,
+        producer_epoch: 2,
+        result: TxnResult::Abort,
+    };
+    drive(&mut c, &log, GroupRequest::CompleteTxn(abort)).await?;
+    log.roll_now(NOW).await.map_err(|e| format!("roll: {e}"))?;
+    drive(&mut c, &log, plain_commit(2, 7)).await?;
+    let cleaned =
+        minikafka_testkit::log::compaction::clean_once(&backend, &log, NOW + 10_000).await?;
+    if cleaned.is_none() {
+        return Err("nothing was cleaned".into());
+    }
+    log.close().await.map_err(|e| format!("close: {e}"))?;
+    let log = PartitionLog::open(backend.clone(), &dir, config, true, NOW)
+        .await
+        .map_err(|e| format!("reopen: {e}"))?;
+    let mut replayed = Coordinator::new(GroupConfig::default(), 9);
+    replay_log(&log, &mut replayed, 0)
+        .await
+        .map_err(|e| format!("replay: {e}"))?;
+    log.close().await.map_err(|e| format!("close: {e}"))?;
+    if replayed.durable_state() != c.durable_state() {
+        return Err(format!(
+            "after cleaning, replay differs: {:?} vs {:?}",
+            replayed.durable_state(),
+            c.durable_state()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn compaction_keeps_committed_offsets_a_transactional_record_would_shadow() {
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let failures = run_on_one_shard::<minikafka_backend_portable::PortableBackend, _, _>(
+        dir.path(),
+        compacted,
+    );
+    assert_none_failed("compacted offsets partition", &failures);
 }
 
 // ------------------------------------------------------------------ over TCP

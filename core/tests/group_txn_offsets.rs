@@ -369,3 +369,65 @@ fn a_marker_completes_the_producer_in_every_group_of_the_coordinator() {
     assert_eq!(d.fetch(GROUP, "t", 0), 1);
     assert_eq!(d.fetch("g2", "t", 0), 7);
 }
+
+#[test]
+fn pending_offsets_keep_their_group_through_the_retention_check() {
+    // I73: a group holding only pending offsets is not expired; the commit marker finds it.
+    let mut d = Driver::new(GroupConfig {
+        offsets_retention_ms: 1_000,
+        offsets_retention_check_interval_ms: 1_000,
+        ..config()
+    });
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 0, 10)]));
+    d.advance(10_000);
+    assert!(d.c.group(GROUP).is_some(), "kept while offsets are pending");
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), 10);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+    // Once committed, the offsets expire like any other.
+    d.advance(10_000);
+    assert_eq!(d.fetch(GROUP, "t", 0), -1);
+    assert!(d.c.group(GROUP).is_none());
+}
+
+#[test]
+fn deleting_the_group_removes_its_pending_offsets() {
+    // As Kafka: the group's tombstones cover pending transactional offsets, and a commit
+    // marker afterwards brings nothing back (I73, I74).
+    let mut d = Driver::new(config());
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 0, 10)]));
+    let t = d.send(GroupRequest::DeleteGroups(DeleteGroupsRequest {
+        group_ids: vec![GROUP.into()],
+    }));
+    match d.take(t).expect("answered") {
+        GroupResponse::DeleteGroups(r) => assert_eq!(r.results[0].1, ErrorCode::NONE),
+        other => panic!("{other:?}"),
+    }
+    assert!(d.c.durable_state().is_empty(), "{:?}", d.c.durable_state());
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), -1);
+    assert!(d.c.group(GROUP).is_none());
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+}
+
+#[test]
+fn of_a_transactional_and_a_regular_commit_the_later_in_the_log_wins() {
+    // Kafka's rule when the marker lands: a regular commit written after the transactional
+    // one is kept; one written before is replaced. The same after a restart (I21).
+    let mut d = Driver::new(config());
+    send_txn(
+        &mut d,
+        txn_commit(0, -1, "", None, &[("t", 0, 50), ("t", 1, 51)]),
+    );
+    assert_eq!(d.commit("", -1, "t", 0, 60), ErrorCode::NONE);
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 0), 60, "the later regular commit wins");
+    assert_eq!(d.fetch(GROUP, "t", 1), 51);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+    // And a regular commit before the transactional one is replaced by it.
+    assert_eq!(d.commit("", -1, "t", 2, 5), ErrorCode::NONE);
+    send_txn(&mut d, txn_commit(0, -1, "", None, &[("t", 2, 70)]));
+    assert_eq!(complete(&mut d, TxnResult::Commit), ErrorCode::NONE);
+    assert_eq!(d.fetch(GROUP, "t", 2), 70);
+    assert_eq!(d.restarted().durable_state(), d.c.durable_state());
+}

@@ -207,6 +207,12 @@ pub struct Coordinator {
     /// Durable transactional offsets not completed yet, by group then producer id (I73:
     /// written only by `apply_txn_*`, invisible to OffsetFetch).
     pub(super) txn_pending: HashMap<String, BTreeMap<i64, TxnOffsets>>,
+    /// Log order of the applied offset records: a counter bumped per applied commit (plain or
+    /// transactional), the same order live and at replay (compaction keeps the relative order
+    /// of what it keeps). Not durable state: only compared, never stored.
+    pub(super) apply_seq: u64,
+    /// Where in that order each committed offset was applied, by (group, topic, partition).
+    pub(super) committed_seq: HashMap<(String, String, i32), u64>,
 }
 
 /// One producer's pending transactional offsets in one group.
@@ -216,6 +222,8 @@ pub(super) struct TxnOffsets {
     pub(super) producer_epoch: i16,
     /// Offsets by (topic, partition).
     pub(super) offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Where in the log order (`apply_seq`) each was applied.
+    pub(super) seqs: BTreeMap<(String, i32), u64>,
 }
 
 impl Coordinator {
@@ -241,6 +249,8 @@ impl Coordinator {
             needs_arming: true,
             consumer_timeouts: HashMap::new(),
             txn_pending: HashMap::new(),
+            apply_seq: 0,
+            committed_seq: HashMap::new(),
         }
     }
 
@@ -574,6 +584,9 @@ impl Coordinator {
             } => match &record.value {
                 Some(v) => {
                     let v = OffsetCommitValue::decode(v)?;
+                    self.apply_seq += 1;
+                    self.committed_seq
+                        .insert((group.clone(), topic.clone(), *partition), self.apply_seq);
                     self.offsets.entry(group.clone()).or_default().insert(
                         (topic.clone(), *partition),
                         CommittedOffset {
@@ -593,12 +606,17 @@ impl Coordinator {
                     }
                 }
                 None => {
+                    self.committed_seq
+                        .remove(&(group.clone(), topic.clone(), *partition));
                     if let Some(map) = self.offsets.get_mut(group) {
                         map.remove(&(topic.clone(), *partition));
                         if map.is_empty() {
                             self.offsets.remove(group);
                         }
                     }
+                    // As Kafka: a deletion removes the partition's pending transactional
+                    // offsets too, so no later marker brings it back (I73).
+                    self.drop_pending_txn_offset(group, topic, *partition);
                     self.drop_if_unused(group);
                 }
             },

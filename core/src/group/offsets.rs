@@ -282,7 +282,8 @@ impl Coordinator {
     }
 
     /// The partitions with a committed offset for `gid`: durable ones and those in appends
-    /// still in flight (which will land in the log before anything appended now).
+    /// still in flight (which will land in the log before anything appended now), and those
+    /// with transactional offsets pending (a deletion removes them too, as in Kafka).
     pub(super) fn offset_keys(&self, gid: &str) -> std::collections::BTreeSet<(String, i32)> {
         let mut keys: std::collections::BTreeSet<(String, i32)> = self
             .offsets
@@ -290,9 +291,10 @@ impl Coordinator {
             .into_iter()
             .flat_map(|o| o.keys().cloned())
             .collect();
+        keys.extend(self.unstable_partitions(gid));
         for p in self.pending.values() {
             if p.kind != AppendKind::Plain {
-                continue; // pending transactional offsets are not committed ones
+                continue; // transactional ones: counted by unstable_partitions
             }
             for r in &p.records {
                 if let Ok(RecordKey::OffsetCommit {
@@ -395,13 +397,15 @@ impl Coordinator {
     }
 
     /// `offsets.retention.minutes`: offsets of empty classic groups expire (never while the
-    /// group has members or appends in flight); a group left with no offsets is removed.
+    /// group has members, appends in flight or transactional offsets pending); a group left with no offsets is removed.
     pub(super) fn expire_offsets(&mut self, now: Millis) {
         let retention = self.config.offsets_retention_ms;
         let mut ids: Vec<String> = self.groups.keys().cloned().collect();
         ids.sort();
         for gid in ids {
-            if self.inflight.contains_key(&gid) {
+            // Not while appends are in flight, nor while transactional offsets are pending
+            // (their marker would commit into a group removed meanwhile, I73).
+            if self.inflight.contains_key(&gid) || self.txn_pending.contains_key(&gid) {
                 continue;
             }
             let Some(Group::Classic(g)) = self.groups.get(&gid) else {

@@ -54,6 +54,8 @@ impl Coordinator {
             .entry(producer_id)
             .or_default();
         txn.producer_epoch = txn.producer_epoch.max(producer_epoch);
+        self.apply_seq += 1;
+        txn.seqs.insert((topic.clone(), partition), self.apply_seq);
         txn.offsets.insert(
             (topic, partition),
             CommittedOffset {
@@ -98,12 +100,48 @@ impl Coordinator {
                 self.txn_pending.remove(&group);
             }
             if let (Some(txn), TxnResult::Commit) = (txn, result) {
-                self.offsets
-                    .entry(group.clone())
-                    .or_default()
-                    .extend(txn.offsets);
+                let since = txn.offsets.values().map(|o| o.commit_timestamp).max();
+                for ((topic, partition), offset) in txn.offsets {
+                    // Kafka's rule: of a transactional and a regular commit of one partition,
+                    // the later in the log wins.
+                    let seq = txn.seqs.get(&(topic.clone(), partition)).copied();
+                    let key = (group.clone(), topic.clone(), partition);
+                    let newer = self.committed_seq.get(&key);
+                    if newer.is_some_and(|&n| seq.is_none_or(|s| n > s)) {
+                        continue;
+                    }
+                    if let Some(seq) = seq {
+                        self.committed_seq.insert(key, seq);
+                    }
+                    self.offsets
+                        .entry(group.clone())
+                        .or_default()
+                        .insert((topic, partition), offset);
+                }
+                // Committed offsets belong to a group (an empty classic one if need be).
+                if !self.groups.contains_key(&group) {
+                    let g = ClassicGroup::new(&group, since.unwrap_or(0));
+                    self.groups.insert(group.clone(), Group::Classic(g));
+                }
             }
             self.drop_if_unused(&group);
+        }
+    }
+
+    /// Forgets every producer's pending offset of (`group`, `topic`, `partition`) (a durable
+    /// offset deletion).
+    pub(super) fn drop_pending_txn_offset(&mut self, group: &str, topic: &str, partition: i32) {
+        let Some(producers) = self.txn_pending.get_mut(group) else {
+            return;
+        };
+        let key = (topic.to_owned(), partition);
+        for txn in producers.values_mut() {
+            txn.offsets.remove(&key);
+            txn.seqs.remove(&key);
+        }
+        producers.retain(|_, txn| !txn.offsets.is_empty());
+        if producers.is_empty() {
+            self.txn_pending.remove(group);
         }
     }
 

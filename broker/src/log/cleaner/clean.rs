@@ -245,7 +245,12 @@ pub async fn clean_partition<B: Backend>(
                     if view.header.base_offset < plan.first_dirty {
                         continue;
                     }
-                    if view.header.is_control() {
+                    // A transactional record may still be pending or aborted: it never
+                    // shadows an earlier record of its key (which the group coordinator's
+                    // replay may need, I74), though a later record still supersedes it. Until
+                    // the cleaner follows Kafka's transaction rules (removing aborted records,
+                    // never cleaning past the LSO), this is the safe side.
+                    if view.header.is_control() || view.header.is_transactional() {
                         map.skip_to(view.header.next_offset());
                         continue;
                     }
