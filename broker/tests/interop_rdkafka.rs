@@ -1093,8 +1093,8 @@ fn idempotent_batch(
 /// with error 0 and its ORIGINAL base offset and is not appended again; a gap in the sequence
 /// is OUT_OF_ORDER_SEQUENCE_NUMBER (45); after an epoch bump (InitProducerId with the current
 /// id and epoch) the old epoch is INVALID_PRODUCER_EPOCH (47) and the new one starts at 0; a
-/// transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). The log holds
-/// exactly the accepted batches.
+/// transactional id gets a producer id of its own from its coordinator. The log holds exactly
+/// the accepted batches.
 #[test]
 fn raw_duplicate_batch_answers_original_offset_and_out_of_order_is_45() {
     bounded(TEST_LIMIT, || {
@@ -1155,7 +1155,7 @@ fn raw_duplicate_batch_answers_original_offset_and_out_of_order_is_45() {
         assert_eq!(code, 0);
         assert_ne!(other, pid);
 
-        // Transactions are not supported.
+        // A transactional id: its coordinator hands out a fresh producer id at epoch 0.
         {
             use kafka_protocol::messages::{
                 ApiKey, InitProducerIdRequest, InitProducerIdResponse, TransactionalId,
@@ -1167,7 +1167,8 @@ fn raw_duplicate_batch_answers_original_offset_and_out_of_order_is_45() {
             request.producer_id = (-1).into();
             request.producer_epoch = -1;
             let r: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &request);
-            assert_eq!((r.error_code, r.producer_id.0), (53, -1));
+            assert_eq!((r.error_code, r.producer_epoch), (0, 0));
+            assert!(r.producer_id.0 >= 0 && r.producer_id.0 != pid && r.producer_id.0 != other);
         }
 
         let consumer = consumer(&broker, &[]);

@@ -1041,8 +1041,8 @@ fn the_offsets_topic_is_created_internal_and_protected() {
     );
 }
 
-/// FindCoordinator v0-6: a group's coordinator is this broker at its advertised address, one
-/// answer per key from v4 on; transactions have no coordinator here.
+/// FindCoordinator v0-6: a group's (and a transactional id's) coordinator is this broker at
+/// its advertised address, one answer per key from v4 on.
 #[test]
 fn find_coordinator_answers_this_broker_for_groups() {
     let broker = Broker::start_with(2, &["offsets.topic.num.partitions=4"]);
@@ -1062,8 +1062,9 @@ fn find_coordinator_answers_this_broker_for_groups() {
             let response: FindCoordinatorResponse =
                 client.call(ApiKey::FindCoordinator, version, &request);
             assert_eq!(
-                response.error_code, 15,
-                "v{version}: COORDINATOR_NOT_AVAILABLE"
+                (response.error_code, response.node_id.0, response.port),
+                (0, 0, port),
+                "v{version}: the transaction coordinator is this broker"
             );
         }
     }
