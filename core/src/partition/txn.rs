@@ -223,6 +223,15 @@ impl TxnTracker {
     }
 }
 
+/// Whether the batch of `producer_id` at `offset` belongs to one of `aborted` (in marker
+/// order): what compaction drops (Kafka's cleaner removes aborted transactional records).
+pub fn in_aborted(aborted: &[AbortedTxn], producer_id: i64, offset: Offset) -> bool {
+    let from = aborted.partition_point(|a| a.last_offset < offset.0);
+    aborted[from..]
+        .iter()
+        .any(|a| a.producer_id == producer_id && a.first_offset <= offset.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +282,29 @@ mod tests {
         assert_eq!(t.aborted_in(Offset(4), Offset(10)), vec![]);
         // A retried marker records nothing.
         assert_eq!(t.on_marker(&marker(1, false), Offset(4)), None);
+    }
+
+    #[test]
+    fn a_batch_is_aborted_only_inside_its_producers_range() {
+        let ranges = [
+            AbortedTxn {
+                producer_id: 1,
+                first_offset: 0,
+                last_offset: 4,
+                last_stable_offset: 5,
+            },
+            AbortedTxn {
+                producer_id: 2,
+                first_offset: 2,
+                last_offset: 9,
+                last_stable_offset: 10,
+            },
+        ];
+        assert!(in_aborted(&ranges, 1, Offset(3)));
+        assert!(!in_aborted(&ranges, 1, Offset(5)));
+        assert!(!in_aborted(&ranges, 2, Offset(1)));
+        assert!(in_aborted(&ranges, 2, Offset(8)));
+        assert!(!in_aborted(&ranges, 3, Offset(3)));
     }
 
     #[test]
