@@ -395,7 +395,8 @@ fn a_read_committed_long_poll_wakes_when_the_lso_moves() {
 }
 
 /// I70: after SIGKILL the restarted broker rebuilds the ongoing transactions (LSO) and the
-/// aborted ranges from the log, and the `.txnindex` (deleted here) in Kafka's format.
+/// aborted ranges from the log, and the `.txnindex` (deleted here) in Kafka's format; after a
+/// clean stop it reads them back from its checkpoint and the `.txnindex`.
 #[test]
 fn a_restart_after_sigkill_rebuilds_the_lso_and_the_txnindex() {
     bounded(LIMIT, || {
@@ -430,6 +431,24 @@ fn a_restart_after_sigkill_rebuilds_the_lso_and_the_txnindex() {
         assert_eq!(after.aborted, Some(vec![(1, 0)]));
         assert_eq!(std::fs::read(&txnindex).expect("rebuilt"), bytes);
         assert_eq!(producers(&mut c, "r"), [(1, 0, -1), (2, 0, 1), (3, 0, -1)]);
+
+        // A clean stop saves the open transaction (a checkpoint) and the next clean start
+        // reads it back with the txnindex instead of replaying the log: the same state.
+        drop(c);
+        assert!(broker.stop().success(), "clean stop");
+        assert!(
+            dir.join("txn-state.checkpoint").is_file(),
+            "checkpoint at close"
+        );
+        broker.restart();
+        let mut c = TypedClient::connect(broker.addr());
+        let clean = fetch(&mut c, "r", 0, 1);
+        assert_eq!((clean.high_watermark, clean.last_stable_offset), (4, 1));
+        assert_eq!(clean.aborted, Some(vec![(1, 0)]));
+        assert!(
+            !broker.output().contains("no usable transaction state"),
+            "the clean start replayed the log"
+        );
         // Producer 2's transaction survived as ongoing: its marker still ends it.
         assert_eq!(write_marker(&mut c, "r", 2, 0, true), 0);
         assert_eq!(latest(&mut c, "r", 1), 5);

@@ -408,13 +408,11 @@ async fn compacted_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), S
         .await
         .map_err(|e| format!("open: {e}"))?;
     let mut c = Coordinator::new(GroupConfig::default(), 1);
-    // t-0: committed 5, then a transactional 50 that aborts; t-1: committed 6, then a
-    // transactional 60 still pending.
+    // t-0: committed 5, then a transactional 50 that aborts; t-1: committed 6, then (in the
+    // next segment, so the pending transaction's LSO leaves the first segment cleanable:
+    // the cleaner never cleans at or past the LSO, I70) a transactional 60 still pending.
     drive(&mut c, &log, plain_commit(0, 5)).await?;
     drive(&mut c, &log, plain_commit(1, 6)).await?;
-    let mut pending = txn_request(8, "g", 60);
-    pending.topics[0].partitions[0].partition = 1;
-    drive(&mut c, &log, GroupRequest::TxnOffsetCommit(pending)).await?;
     drive(
         &mut c,
         &log,
@@ -429,6 +427,9 @@ async fn compacted_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), S
     };
     drive(&mut c, &log, GroupRequest::CompleteTxn(abort)).await?;
     log.roll_now(NOW).await.map_err(|e| format!("roll: {e}"))?;
+    let mut pending = txn_request(8, "g", 60);
+    pending.topics[0].partitions[0].partition = 1;
+    drive(&mut c, &log, GroupRequest::TxnOffsetCommit(pending)).await?;
     drive(&mut c, &log, plain_commit(2, 7)).await?;
     let cleaned =
         minikafka_testkit::log::compaction::clean_once(&backend, &log, NOW + 10_000).await?;

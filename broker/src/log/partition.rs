@@ -170,6 +170,8 @@ pub struct PartitionLog<B: Backend> {
     /// Transactions (ongoing per producer, aborted ranges; the LSO, I67); checked and updated
     /// under `append_lock`, with the producer state, in the same step as the high watermark.
     txns: RefCell<TxnTracker>,
+    /// A transaction-state checkpoint is in the directory (`txn_index::CHECKPOINT_FILE`).
+    txn_checkpoint_on_disk: Cell<bool>,
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
@@ -236,6 +238,7 @@ impl<B: Backend> PartitionLog<B> {
         let mut snapshot_offsets = Vec::new();
         let mut removed_any = false;
         let mut start_checkpoint_listed = false;
+        let mut txn_checkpoint_listed = false;
         for path in listing {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
@@ -245,6 +248,10 @@ impl<B: Backend> PartitionLog<B> {
                 continue;
             }
             if name == super::cleaner::checkpoint::CHECKPOINT_FILE {
+                continue;
+            }
+            if name == txn_index::CHECKPOINT_FILE {
+                txn_checkpoint_listed = true;
                 continue;
             }
             match classify(name) {
@@ -362,7 +369,15 @@ impl<B: Backend> PartitionLog<B> {
         )
         .await?;
         // The transaction state is the log's (I70): replayed whole, the txnindex files checked.
-        let txns = txn_index::rebuild(&backend, dir, &segments, log_start_offset).await?;
+        let txns = txn_index::rebuild(
+            &backend,
+            dir,
+            &segments,
+            log_start_offset,
+            clean_shutdown,
+            txn_checkpoint_listed,
+        )
+        .await?;
         let log = PartitionLog {
             backend,
             dir: dir.to_path_buf(),
@@ -380,6 +395,7 @@ impl<B: Backend> PartitionLog<B> {
             recovery,
             producers: RefCell::new(producers),
             txns: RefCell::new(txns),
+            txn_checkpoint_on_disk: Cell::new(txn_checkpoint_listed),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
@@ -1059,6 +1075,22 @@ impl<B: Backend> PartitionLog<B> {
         }
     }
 
+    /// Saves the transaction state at the high watermark for the next clean open (I70).
+    /// Called at close, with the append lock held. A failure is logged: the next open then
+    /// replays the log.
+    async fn checkpoint_txns(&self) {
+        let tracker = self.txns.borrow().clone();
+        let end = self.high_watermark.get();
+        let on_disk = self.txn_checkpoint_on_disk.get();
+        match txn_index::save_checkpoint(&self.backend, &self.dir, &tracker, end, on_disk).await {
+            Ok(written) => self.txn_checkpoint_on_disk.set(written),
+            Err(e) => {
+                tracing::warn!(dir = ?self.dir, error = %e, "writing the transaction checkpoint failed");
+                self.txn_checkpoint_on_disk.set(true);
+            }
+        }
+    }
+
     /// Cuts a torn tail left by a failed write back to the published size. Called with the
     /// append lock held.
     async fn repair_tail(&self) -> Result<()> {
@@ -1634,6 +1666,7 @@ impl<B: Backend> PartitionLog<B> {
                 Ok(()) => {
                     self.commit.mark_all_synced();
                     self.snapshot_producers(self.high_watermark.get()).await;
+                    self.checkpoint_txns().await;
                 }
                 Err(e) => {
                     self.commit.fail(&e);

@@ -32,6 +32,11 @@ use minikafka_core::types::Offset;
 use super::atomic_file;
 use super::segment::{txn_index_file_name, Segment};
 
+/// The checkpoint of the ongoing transactions and marker epochs, written at a clean close
+/// when there are any (`TxnTracker::encode_checkpoint`).
+pub const CHECKPOINT_FILE: &str = "txn-state.checkpoint";
+/// Largest checkpoint read back (I10): 16 MiB, a million ongoing transactions.
+const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
 /// Bytes read per window while replaying a segment.
 const REPLAY_WINDOW_BYTES: usize = 1 << 20;
 
@@ -54,8 +59,69 @@ pub async fn append_entries<B: Backend>(
     // A torn entry (a crash mid-append) is cut: entries start at multiples of 34 bytes.
     let at = len - len % ENTRY_BYTES as u64;
     let (written, _) = file.write_at(encode_file(entries), at).await;
+    // Synced, and a new file's directory entry too: a clean open trusts these files (I70).
+    let synced = match written {
+        Ok(()) => file.sync_data().await,
+        Err(e) => Err(e),
+    };
     let closed = file.close().await;
-    written.and(closed)
+    synced.and(closed)?;
+    if len == 0 {
+        backend.sync_dir(dir).await?;
+    }
+    Ok(())
+}
+
+/// Writes the checkpoint of `tracker` at log end `end` (atomically), or removes a stale one
+/// when the tracker holds nothing it would save (`on_disk`: one is there). Returns whether
+/// one is on disk afterwards.
+pub async fn save_checkpoint<B: Backend>(
+    backend: &B,
+    dir: &Path,
+    tracker: &TxnTracker,
+    end: Offset,
+    on_disk: bool,
+) -> io::Result<bool> {
+    let path = dir.join(CHECKPOINT_FILE);
+    if tracker.has_no_live_state() {
+        if on_disk {
+            backend.remove_file(&path).await?;
+            backend.sync_dir(dir).await?;
+        }
+        return Ok(false);
+    }
+    atomic_file::write_atomically(backend, dir, &path, tracker.encode_checkpoint(end)).await?;
+    Ok(true)
+}
+
+/// The state a clean close left: the checkpoint (or none: nothing ongoing) if it describes
+/// log end `end`, with the aborted ranges of every segment's `.txnindex`. `None` when any
+/// of it is missing or damaged (the caller replays the log).
+async fn load_clean<B: Backend>(
+    backend: &B,
+    dir: &Path,
+    segments: &[Rc<Segment<B>>],
+    checkpoint_listed: bool,
+    end: Offset,
+) -> Option<TxnTracker> {
+    let mut tracker = if checkpoint_listed {
+        let path = dir.join(CHECKPOINT_FILE);
+        let bytes = atomic_file::read_bounded(backend, &path, MAX_CHECKPOINT_BYTES)
+            .await
+            .ok()??;
+        let (at, tracker) = TxnTracker::decode_checkpoint(&bytes)?;
+        (at == end).then_some(tracker)?
+    } else {
+        TxnTracker::new()
+    };
+    let mut aborted = Vec::new();
+    for segment in segments {
+        if let Some(entries) = read_file(backend, dir, segment).await.ok()? {
+            aborted.extend(entries);
+        }
+    }
+    tracker.set_aborted(aborted);
+    Some(tracker)
 }
 
 /// Removes the `.txnindex` of the segment at `base_offset`, if present.
@@ -73,18 +139,38 @@ pub async fn remove<B: Backend>(backend: &B, dir: &Path, base_offset: Offset) ->
 /// segment are still there); an entry already in a `.txnindex` whose transaction began
 /// below that (its first batches were deleted with their segment) cannot be derived again and
 /// is kept from the file.
+///
+/// After a clean shutdown the state is read back instead ([`load_clean`]): the checkpoint
+/// the close wrote (none when nothing was ongoing) if it describes the log's end, and the
+/// `.txnindex` files (synced as they were written); anything missing or damaged falls back
+/// to the replay.
 pub async fn rebuild<B: Backend>(
     backend: &B,
     dir: &Path,
     segments: &[Rc<Segment<B>>],
     log_start: Offset,
+    clean_shutdown: bool,
+    checkpoint_listed: bool,
 ) -> io::Result<TxnTracker> {
+    let end = segments.last().map_or(log_start, |s| s.next_offset());
+    if clean_shutdown {
+        if let Some(mut tracker) = load_clean(backend, dir, segments, checkpoint_listed, end).await
+        {
+            tracker.drop_below(log_start);
+            return Ok(tracker);
+        }
+        tracing::info!(
+            ?dir,
+            "no usable transaction state from the clean close: replaying the log"
+        );
+    }
     let mut tracker = TxnTracker::new();
     let from = segments.first().map_or(log_start, |s| s.base_offset());
     let mut all = Vec::new();
     for segment in segments {
         let base = segment.base_offset();
-        let on_disk = read_file(backend, dir, segment).await;
+        // A damaged file is rewritten below, like a missing one.
+        let on_disk = read_file(backend, dir, segment).await.unwrap_or(None);
         let before = tracker.aborted().count();
         replay_segment(segment, from, &mut tracker).await?;
         let mut entries: Vec<AbortedTxn> = on_disk
@@ -106,20 +192,22 @@ pub async fn rebuild<B: Backend>(
     Ok(tracker)
 }
 
-/// The entries of the segment's `.txnindex`: `None` when it is missing or damaged.
+/// The entries of the segment's `.txnindex`: `Ok(None)` when it is missing, `Err(())` when
+/// it is damaged.
 async fn read_file<B: Backend>(
     backend: &B,
     dir: &Path,
     segment: &Segment<B>,
-) -> Option<Vec<AbortedTxn>> {
+) -> Result<Option<Vec<AbortedTxn>>, ()> {
     let path = txn_index_path(dir, segment.base_offset());
     // Bounded by what the segment can hold (one entry per marker batch at most), never by
     // the file's own length (I10): a larger file is damaged and rebuilt.
     let limit = (segment.size_bytes() / HEADER_BYTES as u64 + 1) * ENTRY_BYTES as u64;
-    let bytes = atomic_file::read_bounded(backend, &path, limit)
-        .await
-        .ok()??;
-    decode_file(&bytes)
+    match atomic_file::read_bounded(backend, &path, limit).await {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => decode_file(&bytes).map(Some).ok_or(()),
+        Err(_) => Err(()),
+    }
 }
 
 /// Makes the segment's `.txnindex` hold exactly `entries` (none: no file).

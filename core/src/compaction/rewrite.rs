@@ -98,6 +98,8 @@ pub struct FilterCounts {
     pub keyless: u64,
     /// Expired tombstones dropped.
     pub tombstones: u64,
+    /// Records of aborted transactions dropped (`crate::partition::txn`, I68).
+    pub aborted: u64,
     /// The smallest timestamp of a tombstone kept (when it expires, the log is due again).
     pub oldest_kept_tombstone_ms: Option<i64>,
 }
@@ -109,6 +111,7 @@ impl FilterCounts {
         self.superseded += other.superseded;
         self.keyless += other.keyless;
         self.tombstones += other.tombstones;
+        self.aborted += other.aborted;
         self.oldest_kept_tombstone_ms = match (
             self.oldest_kept_tombstone_ms,
             other.oldest_kept_tombstone_ms,
@@ -120,7 +123,7 @@ impl FilterCounts {
 
     /// Records dropped for any reason.
     pub fn dropped(&self) -> u64 {
-        self.superseded + self.keyless + self.tombstones
+        self.superseded + self.keyless + self.tombstones + self.aborted
     }
 }
 

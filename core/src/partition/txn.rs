@@ -223,6 +223,92 @@ impl TxnTracker {
     }
 }
 
+/// The magic of a transaction-state checkpoint ([`TxnTracker::encode_checkpoint`]).
+pub const CHECKPOINT_MAGIC: [u8; 4] = *b"MKTX";
+/// Its version.
+pub const CHECKPOINT_VERSION: u16 = 1;
+
+impl TxnTracker {
+    /// The ongoing transactions and marker epochs (not the aborted ranges, which live in the
+    /// `.txnindex` files) as of log end `end`: magic, version u16, end i64, count u32, then
+    /// (producer id i64, first offset i64) each, count u32, then (producer id i64, producer
+    /// epoch i16, coordinator epoch i32) each; big-endian.
+    pub fn encode_checkpoint(&self, end: Offset) -> Vec<u8> {
+        let mut out = Vec::with_capacity(22 + 16 * self.ongoing.len() + 14 * self.fences.len());
+        out.extend_from_slice(&CHECKPOINT_MAGIC);
+        out.extend_from_slice(&CHECKPOINT_VERSION.to_be_bytes());
+        out.extend_from_slice(&end.0.to_be_bytes());
+        out.extend_from_slice(&(self.ongoing.len() as u32).to_be_bytes());
+        for (pid, first) in &self.ongoing {
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&first.0.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.fences.len() as u32).to_be_bytes());
+        for (pid, fence) in &self.fences {
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&fence.producer_epoch.to_be_bytes());
+            out.extend_from_slice(&fence.coordinator_epoch.to_be_bytes());
+        }
+        out
+    }
+
+    /// Decodes [`encode_checkpoint`](Self::encode_checkpoint)'s bytes: the log end they
+    /// describe and the tracker (no aborted ranges). `None` for any damage; counts are checked
+    /// against the bytes present before anything is allocated (I10).
+    pub fn decode_checkpoint(bytes: &[u8]) -> Option<(Offset, TxnTracker)> {
+        let mut at = 0usize;
+        let mut take = |n: usize| {
+            let slice = bytes.get(at..at.checked_add(n)?)?;
+            at += n;
+            Some(slice)
+        };
+        if take(4)? != CHECKPOINT_MAGIC {
+            return None;
+        }
+        let be = |s: &[u8]| s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+        if be(take(2)?) != u64::from(CHECKPOINT_VERSION) {
+            return None;
+        }
+        let end = Offset(be(take(8)?) as i64);
+        let mut tracker = TxnTracker::new();
+        let ongoing = be(take(4)?) as usize;
+        for _ in 0..ongoing {
+            let pid = be(take(8)?) as i64;
+            let first = Offset(be(take(8)?) as i64);
+            tracker.ongoing.insert(pid, first);
+            tracker.by_first.insert((first, pid));
+        }
+        let fences = be(take(4)?) as usize;
+        for _ in 0..fences {
+            let pid = be(take(8)?) as i64;
+            let producer_epoch = be(take(2)?) as u16 as i16;
+            let coordinator_epoch = be(take(4)?) as u32 as i32;
+            tracker.fences.insert(
+                pid,
+                Fence {
+                    producer_epoch,
+                    coordinator_epoch,
+                },
+            );
+        }
+        (at == bytes.len() && tracker.ongoing.len() == ongoing).then_some((end, tracker))
+    }
+
+    /// Whether nothing but aborted ranges is known (no checkpoint needed).
+    pub fn has_no_live_state(&self) -> bool {
+        self.ongoing.is_empty() && self.fences.is_empty()
+    }
+}
+
+/// Whether the batch of `producer_id` at `offset` belongs to one of `aborted` (in marker
+/// order): what compaction drops (Kafka's cleaner removes aborted transactional records).
+pub fn in_aborted(aborted: &[AbortedTxn], producer_id: i64, offset: Offset) -> bool {
+    let from = aborted.partition_point(|a| a.last_offset < offset.0);
+    aborted[from..]
+        .iter()
+        .any(|a| a.producer_id == producer_id && a.first_offset <= offset.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +359,56 @@ mod tests {
         assert_eq!(t.aborted_in(Offset(4), Offset(10)), vec![]);
         // A retried marker records nothing.
         assert_eq!(t.on_marker(&marker(1, false), Offset(4)), None);
+    }
+
+    proptest! {
+        #[test]
+        fn checkpoints_round_trip_and_damage_is_refused(
+            events in proptest::collection::vec(event(), 0..40),
+            cut in 0usize..200,
+        ) {
+            let mut t = TxnTracker::new();
+            for (i, e) in events.iter().enumerate() {
+                match e {
+                    Event::Data { pid, txn } => t.on_data(&data(*pid, *txn), Offset(i as i64)),
+                    Event::Marker { pid, commit } => {
+                        t.on_marker(&marker(*pid, *commit), Offset(i as i64));
+                    }
+                }
+            }
+            let bytes = t.encode_checkpoint(Offset(77));
+            let (end, back) = TxnTracker::decode_checkpoint(&bytes).expect("decodes");
+            prop_assert_eq!(end, Offset(77));
+            prop_assert_eq!(&back.ongoing, &t.ongoing);
+            prop_assert_eq!(&back.fences, &t.fences);
+            prop_assert_eq!(back.last_stable_offset(Offset(100)), t.last_stable_offset(Offset(100)));
+            if cut < bytes.len() {
+                prop_assert!(TxnTracker::decode_checkpoint(&bytes[..cut]).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_is_aborted_only_inside_its_producers_range() {
+        let ranges = [
+            AbortedTxn {
+                producer_id: 1,
+                first_offset: 0,
+                last_offset: 4,
+                last_stable_offset: 5,
+            },
+            AbortedTxn {
+                producer_id: 2,
+                first_offset: 2,
+                last_offset: 9,
+                last_stable_offset: 10,
+            },
+        ];
+        assert!(in_aborted(&ranges, 1, Offset(3)));
+        assert!(!in_aborted(&ranges, 1, Offset(5)));
+        assert!(!in_aborted(&ranges, 2, Offset(1)));
+        assert!(in_aborted(&ranges, 2, Offset(8)));
+        assert!(!in_aborted(&ranges, 3, Offset(3)));
     }
 
     #[test]

@@ -24,7 +24,9 @@ use minikafka_core::compaction::rewrite::{
     batch_records, filter_batch, FilterCounts, FilterError, Filtered,
 };
 use minikafka_core::compaction::swap::SwapRange;
-use minikafka_core::record::{peek_extent, BatchIter, ValidateOptions, LOG_OVERHEAD};
+use minikafka_core::partition::txn::in_aborted;
+use minikafka_core::record::{peek_extent, BatchHeader, BatchIter, ValidateOptions, LOG_OVERHEAD};
+use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::types::Offset;
 
 use super::checkpoint::{self, CleanerCheckpoint};
@@ -179,21 +181,32 @@ fn filter_error<B: Backend>(segment: &Segment<B>, e: FilterError) -> LogError {
 
 /// The facts core's [`choose`] needs. A sealed segment ends where the next one begins (a
 /// cleaned one may hold nothing up to there).
-fn segment_facts<B: Backend>(segments: &[Rc<Segment<B>>]) -> Vec<SegmentFacts> {
+/// The facts core's planner reads. A segment reaching past the last stable offset counts as
+/// not sealed: nothing at or past the LSO is cleaned (I71), as an open transaction may still
+/// be aborted.
+fn segment_facts<B: Backend>(segments: &[Rc<Segment<B>>], lso: Offset) -> Vec<SegmentFacts> {
     segments
         .iter()
         .enumerate()
         .map(|(i, s)| {
             let next = segments.get(i + 1);
+            let next_offset = next.map_or(s.next_offset(), |n| n.base_offset());
             SegmentFacts {
                 base_offset: s.base_offset(),
-                next_offset: next.map_or(s.next_offset(), |n| n.base_offset()),
+                next_offset,
                 size_bytes: s.size_bytes(),
                 max_timestamp_ms: s.max_timestamp_ms(),
-                sealed: next.is_some(),
+                sealed: next.is_some() && next_offset <= lso,
             }
         })
         .collect()
+}
+
+/// Whether `header` is a transactional data batch of an aborted transaction.
+fn is_aborted(aborted: &[AbortedTxn], header: &BatchHeader) -> bool {
+    header.is_transactional()
+        && !header.is_control()
+        && in_aborted(aborted, header.producer_id, header.base_offset)
 }
 
 /// Cleans `log` once if core says it is due. `Ok(None)`: nothing to do.
@@ -206,7 +219,10 @@ pub async fn clean_partition<B: Backend>(
 ) -> Result<Option<CleanOutcome>> {
     let config = log.config().clone();
     let segments = log.segments();
-    let facts = segment_facts(&segments);
+    // The LSO and the aborted ranges below it, read together (no await between).
+    let lso = log.last_stable_offset();
+    let aborted = log.aborted_transactions(Offset(0), lso);
+    let facts = segment_facts(&segments, lso);
     let Ok(plan) = choose(
         &facts,
         checkpoint.first_dirty,
@@ -245,12 +261,8 @@ pub async fn clean_partition<B: Backend>(
                     if view.header.base_offset < plan.first_dirty {
                         continue;
                     }
-                    // A transactional record may still be pending or aborted: it never
-                    // shadows an earlier record of its key (which the group coordinator's
-                    // replay may need, I74), though a later record still supersedes it. Until
-                    // the cleaner follows Kafka's transaction rules (removing aborted records,
-                    // never cleaning past the LSO), this is the safe side.
-                    if view.header.is_control() || view.header.is_transactional() {
+                    // Markers and aborted transactions give no key a latest value.
+                    if view.header.is_control() || is_aborted(&aborted, &view.header) {
                         map.skip_to(view.header.next_offset());
                         continue;
                     }
@@ -318,6 +330,12 @@ pub async fn clean_partition<B: Backend>(
                     let view = view.map_err(|e| corrupt(segment, e.at as u64, &e.to_string()))?;
                     if view.header.next_offset() > pass_end {
                         out.extend_from_slice(view.bytes);
+                        continue;
+                    }
+                    if is_aborted(&aborted, &view.header) {
+                        // Kafka's cleaner drops an aborted transaction's records; its marker
+                        // (a control batch) stays, so readers still skip the range.
+                        group_counts.aborted += view.header.records_count.max(0) as u64;
                         continue;
                     }
                     let (filtered, counts) =
