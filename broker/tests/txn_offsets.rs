@@ -410,7 +410,7 @@ async fn compacted_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), S
     let mut c = Coordinator::new(GroupConfig::default(), 1);
     // t-0: committed 5, then a transactional 50 that aborts; t-1: committed 6, then (in the
     // next segment, so the pending transaction's LSO leaves the first segment cleanable:
-    // the cleaner never cleans at or past the LSO, I70) a transactional 60 still pending.
+    // the cleaner never cleans at or past the LSO, I71) a transactional 60 still pending.
     drive(&mut c, &log, plain_commit(0, 5)).await?;
     drive(&mut c, &log, plain_commit(1, 6)).await?;
     drive(
