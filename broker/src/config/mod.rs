@@ -52,6 +52,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`: whether ACLs
+    /// are enforced, and how (I48).
+    pub authorizer: AuthorizerSettings,
     /// `message.max.bytes`: largest record batch accepted.
     pub message_max_bytes: usize,
     /// `socket.request.max.bytes`: largest request frame accepted.
@@ -100,6 +103,30 @@ pub struct BrokerConfig {
     /// at its default value, list it among the synonyms, and report what was given for a
     /// setting without effect here).
     pub explicit: BTreeMap<String, String>,
+}
+
+/// The authorizer's settings: Kafka's switch (`authorizer.class.name`) and the decision's
+/// configuration (`super.users`, `allow.everyone.if.no.acl.found`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthorizerSettings {
+    /// `authorizer.class.name` as written (empty: no authorizer).
+    pub class_name: String,
+    /// The decision's configuration (`core::auth::acl`).
+    pub acl: minikafka_core::auth::acl::AuthorizerConfig,
+}
+
+impl AuthorizerSettings {
+    /// The class names accepted as "on": Kafka's KRaft authorizer, and the ZooKeeper-era
+    /// one that older `server.properties` files still name.
+    pub const ACCEPTED_CLASSES: &'static [&'static str] = &[
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+    ];
+
+    /// Whether ACLs are enforced and the ACL APIs served (else SECURITY_DISABLED).
+    pub fn enabled(&self) -> bool {
+        !self.class_name.is_empty()
+    }
 }
 
 /// `log.format`: the shape of the broker's log lines.
@@ -223,6 +250,7 @@ impl Default for BrokerConfig {
             index_interval_bytes: 4096,
             num_partitions: 1,
             auto_create_topics: true,
+            authorizer: AuthorizerSettings::default(),
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,

@@ -371,6 +371,17 @@ fn check_listener(value: &str) -> Result<(), String> {
     parse_listener(value).map(drop)
 }
 
+fn check_authorizer(value: &str) -> Result<(), String> {
+    let value = value.trim();
+    if value.is_empty() || super::AuthorizerSettings::ACCEPTED_CLASSES.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{value:?} is not an authorizer this broker provides"
+        ))
+    }
+}
+
 fn check_log_dirs(value: &str) -> Result<(), String> {
     if value.contains(',') {
         return Err("one data directory is supported".into());
@@ -686,6 +697,24 @@ pub static SETTINGS: &[Setting] = &[
         "create a topic when Metadata asks for an unknown name",
         |c, _, v| { c.auto_create_topics = bool_value(v)?; Ok(()) },
         |c| c.auto_create_topics.to_string()),
+    // Authorization (I48).
+    broker("authorizer.class.name", Kind::String, "", Valid::Check(check_authorizer,
+            "empty (none), org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer"),
+        "turns ACL enforcement on (either class name: the same ACL authorizer); empty answers the ACL APIs with SECURITY_DISABLED",
+        |c, _, v| { c.authorizer.class_name = v.trim().to_string(); Ok(()) },
+        |c| c.authorizer.class_name.clone()),
+    broker("super.users", Kind::String, "", Valid::Any,
+        "principals allowed everything, separated by ';' (User:admin;User:ops)",
+        |c, _, v| {
+            c.authorizer.acl.super_users =
+                minikafka_core::auth::acl::AuthorizerConfig::parse_super_users(v);
+            Ok(())
+        },
+        |c| c.authorizer.acl.super_users.iter().cloned().collect::<Vec<_>>().join(";")),
+    broker("allow.everyone.if.no.acl.found", Kind::Boolean, "false", Valid::Bool,
+        "with the authorizer on, allow an action on a resource no ACL names",
+        |c, _, v| { c.authorizer.acl.allow_everyone_if_no_acl_found = bool_value(v)?; Ok(()) },
+        |c| c.authorizer.acl.allow_everyone_if_no_acl_found.to_string()),
     broker("num.partitions", Kind::Int, "1", Valid::Range(1, I32_MAX),
         "partitions of auto-created topics",
         |c, _, v| { c.num_partitions = number(v)?; Ok(()) },
