@@ -72,6 +72,8 @@ error_codes! {
     TOPIC_AUTHORIZATION_FAILED = 29;
     /// The client may not access the group.
     GROUP_AUTHORIZATION_FAILED = 30;
+    /// The client may not do this on the cluster.
+    CLUSTER_AUTHORIZATION_FAILED = 31;
     /// A record's timestamp is outside the topic's accepted window.
     INVALID_TIMESTAMP = 32;
     /// The API version is not supported.

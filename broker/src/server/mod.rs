@@ -31,13 +31,17 @@
 //!   stored (AlterConfigs, IncrementalAlterConfigs).
 //! - [`broker_loggers`]: the log level of each target (resource type BROKER_LOGGER).
 //! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
+//! - [`acl_store`]: the ACLs, durable in the data directory, shared by every shard.
+//! - [`authz`]: who asks (principal, host) and the authorizer's checks for the handlers.
 //! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
+pub mod acl_store;
 pub mod alter_configs;
+pub mod authz;
 pub mod broker_loggers;
 pub mod byte_budget;
 pub mod cleaner;

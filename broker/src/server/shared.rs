@@ -26,6 +26,7 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::acl_store::AclSet;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::partition_ops::PartitionCall;
@@ -78,6 +79,8 @@ pub struct Shared {
     dynamic: RwLock<Arc<DynamicBrokerConfig>>,
     /// The group configurations (resource type GROUP), replaced whole like `dynamic`.
     group_configs: RwLock<Arc<GroupConfigs>>,
+    /// The ACLs in force, replaced whole like `dynamic` once stored (I49).
+    acls: RwLock<Arc<AclSet>>,
     /// Serializes topic creation, deletion, partition additions and configuration changes
     /// (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
@@ -146,6 +149,7 @@ impl Shared {
             topics: RwLock::new(BTreeMap::new()),
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
+            acls: RwLock::new(Arc::new(AclSet::default())),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
@@ -229,6 +233,16 @@ impl Shared {
             .group_configs
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
+    }
+
+    /// The ACLs in force.
+    pub fn acls(&self) -> Arc<AclSet> {
+        Arc::clone(&self.acls.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the ACLs in force (already stored: I49).
+    pub fn set_acls(&self, acls: AclSet) {
+        *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
     }
 
     /// The broker configuration in force: the static one with the dynamic settings laid

@@ -43,6 +43,7 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use minikafka_core::backend::Backend;
 
+use super::authz::Caller;
 use super::shard::ShardState;
 use crate::protocol::spliced::encode_response_spliced;
 
@@ -160,6 +161,9 @@ pub async fn handle<B: Backend>(
     let version = request.api_version;
     let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
+    // Until the listeners branch hands in the authenticated principal, every caller is
+    // `User:ANONYMOUS` (authz's contract).
+    let caller = Caller::anonymous(peer);
     // Every answered request: its error codes counted, then encoded with its header.
     macro_rules! reply {
         ($response:expr) => {
@@ -248,9 +252,9 @@ pub async fn handle<B: Backend>(
             reply!(offset_for_leader_epoch::handle(state, req).await)
         }
         RequestBody::DescribeLogDirs(req) => reply!(describe_log_dirs::handle(state, req).await),
-        RequestBody::DescribeAcls(_) => reply!(acls::describe()),
-        RequestBody::CreateAcls(req) => reply!(acls::create(&req)),
-        RequestBody::DeleteAcls(req) => reply!(acls::delete(&req)),
+        RequestBody::DescribeAcls(req) => reply!(acls::handle_describe(state, &caller, &req)),
+        RequestBody::CreateAcls(req) => reply!(acls::handle_create(state, &caller, &req).await),
+        RequestBody::DeleteAcls(req) => reply!(acls::handle_delete(state, &caller, &req).await),
         RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
