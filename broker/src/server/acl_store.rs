@@ -179,10 +179,12 @@ mod tests {
         let good = AclSet::new(vec![binding("t", "User:a")]).encode();
         assert!(AclSet::decode("").is_err());
         let short = format!("{good}2 3 4\n");
-        assert!(AclSet::decode(&short).unwrap_err().starts_with("line 3"));
+        assert!(AclSet::decode(&short)
+            .expect_err("short line")
+            .starts_with("line 3"));
         let bad_code = good.replacen("\n2 4 4 2", "\n9 4 4 2", 1);
         assert!(AclSet::decode(&bad_code)
-            .unwrap_err()
+            .expect_err("bad code")
             .contains("resource type"));
     }
 

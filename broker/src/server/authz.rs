@@ -15,7 +15,9 @@
 
 use std::net::SocketAddr;
 
-use minikafka_core::auth::acl::{authorize, Action, Operation, ResourceType};
+use minikafka_core::auth::acl::{
+    authorize, authorize_by_resource_type, Action, Operation, ResourceType,
+};
 use minikafka_core::authorized_operations::{all_operations, supported_operations, OMITTED};
 
 use super::shared::Shared;
@@ -78,6 +80,20 @@ pub fn allowed(
         );
     }
     decision.is_allowed()
+}
+
+/// Whether `caller` may do `operation` on some topic (KIP-679's idempotent-write grant).
+pub fn any_topic_allowed(shared: &Shared, caller: &Caller, operation: Operation) -> bool {
+    let settings = &shared.config.authorizer;
+    !settings.enabled()
+        || authorize_by_resource_type(
+            &settings.acl,
+            shared.acls().bindings(),
+            &caller.principal,
+            &caller.host,
+            ResourceType::Topic,
+            operation,
+        )
 }
 
 /// Whether `caller` may do `operation` on the topic `topic`.

@@ -13,6 +13,7 @@
 pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authorize;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -164,6 +165,7 @@ pub async fn handle<B: Backend>(
     // Until the listeners branch hands in the authenticated principal, every caller is
     // `User:ANONYMOUS` (authz's contract).
     let caller = Caller::anonymous(peer);
+    let shared = &*state.shared;
     // Every answered request: its error codes counted, then encoded with its header.
     macro_rules! reply {
         ($response:expr) => {
@@ -172,10 +174,14 @@ pub async fn handle<B: Backend>(
     }
     match request.body {
         RequestBody::ApiVersions(_) => reply!(api_versions::handle(state, version)),
-        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version).await),
-        RequestBody::Produce(req) => {
+        RequestBody::Metadata(req) => {
+            reply!(metadata::handle(state, req, version, &caller).await)
+        }
+        RequestBody::Produce(mut req) => {
             let acks = req.acks;
-            let response = produce::handle(state, req, version).await;
+            let denied = authorize::produce(shared, &caller, &mut req);
+            let mut response = produce::handle(state, req, version).await;
+            response.responses.extend(denied);
             if acks == 0 {
                 state.metrics.errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.
@@ -189,8 +195,10 @@ pub async fn handle<B: Backend>(
                 reply!(response)
             }
         }
-        RequestBody::Fetch(req) => {
-            let response = fetch::handle(state, req, version).await;
+        RequestBody::Fetch(mut req) => {
+            let denied = authorize::fetch(shared, &caller, &mut req);
+            let mut response = fetch::handle(state, req, version).await;
+            response.responses.extend(denied);
             state.metrics.errors(api, response.error_codes());
             let records = fetch::records_in_order(&response);
             match encode_response_spliced(version, correlation_id, &response, records) {
@@ -198,18 +206,81 @@ pub async fn handle<B: Backend>(
                 Err(e) => Outcome::Close(e.to_string()),
             }
         }
-        RequestBody::ListOffsets(req) => reply!(list_offsets::handle(state, req, version).await),
-        RequestBody::CreateTopics(req) => reply!(create_topics::handle(state, req, version).await),
-        RequestBody::DeleteTopics(req) => reply!(delete_topics::handle(state, req, version).await),
-        RequestBody::DeleteRecords(req) => reply!(delete_records::handle(state, req).await),
-        RequestBody::AlterConfigs(req) => reply!(alter_configs::handle_alter(state, req).await),
-        RequestBody::IncrementalAlterConfigs(req) => {
-            reply!(alter_configs::handle_incremental(state, req).await)
+        RequestBody::ListOffsets(mut req) => {
+            let denied = authorize::list_offsets(shared, &caller, &mut req);
+            let mut response = list_offsets::handle(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
-        RequestBody::CreatePartitions(req) => reply!(create_partitions::handle(state, req).await),
-        RequestBody::DescribeConfigs(req) => reply!(describe_configs::handle(state, req, version)),
-        RequestBody::DescribeCluster(req) => reply!(describe_cluster::handle(state, req, version)),
-        RequestBody::FindCoordinator(req) => reply!(find_coordinator::handle(state, req, version)),
+        RequestBody::CreateTopics(mut req) => {
+            let denied = authorize::create_topics(shared, &caller, &mut req);
+            let mut response = create_topics::handle(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DeleteTopics(mut req) => {
+            let denied = authorize::delete_topics(shared, &caller, &mut req);
+            let mut response = delete_topics::handle(state, req, version).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DeleteRecords(mut req) => {
+            let denied = authorize::delete_records(shared, &caller, &mut req);
+            let mut response = delete_records::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::AlterConfigs(mut req) => {
+            let denied = authorize::alter_configs(shared, &caller, &mut req);
+            let mut response = alter_configs::handle_alter(state, req).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::IncrementalAlterConfigs(mut req) => {
+            let denied = authorize::incremental_alter_configs(shared, &caller, &mut req);
+            let mut response = alter_configs::handle_incremental(state, req).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::CreatePartitions(mut req) => {
+            let denied = authorize::create_partitions(shared, &caller, &mut req);
+            let mut response = create_partitions::handle(state, req).await;
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeConfigs(mut req) => {
+            let denied = authorize::describe_configs(shared, &caller, &mut req);
+            let mut response = describe_configs::handle(state, req, version);
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeCluster(req) => {
+            let mut response = describe_cluster::handle(state, req, version);
+            authorize::describe_cluster_answer(shared, &caller, &mut response);
+            reply!(response)
+        }
+        RequestBody::FindCoordinator(req) => {
+            let mut response = find_coordinator::handle(state, req.clone(), version);
+            authorize::find_coordinator_answer(shared, &caller, &req, &mut response);
+            reply!(response)
+        }
+        RequestBody::JoinGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::join_group_denied())
+        }
+        RequestBody::SyncGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::sync_group_denied())
+        }
+        RequestBody::Heartbeat(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::heartbeat_denied())
+        }
+        RequestBody::LeaveGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::leave_group_denied())
+        }
+        RequestBody::ConsumerGroupHeartbeat(req)
+            if !authorize::group_read(shared, &caller, &req.group_id) =>
+        {
+            reply!(authorize::consumer_heartbeat_denied())
+        }
         RequestBody::JoinGroup(req) => {
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
@@ -226,17 +297,45 @@ pub async fn handle<B: Backend>(
         RequestBody::LeaveGroup(req) => {
             reply!(group_membership::leave_group(state, req, version).await)
         }
-        RequestBody::OffsetCommit(req) => {
-            reply!(group_offsets::offset_commit(state, req, version).await)
+        RequestBody::OffsetCommit(mut req) => {
+            let denied = authorize::offset_commit(shared, &caller, &mut req);
+            let mut response = group_offsets::offset_commit(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
         RequestBody::OffsetFetch(req) => {
-            reply!(group_offsets::offset_fetch(state, req, version).await)
+            let asked = req.clone();
+            let mut response = group_offsets::offset_fetch(state, req, version).await;
+            authorize::offset_fetch_answer(shared, &caller, &asked, &mut response);
+            reply!(response)
         }
-        RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
-        RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
-        RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
-        RequestBody::DescribeGroups(req) => {
-            reply!(groups::describe_groups(state, req, version).await)
+        RequestBody::OffsetDelete(mut req) => {
+            match authorize::offset_delete(shared, &caller, &mut req) {
+                Err(denied) => reply!(denied),
+                Ok(denied) => {
+                    let mut response = group_offsets::offset_delete(state, req).await;
+                    response.topics.extend(denied);
+                    reply!(response)
+                }
+            }
+        }
+        RequestBody::DeleteGroups(mut req) => {
+            let denied = authorize::delete_groups(shared, &caller, &mut req);
+            let mut response = groups::delete_groups(state, req).await;
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::ListGroups(req) => {
+            let mut response = groups::list_groups(state, req, version).await;
+            authorize::list_groups_answer(shared, &caller, &mut response);
+            reply!(response)
+        }
+        RequestBody::DescribeGroups(mut req) => {
+            let denied = authorize::describe_groups(shared, &caller, &mut req);
+            let mut response = groups::describe_groups(state, req, version).await;
+            authorize::describe_groups_answer(shared, &caller, &mut response);
+            response.groups.extend(denied);
+            reply!(response)
         }
         RequestBody::ConsumerGroupHeartbeat(req) => {
             let client = groups::ClientInfo::new(
@@ -245,22 +344,46 @@ pub async fn handle<B: Backend>(
             );
             reply!(group_consumer::heartbeat(state, req, version, &client).await)
         }
-        RequestBody::ConsumerGroupDescribe(req) => {
-            reply!(group_consumer::describe(state, req, version).await)
+        RequestBody::ConsumerGroupDescribe(mut req) => {
+            let denied = authorize::consumer_group_describe(shared, &caller, &mut req);
+            let mut response = group_consumer::describe(state, req, version).await;
+            authorize::consumer_group_describe_answer(shared, &caller, &mut response);
+            response.groups.extend(denied);
+            reply!(response)
         }
-        RequestBody::OffsetForLeaderEpoch(req) => {
-            reply!(offset_for_leader_epoch::handle(state, req).await)
+        RequestBody::OffsetForLeaderEpoch(mut req) => {
+            let denied = authorize::offset_for_leader_epoch(shared, &caller, &mut req);
+            let mut response = offset_for_leader_epoch::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
-        RequestBody::DescribeLogDirs(req) => reply!(describe_log_dirs::handle(state, req).await),
+        RequestBody::DescribeLogDirs(req) => {
+            match authorize::describe_log_dirs_denied(shared, &caller) {
+                Some(denied) => reply!(denied),
+                None => reply!(describe_log_dirs::handle(state, req).await),
+            }
+        }
         RequestBody::DescribeAcls(req) => reply!(acls::handle_describe(state, &caller, &req)),
         RequestBody::CreateAcls(req) => reply!(acls::handle_create(state, &caller, &req).await),
         RequestBody::DeleteAcls(req) => reply!(acls::handle_delete(state, &caller, &req).await),
-        RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
-        RequestBody::DescribeTopicPartitions(req) => {
-            reply!(describe_topic_partitions::handle(state, req))
+        RequestBody::DescribeProducers(mut req) => {
+            let denied = authorize::describe_producers(shared, &caller, &mut req);
+            let mut response = describe_producers::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeTopicPartitions(mut req) => {
+            let denied = authorize::describe_topic_partitions(shared, &caller, &mut req);
+            let mut response = describe_topic_partitions::handle(state, req);
+            authorize::describe_topic_partitions_answer(shared, &caller, &mut response);
+            response.topics.extend(denied);
+            reply!(response)
         }
         RequestBody::InitProducerId(req) => {
-            reply!(init_producer_id::handle_request(state, req, version).await)
+            match authorize::init_producer_id_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(init_producer_id::handle_request(state, req, version).await),
+            }
         }
     }
 }
