@@ -12,6 +12,7 @@
 //!   [`Effect::NoEffect`]).
 
 pub mod docs;
+pub mod listeners;
 pub mod table;
 pub mod topic;
 

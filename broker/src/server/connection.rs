@@ -37,6 +37,7 @@ use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
+use super::session::RequestContext;
 use super::shard::{InFlight, ShardState};
 use crate::metrics::ConnectionError;
 use crate::protocol::{
@@ -157,6 +158,7 @@ async fn read_loop<B: Backend>(
     let idle = Duration::from_millis(config.connections_max_idle_ms);
     let mut buf = BytesMut::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let ctx = RequestContext::plaintext(peer);
     loop {
         loop {
             match decoder.decode(&mut buf) {
@@ -170,7 +172,7 @@ async fn read_loop<B: Backend>(
                     }
                     let held = HeldRequest::new(&requests, SIZE_PREFIX_BYTES + frame.len());
                     let held_other = other.then(|| HeldRequest::new(&others_in_flight, 1));
-                    let Some(pending) = judge(state, frame, peer, &unsent, (held, held_other))
+                    let Some(pending) = judge(state, frame, &ctx, &unsent, (held, held_other))
                     else {
                         let _ = tx.send(Pending::Close).await;
                         return;
@@ -267,10 +269,11 @@ impl Drop for HeldRequest {
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
-    peer: SocketAddr,
+    ctx: &RequestContext,
     unsent: &Rc<ByteBudget>,
     held: (HeldRequest, Option<HeldRequest>),
 ) -> Option<Pending<B>> {
+    let peer = ctx.client_address;
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
             if request.ignored_trailing_bytes > 0 {
@@ -289,8 +292,9 @@ fn judge<B: Backend>(
             let st = Rc::clone(state);
             let (api_key, started) = (request.api_key as i16, state.backend.now());
             let unsent = Rc::clone(unsent);
+            let ctx = ctx.clone();
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, peer).await;
+                let outcome = handlers::handle(&st, request, &ctx).await;
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

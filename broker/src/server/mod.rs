@@ -25,6 +25,7 @@
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
 //!   cluster id, lock).
+//! - [`session`]: who is on a connection (principal, listener), handed to every handler.
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
@@ -53,6 +54,7 @@ pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
 pub mod send_queue;
+pub mod session;
 pub mod shard;
 pub mod shared;
 pub mod topics;

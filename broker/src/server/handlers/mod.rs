@@ -35,7 +35,6 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -43,6 +42,7 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use minikafka_core::backend::Backend;
 
+use super::session::RequestContext;
 use super::shard::ShardState;
 use crate::protocol::spliced::encode_response_spliced;
 
@@ -151,12 +151,14 @@ fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
     respond(api_version, correlation_id, response)
 }
 
-/// Handles one request from `peer`.
+/// Handles one request in `ctx`, the connection's principal and listener when the request
+/// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: DecodedRequest,
-    peer: SocketAddr,
+    ctx: &RequestContext,
 ) -> Outcome {
+    let peer = ctx.client_address;
     let version = request.api_version;
     let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
