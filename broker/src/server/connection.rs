@@ -89,9 +89,15 @@ impl<B: Backend> Drop for ConnectionSlot<B> {
 
 type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
 
-/// Serves one connection until it closes. The caller already counted it in
+/// Serves one connection, accepted on listener `listener` (an index into
+/// `config.listeners`), until it closes. The caller already counted it in
 /// `Shared::connections`; this decrements the count at the end.
-pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer: SocketAddr) {
+pub async fn serve<B: Backend>(
+    state: Rc<ShardState<B>>,
+    stream: Stream<B>,
+    peer: SocketAddr,
+    listener: usize,
+) {
     let slot = ConnectionSlot(Rc::clone(&state));
     #[cfg(unix)]
     if let (Some(bytes), Some(socket)) = (
@@ -121,7 +127,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
         unsent,
         requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
         others_in_flight: Rc::new(ByteBudget::new(MAX_IN_FLIGHT)),
-        peer,
+        ctx: RequestContext::anonymous(&state.shared.config.listeners[listener], peer),
         writer_done,
     };
     read_loop(&state, reader, tx, conn).await;
@@ -135,7 +141,8 @@ struct Conn {
     requests: Rc<ByteBudget>,
     /// Handlers of requests other than Produce still working (a count of requests).
     others_in_flight: Rc<ByteBudget>,
-    peer: SocketAddr,
+    /// Who is on the connection, and through which listener (I45).
+    ctx: RequestContext,
     writer_done: async_channel::Receiver<()>,
 }
 
@@ -150,15 +157,15 @@ async fn read_loop<B: Backend>(
         unsent,
         requests,
         others_in_flight,
-        peer,
+        ctx,
         writer_done,
     } = conn;
+    let peer = ctx.client_address;
     let config = &state.shared.config;
     let decoder = FrameDecoder::new(config.socket_request_max_bytes);
     let idle = Duration::from_millis(config.connections_max_idle_ms);
     let mut buf = BytesMut::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let ctx = RequestContext::plaintext(peer);
     loop {
         loop {
             match decoder.decode(&mut buf) {

@@ -186,7 +186,9 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
     // Only a listener that is still accepting after LISTEN_PROBE_ATTEMPTS probes counts: a killed
     // broker's lingers for milliseconds.
-    refuse_if_accepting(config.listener)?;
+    for listener in &config.listeners {
+        refuse_if_accepting(listener.bind)?;
+    }
     if let Some(metrics) = config.metrics_listener {
         // The metrics listener binds with SO_REUSEPORT too: two brokers sharing it would
         // answer scrapes at random.

@@ -82,6 +82,16 @@ impl RequestContext {
         }
     }
 
+    /// The context of a new connection on `listener`, as `User:ANONYMOUS`.
+    pub fn anonymous(listener: &crate::config::Listener, client_address: SocketAddr) -> Self {
+        RequestContext {
+            principal: Rc::new(KafkaPrincipal::anonymous()),
+            listener: Arc::clone(&listener.name),
+            security_protocol: listener.protocol,
+            client_address,
+        }
+    }
+
     /// The client's host as ACLs name it: its IP address as text (`127.0.0.1`).
     pub fn client_host(&self) -> String {
         self.client_address.ip().to_string()

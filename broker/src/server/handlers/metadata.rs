@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::server::groups::offsets_topic;
+use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 use crate::server::shared::TopicInfo;
 use crate::server::topics;
@@ -79,11 +80,12 @@ pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let with_topic_ops = version >= 8 && request.include_topic_authorized_operations;
     let with_cluster_ops =
         (8..=10).contains(&version) && request.include_cluster_authorized_operations;
-    let mut response = topics_and_brokers(state, request, version).await;
+    let mut response = topics_and_brokers(state, request, version, ctx).await;
     for topic in &mut response.topics {
         topic.topic_authorized_operations =
             authorized_operations(ResourceType::Topic, with_topic_ops);
@@ -97,11 +99,12 @@ async fn topics_and_brokers<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let shared = &state.shared;
     let config = &shared.config;
     let node_id = config.node_id;
-    let (host, port) = shared.advertised_address();
+    let (host, port) = shared.advertised_address(&ctx.listener);
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();

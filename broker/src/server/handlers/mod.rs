@@ -170,7 +170,7 @@ pub async fn handle<B: Backend>(
     }
     match request.body {
         RequestBody::ApiVersions(_) => reply!(api_versions::handle(state, version)),
-        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version).await),
+        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
         RequestBody::Produce(req) => {
             let acks = req.acks;
             let response = produce::handle(state, req, version).await;
@@ -206,8 +206,12 @@ pub async fn handle<B: Backend>(
         }
         RequestBody::CreatePartitions(req) => reply!(create_partitions::handle(state, req).await),
         RequestBody::DescribeConfigs(req) => reply!(describe_configs::handle(state, req, version)),
-        RequestBody::DescribeCluster(req) => reply!(describe_cluster::handle(state, req, version)),
-        RequestBody::FindCoordinator(req) => reply!(find_coordinator::handle(state, req, version)),
+        RequestBody::DescribeCluster(req) => {
+            reply!(describe_cluster::handle(state, req, version, ctx))
+        }
+        RequestBody::FindCoordinator(req) => {
+            reply!(find_coordinator::handle(state, req, version, ctx))
+        }
         RequestBody::JoinGroup(req) => {
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
