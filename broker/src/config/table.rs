@@ -26,7 +26,7 @@
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 
 use super::{
-    parse_listener, parse_metrics_listener, resolve, BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
+    listeners, parse_metrics_listener, resolve, BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
 };
 use crate::log::{FlushPolicy, LogConfig, TimestampType};
 
@@ -367,8 +367,12 @@ fn show_limit(value: Option<i64>) -> String {
     value.map_or_else(|| "-1".to_string(), |v| v.to_string())
 }
 
-fn check_listener(value: &str) -> Result<(), String> {
-    parse_listener(value).map(drop)
+fn check_listeners(value: &str) -> Result<(), String> {
+    listeners::parse_endpoints(value).map(drop)
+}
+
+fn check_protocol_map(value: &str) -> Result<(), String> {
+    listeners::parse_protocol_map(value).map(drop)
 }
 
 fn check_authorizer(value: &str) -> Result<(), String> {
@@ -470,31 +474,31 @@ const HOUR_MS: i64 = 3_600_000;
 /// the broker settings accepted without effect; then the topic-only settings.
 pub static SETTINGS: &[Setting] = &[
     // Network.
+    broker("listener.security.protocol.map", Kind::String, listeners::DEFAULT_PROTOCOL_MAP,
+        Valid::Check(check_protocol_map, "NAME:PROTOCOL,… (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+        "the security protocol of each listener name (a listener named after a protocol speaks it)",
+        |c, _, v| { c.listener_protocol_map = listeners::parse_protocol_map(v)?; Ok(()) },
+        |c| listeners::show_protocol_map(&c.listener_protocol_map)),
     broker("listeners", Kind::List, "PLAINTEXT://127.0.0.1:9092",
-        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
-        "where to listen (loopback by default: open it to the network on purpose)",
+        Valid::Check(check_listeners, "NAME://host:port,… (names from listener.security.protocol.map)"),
+        "where to listen, one NAME://host:port per listener (loopback by default: open it to the network on purpose)",
         |c, k, v| {
-            let (host, port) = parse_listener(v)?;
-            c.listener = resolve(k, &host, port)?;
+            let endpoints = listeners::parse_endpoints(v)?;
+            c.listeners = listeners::resolve_listeners(&endpoints, &c.listener_protocol_map,
+                |host, port| resolve(k, host, port))?;
             Ok(())
         },
-        |c| format!("PLAINTEXT://{}", c.listener)),
+        |c| listeners::show_listeners(&c.listeners)),
     broker("advertised.listeners", Kind::List, "",
-        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
-        "what Metadata tells clients; by default the listener (a wildcard one advertises 127.0.0.1)",
+        Valid::Check(check_listeners, "NAME://host:port,… (names from listeners)"),
+        "what Metadata tells the clients of each listener; by default its own address (a wildcard one advertises 127.0.0.1)",
         |c, k, v| {
-            let (host, port) = if k == "listeners" {
-                let ip = c.listener.ip();
-                let host = if ip.is_unspecified() { "127.0.0.1".to_string() } else { ip.to_string() };
-                (host, c.listener.port())
-            } else {
-                parse_listener(v)?
-            };
-            c.advertised_host = host;
-            c.advertised_port = port;
+            if k != "listeners" {
+                listeners::apply_advertised(&mut c.listeners, &listeners::parse_endpoints(v)?)?;
+            }
             Ok(())
         },
-        |c| format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port))
+        |c| listeners::show_advertised(&c.listeners))
         .synonyms(&["listeners"]),
     broker("socket.request.max.bytes", Kind::Int, "104857600", Valid::Range(1, I32_MAX),
         "largest request frame; a larger one closes its connection",
@@ -846,7 +850,6 @@ pub static SETTINGS: &[Setting] = &[
     inert("controller.quorum.bootstrap.servers", Kind::List, "", SINGLE_NODE),
     inert("controller.listener.names", Kind::List, "", SINGLE_NODE),
     inert("inter.broker.listener.name", Kind::String, "", SINGLE_NODE),
-    inert("listener.security.protocol.map", Kind::String, "", SINGLE_NODE),
     inert("num.network.threads", Kind::Int, "3", SINGLE_NODE),
     inert("num.io.threads", Kind::Int, "8", SINGLE_NODE),
     inert("socket.receive.buffer.bytes", Kind::Int, "102400", SINGLE_NODE),

@@ -1,9 +1,9 @@
 //! Who asks, and whether they may: the authorizer as the handlers call it.
 //!
 //! Contract:
-//! - A request is checked for its [`Caller`] (principal and client host). Until the
-//!   listeners branch hands every request its authenticated principal, every caller is
-//!   `User:ANONYMOUS` from its peer address, as Kafka's PLAINTEXT listener makes it.
+//! - A request is checked for its [`Caller`] (principal and client host), taken from the
+//!   connection's [`RequestContext`] when the request was read (I45): `User:ANONYMOUS` until
+//!   authentication, as Kafka's PLAINTEXT listener makes it.
 //! - With no authorizer (`authorizer.class.name` empty) every check allows and the KIP-430
 //!   bitfields are every supported operation; with one, each check is
 //!   [`minikafka_core::auth::acl::authorize`] over the ACLs in force and the configured
@@ -20,6 +20,7 @@ use minikafka_core::auth::acl::{
 };
 use minikafka_core::authorized_operations::{all_operations, supported_operations, OMITTED};
 
+use super::session::RequestContext;
 use super::shared::Shared;
 
 /// The name of the one CLUSTER resource, as Kafka names it.
@@ -38,6 +39,14 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The principal and host of the connection a request came on.
+    pub fn from_context(ctx: &RequestContext) -> Caller {
+        Caller {
+            principal: ctx.principal.to_string(),
+            host: ctx.client_host(),
+        }
+    }
+
     /// `User:ANONYMOUS` connected from `peer`.
     pub fn anonymous(peer: SocketAddr) -> Caller {
         Caller {

@@ -37,6 +37,7 @@ use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
+use super::session::RequestContext;
 use super::shard::{InFlight, ShardState};
 use crate::metrics::ConnectionError;
 use crate::protocol::{
@@ -88,9 +89,15 @@ impl<B: Backend> Drop for ConnectionSlot<B> {
 
 type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
 
-/// Serves one connection until it closes. The caller already counted it in
+/// Serves one connection, accepted on listener `listener` (an index into
+/// `config.listeners`), until it closes. The caller already counted it in
 /// `Shared::connections`; this decrements the count at the end.
-pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer: SocketAddr) {
+pub async fn serve<B: Backend>(
+    state: Rc<ShardState<B>>,
+    stream: Stream<B>,
+    peer: SocketAddr,
+    listener: usize,
+) {
     let slot = ConnectionSlot(Rc::clone(&state));
     #[cfg(unix)]
     if let (Some(bytes), Some(socket)) = (
@@ -120,7 +127,7 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
         unsent,
         requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
         others_in_flight: Rc::new(ByteBudget::new(MAX_IN_FLIGHT)),
-        peer,
+        ctx: RequestContext::anonymous(&state.shared.config.listeners[listener], peer),
         writer_done,
     };
     read_loop(&state, reader, tx, conn).await;
@@ -134,7 +141,8 @@ struct Conn {
     requests: Rc<ByteBudget>,
     /// Handlers of requests other than Produce still working (a count of requests).
     others_in_flight: Rc<ByteBudget>,
-    peer: SocketAddr,
+    /// Who is on the connection, and through which listener (I45).
+    ctx: RequestContext,
     writer_done: async_channel::Receiver<()>,
 }
 
@@ -149,9 +157,10 @@ async fn read_loop<B: Backend>(
         unsent,
         requests,
         others_in_flight,
-        peer,
+        ctx,
         writer_done,
     } = conn;
+    let peer = ctx.client_address;
     let config = &state.shared.config;
     let decoder = FrameDecoder::new(config.socket_request_max_bytes);
     let idle = Duration::from_millis(config.connections_max_idle_ms);
@@ -170,7 +179,7 @@ async fn read_loop<B: Backend>(
                     }
                     let held = HeldRequest::new(&requests, SIZE_PREFIX_BYTES + frame.len());
                     let held_other = other.then(|| HeldRequest::new(&others_in_flight, 1));
-                    let Some(pending) = judge(state, frame, peer, &unsent, (held, held_other))
+                    let Some(pending) = judge(state, frame, &ctx, &unsent, (held, held_other))
                     else {
                         let _ = tx.send(Pending::Close).await;
                         return;
@@ -267,10 +276,11 @@ impl Drop for HeldRequest {
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
-    peer: SocketAddr,
+    ctx: &RequestContext,
     unsent: &Rc<ByteBudget>,
     held: (HeldRequest, Option<HeldRequest>),
 ) -> Option<Pending<B>> {
+    let peer = ctx.client_address;
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
             if request.ignored_trailing_bytes > 0 {
@@ -289,8 +299,9 @@ fn judge<B: Backend>(
             let st = Rc::clone(state);
             let (api_key, started) = (request.api_key as i16, state.backend.now());
             let unsent = Rc::clone(unsent);
+            let ctx = ctx.clone();
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, peer).await;
+                let outcome = handlers::handle(&st, request, &ctx).await;
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

@@ -25,6 +25,7 @@
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
 //!   cluster id, lock).
+//! - [`session`]: who is on a connection (principal, listener), handed to every handler.
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
@@ -57,6 +58,7 @@ pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
 pub mod send_queue;
+pub mod session;
 pub mod shard;
 pub mod shared;
 pub mod topics;
@@ -188,7 +190,9 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
     // Only a listener that is still accepting after LISTEN_PROBE_ATTEMPTS probes counts: a killed
     // broker's lingers for milliseconds.
-    refuse_if_accepting(config.listener)?;
+    for listener in &config.listeners {
+        refuse_if_accepting(listener.bind)?;
+    }
     if let Some(metrics) = config.metrics_listener {
         // The metrics listener binds with SO_REUSEPORT too: two brokers sharing it would
         // answer scrapes at random.

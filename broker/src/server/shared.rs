@@ -101,8 +101,9 @@ pub struct Shared {
     pub unclean: AtomicBool,
     /// The startup/shutdown phase barriers (I11).
     barriers: [PhaseBarrier; BARRIER_COUNT],
-    /// The address actually bound (known once shard 0 listens; port 0 picks a free port).
-    pub bound_addr: OnceLock<SocketAddr>,
+    /// The address each listener (by index in `config.listeners`) actually bound (known once
+    /// shard 0 listens; port 0 picks a free port).
+    pub bound_addrs: Vec<OnceLock<SocketAddr>>,
     /// Issues idempotent producer ids, unique across restarts (InitProducerId).
     pub producer_ids: ProducerIdAllocator,
     /// Where each shard takes metrics scrape requests, and the metrics endpoint's address.
@@ -138,6 +139,7 @@ impl Shared {
     ) -> Self {
         let shard_count = config.num_shards;
         let max_connections = config.max_connections;
+        let listener_count = config.listeners.len();
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -159,19 +161,28 @@ impl Shared {
             fatal: Mutex::new(None),
             unclean: AtomicBool::new(false),
             barriers: std::array::from_fn(|_| PhaseBarrier::new(shard_count)),
-            bound_addr: OnceLock::new(),
+            bound_addrs: (0..listener_count).map(|_| OnceLock::new()).collect(),
             producer_ids: ProducerIdAllocator::new(),
             metrics: MetricsInboxes::new(shard_count),
         }
     }
 
-    /// The advertised host and port (the bound port when the configured one was 0), as
-    /// Metadata and DescribeCluster answer them.
-    pub fn advertised_address(&self) -> (String, u16) {
-        let config = &self.config;
+    /// The advertised host and port of the listener named `listener` (the bound port when the
+    /// configured one was 0), as Metadata, FindCoordinator and DescribeCluster answer the
+    /// clients that came through it; the first listener's for a name no listener has.
+    pub fn advertised_address(&self, listener: &str) -> (String, u16) {
+        let listeners = &self.config.listeners;
+        let index = listeners
+            .iter()
+            .position(|l| &*l.name == listener)
+            .unwrap_or(0);
+        let Some(config) = listeners.get(index) else {
+            return ("127.0.0.1".to_string(), 0);
+        };
         let port = if config.advertised_port == 0 {
-            self.bound_addr
-                .get()
+            self.bound_addrs
+                .get(index)
+                .and_then(OnceLock::get)
                 .map_or(config.advertised_port, |a| a.port())
         } else {
             config.advertised_port

@@ -29,6 +29,7 @@ use crate::server::authz::{
     authorized_operations, cluster_allowed, topic_allowed, Caller, CLUSTER_NAME,
 };
 use crate::server::groups::offsets_topic;
+use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 use crate::server::shared::TopicInfo;
 use crate::server::topics;
@@ -82,13 +83,14 @@ pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
-    caller: &Caller,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let shared = &state.shared;
     let with_topic_ops = version >= 8 && request.include_topic_authorized_operations;
     let with_cluster_ops =
         (8..=10).contains(&version) && request.include_cluster_authorized_operations;
-    let mut response = topics_and_brokers(state, request, version, caller).await;
+    let caller = &Caller::from_context(ctx);
+    let mut response = topics_and_brokers(state, request, version, ctx).await;
     for topic in &mut response.topics {
         let name = topic.name.as_ref().map_or("", |n| n.as_str());
         topic.topic_authorized_operations =
@@ -108,13 +110,14 @@ async fn topics_and_brokers<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
-    caller: &Caller,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let shared = &state.shared;
     let config = &shared.config;
+    let caller = &Caller::from_context(ctx);
     let describe = |name: &str| topic_allowed(shared, caller, name, Operation::Describe);
     let node_id = config.node_id;
-    let (host, port) = shared.advertised_address();
+    let (host, port) = shared.advertised_address(&ctx.listener);
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();

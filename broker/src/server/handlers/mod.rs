@@ -36,7 +36,6 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -45,6 +44,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use minikafka_core::backend::Backend;
 
 use super::authz::Caller;
+use super::session::RequestContext;
 use super::shard::ShardState;
 use crate::protocol::spliced::encode_response_spliced;
 
@@ -153,18 +153,20 @@ fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
     respond(api_version, correlation_id, response)
 }
 
-/// Handles one request from `peer`.
+/// Handles one request in `ctx`, the connection's principal and listener when the request
+/// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: DecodedRequest,
-    peer: SocketAddr,
+    ctx: &RequestContext,
 ) -> Outcome {
+    let peer = ctx.client_address;
     let version = request.api_version;
     let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
-    // Until the listeners branch hands in the authenticated principal, every caller is
-    // `User:ANONYMOUS` (authz's contract).
-    let caller = Caller::anonymous(peer);
+    // The connection's principal when the request was read (I45), checked by the
+    // authorizer (I48).
+    let caller = Caller::from_context(ctx);
     let shared = &*state.shared;
     // Every answered request: its error codes counted, then encoded with its header.
     macro_rules! reply {
@@ -174,9 +176,7 @@ pub async fn handle<B: Backend>(
     }
     match request.body {
         RequestBody::ApiVersions(_) => reply!(api_versions::handle(state, version)),
-        RequestBody::Metadata(req) => {
-            reply!(metadata::handle(state, req, version, &caller).await)
-        }
+        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
         RequestBody::Produce(mut req) => {
             let acks = req.acks;
             let denied = authorize::produce(shared, &caller, &mut req);
@@ -255,12 +255,12 @@ pub async fn handle<B: Backend>(
             reply!(response)
         }
         RequestBody::DescribeCluster(req) => {
-            let mut response = describe_cluster::handle(state, req, version);
+            let mut response = describe_cluster::handle(state, req, version, ctx);
             authorize::describe_cluster_answer(shared, &caller, &mut response);
             reply!(response)
         }
         RequestBody::FindCoordinator(req) => {
-            let mut response = find_coordinator::handle(state, req.clone(), version);
+            let mut response = find_coordinator::handle(state, req.clone(), version, ctx);
             authorize::find_coordinator_answer(shared, &caller, &req, &mut response);
             reply!(response)
         }
