@@ -41,6 +41,7 @@
 //! spawns that driver on its own executor), and the group consumer, which reads
 //! `Instant::now()` to drive its heartbeats and sleeps through the caller's [`Runtime`].
 
+pub mod acls;
 pub mod admin;
 pub mod compression;
 pub mod configs;

@@ -426,3 +426,100 @@ fn mk_deletes_records_below_an_offset() {
     );
     assert!(out.contains("log start offset 10"), "{out}");
 }
+
+/// `mk acls add|list|remove` against a broker with the authorizer on (ANONYMOUS may manage
+/// ACLs: no ACL names the cluster and allow.everyone.if.no.acl.found is set); a DENY added
+/// with `mk` is enforced; without an authorizer the broker's SECURITY_DISABLED is the error.
+#[test]
+fn mk_adds_lists_and_removes_acls() {
+    let broker = Broker::start_with(&[
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ]);
+    let addr = broker.addr.as_str();
+    run_ok(addr, &["topics", "create", "guarded"]);
+    let added = run_ok(
+        addr,
+        &[
+            "acls",
+            "add",
+            "--topic",
+            "guarded",
+            "--principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "write",
+            "--permission",
+            "deny",
+        ],
+    );
+    assert!(
+        added.contains("added Topic:Literal:guarded User:ANONYMOUS Deny Write from *"),
+        "{added}"
+    );
+    run_ok(
+        addr,
+        &[
+            "acls",
+            "add",
+            "--group",
+            "app",
+            "--prefixed",
+            "--principal",
+            "User:alice",
+            "--operation",
+            "describe-configs",
+        ],
+    );
+    let listed = run_ok(addr, &["acls", "list"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.contains("Group:Prefixed:app User:alice Allow DescribeConfigs from *"),
+        "{listed}"
+    );
+    let only_topics = run_ok(addr, &["acls", "list", "--topic", "guarded"]);
+    assert_eq!(only_topics.lines().count(), 1, "{only_topics}");
+
+    // The DENY is enforced: a produce to "guarded" fails with Kafka's code.
+    let denied = mk(addr, &["produce", "guarded"], Some("v\n"));
+    fails_with(
+        &denied,
+        "produce to a denied topic",
+        &["TopicAuthorizationFailed"],
+    );
+
+    let removed = run_ok(addr, &["acls", "remove", "--topic", "guarded"]);
+    assert!(
+        removed.starts_with("removed Topic:Literal:guarded"),
+        "{removed}"
+    );
+    assert_eq!(run_ok(addr, &["acls", "list"]).lines().count(), 1);
+    fails_with(
+        &mk(
+            addr,
+            &[
+                "acls",
+                "add",
+                "--topic",
+                "t",
+                "--principal",
+                "User:a",
+                "--operation",
+                "reed",
+            ],
+            None,
+        ),
+        "a bad operation",
+        &["reed"],
+    );
+
+    let plain = Broker::start();
+    fails_with(
+        &mk(plain.addr.as_str(), &["acls", "list"], None),
+        "acls list without an authorizer",
+        &["No Authorizer is configured"],
+    );
+}

@@ -51,6 +51,11 @@ fn free_port() -> u16 {
 impl Broker {
     /// Starts the broker and waits for its `listening on` line.
     pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// [`Broker::start`] with extra `--override key=value` settings.
+    pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
         let bin = broker_binary();
         assert!(
             bin.exists(),
@@ -68,6 +73,11 @@ impl Broker {
             .arg(format!("listeners=PLAINTEXT://{addr}"))
             .arg("--override")
             .arg(format!("log.dirs={}", data.display()))
+            .args(
+                overrides
+                    .iter()
+                    .flat_map(|(k, v)| ["--override".to_string(), format!("{k}={v}")]),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
