@@ -20,11 +20,13 @@
 //!   any record into a transaction coordinator never panics.
 //! - A SASL message (PLAIN, SCRAM, OAUTHBEARER) that parses re-encodes to the same value; the
 //!   SCRAM machine never authenticates without the password (I40, I42).
+//! - A stored ACL file that decodes re-encodes to the same ACL set (I49).
 //! - A `_schemas` record that decodes re-encodes to the same record, and replaying any record
 //!   into a schema registry never panics.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
+pub mod acl;
 pub mod alloc_meter;
 pub mod group;
 pub mod input;
@@ -53,4 +55,5 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
     ("schema_records", schema::schema_records),
+    ("acl_store", acl::acl_store),
 ];
