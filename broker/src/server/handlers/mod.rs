@@ -34,6 +34,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod scram_credentials;
 
 use std::rc::Rc;
 
@@ -53,6 +54,7 @@ use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
 use error_codes::ErrorCodes;
+use minikafka_core::error_code::ErrorCode;
 
 /// What to do with a handled request.
 #[derive(Debug)]
@@ -104,6 +106,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
@@ -260,6 +266,27 @@ pub async fn handle<B: Backend>(
         RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
         RequestBody::DescribeTopicPartitions(req) => {
             reply!(describe_topic_partitions::handle(state, req))
+        }
+        // A SASL request on a listener without SASL, or after authentication (the connection
+        // answers them before): Kafka's KafkaApis answers ILLEGAL_SASL_STATE.
+        RequestBody::SaslHandshake(_) => {
+            let mut response = kafka_protocol::messages::SaslHandshakeResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            reply!(response)
+        }
+        RequestBody::SaslAuthenticate(_) => {
+            let mut response = kafka_protocol::messages::SaslAuthenticateResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            response.error_message = Some(str_bytes(
+                "SaslAuthenticate request received after successful authentication",
+            ));
+            reply!(response)
+        }
+        RequestBody::DescribeUserScramCredentials(req) => {
+            reply!(scram_credentials::describe(state, req))
+        }
+        RequestBody::AlterUserScramCredentials(req) => {
+            reply!(scram_credentials::alter(state, req).await)
         }
         RequestBody::InitProducerId(req) => {
             reply!(init_producer_id::handle_request(state, req, version).await)
