@@ -52,6 +52,7 @@ pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
+pub mod scram_users;
 
 pub use admin::{Admin, OffsetSpec};
 pub use consumer::{

@@ -523,3 +523,62 @@ fn mk_adds_lists_and_removes_acls() {
         &["No Authorizer is configured"],
     );
 }
+
+/// `mk users`: a SCRAM user added with a password read from stdin is stored as the broker
+/// stores Kafka's credentials (the keys of that password under the salt mk drew, never the
+/// password), listed with its iterations, refused below 4096 iterations, and deleted.
+#[test]
+fn mk_users_adds_lists_and_deletes_scram_users() {
+    use minikafka_core::auth::scram::{ScramCredential, ScramMechanism};
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    let added = ok(
+        &mk(
+            addr,
+            &["users", "add", "alice", "--password", "-"],
+            Some("s3cret pw\n"),
+        ),
+        "users add",
+    );
+    assert!(added.contains("SCRAM-SHA-512 set"), "{added}");
+    let listed = run_ok(addr, &["users", "list"]);
+    assert_eq!(listed, "alice\tSCRAM-SHA-512(iterations=4096)\n");
+
+    let stored = std::fs::read_to_string(broker.data_dir().join("scram-credentials"))
+        .expect("credentials file");
+    assert!(!stored.contains("s3cret"), "{stored}");
+    let line = stored
+        .lines()
+        .find(|l| l.ends_with(" alice"))
+        .expect("alice's line");
+    let text = line.split(' ').nth(1).expect("credential text");
+    let credential =
+        ScramCredential::from_kafka_string(ScramMechanism::Sha512, text).expect("parses");
+    let expected =
+        ScramCredential::from_password(ScramMechanism::Sha512, "s3cret pw", &credential.salt, 4096)
+            .expect("derives");
+    assert_eq!(
+        credential, expected,
+        "the stored keys are those of the password"
+    );
+
+    let weak = mk(
+        addr,
+        &[
+            "users",
+            "add",
+            "bob",
+            "--password",
+            "x",
+            "--iterations",
+            "100",
+        ],
+        None,
+    );
+    assert!(!weak.status.success());
+    assert!(String::from_utf8_lossy(&weak.stderr).contains("bob"));
+    run_ok(addr, &["users", "delete", "alice"]);
+    assert_eq!(run_ok(addr, &["users", "list"]), "");
+    let again = mk(addr, &["users", "delete", "alice"], None);
+    assert!(!again.status.success());
+}

@@ -76,6 +76,10 @@ error_codes! {
     CLUSTER_AUTHORIZATION_FAILED = 31;
     /// A record's timestamp is outside the topic's accepted window.
     INVALID_TIMESTAMP = 32;
+    /// The SASL mechanism asked for is not enabled on the listener.
+    UNSUPPORTED_SASL_MECHANISM = 33;
+    /// A SASL request out of order (SaslAuthenticate before SaslHandshake, or after authentication).
+    ILLEGAL_SASL_STATE = 34;
     /// The API version is not supported.
     UNSUPPORTED_VERSION = 35;
     /// A topic of this name exists.
@@ -109,6 +113,8 @@ error_codes! {
     SECURITY_DISABLED = 54;
     /// The disk failed under the partition.
     KAFKA_STORAGE_ERROR = 56;
+    /// SASL authentication failed (wrong password, unknown user, bad message).
+    SASL_AUTHENTICATION_FAILED = 58;
     /// The group still has members or committed offsets and cannot be deleted.
     NON_EMPTY_GROUP = 68;
     /// The client's leader epoch is older than the partition's (OffsetForLeaderEpoch).
@@ -132,6 +138,12 @@ error_codes! {
     UNSTABLE_OFFSET_COMMIT = 88;
     /// A newer producer with the same transactional id fenced this one (its epoch is stale).
     PRODUCER_FENCED = 90;
+    /// The resource (a SCRAM user's credential) does not exist.
+    RESOURCE_NOT_FOUND = 91;
+    /// A request names the same resource twice.
+    DUPLICATE_RESOURCE = 92;
+    /// A credential does not meet the broker's requirements (iterations, salt, name).
+    UNACCEPTABLE_CREDENTIAL = 93;
     /// No topic has this id.
     UNKNOWN_TOPIC_ID = 100;
     /// The transactional id is not known to its coordinator (DescribeTransactions).

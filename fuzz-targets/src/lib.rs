@@ -32,6 +32,7 @@ pub mod group;
 pub mod input;
 pub mod protocol;
 pub mod sasl;
+pub mod sasl_session;
 pub mod schema;
 pub mod storage;
 pub mod txn;
@@ -54,6 +55,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
+    ("sasl_session", sasl_session::sasl_session),
     ("schema_records", schema::schema_records),
     ("acl_store", acl::acl_store),
 ];

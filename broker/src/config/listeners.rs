@@ -11,6 +11,8 @@
 
 use std::fmt;
 
+use minikafka_core::auth::plain::PlainUsers;
+
 /// Kafka's `security.protocol` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SecurityProtocol {
@@ -70,6 +72,15 @@ impl fmt::Display for SecurityProtocol {
     }
 }
 
+/// One listener's SASL settings (empty on a listener without SASL).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SaslSettings {
+    /// `sasl.enabled.mechanisms`, upper case, in the order given.
+    pub mechanisms: Vec<String>,
+    /// PLAIN's users, from the listener's `PlainLoginModule` JAAS entry.
+    pub plain: Option<PlainUsers>,
+}
+
 /// Kafka's default `listener.security.protocol.map`: each protocol names itself.
 pub const DEFAULT_PROTOCOL_MAP: &str =
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
@@ -89,6 +100,8 @@ pub struct Listener {
     pub advertised_host: String,
     /// The port Metadata gives clients of this listener (0: the bound port).
     pub advertised_port: u16,
+    /// SASL settings (on a SASL listener), resolved from the listener's settings.
+    pub sasl: SaslSettings,
 }
 
 impl Listener {
@@ -204,6 +217,7 @@ pub fn resolve_listeners(
             bind,
             advertised_host,
             advertised_port: e.port,
+            sasl: Default::default(),
         });
     }
     Ok(out)

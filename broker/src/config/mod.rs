@@ -13,6 +13,7 @@
 
 pub mod docs;
 pub mod listeners;
+pub mod security;
 pub mod table;
 pub mod topic;
 
@@ -35,6 +36,9 @@ pub struct BrokerConfig {
     pub listeners: Vec<Listener>,
     /// `listener.security.protocol.map`: listener name → security protocol.
     pub listener_protocol_map: Vec<(String, SecurityProtocol)>,
+    /// `sasl.enabled.mechanisms` (unprefixed): the mechanisms of a SASL listener whose own
+    /// `listener.name.<l>.sasl.enabled.mechanisms` is not given.
+    pub sasl_enabled_mechanisms: Vec<String>,
     /// `log.dirs` (or `log.dir`): the data directory. One directory is supported.
     pub log_dir: PathBuf,
     /// `log.segment.bytes`.
@@ -244,7 +248,13 @@ impl Default for BrokerConfig {
                 bind: ([127, 0, 0, 1], 9092).into(),
                 advertised_host: "127.0.0.1".into(),
                 advertised_port: 9092,
+                sasl: Default::default(),
             }],
+            sasl_enabled_mechanisms: vec![
+                "PLAIN".into(),
+                "SCRAM-SHA-256".into(),
+                "SCRAM-SHA-512".into(),
+            ],
             listener_protocol_map: listeners::parse_protocol_map(listeners::DEFAULT_PROTOCOL_MAP)
                 .unwrap_or_default(),
             log_dir: PathBuf::from("./data"),
@@ -413,6 +423,12 @@ impl BrokerConfig {
                 (side.apply)(&mut config, key, value).map_err(|why| invalid(key, value, why))?;
             }
         }
+        security::resolve(
+            &mut config.listeners,
+            settings,
+            &config.sasl_enabled_mechanisms.clone(),
+        )
+        .map_err(|(key, value, why)| invalid(&key, &value, why))?;
         config.check()?;
         config.explicit = settings.clone();
         Ok(config)
@@ -450,11 +466,7 @@ impl BrokerConfig {
             groups.consumer_heartbeat_interval_bounds_ms,
             "group.consumer.heartbeat.interval.ms",
         )?;
-        if let Some(l) = self
-            .listeners
-            .iter()
-            .find(|l| l.protocol != SecurityProtocol::Plaintext)
-        {
+        if let Some(l) = self.listeners.iter().find(|l| l.protocol.uses_tls()) {
             return Err(invalid(
                 "listeners",
                 &listeners::show_listeners(&self.listeners),

@@ -26,7 +26,8 @@
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 
 use super::{
-    listeners, parse_metrics_listener, resolve, BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
+    listeners, parse_metrics_listener, resolve, security, BrokerConfig, LogFormat,
+    CONSUMER_ASSIGNORS,
 };
 use crate::log::{FlushPolicy, LogConfig, TimestampType};
 
@@ -47,6 +48,8 @@ pub enum Kind {
     Double,
     /// A comma-separated list.
     List,
+    /// A secret: DescribeConfigs marks it sensitive and never answers its value.
+    Password,
 }
 
 impl Kind {
@@ -60,6 +63,7 @@ impl Kind {
             Kind::Long => 5,
             Kind::Double => 6,
             Kind::List => 7,
+            Kind::Password => 9,
         }
     }
 }
@@ -371,6 +375,10 @@ fn check_listeners(value: &str) -> Result<(), String> {
     listeners::parse_endpoints(value).map(drop)
 }
 
+fn check_mechanisms(value: &str) -> Result<(), String> {
+    security::parse_mechanisms(value).map(drop)
+}
+
 fn check_protocol_map(value: &str) -> Result<(), String> {
     listeners::parse_protocol_map(value).map(drop)
 }
@@ -500,6 +508,17 @@ pub static SETTINGS: &[Setting] = &[
         },
         |c| listeners::show_advertised(&c.listeners))
         .synonyms(&["listeners"]),
+    // Security (docs/SECURITY.md). `listener.name.<listener>.` may precede these.
+    broker("sasl.enabled.mechanisms", Kind::List, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        Valid::Check(check_mechanisms, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is not supported)"),
+        "the SASL mechanisms a SASL listener offers (Kafka's default, GSSAPI, is not served); may be prefixed listener.name.<listener>.",
+        |c, _, v| { c.sasl_enabled_mechanisms = security::parse_mechanisms(v)?; Ok(()) },
+        |c| c.sasl_enabled_mechanisms.join(",")),
+    broker("sasl.jaas.config", Kind::Password, "",
+        Valid::Check(security::check_jaas, "one JAAS entry, Kafka's syntax"),
+        "JAAS entry of a SASL listener: PlainLoginModule's user_<name>=\"<password>\" options are PLAIN's users; usually prefixed listener.name.<listener>.<mechanism>.",
+        |_, _, _| Ok(()),
+        |_| String::new()),
     broker("socket.request.max.bytes", Kind::Int, "104857600", Valid::Range(1, I32_MAX),
         "largest request frame; a larger one closes its connection",
         |c, _, v| { c.socket_request_max_bytes = number(v)?; Ok(()) },
@@ -990,7 +1009,10 @@ pub static SETTINGS: &[Setting] = &[
 ];
 
 /// The row of a broker setting named `key` (its name first, then a synonym).
+/// A key prefixed `listener.name.<listener>.` names the row of its base setting when that
+/// setting may be given per listener ([`super::security::PER_LISTENER`]).
 pub fn broker_setting(key: &str) -> Option<&'static Setting> {
+    let key = super::security::per_listener_base(key).unwrap_or(key);
     let broker = || SETTINGS.iter().filter(|s| s.is_broker());
     broker()
         .find(|s| s.name == key)

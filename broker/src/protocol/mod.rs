@@ -38,6 +38,10 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
     SyncGroupRequest,
 };
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
 
@@ -369,6 +373,10 @@ request_bodies! {
     DeleteAcls(DeleteAclsRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// A request that passed every check and was decoded.
@@ -761,12 +769,12 @@ mod tests {
         );
         assert_eq!(
             SupportedVersions::new(vec![ApiRange {
-                api_key: ApiKey::SaslHandshake,
+                api_key: ApiKey::ElectLeaders,
                 min_version: 0,
                 max_version: 1
             }]),
             Err(SupportedVersionsError::NotCovered {
-                api_key: ApiKey::SaslHandshake
+                api_key: ApiKey::ElectLeaders
             })
         );
         let narrow = ok.expect("ok");

@@ -31,6 +31,10 @@ use kafka_protocol::messages::{
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
     ApiKey,
 };
+use kafka_protocol::messages::{
+    alter_user_scram_credentials_request, describe_user_scram_credentials_request,
+    sasl_authenticate_request, sasl_handshake_request,
+};
 use kafka_protocol::protocol::StrBytes;
 
 /// Highest version number; "present from version N on" is written `N..=ANY`.
@@ -1150,6 +1154,79 @@ strukt!(
 );
 message!(DELETE_ACLS, DeleteAcls, 1, 3, flexible_from 2, DELETE_ACLS_BODY);
 
+// SASL: SaslHandshake (key 17) v0-1, never flexible; SaslAuthenticate (key 36) v0-2, flexible
+// from 2. The SASL bytes are bounded again by the mechanisms (I40).
+strukt!(
+    SASL_HANDSHAKE_BODY,
+    sasl_handshake_request::SaslHandshakeRequest,
+    [field("mechanism", Str, 0, ANY),]
+);
+message!(SASL_HANDSHAKE, SaslHandshake, 0, 1, flexible_from ANY, SASL_HANDSHAKE_BODY);
+strukt!(
+    SASL_AUTHENTICATE_BODY,
+    sasl_authenticate_request::SaslAuthenticateRequest,
+    [field("auth_bytes", Kind::Bytes, 0, ANY),]
+);
+message!(SASL_AUTHENTICATE, SaslAuthenticate, 0, 2, flexible_from 2, SASL_AUTHENTICATE_BODY);
+
+// SCRAM credentials: DescribeUserScramCredentials (key 50) and AlterUserScramCredentials
+// (key 51), v0, flexible.
+strukt!(
+    DESCRIBE_SCRAM_USER,
+    describe_user_scram_credentials_request::UserName,
+    [field("name", Str, 0, ANY),]
+);
+strukt!(
+    DESCRIBE_SCRAM_BODY,
+    describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+    [field(
+        "users",
+        NullableArray(&Struct(&DESCRIBE_SCRAM_USER)),
+        0,
+        ANY
+    ),]
+);
+message!(
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    DescribeUserScramCredentials,
+    0,
+    0,
+    flexible_from 0,
+    DESCRIBE_SCRAM_BODY
+);
+strukt!(
+    ALTER_SCRAM_DELETION,
+    alter_user_scram_credentials_request::ScramCredentialDeletion,
+    [field("name", Str, 0, ANY), field("mechanism", Int8, 0, ANY),]
+);
+strukt!(
+    ALTER_SCRAM_UPSERTION,
+    alter_user_scram_credentials_request::ScramCredentialUpsertion,
+    [
+        field("name", Str, 0, ANY),
+        field("mechanism", Int8, 0, ANY),
+        field("iterations", Int32, 0, ANY),
+        field("salt", Kind::Bytes, 0, ANY),
+        field("salted_password", Kind::Bytes, 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_SCRAM_BODY,
+    alter_user_scram_credentials_request::AlterUserScramCredentialsRequest,
+    [
+        field("deletions", Array(&Struct(&ALTER_SCRAM_DELETION)), 0, ANY),
+        field("upsertions", Array(&Struct(&ALTER_SCRAM_UPSERTION)), 0, ANY),
+    ]
+);
+message!(
+    ALTER_USER_SCRAM_CREDENTIALS,
+    AlterUserScramCredentials,
+    0,
+    0,
+    flexible_from 0,
+    ALTER_SCRAM_BODY
+);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1165,6 +1242,7 @@ pub static COVERED: &[&MessageSchema] = &[
     &SYNC_GROUP,
     &DESCRIBE_GROUPS,
     &LIST_GROUPS,
+    &SASL_HANDSHAKE,
     &API_VERSIONS,
     &CREATE_TOPICS,
     &DELETE_TOPICS,
@@ -1177,11 +1255,14 @@ pub static COVERED: &[&MessageSchema] = &[
     &CREATE_ACLS,
     &DELETE_ACLS,
     &DESCRIBE_LOG_DIRS,
+    &SASL_AUTHENTICATE,
     &DELETE_GROUPS,
     &CREATE_PARTITIONS,
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &DESCRIBE_USER_SCRAM_CREDENTIALS,
+    &ALTER_USER_SCRAM_CREDENTIALS,
     &DESCRIBE_PRODUCERS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
@@ -1260,6 +1341,10 @@ mod tests {
             DeleteAclsRequest,
             DescribeProducersRequest,
             DescribeTopicPartitionsRequest,
+            SaslHandshakeRequest,
+            SaslAuthenticateRequest,
+            DescribeUserScramCredentialsRequest,
+            AlterUserScramCredentialsRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

@@ -25,6 +25,8 @@
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
 //!   cluster id, lock).
+//! - [`sasl`]: SASL authentication of a connection on a SASL listener.
+//! - [`scram_store`]: the SCRAM credentials, stored in the data directory.
 //! - [`session`]: who is on a connection (principal, listener), handed to every handler.
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
@@ -57,6 +59,8 @@ pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
+pub mod sasl;
+pub mod scram_store;
 pub mod send_queue;
 pub mod session;
 pub mod shard;

@@ -30,6 +30,7 @@ use super::acl_store::AclSet;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::partition_ops::PartitionCall;
+use super::scram_store::ScramStore;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
 use crate::metrics::inboxes::MetricsInboxes;
@@ -77,6 +78,8 @@ pub struct Shared {
     /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
     /// replaced whole under a short write; changes are serialized by the admin lock.
     dynamic: RwLock<Arc<DynamicBrokerConfig>>,
+    /// The SCRAM credentials, replaced whole like `dynamic` (writes hold `admin_lock`).
+    scram: RwLock<Arc<ScramStore>>,
     /// The group configurations (resource type GROUP), replaced whole like `dynamic`.
     group_configs: RwLock<Arc<GroupConfigs>>,
     /// The ACLs in force, replaced whole like `dynamic` once stored (I49).
@@ -152,6 +155,7 @@ impl Shared {
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
             acls: RwLock::new(Arc::new(AclSet::default())),
+            scram: RwLock::new(Arc::new(ScramStore::default())),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
@@ -231,6 +235,16 @@ impl Shared {
     /// [`dynamic_config::apply`](super::dynamic_config::apply)).
     pub fn set_dynamic_config(&self, dynamic: DynamicBrokerConfig) {
         *self.dynamic.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(dynamic);
+    }
+
+    /// The SCRAM credentials in force.
+    pub fn scram_store(&self) -> Arc<ScramStore> {
+        Arc::clone(&self.scram.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the SCRAM credentials (already stored durably: I46).
+    pub fn set_scram_store(&self, store: ScramStore) {
+        *self.scram.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(store);
     }
 
     /// The group configurations in force.

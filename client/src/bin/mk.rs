@@ -182,6 +182,11 @@ enum Command {
         #[command(subcommand)]
         action: AclsAction,
     },
+    /// List, add or delete SCRAM users (SCRAM-SHA-256, SCRAM-SHA-512).
+    Users {
+        #[command(subcommand)]
+        action: UsersAction,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -321,6 +326,38 @@ impl AclArgs {
             permission: self.permission()?.unwrap_or(acls::Permission::Allow),
         })
     }
+}
+
+#[derive(Subcommand, Debug)]
+enum UsersAction {
+    /// Every SCRAM user with its mechanisms and iterations (or only those named).
+    List {
+        /// Users to describe (all when none).
+        users: Vec<String>,
+    },
+    /// Create a user's credential, or replace it (a new password). The password is salted
+    /// and iterated here; the broker never sees it.
+    Add {
+        /// Username.
+        user: String,
+        /// The password; `-` reads one line from stdin (keeps it out of the process list).
+        #[arg(long)]
+        password: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        /// PBKDF2 iterations, 4096..16384.
+        #[arg(long, default_value_t = minikafka_client::scram_users::DEFAULT_ITERATIONS)]
+        iterations: u32,
+    },
+    /// Delete a user's credential for one mechanism.
+    Delete {
+        /// Username.
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -636,7 +673,53 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Records { action } => records(addr, action).await,
         Command::Configs { action } => configs(addr, action).await,
         Command::Acls { action } => acls_command(addr, action).await,
+        Command::Users { action } => users(addr, action).await,
     }
+}
+
+async fn users(addr: &str, action: UsersAction) -> CliResult<()> {
+    use minikafka_client::scram_users::parse_mechanism;
+    let mut admin = Admin::new(connect(addr).await?);
+    match action {
+        UsersAction::List { users } => {
+            for user in admin.describe_scram_users(&users).await.map_err(kafka)? {
+                let creds: Vec<String> = user
+                    .credentials
+                    .iter()
+                    .map(|(m, i)| format!("{m}(iterations={i})"))
+                    .collect();
+                println!("{}\t{}", user.name, creds.join(","));
+            }
+        }
+        UsersAction::Add {
+            user,
+            password,
+            mechanism,
+            iterations,
+        } => {
+            let password = if password == "-" {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .map_err(|e| format!("reading the password: {e}"))?;
+                line.trim_end_matches(['\r', '\n']).to_string()
+            } else {
+                password
+            };
+            let m = parse_mechanism(&mechanism).map_err(kafka)?;
+            admin
+                .upsert_scram_user(&user, m, &password, iterations)
+                .await
+                .map_err(kafka)?;
+            println!("user {user}: {} set", m.name());
+        }
+        UsersAction::Delete { user, mechanism } => {
+            let m = parse_mechanism(&mechanism).map_err(kafka)?;
+            admin.delete_scram_user(&user, m).await.map_err(kafka)?;
+            println!("user {user}: {} deleted", m.name());
+        }
+    }
+    Ok(())
 }
 
 async fn acls_command(addr: &str, action: AclsAction) -> CliResult<()> {

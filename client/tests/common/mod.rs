@@ -49,6 +49,12 @@ fn free_port() -> u16 {
 }
 
 impl Broker {
+    /// The broker's data directory (`log.dirs`).
+    #[allow(dead_code)]
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// Starts the broker and waits for its `listening on` line.
     pub fn start() -> Broker {
         Broker::start_with(&[])

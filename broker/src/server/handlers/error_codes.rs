@@ -31,7 +31,21 @@ top_level!(
     ListGroupsResponse,
     ConsumerGroupHeartbeatResponse,
     DescribeAclsResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
+
+impl ErrorCodes for DescribeUserScramCredentialsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        std::iter::once(self.error_code).chain(self.results.iter().map(|r| r.error_code))
+    }
+}
+
+impl ErrorCodes for AlterUserScramCredentialsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.results.iter().map(|r| r.error_code)
+    }
+}
 
 impl ErrorCodes for CreateAclsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {

@@ -35,6 +35,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod scram_credentials;
 
 use std::rc::Rc;
 
@@ -55,6 +56,7 @@ use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
 use error_codes::ErrorCodes;
+use minikafka_core::error_code::ErrorCode;
 
 /// What to do with a handled request.
 #[derive(Debug)]
@@ -106,6 +108,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
@@ -378,6 +384,27 @@ pub async fn handle<B: Backend>(
             authorize::describe_topic_partitions_answer(shared, &caller, &mut response);
             response.topics.extend(denied);
             reply!(response)
+        }
+        // A SASL request on a listener without SASL, or after authentication (the connection
+        // answers them before): Kafka's KafkaApis answers ILLEGAL_SASL_STATE.
+        RequestBody::SaslHandshake(_) => {
+            let mut response = kafka_protocol::messages::SaslHandshakeResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            reply!(response)
+        }
+        RequestBody::SaslAuthenticate(_) => {
+            let mut response = kafka_protocol::messages::SaslAuthenticateResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            response.error_message = Some(str_bytes(
+                "SaslAuthenticate request received after successful authentication",
+            ));
+            reply!(response)
+        }
+        RequestBody::DescribeUserScramCredentials(req) => {
+            reply!(scram_credentials::describe(state, req))
+        }
+        RequestBody::AlterUserScramCredentials(req) => {
+            reply!(scram_credentials::alter(state, req).await)
         }
         RequestBody::InitProducerId(req) => {
             match authorize::init_producer_id_denied(shared, &caller, &req) {
