@@ -44,6 +44,7 @@
 //! spawns that driver on its own executor), and the group consumer, which reads
 //! `Instant::now()` to drive its heartbeats and sleeps through the caller's [`Runtime`].
 
+pub mod acls;
 pub mod admin;
 pub mod compression;
 pub mod configs;
@@ -55,8 +56,9 @@ pub mod mirror;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
-pub mod txn_admin;
 pub mod schemas;
+pub mod scram_users;
+pub mod txn_admin;
 
 pub use admin::{Admin, OffsetSpec};
 pub use consumer::{

@@ -524,3 +524,159 @@ fn mk_lists_gets_registers_tests_and_deletes_schemas_in_the_broker_registry() {
     );
     fails_with(&run(&["get", "nobody"], None), "get missing", &["40401"]);
 }
+
+/// `mk acls add|list|remove` against a broker with the authorizer on (ANONYMOUS may manage
+/// ACLs: no ACL names the cluster and allow.everyone.if.no.acl.found is set); a DENY added
+/// with `mk` is enforced; without an authorizer the broker's SECURITY_DISABLED is the error.
+#[test]
+fn mk_adds_lists_and_removes_acls() {
+    let broker = Broker::start_with(&[
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ]);
+    let addr = broker.addr.as_str();
+    run_ok(addr, &["topics", "create", "guarded"]);
+    let added = run_ok(
+        addr,
+        &[
+            "acls",
+            "add",
+            "--topic",
+            "guarded",
+            "--principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "write",
+            "--permission",
+            "deny",
+        ],
+    );
+    assert!(
+        added.contains("added Topic:Literal:guarded User:ANONYMOUS Deny Write from *"),
+        "{added}"
+    );
+    run_ok(
+        addr,
+        &[
+            "acls",
+            "add",
+            "--group",
+            "app",
+            "--prefixed",
+            "--principal",
+            "User:alice",
+            "--operation",
+            "describe-configs",
+        ],
+    );
+    let listed = run_ok(addr, &["acls", "list"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(
+        listed.contains("Group:Prefixed:app User:alice Allow DescribeConfigs from *"),
+        "{listed}"
+    );
+    let only_topics = run_ok(addr, &["acls", "list", "--topic", "guarded"]);
+    assert_eq!(only_topics.lines().count(), 1, "{only_topics}");
+
+    // The DENY is enforced: a produce to "guarded" fails with Kafka's code.
+    let denied = mk(addr, &["produce", "guarded"], Some("v\n"));
+    fails_with(
+        &denied,
+        "produce to a denied topic",
+        &["TopicAuthorizationFailed"],
+    );
+
+    let removed = run_ok(addr, &["acls", "remove", "--topic", "guarded"]);
+    assert!(
+        removed.starts_with("removed Topic:Literal:guarded"),
+        "{removed}"
+    );
+    assert_eq!(run_ok(addr, &["acls", "list"]).lines().count(), 1);
+    fails_with(
+        &mk(
+            addr,
+            &[
+                "acls",
+                "add",
+                "--topic",
+                "t",
+                "--principal",
+                "User:a",
+                "--operation",
+                "reed",
+            ],
+            None,
+        ),
+        "a bad operation",
+        &["reed"],
+    );
+
+    let plain = Broker::start();
+    fails_with(
+        &mk(plain.addr.as_str(), &["acls", "list"], None),
+        "acls list without an authorizer",
+        &["No Authorizer is configured"],
+    );
+}
+
+/// `mk users`: a SCRAM user added with a password read from stdin is stored as the broker
+/// stores Kafka's credentials (the keys of that password under the salt mk drew, never the
+/// password), listed with its iterations, refused below 4096 iterations, and deleted.
+#[test]
+fn mk_users_adds_lists_and_deletes_scram_users() {
+    use minikafka_core::auth::scram::{ScramCredential, ScramMechanism};
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    let added = ok(
+        &mk(
+            addr,
+            &["users", "add", "alice", "--password", "-"],
+            Some("s3cret pw\n"),
+        ),
+        "users add",
+    );
+    assert!(added.contains("SCRAM-SHA-512 set"), "{added}");
+    let listed = run_ok(addr, &["users", "list"]);
+    assert_eq!(listed, "alice\tSCRAM-SHA-512(iterations=4096)\n");
+
+    let stored = std::fs::read_to_string(broker.data_dir().join("scram-credentials"))
+        .expect("credentials file");
+    assert!(!stored.contains("s3cret"), "{stored}");
+    let line = stored
+        .lines()
+        .find(|l| l.ends_with(" alice"))
+        .expect("alice's line");
+    let text = line.split(' ').nth(1).expect("credential text");
+    let credential =
+        ScramCredential::from_kafka_string(ScramMechanism::Sha512, text).expect("parses");
+    let expected =
+        ScramCredential::from_password(ScramMechanism::Sha512, "s3cret pw", &credential.salt, 4096)
+            .expect("derives");
+    assert_eq!(
+        credential, expected,
+        "the stored keys are those of the password"
+    );
+
+    let weak = mk(
+        addr,
+        &[
+            "users",
+            "add",
+            "bob",
+            "--password",
+            "x",
+            "--iterations",
+            "100",
+        ],
+        None,
+    );
+    assert!(!weak.status.success());
+    assert!(String::from_utf8_lossy(&weak.stderr).contains("bob"));
+    run_ok(addr, &["users", "delete", "alice"]);
+    assert_eq!(run_ok(addr, &["users", "list"]), "");
+    let again = mk(addr, &["users", "delete", "alice"], None);
+    assert!(!again.status.success());
+}

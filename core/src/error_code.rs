@@ -75,8 +75,14 @@ error_codes! {
     TOPIC_AUTHORIZATION_FAILED = 29;
     /// The client may not access the group.
     GROUP_AUTHORIZATION_FAILED = 30;
+    /// The client may not do this on the cluster.
+    CLUSTER_AUTHORIZATION_FAILED = 31;
     /// A record's timestamp is outside the topic's accepted window.
     INVALID_TIMESTAMP = 32;
+    /// The SASL mechanism asked for is not enabled on the listener.
+    UNSUPPORTED_SASL_MECHANISM = 33;
+    /// A SASL request out of order (SaslAuthenticate before SaslHandshake, or after authentication).
+    ILLEGAL_SASL_STATE = 34;
     /// The API version is not supported.
     UNSUPPORTED_VERSION = 35;
     /// A topic of this name exists.
@@ -115,6 +121,8 @@ error_codes! {
     OPERATION_NOT_ATTEMPTED = 55;
     /// The disk failed under the partition.
     KAFKA_STORAGE_ERROR = 56;
+    /// SASL authentication failed (wrong password, unknown user, bad message).
+    SASL_AUTHENTICATION_FAILED = 58;
     /// The group still has members or committed offsets and cannot be deleted.
     NON_EMPTY_GROUP = 68;
     /// The client's leader epoch is older than the partition's (OffsetForLeaderEpoch).
@@ -138,6 +146,12 @@ error_codes! {
     UNSTABLE_OFFSET_COMMIT = 88;
     /// A newer producer with the same transactional id fenced this one (its epoch is stale).
     PRODUCER_FENCED = 90;
+    /// The resource (a SCRAM user's credential) does not exist.
+    RESOURCE_NOT_FOUND = 91;
+    /// A request names the same resource twice.
+    DUPLICATE_RESOURCE = 92;
+    /// A credential does not meet the broker's requirements (iterations, salt, name).
+    UNACCEPTABLE_CREDENTIAL = 93;
     /// No topic has this id.
     UNKNOWN_TOPIC_ID = 100;
     /// The transactional id is not known to its coordinator (DescribeTransactions).

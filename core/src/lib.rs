@@ -24,6 +24,8 @@
 //! - [`txn`]: the transaction coordinator: transactional ids, producer epochs, the
 //!   two-phase end of a transaction (Prepare record, markers, Complete record), its
 //!   `__transaction_state` records.
+//! - [`quota`]: client quotas — Kafka's defaults-and-overrides resolution, the sampled rate
+//!   and the throttle time it earns.
 //! - [`recovery`]: find where a segment's valid log ends; the sealed-segment decision table.
 //! - [`segment_trust`]: whether a segment's indexes and tail read back at startup are
 //!   trusted, and the trusted segment's state.
@@ -63,6 +65,7 @@ pub mod group;
 pub mod index;
 pub mod partition;
 pub mod producer;
+pub mod quota;
 pub mod record;
 pub mod record_errors;
 pub mod recovery;

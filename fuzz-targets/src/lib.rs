@@ -20,16 +20,19 @@
 //!   any record into a transaction coordinator never panics.
 //! - A SASL message (PLAIN, SCRAM, OAUTHBEARER) that parses re-encodes to the same value; the
 //!   SCRAM machine never authenticates without the password (I40, I42).
+//! - A stored ACL file that decodes re-encodes to the same ACL set (I49).
 //! - A `_schemas` record that decodes re-encodes to the same record, and replaying any record
 //!   into a schema registry never panics.
 //!
 //! [`TARGETS`] lists every target by the name its cargo-fuzz binary and corpus folder carry.
 
+pub mod acl;
 pub mod alloc_meter;
 pub mod group;
 pub mod input;
 pub mod protocol;
 pub mod sasl;
+pub mod sasl_session;
 pub mod schema;
 pub mod storage;
 pub mod txn;
@@ -54,6 +57,8 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
+    ("sasl_session", sasl_session::sasl_session),
     ("schema_records", schema::schema_records),
     ("schema_http", schema::schema_http),
+    ("acl_store", acl::acl_store),
 ];

@@ -86,11 +86,11 @@ pub const DATA_DIR: &str = "/sim/data";
 
 fn broker_config() -> BrokerConfig {
     let mut c = BrokerConfig::from_sources(None, &[]).expect("default broker config is valid");
-    c.listener = "127.0.0.1:9092".parse().expect("address");
+    c.listeners[0].bind = "127.0.0.1:9092".parse().expect("address");
+    c.listeners[0].advertised_host = "127.0.0.1".to_string();
+    c.listeners[0].advertised_port = 9092;
     // The simulated workloads speak Kafka only; no schema registry (nor its `_schemas` topic).
     c.schema_registry_listener = None;
-    c.advertised_host = "127.0.0.1".to_string();
-    c.advertised_port = 9092;
     c.log_dir = PathBuf::from(DATA_DIR);
     c.segment_bytes = 8 * 1024;
     c.index_interval_bytes = 512;

@@ -11,7 +11,7 @@ Contract:
   ``../shared/peers/kfake/kfake-runner`` beside the repository), so the same tests can be
   developed against a broker that already serves an API and then hold minikafka to it.
 - ``broker_factory(**overrides)`` takes minikafka's ``key=value`` settings (``num_partitions``
-  for ``num.partitions``); for kfake they are translated (``num.partitions`` to
+  for ``num.partitions``; ``{port}`` in a value is the broker's port); for kfake they are translated (``num.partitions`` to
   ``-partitions``, ``flush.policy=fsync`` to ``-sync``) or passed as ``-config``.
 - ``Broker.restart()`` stops the broker cleanly and ``Broker.crash_restart()`` kills it with
   SIGKILL (a crash: nothing flushed at exit); both start it again on the same port and data
@@ -82,7 +82,8 @@ def _minikafka_command(port, data_dir, overrides):
         "--override", "schema.registry.listeners=",
     ]
     for key, value in overrides.items():
-        args += ["--override", f"{key}={value}"]
+        # `{port}` in a value is the broker's own port (a second listener names the first).
+        args += ["--override", f"{key}={str(value).replace('{port}', str(port))}"]
     return args
 
 

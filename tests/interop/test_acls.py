@@ -9,6 +9,11 @@ Where kfake differs from Kafka: kfake keeps an ACL store with no authorizer in f
 it lists ACLs (none), accepts creations and deletes them again instead of answering
 SECURITY_DISABLED; the tests that check Kafka's answer are ``kfake_lacks`` (a strict xfail on
 kfake, which still runs them). The ApiVersions listing holds on both.
+
+With ``authorizer.class.name`` set (the second half), confluent-kafka's AdminClient creates,
+describes and deletes ACLs, they survive a crash, and a producer, a consumer and a group
+member that the ACLs deny get Kafka's codes. kfake stores ACLs but does not enforce them for
+an unauthenticated client, nor apply MATCH filters as Kafka does: those are ``kfake_lacks``.
 """
 
 import socket
@@ -162,3 +167,141 @@ def test_kafka_python_describe_create_delete_acls_answer_security_disabled(broke
         assert admin.list_topics() is not None
     finally:
         admin.close()
+
+
+# --- With the authorizer on -------------------------------------------------------------
+#
+# No principal mechanism is configured, so every connection is User:ANONYMOUS (as on Kafka's
+# PLAINTEXT listener); `allow.everyone.if.no.acl.found=true` lets it manage ACLs (no ACL names
+# the cluster) and each test denies what it checks.
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ANONYMOUS = "User:ANONYMOUS"
+KFAKE_LACKS_ENFORCEMENT = "kfake stores ACLs but enforces them only for SASL principals it authenticated"
+
+
+def authorized_broker(broker_factory):
+    return broker_factory(**{"authorizer.class.name": STANDARD_AUTHORIZER,
+                             "allow.everyone.if.no.acl.found": "true"})
+
+
+def anonymous_acl(resource_type, name, operation, permission, pattern=ResourcePatternType.LITERAL):
+    return AclBinding(resource_type, name, pattern, ANONYMOUS, "*", operation, permission)
+
+
+def create_all(admin, bindings):
+    for binding, future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).items():
+        assert future.result(timeout=TIMEOUT_S) is None, binding
+
+
+def test_confluent_create_describe_delete_acls_with_the_authorizer_on(broker_factory):
+    broker = authorized_broker(broker_factory)
+    admin = confluent_admin(broker)
+    bindings = [
+        anonymous_acl(ResourceType.TOPIC, "acl-orders", AclOperation.WRITE, AclPermissionType.DENY),
+        anonymous_acl(ResourceType.TOPIC, "acl-pay", AclOperation.READ, AclPermissionType.ALLOW,
+                      ResourcePatternType.PREFIXED),
+        anonymous_acl(ResourceType.GROUP, "acl-group", AclOperation.READ, AclPermissionType.ALLOW),
+    ]
+    create_all(admin, bindings)
+    described = admin.describe_acls(any_acl_filter(), request_timeout=TIMEOUT_S).result()
+    assert set(described) == set(bindings)
+
+    # An exact filter (PREFIXED "acl-pay") selects that ACL alone, and deletes it.
+    prefixed = AclBindingFilter(ResourceType.TOPIC, "acl-pay", ResourcePatternType.PREFIXED, None,
+                                None, AclOperation.ANY, AclPermissionType.ANY)
+    deleted = admin.delete_acls([prefixed], request_timeout=TIMEOUT_S)
+    for _, future in deleted.items():
+        assert future.result(timeout=TIMEOUT_S) == [bindings[1]]
+    left = admin.describe_acls(any_acl_filter(), request_timeout=TIMEOUT_S).result()
+    assert set(left) == {bindings[0], bindings[2]}
+
+
+@pytest.mark.kfake_lacks("kfake's MATCH filter selects no PREFIXED or wildcard ACL covering the name")
+def test_a_match_filter_selects_every_acl_that_covers_the_name(broker_factory):
+    broker = authorized_broker(broker_factory)
+    admin = confluent_admin(broker)
+    covering = [
+        anonymous_acl(ResourceType.TOPIC, "acl-payments", AclOperation.READ, AclPermissionType.ALLOW),
+        anonymous_acl(ResourceType.TOPIC, "acl-pay", AclOperation.READ, AclPermissionType.ALLOW,
+                      ResourcePatternType.PREFIXED),
+        anonymous_acl(ResourceType.TOPIC, "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+    ]
+    other = anonymous_acl(ResourceType.TOPIC, "acl-orders", AclOperation.READ, AclPermissionType.ALLOW)
+    create_all(admin, covering + [other])
+    match = AclBindingFilter(ResourceType.TOPIC, "acl-payments", ResourcePatternType.MATCH, None,
+                             None, AclOperation.ANY, AclPermissionType.ANY)
+    assert set(admin.describe_acls(match, request_timeout=TIMEOUT_S).result()) == set(covering)
+    for _, future in admin.delete_acls([match], request_timeout=TIMEOUT_S).items():
+        assert set(future.result(timeout=TIMEOUT_S)) == set(covering)
+    assert admin.describe_acls(any_acl_filter(), request_timeout=TIMEOUT_S).result() == [other]
+
+
+@pytest.mark.minikafka_only("restarts the broker on its data directory to read the stored ACLs")
+def test_acls_survive_a_crash(broker_factory):
+    broker = authorized_broker(broker_factory)
+    binding = anonymous_acl(ResourceType.TOPIC, "acl-kept", AclOperation.WRITE, AclPermissionType.DENY)
+    admin = confluent_admin(broker)
+    create_all(admin, [binding])
+    broker.crash_restart()
+    admin = confluent_admin(broker)
+    described = admin.describe_acls(any_acl_filter(), request_timeout=TIMEOUT_S).result()
+    assert described == [binding]
+
+
+def delivery_errors(broker, topic, count=3):
+    from confluent_kafka import Producer
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 10000,
+                         "retries": 0})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(TIMEOUT_S) == 0
+    return errors
+
+
+def create_topics(admin, names):
+    from confluent_kafka.admin import NewTopic
+    for name, future in admin.create_topics([NewTopic(n, 1, 1) for n in names]).items():
+        future.result(timeout=TIMEOUT_S)
+
+
+@pytest.mark.kfake_lacks(KFAKE_LACKS_ENFORCEMENT)
+def test_denied_produce_consume_and_group_get_kafkas_codes(broker_factory):
+    from confluent_kafka import Consumer, TopicPartition
+    broker = authorized_broker(broker_factory)
+    admin = confluent_admin(broker)
+    create_topics(admin, ["acl-open", "acl-secret"])
+    create_all(admin, [
+        # DENY over ALLOW: ANONYMOUS may describe acl-secret but neither write nor read it.
+        anonymous_acl(ResourceType.TOPIC, "acl-secret", AclOperation.ALL, AclPermissionType.ALLOW),
+        anonymous_acl(ResourceType.TOPIC, "acl-secret", AclOperation.WRITE, AclPermissionType.DENY),
+        anonymous_acl(ResourceType.TOPIC, "acl-secret", AclOperation.READ, AclPermissionType.DENY),
+        anonymous_acl(ResourceType.GROUP, "acl-closed", AclOperation.READ, AclPermissionType.DENY),
+    ])
+
+    assert delivery_errors(broker, "acl-open") == [None] * 3
+    denied = delivery_errors(broker, "acl-secret")
+    assert [e.code() for e in denied] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+
+    def first_error(group, assign=None, subscribe=None):
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            if assign:
+                consumer.assign([TopicPartition(assign, 0)])
+            else:
+                consumer.subscribe([subscribe])
+            for _ in range(40):
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error():
+                    return msg.error().code()
+                if msg is not None:
+                    return None
+            return None
+        finally:
+            consumer.close()
+
+    assert first_error("acl-ok", assign="acl-open") is None
+    assert first_error("acl-ok", assign="acl-secret") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert first_error("acl-closed", subscribe="acl-open") == KafkaError.GROUP_AUTHORIZATION_FAILED

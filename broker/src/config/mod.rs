@@ -12,6 +12,8 @@
 //!   [`Effect::NoEffect`]).
 
 pub mod docs;
+pub mod listeners;
+pub mod security;
 pub mod table;
 pub mod topic;
 
@@ -24,16 +26,19 @@ use std::path::PathBuf;
 use minikafka_core::record_errors::TimestampBounds;
 
 use crate::log::{FlushPolicy, TimestampType};
+pub use listeners::{Listener, SecurityProtocol};
 
 /// Every setting the broker honours, with Kafka's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
-    /// `listeners`: where to accept connections (`PLAINTEXT://host:port`).
-    pub listener: SocketAddr,
-    /// `advertised.listeners`: host and port clients are told to connect to.
-    pub advertised_host: String,
-    /// Port part of `advertised.listeners`.
-    pub advertised_port: u16,
+    /// `listeners` (with `listener.security.protocol.map` and `advertised.listeners`): where
+    /// to accept connections, what each listener speaks and what it advertises; at least one.
+    pub listeners: Vec<Listener>,
+    /// `listener.security.protocol.map`: listener name → security protocol.
+    pub listener_protocol_map: Vec<(String, SecurityProtocol)>,
+    /// `sasl.enabled.mechanisms` (unprefixed): the mechanisms of a SASL listener whose own
+    /// `listener.name.<l>.sasl.enabled.mechanisms` is not given.
+    pub sasl_enabled_mechanisms: Vec<String>,
     /// `log.dirs` (or `log.dir`): the data directory. One directory is supported.
     pub log_dir: PathBuf,
     /// `log.segment.bytes`.
@@ -52,6 +57,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`: whether ACLs
+    /// are enforced, and how (I48).
+    pub authorizer: AuthorizerSettings,
     /// `message.max.bytes`: largest record batch accepted.
     pub message_max_bytes: usize,
     /// `socket.request.max.bytes`: largest request frame accepted.
@@ -106,6 +114,30 @@ pub struct BrokerConfig {
     /// at its default value, list it among the synonyms, and report what was given for a
     /// setting without effect here).
     pub explicit: BTreeMap<String, String>,
+}
+
+/// The authorizer's settings: Kafka's switch (`authorizer.class.name`) and the decision's
+/// configuration (`super.users`, `allow.everyone.if.no.acl.found`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthorizerSettings {
+    /// `authorizer.class.name` as written (empty: no authorizer).
+    pub class_name: String,
+    /// The decision's configuration (`core::auth::acl`).
+    pub acl: minikafka_core::auth::acl::AuthorizerConfig,
+}
+
+impl AuthorizerSettings {
+    /// The class names accepted as "on": Kafka's KRaft authorizer, and the ZooKeeper-era
+    /// one that older `server.properties` files still name.
+    pub const ACCEPTED_CLASSES: &'static [&'static str] = &[
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+    ];
+
+    /// Whether ACLs are enforced and the ACL APIs served (else SECURITY_DISABLED).
+    pub fn enabled(&self) -> bool {
+        !self.class_name.is_empty()
+    }
 }
 
 /// `log.format`: the shape of the broker's log lines.
@@ -254,11 +286,22 @@ pub enum ConfigError {
 
 impl Default for BrokerConfig {
     fn default() -> Self {
-        let listener: SocketAddr = ([127, 0, 0, 1], 9092).into();
         BrokerConfig {
-            listener,
-            advertised_host: "127.0.0.1".into(),
-            advertised_port: 9092,
+            listeners: vec![Listener {
+                name: std::sync::Arc::from("PLAINTEXT"),
+                protocol: SecurityProtocol::Plaintext,
+                bind: ([127, 0, 0, 1], 9092).into(),
+                advertised_host: "127.0.0.1".into(),
+                advertised_port: 9092,
+                sasl: Default::default(),
+            }],
+            sasl_enabled_mechanisms: vec![
+                "PLAIN".into(),
+                "SCRAM-SHA-256".into(),
+                "SCRAM-SHA-512".into(),
+            ],
+            listener_protocol_map: listeners::parse_protocol_map(listeners::DEFAULT_PROTOCOL_MAP)
+                .unwrap_or_default(),
             log_dir: PathBuf::from("./data"),
             segment_bytes: 1 << 30,
             segment_ms: Some(7 * 24 * 3_600_000),
@@ -268,6 +311,7 @@ impl Default for BrokerConfig {
             index_interval_bytes: 4096,
             num_partitions: 1,
             auto_create_topics: true,
+            authorizer: AuthorizerSettings::default(),
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
@@ -367,24 +411,6 @@ fn invalid(key: &str, value: &str, why: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Parses `PLAINTEXT://host:port` (the only listener security protocol we speak).
-fn parse_listener(value: &str) -> Result<(String, u16), String> {
-    if value.contains(',') {
-        return Err("one listener is supported".into());
-    }
-    let rest = value
-        .trim()
-        .strip_prefix("PLAINTEXT://")
-        .ok_or("expected PLAINTEXT://host:port")?;
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or("expected PLAINTEXT://host:port")?;
-    let port: u16 = port.parse().map_err(|_| "port must be 0..65535")?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let host = if host.is_empty() { "0.0.0.0" } else { host };
-    Ok((host.to_string(), port))
-}
-
 /// Parses `metrics.listener`: `http://host:port` (a trailing `/metrics` is allowed) or
 /// `host:port`; empty or `none` turns the endpoint off.
 fn parse_metrics_listener(value: &str) -> Result<Option<SocketAddr>, String> {
@@ -426,7 +452,7 @@ fn parse_schema_registry_listener(value: &str) -> Result<Option<SocketAddr>, Str
     resolve(value, host, port).map(Some)
 }
 
-fn resolve(value: &str, host: &str, port: u16) -> Result<SocketAddr, String> {
+pub(crate) fn resolve(value: &str, host: &str, port: u16) -> Result<SocketAddr, String> {
     (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("{value}: {e}"))?
@@ -469,6 +495,12 @@ impl BrokerConfig {
                 (side.apply)(&mut config, key, value).map_err(|why| invalid(key, value, why))?;
             }
         }
+        security::resolve(
+            &mut config.listeners,
+            settings,
+            &config.sasl_enabled_mechanisms.clone(),
+        )
+        .map_err(|(key, value, why)| invalid(&key, &value, why))?;
         config.check()?;
         config.explicit = settings.clone();
         Ok(config)
@@ -506,6 +538,13 @@ impl BrokerConfig {
             groups.consumer_heartbeat_interval_bounds_ms,
             "group.consumer.heartbeat.interval.ms",
         )?;
+        if let Some(l) = self.listeners.iter().find(|l| l.protocol.uses_tls()) {
+            return Err(invalid(
+                "listeners",
+                &listeners::show_listeners(&self.listeners),
+                format!("listener {}: {} is not served yet", l.name, l.protocol),
+            ));
+        }
         if self.message_max_bytes > self.socket_request_max_bytes {
             return Err(invalid(
                 "message.max.bytes",
@@ -532,7 +571,12 @@ mod tests {
     #[test]
     fn defaults_match_the_readme() {
         let config = with(&[]).expect("defaults");
-        assert_eq!(config.listener, "127.0.0.1:9092".parse().expect("addr"));
+        assert_eq!(config.listeners.len(), 1);
+        assert_eq!(
+            config.listeners[0].bind,
+            "127.0.0.1:9092".parse().expect("addr")
+        );
+        assert_eq!(&*config.listeners[0].name, "PLAINTEXT");
         assert_eq!(config.log_dir, PathBuf::from("./data"));
         assert_eq!(config.flush_policy, FlushPolicy::None);
         assert_eq!(config.message_max_bytes, 1_048_588);
@@ -554,8 +598,8 @@ mod tests {
                     flush.interval.ms=50\nnum.network.threads=3\n";
         let overrides = vec![("num.partitions".to_string(), "5".to_string())];
         let config = BrokerConfig::from_sources(Some(text), &overrides).expect("valid");
-        assert_eq!(config.listener.port(), 19092);
-        assert_eq!(config.advertised_port, 19092);
+        assert_eq!(config.listeners[0].bind.port(), 19092);
+        assert_eq!(config.listeners[0].advertised_port, 19092);
         assert_eq!(config.log_dir, PathBuf::from("/tmp/x"));
         assert_eq!(config.retention_ms, Some(3_600_000));
         assert_eq!(config.num_partitions, 5);
@@ -594,7 +638,7 @@ mod tests {
         let err = with(&[("num.partitions", "zero")]).expect_err("invalid");
         assert!(err.to_string().contains("num.partitions"), "{err}");
         assert!(with(&[("flush.policy", "sometimes")]).is_err());
-        assert!(with(&[("listeners", "SSL://127.0.0.1:9093")]).is_err());
+        assert!(with(&[("listeners", "BOGUS://127.0.0.1:9093")]).is_err());
         assert!(with(&[("log.segment.bytes", "4294967296")]).is_err());
         assert!(with(&[("message.max.bytes", "200000000")]).is_err());
         assert!(with(&[("num.shards", "0")]).is_err());
@@ -677,13 +721,39 @@ mod tests {
     #[test]
     fn wildcard_listener_advertises_loopback() {
         let config = with(&[("listeners", "PLAINTEXT://0.0.0.0:9092")]).expect("ok");
-        assert_eq!(config.advertised_host, "127.0.0.1");
+        assert_eq!(config.listeners[0].advertised_host, "127.0.0.1");
         let config = with(&[
             ("listeners", "PLAINTEXT://0.0.0.0:9092"),
             ("advertised.listeners", "PLAINTEXT://kafka.local:9092"),
         ])
         .expect("ok");
-        assert_eq!(config.advertised_host, "kafka.local");
+        assert_eq!(config.listeners[0].advertised_host, "kafka.local");
+    }
+
+    #[test]
+    fn several_named_listeners_each_with_its_protocol_and_advertised_address() {
+        let config = with(&[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,INTERNAL://0.0.0.0:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            ),
+            ("advertised.listeners", "INTERNAL://broker.internal:19093"),
+        ])
+        .expect("ok");
+        assert_eq!(config.listeners.len(), 2);
+        let internal = &config.listeners[1];
+        assert_eq!(internal.protocol, SecurityProtocol::Plaintext);
+        assert_eq!(
+            (internal.advertised_host.as_str(), internal.advertised_port),
+            ("broker.internal", 19093)
+        );
+        assert_eq!(config.listeners[0].advertised_host, "127.0.0.1");
+        assert!(with(&[("listeners", "INTERNAL://127.0.0.1:9093")]).is_err());
+        assert!(with(&[("advertised.listeners", "OTHER://h:1")]).is_err());
     }
 
     #[test]

@@ -26,8 +26,8 @@
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 
 use super::{
-    parse_listener, parse_metrics_listener, parse_schema_registry_listener, resolve, BrokerConfig,
-    LogFormat, CONSUMER_ASSIGNORS,
+    listeners, parse_metrics_listener, parse_schema_registry_listener, resolve, security,
+    BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
 };
 use crate::log::{FlushPolicy, LogConfig, TimestampType};
 
@@ -48,6 +48,8 @@ pub enum Kind {
     Double,
     /// A comma-separated list.
     List,
+    /// A secret: DescribeConfigs marks it sensitive and never answers its value.
+    Password,
 }
 
 impl Kind {
@@ -61,6 +63,7 @@ impl Kind {
             Kind::Long => 5,
             Kind::Double => 6,
             Kind::List => 7,
+            Kind::Password => 9,
         }
     }
 }
@@ -368,8 +371,27 @@ fn show_limit(value: Option<i64>) -> String {
     value.map_or_else(|| "-1".to_string(), |v| v.to_string())
 }
 
-fn check_listener(value: &str) -> Result<(), String> {
-    parse_listener(value).map(drop)
+fn check_listeners(value: &str) -> Result<(), String> {
+    listeners::parse_endpoints(value).map(drop)
+}
+
+fn check_mechanisms(value: &str) -> Result<(), String> {
+    security::parse_mechanisms(value).map(drop)
+}
+
+fn check_protocol_map(value: &str) -> Result<(), String> {
+    listeners::parse_protocol_map(value).map(drop)
+}
+
+fn check_authorizer(value: &str) -> Result<(), String> {
+    let value = value.trim();
+    if value.is_empty() || super::AuthorizerSettings::ACCEPTED_CLASSES.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{value:?} is not an authorizer this broker provides"
+        ))
+    }
 }
 
 fn check_log_dirs(value: &str) -> Result<(), String> {
@@ -464,32 +486,43 @@ const HOUR_MS: i64 = 3_600_000;
 /// the broker settings accepted without effect; then the topic-only settings.
 pub static SETTINGS: &[Setting] = &[
     // Network.
+    broker("listener.security.protocol.map", Kind::String, listeners::DEFAULT_PROTOCOL_MAP,
+        Valid::Check(check_protocol_map, "NAME:PROTOCOL,… (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+        "the security protocol of each listener name (a listener named after a protocol speaks it)",
+        |c, _, v| { c.listener_protocol_map = listeners::parse_protocol_map(v)?; Ok(()) },
+        |c| listeners::show_protocol_map(&c.listener_protocol_map)),
     broker("listeners", Kind::List, "PLAINTEXT://127.0.0.1:9092",
-        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
-        "where to listen (loopback by default: open it to the network on purpose)",
+        Valid::Check(check_listeners, "NAME://host:port,… (names from listener.security.protocol.map)"),
+        "where to listen, one NAME://host:port per listener (loopback by default: open it to the network on purpose)",
         |c, k, v| {
-            let (host, port) = parse_listener(v)?;
-            c.listener = resolve(k, &host, port)?;
+            let endpoints = listeners::parse_endpoints(v)?;
+            c.listeners = listeners::resolve_listeners(&endpoints, &c.listener_protocol_map,
+                |host, port| resolve(k, host, port))?;
             Ok(())
         },
-        |c| format!("PLAINTEXT://{}", c.listener)),
+        |c| listeners::show_listeners(&c.listeners)),
     broker("advertised.listeners", Kind::List, "",
-        Valid::Check(check_listener, "PLAINTEXT://host:port (one)"),
-        "what Metadata tells clients; by default the listener (a wildcard one advertises 127.0.0.1)",
+        Valid::Check(check_listeners, "NAME://host:port,… (names from listeners)"),
+        "what Metadata tells the clients of each listener; by default its own address (a wildcard one advertises 127.0.0.1)",
         |c, k, v| {
-            let (host, port) = if k == "listeners" {
-                let ip = c.listener.ip();
-                let host = if ip.is_unspecified() { "127.0.0.1".to_string() } else { ip.to_string() };
-                (host, c.listener.port())
-            } else {
-                parse_listener(v)?
-            };
-            c.advertised_host = host;
-            c.advertised_port = port;
+            if k != "listeners" {
+                listeners::apply_advertised(&mut c.listeners, &listeners::parse_endpoints(v)?)?;
+            }
             Ok(())
         },
-        |c| format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port))
+        |c| listeners::show_advertised(&c.listeners))
         .synonyms(&["listeners"]),
+    // Security (docs/SECURITY.md). `listener.name.<listener>.` may precede these.
+    broker("sasl.enabled.mechanisms", Kind::List, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        Valid::Check(check_mechanisms, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is not supported)"),
+        "the SASL mechanisms a SASL listener offers (Kafka's default, GSSAPI, is not served); may be prefixed listener.name.<listener>.",
+        |c, _, v| { c.sasl_enabled_mechanisms = security::parse_mechanisms(v)?; Ok(()) },
+        |c| c.sasl_enabled_mechanisms.join(",")),
+    broker("sasl.jaas.config", Kind::Password, "",
+        Valid::Check(security::check_jaas, "one JAAS entry, Kafka's syntax"),
+        "JAAS entry of a SASL listener: PlainLoginModule's user_<name>=\"<password>\" options are PLAIN's users; usually prefixed listener.name.<listener>.<mechanism>.",
+        |_, _, _| Ok(()),
+        |_| String::new()),
     broker("socket.request.max.bytes", Kind::Int, "104857600", Valid::Range(1, I32_MAX),
         "largest request frame; a larger one closes its connection",
         |c, _, v| { c.socket_request_max_bytes = number(v)?; Ok(()) },
@@ -696,6 +729,24 @@ pub static SETTINGS: &[Setting] = &[
         "create a topic when Metadata asks for an unknown name",
         |c, _, v| { c.auto_create_topics = bool_value(v)?; Ok(()) },
         |c| c.auto_create_topics.to_string()),
+    // Authorization (I48).
+    broker("authorizer.class.name", Kind::String, "", Valid::Check(check_authorizer,
+            "empty (none), org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer"),
+        "turns ACL enforcement on (either class name: the same ACL authorizer); empty answers the ACL APIs with SECURITY_DISABLED",
+        |c, _, v| { c.authorizer.class_name = v.trim().to_string(); Ok(()) },
+        |c| c.authorizer.class_name.clone()),
+    broker("super.users", Kind::String, "", Valid::Any,
+        "principals allowed everything, separated by ';' (User:admin;User:ops)",
+        |c, _, v| {
+            c.authorizer.acl.super_users =
+                minikafka_core::auth::acl::AuthorizerConfig::parse_super_users(v);
+            Ok(())
+        },
+        |c| c.authorizer.acl.super_users.iter().cloned().collect::<Vec<_>>().join(";")),
+    broker("allow.everyone.if.no.acl.found", Kind::Boolean, "false", Valid::Bool,
+        "with the authorizer on, allow an action on a resource no ACL names",
+        |c, _, v| { c.authorizer.acl.allow_everyone_if_no_acl_found = bool_value(v)?; Ok(()) },
+        |c| c.authorizer.acl.allow_everyone_if_no_acl_found.to_string()),
     broker("num.partitions", Kind::Int, "1", Valid::Range(1, I32_MAX),
         "partitions of auto-created topics",
         |c, _, v| { c.num_partitions = number(v)?; Ok(()) },
@@ -862,7 +913,6 @@ pub static SETTINGS: &[Setting] = &[
     inert("controller.quorum.bootstrap.servers", Kind::List, "", SINGLE_NODE),
     inert("controller.listener.names", Kind::List, "", SINGLE_NODE),
     inert("inter.broker.listener.name", Kind::String, "", SINGLE_NODE),
-    inert("listener.security.protocol.map", Kind::String, "", SINGLE_NODE),
     inert("num.network.threads", Kind::Int, "3", SINGLE_NODE),
     inert("num.io.threads", Kind::Int, "8", SINGLE_NODE),
     inert("socket.receive.buffer.bytes", Kind::Int, "102400", SINGLE_NODE),
@@ -1003,7 +1053,10 @@ pub static SETTINGS: &[Setting] = &[
 ];
 
 /// The row of a broker setting named `key` (its name first, then a synonym).
+/// A key prefixed `listener.name.<listener>.` names the row of its base setting when that
+/// setting may be given per listener ([`super::security::PER_LISTENER`]).
 pub fn broker_setting(key: &str) -> Option<&'static Setting> {
+    let key = super::security::per_listener_base(key).unwrap_or(key);
     let broker = || SETTINGS.iter().filter(|s| s.is_broker());
     broker()
         .find(|s| s.name == key)

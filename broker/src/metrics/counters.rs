@@ -31,6 +31,8 @@ pub enum ConnectionError {
     Idle,
     /// A read or write on the socket failed.
     Io,
+    /// SASL authentication failed, or a request came before it (I47).
+    Authentication,
 }
 
 impl ConnectionError {
@@ -42,6 +44,7 @@ impl ConnectionError {
             ConnectionError::Handler => "handler",
             ConnectionError::Idle => "idle",
             ConnectionError::Io => "io",
+            ConnectionError::Authentication => "authentication",
         }
     }
 }

@@ -226,8 +226,8 @@ mod tests {
                 correlation_id: 1
             })
         );
-        // SaslHandshake is a real key we do not cover.
-        let frame = Bytes::from(header(17, 0, 2, None));
+        // ElectLeaders is a real key we do not cover.
+        let frame = Bytes::from(header(43, 0, 2, None));
         assert!(matches!(
             parse_header(&frame, &supported),
             Err(RequestError::UnknownApiKey { .. })

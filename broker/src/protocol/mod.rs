@@ -40,6 +40,10 @@ use kafka_protocol::messages::{
     ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 };
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use minikafka_core::error_code::ErrorCode;
 
@@ -378,6 +382,10 @@ request_bodies! {
     ListTransactions(ListTransactionsRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
     WriteTxnMarkers(WriteTxnMarkersRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// A request that passed every check and was decoded.
@@ -770,12 +778,12 @@ mod tests {
         );
         assert_eq!(
             SupportedVersions::new(vec![ApiRange {
-                api_key: ApiKey::SaslHandshake,
+                api_key: ApiKey::ElectLeaders,
                 min_version: 0,
                 max_version: 1
             }]),
             Err(SupportedVersionsError::NotCovered {
-                api_key: ApiKey::SaslHandshake
+                api_key: ApiKey::ElectLeaders
             })
         );
         let narrow = ok.expect("ok");

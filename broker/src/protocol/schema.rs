@@ -32,6 +32,10 @@ use kafka_protocol::messages::{
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
     txn_offset_commit_request, write_txn_markers_request, ApiKey,
 };
+use kafka_protocol::messages::{
+    alter_user_scram_credentials_request, describe_user_scram_credentials_request,
+    sasl_authenticate_request, sasl_handshake_request,
+};
 use kafka_protocol::protocol::StrBytes;
 
 /// Highest version number; "present from version N on" is written `N..=ANY`.
@@ -1317,6 +1321,79 @@ strukt!(
 );
 message!(TXN_OFFSET_COMMIT, TxnOffsetCommit, 0, 5, flexible_from 3, TXN_OFFSET_COMMIT_BODY);
 
+// SASL: SaslHandshake (key 17) v0-1, never flexible; SaslAuthenticate (key 36) v0-2, flexible
+// from 2. The SASL bytes are bounded again by the mechanisms (I40).
+strukt!(
+    SASL_HANDSHAKE_BODY,
+    sasl_handshake_request::SaslHandshakeRequest,
+    [field("mechanism", Str, 0, ANY),]
+);
+message!(SASL_HANDSHAKE, SaslHandshake, 0, 1, flexible_from ANY, SASL_HANDSHAKE_BODY);
+strukt!(
+    SASL_AUTHENTICATE_BODY,
+    sasl_authenticate_request::SaslAuthenticateRequest,
+    [field("auth_bytes", Kind::Bytes, 0, ANY),]
+);
+message!(SASL_AUTHENTICATE, SaslAuthenticate, 0, 2, flexible_from 2, SASL_AUTHENTICATE_BODY);
+
+// SCRAM credentials: DescribeUserScramCredentials (key 50) and AlterUserScramCredentials
+// (key 51), v0, flexible.
+strukt!(
+    DESCRIBE_SCRAM_USER,
+    describe_user_scram_credentials_request::UserName,
+    [field("name", Str, 0, ANY),]
+);
+strukt!(
+    DESCRIBE_SCRAM_BODY,
+    describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+    [field(
+        "users",
+        NullableArray(&Struct(&DESCRIBE_SCRAM_USER)),
+        0,
+        ANY
+    ),]
+);
+message!(
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    DescribeUserScramCredentials,
+    0,
+    0,
+    flexible_from 0,
+    DESCRIBE_SCRAM_BODY
+);
+strukt!(
+    ALTER_SCRAM_DELETION,
+    alter_user_scram_credentials_request::ScramCredentialDeletion,
+    [field("name", Str, 0, ANY), field("mechanism", Int8, 0, ANY),]
+);
+strukt!(
+    ALTER_SCRAM_UPSERTION,
+    alter_user_scram_credentials_request::ScramCredentialUpsertion,
+    [
+        field("name", Str, 0, ANY),
+        field("mechanism", Int8, 0, ANY),
+        field("iterations", Int32, 0, ANY),
+        field("salt", Kind::Bytes, 0, ANY),
+        field("salted_password", Kind::Bytes, 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_SCRAM_BODY,
+    alter_user_scram_credentials_request::AlterUserScramCredentialsRequest,
+    [
+        field("deletions", Array(&Struct(&ALTER_SCRAM_DELETION)), 0, ANY),
+        field("upsertions", Array(&Struct(&ALTER_SCRAM_UPSERTION)), 0, ANY),
+    ]
+);
+message!(
+    ALTER_USER_SCRAM_CREDENTIALS,
+    AlterUserScramCredentials,
+    0,
+    0,
+    flexible_from 0,
+    ALTER_SCRAM_BODY
+);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1332,6 +1409,7 @@ pub static COVERED: &[&MessageSchema] = &[
     &SYNC_GROUP,
     &DESCRIBE_GROUPS,
     &LIST_GROUPS,
+    &SASL_HANDSHAKE,
     &API_VERSIONS,
     &CREATE_TOPICS,
     &DELETE_TOPICS,
@@ -1348,11 +1426,14 @@ pub static COVERED: &[&MessageSchema] = &[
     &CREATE_ACLS,
     &DELETE_ACLS,
     &DESCRIBE_LOG_DIRS,
+    &SASL_AUTHENTICATE,
     &DELETE_GROUPS,
     &CREATE_PARTITIONS,
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &DESCRIBE_USER_SCRAM_CREDENTIALS,
+    &ALTER_USER_SCRAM_CREDENTIALS,
     &DESCRIBE_PRODUCERS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
@@ -1441,6 +1522,10 @@ mod tests {
             DescribeTransactionsRequest,
             ListTransactionsRequest,
             TxnOffsetCommitRequest,
+            SaslHandshakeRequest,
+            SaslAuthenticateRequest,
+            DescribeUserScramCredentialsRequest,
+            AlterUserScramCredentialsRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

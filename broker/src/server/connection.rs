@@ -36,13 +36,16 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener};
 
 use super::handlers::{self, Outcome};
+use super::sasl::{Authenticator, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
+use super::session::{KafkaPrincipal, RequestContext};
 use super::shard::{InFlight, ShardState};
 use crate::metrics::ConnectionError;
 use crate::protocol::{
     decode_request, encode_api_versions_unsupported, frame::SIZE_PREFIX_BYTES, FrameDecoder,
     RequestError,
 };
+use minikafka_core::auth::MAX_SASL_MESSAGE_BYTES;
 
 /// Most requests other than Produce a connection may have in its handlers at once. Their
 /// answers are sized by the client (a Fetch's `max_bytes`) or by the broker's state (all
@@ -88,9 +91,15 @@ impl<B: Backend> Drop for ConnectionSlot<B> {
 
 type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
 
-/// Serves one connection until it closes. The caller already counted it in
+/// Serves one connection, accepted on listener `listener` (an index into
+/// `config.listeners`), until it closes. The caller already counted it in
 /// `Shared::connections`; this decrements the count at the end.
-pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer: SocketAddr) {
+pub async fn serve<B: Backend>(
+    state: Rc<ShardState<B>>,
+    stream: Stream<B>,
+    peer: SocketAddr,
+    listener: usize,
+) {
     let slot = ConnectionSlot(Rc::clone(&state));
     #[cfg(unix)]
     if let (Some(bytes), Some(socket)) = (
@@ -120,7 +129,8 @@ pub async fn serve<B: Backend>(state: Rc<ShardState<B>>, stream: Stream<B>, peer
         unsent,
         requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
         others_in_flight: Rc::new(ByteBudget::new(MAX_IN_FLIGHT)),
-        peer,
+        ctx: RequestContext::anonymous(&state.shared.config.listeners[listener], peer),
+        listener,
         writer_done,
     };
     read_loop(&state, reader, tx, conn).await;
@@ -134,7 +144,10 @@ struct Conn {
     requests: Rc<ByteBudget>,
     /// Handlers of requests other than Produce still working (a count of requests).
     others_in_flight: Rc<ByteBudget>,
-    peer: SocketAddr,
+    /// Who is on the connection, and through which listener (I45).
+    ctx: RequestContext,
+    /// The listener's index in `config.listeners`.
+    listener: usize,
     writer_done: async_channel::Receiver<()>,
 }
 
@@ -149,11 +162,24 @@ async fn read_loop<B: Backend>(
         unsent,
         requests,
         others_in_flight,
-        peer,
+        mut ctx,
+        listener,
         writer_done,
     } = conn;
+    let peer = ctx.client_address;
     let config = &state.shared.config;
-    let decoder = FrameDecoder::new(config.socket_request_max_bytes);
+    let sasl = &config.listeners[listener].sasl;
+    // On a SASL listener nothing but ApiVersions and SASL is served until the client has
+    // authenticated (I47), and frames are bounded as SASL messages until then (I40).
+    let mut auth = config.listeners[listener]
+        .protocol
+        .uses_sasl()
+        .then(Authenticator::default);
+    let mut decoder = FrameDecoder::new(if auth.is_some() {
+        config.socket_request_max_bytes.min(MAX_SASL_MESSAGE_BYTES)
+    } else {
+        config.socket_request_max_bytes
+    });
     let idle = Duration::from_millis(config.connections_max_idle_ms);
     let mut buf = BytesMut::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -164,13 +190,49 @@ async fn read_loop<B: Backend>(
                     if state.stopping() || !until_below(state, &unsent, &writer_done).await {
                         return;
                     }
+                    if let Some(authenticator) = auth.as_mut().filter(|a| !a.is_done()) {
+                        let step = sasl_step(state, authenticator, &frame, sasl);
+                        let serve = matches!(step, Step::Serve);
+                        let (answer, close) = match step {
+                            Step::Serve => (None, false),
+                            Step::Answer(bytes) => (Some(bytes), false),
+                            Step::Authenticated(bytes, user) => {
+                                tracing::info!(%peer, listener = &*ctx.listener, user, "authenticated");
+                                ctx.principal = Rc::new(KafkaPrincipal::user(user));
+                                decoder = FrameDecoder::new(config.socket_request_max_bytes);
+                                (Some(bytes), false)
+                            }
+                            Step::Refuse(bytes, reason) => {
+                                // The reason names the user and mechanism, never a secret.
+                                tracing::warn!(%peer, listener = &*ctx.listener, %reason, "authentication failed; closing connection");
+                                state
+                                    .metrics
+                                    .connection_error(ConnectionError::Authentication);
+                                (bytes, true)
+                            }
+                        };
+                        if let Some(bytes) = answer {
+                            unsent.add(bytes.len());
+                            unanswered.set(unanswered.get() + 1);
+                            if tx.send(Pending::Ready(bytes)).await.is_err() {
+                                return;
+                            }
+                        }
+                        if close {
+                            let _ = tx.send(Pending::Close).await;
+                            return;
+                        }
+                        if !serve {
+                            continue;
+                        }
+                    }
                     let other = frame.get(..2) != Some(&PRODUCE_API_KEY[..]);
                     if other && !until_below(state, &others_in_flight, &writer_done).await {
                         return;
                     }
                     let held = HeldRequest::new(&requests, SIZE_PREFIX_BYTES + frame.len());
                     let held_other = other.then(|| HeldRequest::new(&others_in_flight, 1));
-                    let Some(pending) = judge(state, frame, peer, &unsent, (held, held_other))
+                    let Some(pending) = judge(state, frame, &ctx, &unsent, (held, held_other))
                     else {
                         let _ = tx.send(Pending::Close).await;
                         return;
@@ -221,6 +283,35 @@ async fn read_loop<B: Backend>(
     }
 }
 
+/// What to do with `frame`, read before the client authenticated.
+fn sasl_step<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    authenticator: &mut Authenticator,
+    frame: &Bytes,
+    sasl: &crate::config::listeners::SaslSettings,
+) -> Step {
+    let scram = state.shared.scram_store();
+    if authenticator.expects_raw_token() {
+        return authenticator.on_raw_token(frame, sasl, &scram);
+    }
+    let Some(api_key) = Authenticator::api_key_of(frame) else {
+        return Step::Refuse(None, "a frame too short for a request header".into());
+    };
+    if !Authenticator::allowed_before_authentication(api_key) {
+        return Step::Refuse(
+            None,
+            format!("request of API key {api_key} before authentication"),
+        );
+    }
+    if api_key == kafka_protocol::messages::ApiKey::ApiVersions as i16 {
+        return Step::Serve;
+    }
+    match decode_request(frame.clone(), &state.shared.supported) {
+        Ok(request) => authenticator.on_request(&request, sasl, &scram),
+        Err(e) => Step::Refuse(None, e.to_string()),
+    }
+}
+
 /// Waits while `budget` is at its limit (unsent answers: the client is not reading them;
 /// unanswered requests: their handlers are still working); `false` when the connection must
 /// end meanwhile (shutdown, or the writer ended).
@@ -267,10 +358,11 @@ impl Drop for HeldRequest {
 fn judge<B: Backend>(
     state: &Rc<ShardState<B>>,
     frame: Bytes,
-    peer: SocketAddr,
+    ctx: &RequestContext,
     unsent: &Rc<ByteBudget>,
     held: (HeldRequest, Option<HeldRequest>),
 ) -> Option<Pending<B>> {
+    let peer = ctx.client_address;
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
             if request.ignored_trailing_bytes > 0 {
@@ -289,8 +381,9 @@ fn judge<B: Backend>(
             let st = Rc::clone(state);
             let (api_key, started) = (request.api_key as i16, state.backend.now());
             let unsent = Rc::clone(unsent);
+            let ctx = ctx.clone();
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, peer).await;
+                let outcome = handlers::handle(&st, request, &ctx).await;
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

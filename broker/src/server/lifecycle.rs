@@ -9,7 +9,7 @@
 //!   before anything is served), makes what
 //!   they recovered durable with one sync for all of them (I8) before registering any, and replays
 //!   the group and transaction coordinators it hosts (and, on the shard owning `_schemas`-0,
-//!   the schema registry replays); every shard binds the listener (the registry's shard
+//!   the schema registry replays); every shard binds every listener (the registry's shard
 //!   also its HTTP listener) (`SO_REUSEPORT`); only
 //!   then are connections accepted. Each step ends at a phase barrier (I11).
 //! - The inbox loop runs every [`PartitionCall`](super::partition_ops::PartitionCall) another
@@ -164,12 +164,18 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
         }
     }
     if shared.barrier(&backend, Barrier::PartitionsOpen).await {
-        match listen(&state).await {
-            Ok(listener) => {
-                let accept_state = Rc::clone(&state);
-                backend.spawn_local(accept_loop(accept_state, listener));
+        for index in 0..shared.config.listeners.len() {
+            match listen(&state, index).await {
+                Ok(listener) => {
+                    let accept_state = Rc::clone(&state);
+                    backend.spawn_local(accept_loop(accept_state, listener, index));
+                }
+                Err(e) => {
+                    let name = &shared.config.listeners[index].name;
+                    shared.fail(format!("shard {shard}: listening ({name}): {e}"));
+                    break;
+                }
             }
-            Err(e) => shared.fail(format!("shard {shard}: listening: {e}")),
         }
         if shard == 0 {
             if let Err(e) = metrics_endpoint::start(&state).await {
@@ -228,11 +234,21 @@ fn hosts_schema_registry<B: Backend>(state: &ShardState<B>) -> bool {
 fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
     use std::io::Write;
     let shared = &state.shared;
-    let addr = shared
-        .bound_addr
-        .get()
-        .copied()
-        .unwrap_or(shared.config.listener);
+    let bound = |index: usize| {
+        shared.bound_addrs[index]
+            .get()
+            .copied()
+            .unwrap_or(shared.config.listeners[index].bind)
+    };
+    for (index, listener) in shared.config.listeners.iter().enumerate() {
+        tracing::info!(
+            listener = &*listener.name,
+            protocol = %listener.protocol,
+            "listener on {}",
+            bound(index)
+        );
+    }
+    let addr = bound(0);
     tracing::info!(
         backend = state.backend.name(),
         shards = shared.num_shards(),
@@ -245,6 +261,15 @@ fn announce<B: Backend>(state: &Rc<ShardState<B>>) {
         shared.num_shards(),
         shared.config.log_dir.display()
     );
+    // One line per further listener: the first line stays what scripts wait for.
+    for (index, listener) in shared.config.listeners.iter().enumerate().skip(1) {
+        text.push_str(&format!(
+            "minikafka: listener {} ({}) on {}\n",
+            listener.name,
+            listener.protocol,
+            bound(index)
+        ));
+    }
     if let Some(registry) = shared.schema_registry_addr.get() {
         text.push_str(&format!(
             "minikafka: schema registry on http://{registry}\n"
@@ -267,18 +292,24 @@ async fn write_marker<B: Backend>(state: &ShardState<B>) -> std::io::Result<()> 
     state.backend.sync_dir(&dir).await
 }
 
-/// Shard 0 binds the configured address first (port 0 picks a free one); the others bind
-/// the address it got.
-async fn listen<B: Backend>(state: &Rc<ShardState<B>>) -> std::io::Result<B::Listener> {
+/// Listener `index`: shard 0 binds the configured address first (port 0 picks a free one);
+/// the others bind the address it got.
+async fn listen<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    index: usize,
+) -> std::io::Result<B::Listener> {
     let shared = &state.shared;
     if state.shard == ShardId(0) {
-        let listener = state.backend.listen(shared.config.listener).await?;
+        let listener = state
+            .backend
+            .listen(shared.config.listeners[index].bind)
+            .await?;
         let addr = listener.local_addr()?;
-        let _ = shared.bound_addr.set(addr);
+        let _ = shared.bound_addrs[index].set(addr);
         return Ok(listener);
     }
     loop {
-        if let Some(addr) = shared.bound_addr.get() {
+        if let Some(addr) = shared.bound_addrs[index].get() {
             return state.backend.listen(*addr).await;
         }
         if shared.fatal_error().is_some() {
@@ -288,7 +319,8 @@ async fn listen<B: Backend>(state: &Rc<ShardState<B>>) -> std::io::Result<B::Lis
     }
 }
 
-async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener) {
+/// Accepts connections on listener `index` (of `config.listeners`) until shutdown.
+async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener, index: usize) {
     let shared = Arc::clone(&state.shared);
     // Out of descriptors, accept fails at once until one is freed: back off, log a streak once.
     let mut backoff = AcceptBackoff::default();
@@ -318,7 +350,7 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                 let conn_state = Rc::clone(&state);
                 state
                     .backend
-                    .spawn_local(connection::serve(conn_state, stream, peer));
+                    .spawn_local(connection::serve(conn_state, stream, peer, index));
             }
             Err(e) => {
                 let after = backoff.on_failure();

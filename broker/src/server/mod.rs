@@ -25,12 +25,17 @@
 //! - [`connection`]: framing, ordered responses, connection limits.
 //! - [`data_dir`]: the broker's own files in the data directory (clean-shutdown marker,
 //!   cluster id, lock).
+//! - [`sasl`]: SASL authentication of a connection on a SASL listener.
+//! - [`scram_store`]: the SCRAM credentials, stored in the data directory.
+//! - [`session`]: who is on a connection (principal, listener), handed to every handler.
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
 //!   stored (AlterConfigs, IncrementalAlterConfigs).
 //! - [`broker_loggers`]: the log level of each target (resource type BROKER_LOGGER).
 //! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
+//! - [`acl_store`]: the ACLs, durable in the data directory, shared by every shard.
+//! - [`authz`]: who asks (principal, host) and the authorizer's checks for the handlers.
 //! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
@@ -39,7 +44,9 @@
 //!   coordinator hosts (marker writes included).
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
+pub mod acl_store;
 pub mod alter_configs;
+pub mod authz;
 pub mod broker_loggers;
 pub mod byte_budget;
 pub mod cleaner;
@@ -54,8 +61,11 @@ pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod routing;
+pub mod sasl;
 pub mod schema_registry;
+pub mod scram_store;
 pub mod send_queue;
+pub mod session;
 pub mod shard;
 pub mod shared;
 pub mod topics;
@@ -188,7 +198,9 @@ pub fn run<B: Backend>(config: BrokerConfig, shutdown: Arc<AtomicBool>) -> Resul
     // connections linger with SO_REUSEPORT set and make it fail, while ours may share.)
     // Only a listener that is still accepting after LISTEN_PROBE_ATTEMPTS probes counts: a killed
     // broker's lingers for milliseconds.
-    refuse_if_accepting(config.listener)?;
+    for listener in &config.listeners {
+        refuse_if_accepting(listener.bind)?;
+    }
     if let Some(metrics) = config.metrics_listener {
         // The metrics listener binds with SO_REUSEPORT too: two brokers sharing it would
         // answer scrapes at random.

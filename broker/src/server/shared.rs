@@ -26,9 +26,11 @@ use minikafka_core::sync::Mutex;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::acl_store::AclSet;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::partition_ops::PartitionCall;
+use super::scram_store::ScramStore;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
 use crate::metrics::inboxes::MetricsInboxes;
@@ -76,8 +78,12 @@ pub struct Shared {
     /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
     /// replaced whole under a short write; changes are serialized by the admin lock.
     dynamic: RwLock<Arc<DynamicBrokerConfig>>,
+    /// The SCRAM credentials, replaced whole like `dynamic` (writes hold `admin_lock`).
+    scram: RwLock<Arc<ScramStore>>,
     /// The group configurations (resource type GROUP), replaced whole like `dynamic`.
     group_configs: RwLock<Arc<GroupConfigs>>,
+    /// The ACLs in force, replaced whole like `dynamic` once stored (I49).
+    acls: RwLock<Arc<AclSet>>,
     /// Serializes topic creation, deletion, partition additions and configuration changes
     /// (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
@@ -98,8 +104,9 @@ pub struct Shared {
     pub unclean: AtomicBool,
     /// The startup/shutdown phase barriers (I11).
     barriers: [PhaseBarrier; BARRIER_COUNT],
-    /// The address actually bound (known once shard 0 listens; port 0 picks a free port).
-    pub bound_addr: OnceLock<SocketAddr>,
+    /// The address each listener (by index in `config.listeners`) actually bound (known once
+    /// shard 0 listens; port 0 picks a free port).
+    pub bound_addrs: Vec<OnceLock<SocketAddr>>,
     /// Issues idempotent producer ids, unique across restarts (InitProducerId).
     pub producer_ids: ProducerIdAllocator,
     /// Where each shard takes metrics scrape requests, and the metrics endpoint's address.
@@ -138,6 +145,7 @@ impl Shared {
     ) -> Self {
         let shard_count = config.num_shards;
         let max_connections = config.max_connections;
+        let listener_count = config.listeners.len();
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -149,6 +157,8 @@ impl Shared {
             topics: RwLock::new(BTreeMap::new()),
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
+            acls: RwLock::new(Arc::new(AclSet::default())),
+            scram: RwLock::new(Arc::new(ScramStore::default())),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,
@@ -158,20 +168,29 @@ impl Shared {
             fatal: Mutex::new(None),
             unclean: AtomicBool::new(false),
             barriers: std::array::from_fn(|_| PhaseBarrier::new(shard_count)),
-            bound_addr: OnceLock::new(),
+            bound_addrs: (0..listener_count).map(|_| OnceLock::new()).collect(),
             producer_ids: ProducerIdAllocator::new(),
             metrics: MetricsInboxes::new(shard_count),
             schema_registry_addr: OnceLock::new(),
         }
     }
 
-    /// The advertised host and port (the bound port when the configured one was 0), as
-    /// Metadata and DescribeCluster answer them.
-    pub fn advertised_address(&self) -> (String, u16) {
-        let config = &self.config;
+    /// The advertised host and port of the listener named `listener` (the bound port when the
+    /// configured one was 0), as Metadata, FindCoordinator and DescribeCluster answer the
+    /// clients that came through it; the first listener's for a name no listener has.
+    pub fn advertised_address(&self, listener: &str) -> (String, u16) {
+        let listeners = &self.config.listeners;
+        let index = listeners
+            .iter()
+            .position(|l| &*l.name == listener)
+            .unwrap_or(0);
+        let Some(config) = listeners.get(index) else {
+            return ("127.0.0.1".to_string(), 0);
+        };
         let port = if config.advertised_port == 0 {
-            self.bound_addr
-                .get()
+            self.bound_addrs
+                .get(index)
+                .and_then(OnceLock::get)
                 .map_or(config.advertised_port, |a| a.port())
         } else {
             config.advertised_port
@@ -222,6 +241,16 @@ impl Shared {
         *self.dynamic.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(dynamic);
     }
 
+    /// The SCRAM credentials in force.
+    pub fn scram_store(&self) -> Arc<ScramStore> {
+        Arc::clone(&self.scram.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the SCRAM credentials (already stored durably: I46).
+    pub fn set_scram_store(&self, store: ScramStore) {
+        *self.scram.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(store);
+    }
+
     /// The group configurations in force.
     pub fn group_configs(&self) -> Arc<GroupConfigs> {
         Arc::clone(&self.group_configs.read().unwrap_or_else(|e| e.into_inner()))
@@ -233,6 +262,16 @@ impl Shared {
             .group_configs
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
+    }
+
+    /// The ACLs in force.
+    pub fn acls(&self) -> Arc<AclSet> {
+        Arc::clone(&self.acls.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the ACLs in force (already stored: I49).
+    pub fn set_acls(&self, acls: AclSet) {
+        *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
     }
 
     /// The broker configuration in force: the static one with the dynamic settings laid

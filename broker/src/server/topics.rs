@@ -108,6 +108,24 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
             reason,
         })?;
     state.shared.set_group_configs(groups);
+    let acls = super::acl_store::load(&state.backend, &state.data_dir())
+        .await
+        .map_err(|reason| LogError::BadMetadata {
+            path: state.data_dir().join(super::acl_store::ACL_FILE),
+            line: 0,
+            reason,
+        })?;
+    state.shared.set_acls(acls);
+    let scram = super::scram_store::load(&state.backend, &state.data_dir())
+        .await
+        .map_err(|reason| LogError::BadMetadata {
+            path: state
+                .data_dir()
+                .join(super::scram_store::SCRAM_CREDENTIALS_FILE),
+            line: 0,
+            reason,
+        })?;
+    state.shared.set_scram_store(scram);
     let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
     for mut meta in store.load_all().await? {
         let id = match meta

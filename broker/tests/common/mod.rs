@@ -43,6 +43,7 @@ pub const TEST_SHARDS: &str = "2";
 pub struct BrokerBuilder {
     overrides: Vec<(String, String)>,
     properties: Option<PathBuf>,
+    extra_listeners: Vec<String>,
 }
 
 impl BrokerBuilder {
@@ -59,6 +60,14 @@ impl BrokerBuilder {
         self
     }
 
+    /// Adds a listener named `name` (`SASL_PLAINTEXT`, or a name given a protocol with
+    /// `listener.security.protocol.map`) on another free port of 127.0.0.1, after the
+    /// PLAINTEXT one; [`Broker::listener_addr`] gives its address.
+    pub fn listener(mut self, name: &str) -> Self {
+        self.extra_listeners.push(name.to_owned());
+        self
+    }
+
     /// Picks a free port and a fresh data directory, spawns the binary and waits until ready.
     /// Two shards unless the test says otherwise ([`TEST_SHARDS`]).
     pub fn start(self) -> Broker {
@@ -70,9 +79,15 @@ impl BrokerBuilder {
         std::fs::create_dir_all(&data_dir).expect("create data dir");
         let log_path = root.path().join("broker.log");
         let port = free_port();
+        let extra_listeners = self
+            .extra_listeners
+            .into_iter()
+            .map(|name| (name, free_port()))
+            .collect();
         let mut broker = Broker {
             child: None,
             port,
+            extra_listeners,
             overrides: [
                 ("num.shards".to_owned(), TEST_SHARDS.to_owned()),
                 // No schema registry unless a test asks for one (its default port 8081 is one
@@ -97,6 +112,8 @@ impl BrokerBuilder {
 pub struct Broker {
     child: Option<Child>,
     port: u16,
+    /// Listeners after the PLAINTEXT one: name and port.
+    extra_listeners: Vec<(String, u16)>,
     overrides: Vec<(String, String)>,
     properties: Option<PathBuf>,
     data_dir: PathBuf,
@@ -124,6 +141,17 @@ impl Broker {
     /// The socket address the broker listens on.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The address of the listener named `name` (added with [`BrokerBuilder::listener`]).
+    pub fn listener_addr(&self, name: &str) -> SocketAddr {
+        let port = self
+            .extra_listeners
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| *p)
+            .unwrap_or_else(|| panic!("no listener {name}"));
+        SocketAddr::from(([127, 0, 0, 1], port))
     }
 
     /// The listening port.
@@ -234,7 +262,7 @@ impl Broker {
             cmd.arg(path);
         }
         cmd.arg("--override")
-            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port))
+            .arg(format!("listeners={}", self.listeners_setting()))
             .arg("--override")
             .arg(format!("log.dirs={}", self.data_dir.display()));
         for (key, value) in &self.overrides {
@@ -261,6 +289,17 @@ impl Broker {
         let child = cmd.spawn().expect("spawn minikafka binary");
         self.child = Some(child);
         self.wait_ready(start_pos);
+    }
+
+    fn listeners_setting(&self) -> String {
+        std::iter::once(format!("PLAINTEXT://127.0.0.1:{}", self.port))
+            .chain(
+                self.extra_listeners
+                    .iter()
+                    .map(|(name, port)| format!("{name}://127.0.0.1:{port}")),
+            )
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn wait_ready(&mut self, start_pos: u64) {

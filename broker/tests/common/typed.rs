@@ -34,6 +34,19 @@ impl TypedClient {
         version: i16,
         request: &Q,
     ) -> R {
+        self.try_call(api_key, version, request)
+            .unwrap_or_else(|| panic!("{api_key:?} v{version}: no response"))
+    }
+
+    /// As [`call`](Self::call), but `None` when the broker closed the connection (or sent
+    /// nothing within the stream's timeout) instead of answering.
+    #[allow(dead_code)]
+    pub fn try_call<Q: Encodable, R: Decodable + HeaderVersion>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> Option<R> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
         let mut header = RequestHeader::default();
@@ -46,9 +59,9 @@ impl TypedClient {
             .encode(&mut body, api_key.request_header_version(version))
             .expect("header encodes");
         request.encode(&mut body, version).expect("body encodes");
-        self.stream.write_all(&frame(&body)).expect("write request");
-        let response = read_frame(&mut self.stream)
-            .unwrap_or_else(|| panic!("{api_key:?} v{version}: no response"));
+        // The broker may already have closed: a failed write reads as no answer.
+        self.stream.write_all(&frame(&body)).ok()?;
+        let response = read_frame(&mut self.stream)?;
         let mut bytes = Bytes::from(response);
         let header = ResponseHeader::decode(&mut bytes, R::header_version(version))
             .expect("response header");
@@ -58,6 +71,21 @@ impl TypedClient {
             bytes.is_empty(),
             "{api_key:?} v{version}: trailing response bytes"
         );
-        decoded
+        Some(decoded)
+    }
+
+    /// Whether the broker has closed the connection: a read sees end of stream (or a reset)
+    /// within the stream's timeout, with no bytes before it.
+    #[allow(dead_code)]
+    pub fn is_closed_by_broker(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match std::io::Read::read(&mut self.stream, &mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+        }
     }
 }

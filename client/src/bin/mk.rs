@@ -19,6 +19,13 @@
 //! mk [-b HOST:PORT] transactions describe ID
 //! mk [-b HOST:PORT] transactions abort --topic T --partition P --producer-id P
 //!                                      --producer-epoch E --coordinator-epoch C
+//! mk [-b HOST:PORT] acls list [--topic T | --group G | --cluster | --transactional-id X]
+//!                             [--prefixed | --match] [--principal P] [--host H]
+//!                             [--operation OP] [--permission allow|deny]
+//! mk [-b HOST:PORT] acls add (--topic T | --group G | --cluster | --transactional-id X)
+//!                            [--prefixed] --principal P [--host H] --operation OP
+//!                            [--permission allow|deny]
+//! mk [-b HOST:PORT] acls remove (the filter of `acls list`)
 //! mk [-b HOST:PORT] groups list | describe G | delete G
 //! mk [-b HOST:PORT] groups reset-offsets G (--topic T[:P,P..]... | --all-topics)
 //!        (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime T) [--dry-run]
@@ -72,6 +79,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use futures::{AsyncBufReadExt, StreamExt};
+use minikafka_client::acls;
 use minikafka_client::admin::{Admin, OffsetSpec};
 use minikafka_client::compression::parse_codec;
 use minikafka_client::configs::{ConfigChange, ConfigResource};
@@ -205,6 +213,16 @@ enum Command {
         #[command(subcommand)]
         action: SchemasAction,
     },
+    /// List, add or remove ACLs (the broker needs `authorizer.class.name`).
+    Acls {
+        #[command(subcommand)]
+        action: AclsAction,
+    },
+    /// List, add or delete SCRAM users (SCRAM-SHA-256, SCRAM-SHA-512).
+    Users {
+        #[command(subcommand)]
+        action: UsersAction,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -299,6 +317,177 @@ struct MirrorArgs {
     /// Seconds between group offset syncs while mirroring continuously.
     #[arg(long, default_value_t = 10)]
     sync_group_secs: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum AclsAction {
+    /// Print the ACLs the filter selects (all of them without one).
+    List {
+        #[command(flatten)]
+        filter: AclArgs,
+    },
+    /// Add one ACL.
+    Add {
+        #[command(flatten)]
+        acl: AclArgs,
+    },
+    /// Remove the ACLs the filter selects, printing them.
+    Remove {
+        #[command(flatten)]
+        filter: AclArgs,
+    },
+}
+
+/// An ACL, or a filter of ACLs (`kafka-acls.sh`'s options).
+#[derive(clap::Args, Debug)]
+struct AclArgs {
+    /// A topic (`*` for every topic).
+    #[arg(long, value_name = "T", group = "acl_resource")]
+    topic: Option<String>,
+    /// A consumer group.
+    #[arg(long, value_name = "G", group = "acl_resource")]
+    group: Option<String>,
+    /// The cluster.
+    #[arg(long, group = "acl_resource")]
+    cluster: bool,
+    /// A transactional id.
+    #[arg(long, value_name = "X", group = "acl_resource")]
+    transactional_id: Option<String>,
+    /// The name is a prefix (PREFIXED).
+    #[arg(long)]
+    prefixed: bool,
+    /// Filter only: every ACL that covers the name (LITERAL, PREFIXED, `*`).
+    #[arg(long = "match", conflicts_with = "prefixed")]
+    match_name: bool,
+    /// The principal, `User:alice`.
+    #[arg(long, value_name = "P")]
+    principal: Option<String>,
+    /// The client host (an IP address); `*` by default when adding.
+    #[arg(long, value_name = "H")]
+    host: Option<String>,
+    /// The operation: read, write, create, delete, alter, describe, cluster-action,
+    /// describe-configs, alter-configs, idempotent-write, all.
+    #[arg(long, value_name = "OP")]
+    operation: Option<String>,
+    /// allow or deny (allow by default when adding).
+    #[arg(long, value_name = "allow|deny")]
+    permission: Option<String>,
+}
+
+impl AclArgs {
+    fn resource(&self) -> Option<(acls::ResourceType, String)> {
+        use acls::ResourceType as R;
+        if let Some(t) = &self.topic {
+            Some((R::Topic, t.clone()))
+        } else if let Some(g) = &self.group {
+            Some((R::Group, g.clone()))
+        } else if self.cluster {
+            Some((R::Cluster, "kafka-cluster".to_string()))
+        } else {
+            self.transactional_id
+                .as_ref()
+                .map(|x| (R::TransactionalId, x.clone()))
+        }
+    }
+
+    fn operation(&self) -> CliResult<Option<acls::Operation>> {
+        self.operation
+            .as_deref()
+            .map(|op| {
+                acls::parse_operation(op)
+                    .ok_or_else(|| format!("--operation {op:?}: not an operation"))
+            })
+            .transpose()
+    }
+
+    fn permission(&self) -> CliResult<Option<acls::Permission>> {
+        self.permission
+            .as_deref()
+            .map(|p| {
+                acls::parse_permission(p)
+                    .ok_or_else(|| format!("--permission {p:?}: allow or deny"))
+            })
+            .transpose()
+    }
+
+    fn filter(&self) -> CliResult<acls::AclFilter> {
+        let resource = self.resource();
+        let pattern = if self.match_name {
+            acls::PatternFilter::Match
+        } else if self.prefixed {
+            acls::PatternFilter::Exactly(acls::PatternType::Prefixed)
+        } else if resource.is_some() {
+            acls::PatternFilter::Exactly(acls::PatternType::Literal)
+        } else {
+            acls::PatternFilter::Any
+        };
+        Ok(acls::AclFilter {
+            resource_type: resource.as_ref().map(|r| r.0),
+            resource_name: resource.map(|r| r.1),
+            pattern,
+            principal: self.principal.clone(),
+            host: self.host.clone(),
+            operation: self.operation()?,
+            permission: self.permission()?,
+        })
+    }
+
+    fn binding(&self) -> CliResult<acls::AclBinding> {
+        let (resource_type, resource_name) = self
+            .resource()
+            .ok_or("acls add: one of --topic, --group, --cluster, --transactional-id")?;
+        if self.match_name {
+            return Err("acls add: --match is for filters".into());
+        }
+        Ok(acls::AclBinding {
+            resource_type,
+            pattern_type: if self.prefixed {
+                acls::PatternType::Prefixed
+            } else {
+                acls::PatternType::Literal
+            },
+            resource_name,
+            principal: self
+                .principal
+                .clone()
+                .ok_or("acls add: --principal User:NAME")?,
+            host: self.host.clone().unwrap_or_else(|| "*".to_string()),
+            operation: self.operation()?.ok_or("acls add: --operation OP")?,
+            permission: self.permission()?.unwrap_or(acls::Permission::Allow),
+        })
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum UsersAction {
+    /// Every SCRAM user with its mechanisms and iterations (or only those named).
+    List {
+        /// Users to describe (all when none).
+        users: Vec<String>,
+    },
+    /// Create a user's credential, or replace it (a new password). The password is salted
+    /// and iterated here; the broker never sees it.
+    Add {
+        /// Username.
+        user: String,
+        /// The password; `-` reads one line from stdin (keeps it out of the process list).
+        #[arg(long)]
+        password: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        /// PBKDF2 iterations, 4096..16384.
+        #[arg(long, default_value_t = minikafka_client::scram_users::DEFAULT_ITERATIONS)]
+        iterations: u32,
+    },
+    /// Delete a user's credential for one mechanism.
+    Delete {
+        /// Username.
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -681,6 +870,8 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Records { action } => records(addr, action).await,
         Command::Configs { action } => configs(addr, action).await,
         Command::Schemas { registry, action } => schemas(&registry, action).await,
+        Command::Acls { action } => acls_command(addr, action).await,
+        Command::Users { action } => users(addr, action).await,
     }
 }
 
@@ -789,6 +980,80 @@ async fn schemas(registry: &str, action: SchemasAction) -> CliResult<()> {
                 other => other.to_string(),
             };
             writeln!(out, "deleted {subject} versions {versions}").map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+async fn users(addr: &str, action: UsersAction) -> CliResult<()> {
+    use minikafka_client::scram_users::parse_mechanism;
+    let mut admin = Admin::new(connect(addr).await?);
+    match action {
+        UsersAction::List { users } => {
+            for user in admin.describe_scram_users(&users).await.map_err(kafka)? {
+                let creds: Vec<String> = user
+                    .credentials
+                    .iter()
+                    .map(|(m, i)| format!("{m}(iterations={i})"))
+                    .collect();
+                println!("{}\t{}", user.name, creds.join(","));
+            }
+        }
+        UsersAction::Add {
+            user,
+            password,
+            mechanism,
+            iterations,
+        } => {
+            let password = if password == "-" {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .map_err(|e| format!("reading the password: {e}"))?;
+                line.trim_end_matches(['\r', '\n']).to_string()
+            } else {
+                password
+            };
+            let m = parse_mechanism(&mechanism).map_err(kafka)?;
+            admin
+                .upsert_scram_user(&user, m, &password, iterations)
+                .await
+                .map_err(kafka)?;
+            println!("user {user}: {} set", m.name());
+        }
+        UsersAction::Delete { user, mechanism } => {
+            let m = parse_mechanism(&mechanism).map_err(kafka)?;
+            admin.delete_scram_user(&user, m).await.map_err(kafka)?;
+            println!("user {user}: {} deleted", m.name());
+        }
+    }
+    Ok(())
+}
+
+async fn acls_command(addr: &str, action: AclsAction) -> CliResult<()> {
+    let mut admin = Admin::new(connect(addr).await?);
+    match action {
+        AclsAction::List { filter } => {
+            for acl in admin
+                .describe_acls(&filter.filter()?)
+                .await
+                .map_err(kafka)?
+            {
+                println!("{}", acls::describe(&acl));
+            }
+        }
+        AclsAction::Add { acl } => {
+            let binding = acl.binding()?;
+            admin
+                .create_acls(std::slice::from_ref(&binding))
+                .await
+                .map_err(kafka)?;
+            println!("added {}", acls::describe(&binding));
+        }
+        AclsAction::Remove { filter } => {
+            for acl in admin.delete_acls(&filter.filter()?).await.map_err(kafka)? {
+                println!("removed {}", acls::describe(&acl));
+            }
         }
     }
     Ok(())

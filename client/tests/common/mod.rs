@@ -51,8 +51,19 @@ pub fn free_port() -> u16 {
 }
 
 impl Broker {
+    /// The broker's data directory (`log.dirs`).
+    #[allow(dead_code)]
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// Starts the broker and waits for its `listening on` line.
     pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// [`Broker::start`] with extra `--override key=value` settings.
+    pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
         let bin = broker_binary();
         assert!(
             bin.exists(),
@@ -73,6 +84,11 @@ impl Broker {
             // The registry on an ephemeral port (its default 8081 is one per machine).
             .arg("--override")
             .arg("schema.registry.listeners=http://127.0.0.1:0")
+            .args(
+                overrides
+                    .iter()
+                    .flat_map(|(k, v)| ["--override".to_string(), format!("{k}={v}")]),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

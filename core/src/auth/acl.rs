@@ -286,5 +286,63 @@ pub fn authorize(config: &AuthorizerConfig, acls: &[AclBinding], action: &Action
     }
 }
 
+/// Whether `principal` from `host` may do `operation` on at least one resource of
+/// `resource_type` (Kafka's `Authorizer.authorizeByResourceType`, which KIP-679 uses to grant
+/// idempotent writes to whoever may write some topic): a super user may; a DENY of every name
+/// (LITERAL `*`) refuses; else any applying ALLOW whose pattern no applying DENY covers
+/// (a LITERAL name or a PREFIXED prefix of it) allows. With no ACL on the resource type at
+/// all, `allow.everyone.if.no.acl.found` decides.
+pub fn authorize_by_resource_type(
+    config: &AuthorizerConfig,
+    acls: &[AclBinding],
+    principal: &str,
+    host: &str,
+    resource_type: ResourceType,
+    operation: Operation,
+) -> bool {
+    if operation == Operation::All {
+        return false;
+    }
+    if config.super_users.contains(principal) {
+        return true;
+    }
+    let of_type = || acls.iter().filter(|a| a.resource_type == resource_type);
+    if of_type().next().is_none() {
+        return config.allow_everyone_if_no_acl_found;
+    }
+    let applying = |a: &&AclBinding| {
+        (a.principal == principal || a.principal == WILDCARD_PRINCIPAL)
+            && (a.host == WILDCARD || a.host == host)
+            && a.covers_operation(operation)
+    };
+    let denies: Vec<&AclBinding> = of_type()
+        .filter(applying)
+        .filter(|a| a.permission == Permission::Deny)
+        .collect();
+    if denies
+        .iter()
+        .any(|d| d.pattern_type == PatternType::Literal && d.resource_name == WILDCARD)
+    {
+        return false;
+    }
+    let covered = |allow: &AclBinding| {
+        denies
+            .iter()
+            .any(|d| match (d.pattern_type, allow.pattern_type) {
+                (PatternType::Literal, PatternType::Literal) => {
+                    d.resource_name == allow.resource_name
+                }
+                (PatternType::Prefixed, _) => {
+                    allow.resource_name.starts_with(d.resource_name.as_str())
+                }
+                (PatternType::Literal, PatternType::Prefixed) => false,
+            })
+    };
+    of_type()
+        .filter(applying)
+        .filter(|a| a.permission == Permission::Allow)
+        .any(|a| !covered(a))
+}
+
 #[cfg(test)]
 mod tests;

@@ -20,12 +20,14 @@
 //!   syntax, and the server as a machine ([`scram::ScramServer`]).
 //! - [`oauthbearer`]: OAUTHBEARER's client initial response (RFC 7628) and Kafka's unsecured
 //!   JWT validator.
+//! - [`acl_filter`]: ACL filters (DescribeAcls, DeleteAcls) and the checks of a new ACL.
 //! - [`acl`]: the ACL decision (principal, host, resource, operation → allow/deny) with
 //!   Kafka's `StandardAuthorizer` semantics.
 //!
 //! Invariants I40–I44 (`docs/DESIGN.md`, "Security (being built)") are cited where enforced.
 
 pub mod acl;
+pub mod acl_filter;
 pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;

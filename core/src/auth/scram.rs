@@ -157,6 +157,44 @@ impl ScramCredential {
         })
     }
 
+    /// The credential of a SaltedPassword a client computed (`Hi(password, salt, i)`), as
+    /// AlterUserScramCredentials carries it: the broker never sees the password (I41). The
+    /// salted password must be the mechanism's digest length, the salt not empty and the
+    /// iterations within [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salted_password: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> Result<ScramCredential, ScramError> {
+        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+            return Err(ScramError::Iterations(iterations));
+        }
+        if salt.is_empty() {
+            return Err(ScramError::Credential("empty salt"));
+        }
+        if salted_password.len() != mechanism.digest_bytes() {
+            return Err(ScramError::Credential("salted password length"));
+        }
+        let client_key = mechanism.hmac(salted_password, b"Client Key");
+        Ok(ScramCredential {
+            salt: salt.to_vec(),
+            stored_key: mechanism.hash(&client_key),
+            server_key: mechanism.hmac(salted_password, b"Server Key"),
+            iterations,
+        })
+    }
+
+    /// `Hi(password, salt, iterations)`: what a client sends in AlterUserScramCredentials.
+    pub fn salted_password(
+        mechanism: ScramMechanism,
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> Vec<u8> {
+        mechanism.hi(password.as_bytes(), salt, iterations)
+    }
+
     /// Kafka's text form (`ScramCredentialUtils.credentialToString`):
     /// `salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>`.
     pub fn to_kafka_string(&self) -> String {

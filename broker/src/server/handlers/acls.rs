@@ -1,33 +1,280 @@
-//! The ACL APIs, v1–3: DescribeAcls (key 29), CreateAcls (key 30), DeleteAcls (key 31), as
-//! Apache Kafka answers them with no authorizer configured (`authorizer.class.name` unset).
+//! The ACL APIs, v1–3: DescribeAcls (key 29), CreateAcls (key 30), DeleteAcls (key 31).
 //!
 //! Contract:
-//! - The broker has no authorizer yet, so every answer is SECURITY_DISABLED (54) with Kafka's
-//!   message, in the place each API carries it: DescribeAcls at the top level (no resources);
-//!   CreateAcls once per creation, in request order; DeleteAcls once per filter, in request
-//!   order, with no matching ACLs. Kafka builds the last two with the request's
-//!   `getErrorResponse`, one result per element, so clients pair results with their inputs.
-//! - Listed in ApiVersions so that tools asking "is security on?" (MirrorMaker 2's ACL sync,
-//!   UI tools' ACL pages, `kafka-acls.sh`) get the answer Kafka gives instead of
-//!   UNSUPPORTED_VERSION. The requests' arrays are bounded by the pre-check before decoding
-//!   (I10), so the answer's size is bounded by the request's.
-//! - Never: stores, checks or lists an ACL (`core::auth::acl` holds the decision; the broker
-//!   does not serve it yet).
+//! - With no authorizer (`authorizer.class.name` unset), every answer is SECURITY_DISABLED
+//!   (54) with Kafka's message, in the place each API carries it: DescribeAcls at the top
+//!   level (no resources); CreateAcls once per creation, in request order; DeleteAcls once
+//!   per filter, in request order, with no matching ACLs (I44). Listed in ApiVersions either
+//!   way, so that tools asking "is security on?" get Kafka's answer.
+//! - With an authorizer (I48, I49): DescribeAcls needs DESCRIBE on the cluster, CreateAcls
+//!   and DeleteAcls ALTER (else CLUSTER_AUTHORIZATION_FAILED, per element). Each creation and
+//!   filter is checked on its own (INVALID_REQUEST with the reason for a bad one, the others
+//!   still done). Changes are serialized by the admin lock, stored durably, then put in
+//!   force; a failed write answers UNKNOWN_SERVER_ERROR for every element and changes
+//!   nothing. DescribeAcls groups the matching ACLs by resource pattern.
+//! - The requests' arrays are bounded by the pre-check before decoding (I10), so each
+//!   answer's size is bounded by the request's and the ACL count.
+
+use std::rc::Rc;
 
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
-use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+};
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    DescribeAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
 };
+use minikafka_core::auth::acl::{AclBinding, Operation};
+use minikafka_core::auth::acl_filter::{new_binding, AclFilter};
+use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
+use crate::server::acl_store;
+use crate::server::authz::{cluster_allowed, Caller};
+use crate::server::shard::ShardState;
 
 /// Apache Kafka's message for SECURITY_DISABLED when no authorizer is configured.
 pub const NO_AUTHORIZER_MESSAGE: &str = "No Authorizer is configured.";
 
-/// DescribeAcls: the top-level error, no resources.
+/// Kafka's message when the principal may not manage ACLs.
+const CLUSTER_DENIED_MESSAGE: &str = "Cluster authorization failed.";
+
+fn filter_of(
+    f: &kafka_protocol::messages::delete_acls_request::DeleteAclsFilter,
+) -> Result<AclFilter, String> {
+    AclFilter::from_wire(
+        f.resource_type_filter,
+        f.resource_name_filter.as_deref(),
+        f.pattern_type_filter,
+        f.principal_filter.as_deref(),
+        f.host_filter.as_deref(),
+        f.operation,
+        f.permission_type,
+    )
+}
+
+/// DescribeAcls: SECURITY_DISABLED without an authorizer, else the ACLs the filter selects,
+/// grouped by resource pattern.
+pub fn handle_describe<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    caller: &Caller,
+    request: &DescribeAclsRequest,
+) -> DescribeAclsResponse {
+    let shared = &state.shared;
+    if !shared.config.authorizer.enabled() {
+        return describe();
+    }
+    let mut response = DescribeAclsResponse::default();
+    if !cluster_allowed(shared, caller, Operation::Describe) {
+        response.error_code = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
+        response.error_message = Some(str_bytes(CLUSTER_DENIED_MESSAGE));
+        return response;
+    }
+    let filter = match AclFilter::from_wire(
+        request.resource_type_filter,
+        request.resource_name_filter.as_deref(),
+        request.pattern_type_filter,
+        request.principal_filter.as_deref(),
+        request.host_filter.as_deref(),
+        request.operation,
+        request.permission_type,
+    ) {
+        Ok(filter) => filter,
+        Err(why) => {
+            response.error_code = ErrorCode::INVALID_REQUEST.code();
+            response.error_message = Some(str_bytes(&why));
+            return response;
+        }
+    };
+    let acls = shared.acls();
+    // The set is sorted by resource type, pattern type and name first: equal patterns are
+    // adjacent.
+    for acl in acls.matching(&filter) {
+        let description = {
+            let mut d = AclDescription::default();
+            d.principal = str_bytes(&acl.principal);
+            d.host = str_bytes(&acl.host);
+            d.operation = acl.operation.code();
+            d.permission_type = acl.permission.code();
+            d
+        };
+        match response.resources.last_mut() {
+            Some(r)
+                if r.resource_type == acl.resource_type.code()
+                    && r.pattern_type == acl.pattern_type.code()
+                    && r.resource_name.as_str() == acl.resource_name =>
+            {
+                r.acls.push(description)
+            }
+            _ => {
+                let mut r = DescribeAclsResource::default();
+                r.resource_type = acl.resource_type.code();
+                r.resource_name = str_bytes(&acl.resource_name);
+                r.pattern_type = acl.pattern_type.code();
+                r.acls.push(description);
+                response.resources.push(r);
+            }
+        }
+    }
+    response
+}
+
+fn creation_result(code: ErrorCode, message: Option<&str>) -> AclCreationResult {
+    let mut result = AclCreationResult::default();
+    result.error_code = code.code();
+    result.error_message = message.map(str_bytes);
+    result
+}
+
+/// CreateAcls: SECURITY_DISABLED without an authorizer, else each valid creation stored.
+pub async fn handle_create<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    caller: &Caller,
+    request: &CreateAclsRequest,
+) -> CreateAclsResponse {
+    let shared = &state.shared;
+    if !shared.config.authorizer.enabled() {
+        return create(request);
+    }
+    let mut response = CreateAclsResponse::default();
+    if !cluster_allowed(shared, caller, Operation::Alter) {
+        response.results = vec![
+            creation_result(
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                Some(CLUSTER_DENIED_MESSAGE)
+            );
+            request.creations.len()
+        ];
+        return response;
+    }
+    let checked: Vec<Result<AclBinding, String>> = request
+        .creations
+        .iter()
+        .map(|c| {
+            new_binding(
+                c.resource_type,
+                &c.resource_name,
+                c.resource_pattern_type,
+                &c.principal,
+                &c.host,
+                c.operation,
+                c.permission_type,
+            )
+        })
+        .collect();
+    let added: Vec<AclBinding> = checked
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let stored = if added.is_empty() {
+        Ok(())
+    } else {
+        let _admin = shared.admin_lock.lock().await;
+        let next = shared.acls().with(added);
+        match acl_store::save(&state.backend, &state.data_dir(), &next).await {
+            Ok(()) => {
+                shared.set_acls(next);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("storing the ACLs failed: {e}");
+                Err(e.to_string())
+            }
+        }
+    };
+    response.results = checked
+        .iter()
+        .map(|c| match (c, &stored) {
+            (Err(why), _) => creation_result(ErrorCode::INVALID_REQUEST, Some(why)),
+            (Ok(_), Err(why)) => creation_result(ErrorCode::UNKNOWN_SERVER_ERROR, Some(why)),
+            (Ok(_), Ok(())) => creation_result(ErrorCode::NONE, None),
+        })
+        .collect();
+    response
+}
+
+fn filter_result(code: ErrorCode, message: Option<&str>) -> DeleteAclsFilterResult {
+    let mut result = DeleteAclsFilterResult::default();
+    result.error_code = code.code();
+    result.error_message = message.map(str_bytes);
+    result
+}
+
+fn matching_acl(acl: &AclBinding) -> DeleteAclsMatchingAcl {
+    let mut m = DeleteAclsMatchingAcl::default();
+    m.resource_type = acl.resource_type.code();
+    m.resource_name = str_bytes(&acl.resource_name);
+    m.pattern_type = acl.pattern_type.code();
+    m.principal = str_bytes(&acl.principal);
+    m.host = str_bytes(&acl.host);
+    m.operation = acl.operation.code();
+    m.permission_type = acl.permission.code();
+    m
+}
+
+/// DeleteAcls: SECURITY_DISABLED without an authorizer, else every ACL a valid filter
+/// selects removed, and listed under each filter that selected it.
+pub async fn handle_delete<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    caller: &Caller,
+    request: &DeleteAclsRequest,
+) -> DeleteAclsResponse {
+    let shared = &state.shared;
+    if !shared.config.authorizer.enabled() {
+        return delete(request);
+    }
+    let mut response = DeleteAclsResponse::default();
+    if !cluster_allowed(shared, caller, Operation::Alter) {
+        response.filter_results = vec![
+            filter_result(
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                Some(CLUSTER_DENIED_MESSAGE)
+            );
+            request.filters.len()
+        ];
+        return response;
+    }
+    let filters: Vec<Result<AclFilter, String>> = request.filters.iter().map(filter_of).collect();
+    let valid: Vec<AclFilter> = filters
+        .iter()
+        .filter_map(|f| f.as_ref().ok().cloned())
+        .collect();
+    let _admin = shared.admin_lock.lock().await;
+    let before = shared.acls();
+    let next = before.without(&valid);
+    let stored = if next == *before {
+        Ok(())
+    } else {
+        match acl_store::save(&state.backend, &state.data_dir(), &next).await {
+            Ok(()) => {
+                shared.set_acls(next);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("storing the ACLs failed: {e}");
+                Err(e.to_string())
+            }
+        }
+    };
+    response.filter_results = filters
+        .iter()
+        .map(|f| match (f, &stored) {
+            (Err(why), _) => filter_result(ErrorCode::INVALID_REQUEST, Some(why)),
+            (Ok(_), Err(why)) => filter_result(ErrorCode::UNKNOWN_SERVER_ERROR, Some(why)),
+            (Ok(filter), Ok(())) => {
+                let mut result = filter_result(ErrorCode::NONE, None);
+                result.matching_acls = before.matching(filter).map(matching_acl).collect();
+                result
+            }
+        })
+        .collect();
+    response
+}
+
+/// DescribeAcls without an authorizer: the top-level error, no resources.
 pub fn describe() -> DescribeAclsResponse {
     let mut response = DescribeAclsResponse::default();
     response.error_code = ErrorCode::SECURITY_DISABLED.code();

@@ -11,6 +11,7 @@ use minikafka_core::authorized_operations::{authorized_operations, ResourceType}
 use minikafka_core::backend::Backend;
 
 use super::str_bytes;
+use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 use minikafka_core::error_code::ErrorCode;
 
@@ -19,9 +20,10 @@ pub fn handle<B: Backend>(
     state: &ShardState<B>,
     request: DescribeClusterRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> DescribeClusterResponse {
     let shared = &state.shared;
-    let (host, port) = shared.advertised_address();
+    let (host, port) = shared.advertised_address(&ctx.listener);
     let node_id = shared.config.node_id;
     let mut response = DescribeClusterResponse::default();
     if version >= 1 && request.endpoint_type != 1 {

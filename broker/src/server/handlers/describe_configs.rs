@@ -47,7 +47,11 @@ use minikafka_core::error_code::ErrorCode;
 fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfigsResourceResult {
     let mut result = DescribeConfigsResourceResult::default();
     result.name = str_bytes(&entry.name);
-    result.value = Some(str_bytes(&entry.value));
+    // A secret (`sasl.jaas.config`) is described as Kafka describes a password: sensitive,
+    // with no value.
+    let sensitive = entry.config_type == crate::config::table::Kind::Password.code();
+    result.value = (!sensitive).then(|| str_bytes(&entry.value));
+    result.is_sensitive = sensitive;
     result.config_source = entry.source;
     result.read_only = entry.read_only;
     if version >= 3 {
@@ -65,7 +69,7 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
             .map(|s| {
                 let mut synonym = DescribeConfigsSynonym::default();
                 synonym.name = str_bytes(&s.name);
-                synonym.value = Some(str_bytes(&s.value));
+                synonym.value = (!sensitive).then(|| str_bytes(&s.value));
                 synonym.source = s.source;
                 synonym
             })

@@ -34,6 +34,8 @@ top_level!(
     AddOffsetsToTxnResponse,
     EndTxnResponse,
     ListTransactionsResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
 
 impl ErrorCodes for AddPartitionsToTxnResponse {
@@ -51,6 +53,18 @@ impl ErrorCodes for AddPartitionsToTxnResponse {
 impl ErrorCodes for DescribeTransactionsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         self.transaction_states.iter().map(|t| t.error_code)
+    }
+}
+
+impl ErrorCodes for DescribeUserScramCredentialsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        std::iter::once(self.error_code).chain(self.results.iter().map(|r| r.error_code))
+    }
+}
+
+impl ErrorCodes for AlterUserScramCredentialsResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.results.iter().map(|r| r.error_code)
     }
 }
 

@@ -19,6 +19,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
+use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 use crate::server::txns::route;
 
@@ -49,10 +50,11 @@ pub fn handle<B: Backend>(
     state: &ShardState<B>,
     request: FindCoordinatorRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> FindCoordinatorResponse {
     let shared = &state.shared;
     let node_id = shared.config.node_id;
-    let (host, port) = shared.advertised_address();
+    let (host, port) = shared.advertised_address(&ctx.listener);
     let mut response = FindCoordinatorResponse::default();
     let key_type = if version >= 1 {
         request.key_type

@@ -25,11 +25,15 @@ use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
+use crate::server::authz::{
+    authorized_operations, cluster_allowed, topic_allowed, Caller, CLUSTER_NAME,
+};
 use crate::server::groups::offsets_topic;
+use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 use crate::server::shared::TopicInfo;
 use crate::server::topics;
-use minikafka_core::authorized_operations::{authorized_operations, ResourceType};
+use minikafka_core::auth::acl::{Operation, ResourceType};
 use minikafka_core::error_code::ErrorCode;
 
 /// One topic's entry.
@@ -79,17 +83,26 @@ pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
+    let shared = &state.shared;
     let with_topic_ops = version >= 8 && request.include_topic_authorized_operations;
     let with_cluster_ops =
         (8..=10).contains(&version) && request.include_cluster_authorized_operations;
-    let mut response = topics_and_brokers(state, request, version).await;
+    let caller = &Caller::from_context(ctx);
+    let mut response = topics_and_brokers(state, request, version, ctx).await;
     for topic in &mut response.topics {
+        let name = topic.name.as_ref().map_or("", |n| n.as_str());
         topic.topic_authorized_operations =
-            authorized_operations(ResourceType::Topic, with_topic_ops);
+            authorized_operations(shared, caller, ResourceType::Topic, name, with_topic_ops);
     }
-    response.cluster_authorized_operations =
-        authorized_operations(ResourceType::Cluster, with_cluster_ops);
+    response.cluster_authorized_operations = authorized_operations(
+        shared,
+        caller,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        with_cluster_ops,
+    );
     response
 }
 
@@ -97,11 +110,14 @@ async fn topics_and_brokers<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: MetadataRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let shared = &state.shared;
     let config = &shared.config;
+    let caller = &Caller::from_context(ctx);
+    let describe = |name: &str| topic_allowed(shared, caller, name, Operation::Describe);
     let node_id = config.node_id;
-    let (host, port) = shared.advertised_address();
+    let (host, port) = shared.advertised_address(&ctx.listener);
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();
@@ -122,6 +138,7 @@ async fn topics_and_brokers<B: Backend>(
         response.topics = shared
             .all_topics()
             .iter()
+            .filter(|t| describe(&t.name))
             .map(|t| topic_entry(t, node_id, version))
             .collect();
         return response;
@@ -132,8 +149,28 @@ async fn topics_and_brokers<B: Backend>(
         let entry = match wanted.name {
             Some(name) => {
                 let name = name.0.as_str().to_string();
-                match shared.topic(&name) {
+                let exists = shared.topic(&name);
+                match exists {
+                    _ if !describe(&name) => error_entry(
+                        Some(&name),
+                        Uuid::nil(),
+                        ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                        version,
+                    ),
                     Some(info) => topic_entry(&info, node_id, version),
+                    // Auto-creation needs CREATE on the cluster or the topic (Kafka's
+                    // `KafkaApis.handleTopicMetadataRequest`).
+                    None if allow_create
+                        && !cluster_allowed(shared, caller, Operation::Create)
+                        && !topic_allowed(shared, caller, &name, Operation::Create) =>
+                    {
+                        error_entry(
+                            Some(&name),
+                            Uuid::nil(),
+                            ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                            version,
+                        )
+                    }
                     None if allow_create => {
                         match topics::create_topic(
                             state,
@@ -174,6 +211,12 @@ async fn topics_and_brokers<B: Backend>(
                 }
             }
             None => match shared.topic_by_id(wanted.topic_id) {
+                Some(info) if !describe(&info.name) => error_entry(
+                    None,
+                    wanted.topic_id,
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                    version,
+                ),
                 Some(info) => topic_entry(&info, node_id, version),
                 None => error_entry(None, wanted.topic_id, ErrorCode::UNKNOWN_TOPIC_ID, version),
             },

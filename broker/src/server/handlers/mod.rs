@@ -15,6 +15,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authorize;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -39,11 +40,11 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod scram_credentials;
 pub mod txn_offset_commit;
 pub mod txn_shared;
 pub mod write_txn_markers;
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -51,6 +52,8 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 use minikafka_core::backend::Backend;
 
+use super::authz::Caller;
+use super::session::RequestContext;
 use super::shard::ShardState;
 use crate::protocol::spliced::encode_response_spliced;
 
@@ -61,6 +64,7 @@ use crate::protocol::{
     encode_response_for, ApiRange, DecodedRequest, RequestBody, SupportedVersions,
 };
 use error_codes::ErrorCodes;
+use minikafka_core::error_code::ErrorCode;
 
 /// What to do with a handled request.
 #[derive(Debug)]
@@ -112,6 +116,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -166,15 +174,21 @@ fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
     respond(api_version, correlation_id, response)
 }
 
-/// Handles one request from `peer`.
+/// Handles one request in `ctx`, the connection's principal and listener when the request
+/// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: DecodedRequest,
-    peer: SocketAddr,
+    ctx: &RequestContext,
 ) -> Outcome {
+    let peer = ctx.client_address;
     let version = request.api_version;
     let api = request.api_key as i16;
     let correlation_id = request.header.correlation_id;
+    // The connection's principal when the request was read (I45), checked by the
+    // authorizer (I48).
+    let caller = Caller::from_context(ctx);
+    let shared = &*state.shared;
     // Every answered request: its error codes counted, then encoded with its header.
     macro_rules! reply {
         ($response:expr) => {
@@ -183,10 +197,12 @@ pub async fn handle<B: Backend>(
     }
     match request.body {
         RequestBody::ApiVersions(_) => reply!(api_versions::handle(state, version)),
-        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version).await),
-        RequestBody::Produce(req) => {
+        RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
+        RequestBody::Produce(mut req) => {
             let acks = req.acks;
-            let response = produce::handle(state, req, version).await;
+            let denied = authorize::produce(shared, &caller, &mut req);
+            let mut response = produce::handle(state, req, version).await;
+            response.responses.extend(denied);
             if acks == 0 {
                 state.metrics.errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.
@@ -200,8 +216,10 @@ pub async fn handle<B: Backend>(
                 reply!(response)
             }
         }
-        RequestBody::Fetch(req) => {
-            let response = fetch::handle(state, req, version).await;
+        RequestBody::Fetch(mut req) => {
+            let denied = authorize::fetch(shared, &caller, &mut req);
+            let mut response = fetch::handle(state, req, version).await;
+            response.responses.extend(denied);
             state.metrics.errors(api, response.error_codes());
             let records = fetch::records_in_order(&response);
             match encode_response_spliced(version, correlation_id, &response, records) {
@@ -209,18 +227,81 @@ pub async fn handle<B: Backend>(
                 Err(e) => Outcome::Close(e.to_string()),
             }
         }
-        RequestBody::ListOffsets(req) => reply!(list_offsets::handle(state, req, version).await),
-        RequestBody::CreateTopics(req) => reply!(create_topics::handle(state, req, version).await),
-        RequestBody::DeleteTopics(req) => reply!(delete_topics::handle(state, req, version).await),
-        RequestBody::DeleteRecords(req) => reply!(delete_records::handle(state, req).await),
-        RequestBody::AlterConfigs(req) => reply!(alter_configs::handle_alter(state, req).await),
-        RequestBody::IncrementalAlterConfigs(req) => {
-            reply!(alter_configs::handle_incremental(state, req).await)
+        RequestBody::ListOffsets(mut req) => {
+            let denied = authorize::list_offsets(shared, &caller, &mut req);
+            let mut response = list_offsets::handle(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
-        RequestBody::CreatePartitions(req) => reply!(create_partitions::handle(state, req).await),
-        RequestBody::DescribeConfigs(req) => reply!(describe_configs::handle(state, req, version)),
-        RequestBody::DescribeCluster(req) => reply!(describe_cluster::handle(state, req, version)),
-        RequestBody::FindCoordinator(req) => reply!(find_coordinator::handle(state, req, version)),
+        RequestBody::CreateTopics(mut req) => {
+            let denied = authorize::create_topics(shared, &caller, &mut req);
+            let mut response = create_topics::handle(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DeleteTopics(mut req) => {
+            let denied = authorize::delete_topics(shared, &caller, &mut req);
+            let mut response = delete_topics::handle(state, req, version).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DeleteRecords(mut req) => {
+            let denied = authorize::delete_records(shared, &caller, &mut req);
+            let mut response = delete_records::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::AlterConfigs(mut req) => {
+            let denied = authorize::alter_configs(shared, &caller, &mut req);
+            let mut response = alter_configs::handle_alter(state, req).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::IncrementalAlterConfigs(mut req) => {
+            let denied = authorize::incremental_alter_configs(shared, &caller, &mut req);
+            let mut response = alter_configs::handle_incremental(state, req).await;
+            response.responses.extend(denied);
+            reply!(response)
+        }
+        RequestBody::CreatePartitions(mut req) => {
+            let denied = authorize::create_partitions(shared, &caller, &mut req);
+            let mut response = create_partitions::handle(state, req).await;
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeConfigs(mut req) => {
+            let denied = authorize::describe_configs(shared, &caller, &mut req);
+            let mut response = describe_configs::handle(state, req, version);
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeCluster(req) => {
+            let mut response = describe_cluster::handle(state, req, version, ctx);
+            authorize::describe_cluster_answer(shared, &caller, &mut response);
+            reply!(response)
+        }
+        RequestBody::FindCoordinator(req) => {
+            let mut response = find_coordinator::handle(state, req.clone(), version, ctx);
+            authorize::find_coordinator_answer(shared, &caller, &req, &mut response);
+            reply!(response)
+        }
+        RequestBody::JoinGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::join_group_denied())
+        }
+        RequestBody::SyncGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::sync_group_denied())
+        }
+        RequestBody::Heartbeat(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::heartbeat_denied())
+        }
+        RequestBody::LeaveGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
+            reply!(authorize::leave_group_denied())
+        }
+        RequestBody::ConsumerGroupHeartbeat(req)
+            if !authorize::group_read(shared, &caller, &req.group_id) =>
+        {
+            reply!(authorize::consumer_heartbeat_denied())
+        }
         RequestBody::JoinGroup(req) => {
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
@@ -237,20 +318,48 @@ pub async fn handle<B: Backend>(
         RequestBody::LeaveGroup(req) => {
             reply!(group_membership::leave_group(state, req, version).await)
         }
-        RequestBody::OffsetCommit(req) => {
-            reply!(group_offsets::offset_commit(state, req, version).await)
+        RequestBody::OffsetCommit(mut req) => {
+            let denied = authorize::offset_commit(shared, &caller, &mut req);
+            let mut response = group_offsets::offset_commit(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
         RequestBody::OffsetFetch(req) => {
-            reply!(group_offsets::offset_fetch(state, req, version).await)
+            let asked = req.clone();
+            let mut response = group_offsets::offset_fetch(state, req, version).await;
+            authorize::offset_fetch_answer(shared, &caller, &asked, &mut response);
+            reply!(response)
         }
-        RequestBody::OffsetDelete(req) => reply!(group_offsets::offset_delete(state, req).await),
         RequestBody::TxnOffsetCommit(req) => {
             reply!(txn_offset_commit::handle(state, req, version).await)
         }
-        RequestBody::DeleteGroups(req) => reply!(groups::delete_groups(state, req).await),
-        RequestBody::ListGroups(req) => reply!(groups::list_groups(state, req, version).await),
-        RequestBody::DescribeGroups(req) => {
-            reply!(groups::describe_groups(state, req, version).await)
+        RequestBody::OffsetDelete(mut req) => {
+            match authorize::offset_delete(shared, &caller, &mut req) {
+                Err(denied) => reply!(denied),
+                Ok(denied) => {
+                    let mut response = group_offsets::offset_delete(state, req).await;
+                    response.topics.extend(denied);
+                    reply!(response)
+                }
+            }
+        }
+        RequestBody::DeleteGroups(mut req) => {
+            let denied = authorize::delete_groups(shared, &caller, &mut req);
+            let mut response = groups::delete_groups(state, req).await;
+            response.results.extend(denied);
+            reply!(response)
+        }
+        RequestBody::ListGroups(req) => {
+            let mut response = groups::list_groups(state, req, version).await;
+            authorize::list_groups_answer(shared, &caller, &mut response);
+            reply!(response)
+        }
+        RequestBody::DescribeGroups(mut req) => {
+            let denied = authorize::describe_groups(shared, &caller, &mut req);
+            let mut response = groups::describe_groups(state, req, version).await;
+            authorize::describe_groups_answer(shared, &caller, &mut response);
+            response.groups.extend(denied);
+            reply!(response)
         }
         RequestBody::ConsumerGroupHeartbeat(req) => {
             let client = groups::ClientInfo::new(
@@ -259,23 +368,68 @@ pub async fn handle<B: Backend>(
             );
             reply!(group_consumer::heartbeat(state, req, version, &client).await)
         }
-        RequestBody::ConsumerGroupDescribe(req) => {
-            reply!(group_consumer::describe(state, req, version).await)
+        RequestBody::ConsumerGroupDescribe(mut req) => {
+            let denied = authorize::consumer_group_describe(shared, &caller, &mut req);
+            let mut response = group_consumer::describe(state, req, version).await;
+            authorize::consumer_group_describe_answer(shared, &caller, &mut response);
+            response.groups.extend(denied);
+            reply!(response)
         }
-        RequestBody::OffsetForLeaderEpoch(req) => {
-            reply!(offset_for_leader_epoch::handle(state, req).await)
+        RequestBody::OffsetForLeaderEpoch(mut req) => {
+            let denied = authorize::offset_for_leader_epoch(shared, &caller, &mut req);
+            let mut response = offset_for_leader_epoch::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
-        RequestBody::DescribeLogDirs(req) => reply!(describe_log_dirs::handle(state, req).await),
-        RequestBody::DescribeAcls(_) => reply!(acls::describe()),
-        RequestBody::CreateAcls(req) => reply!(acls::create(&req)),
-        RequestBody::DeleteAcls(req) => reply!(acls::delete(&req)),
-        RequestBody::DescribeProducers(req) => reply!(describe_producers::handle(state, req).await),
-        RequestBody::DescribeTopicPartitions(req) => {
-            reply!(describe_topic_partitions::handle(state, req))
+        RequestBody::DescribeLogDirs(req) => {
+            match authorize::describe_log_dirs_denied(shared, &caller) {
+                Some(denied) => reply!(denied),
+                None => reply!(describe_log_dirs::handle(state, req).await),
+            }
+        }
+        RequestBody::DescribeAcls(req) => reply!(acls::handle_describe(state, &caller, &req)),
+        RequestBody::CreateAcls(req) => reply!(acls::handle_create(state, &caller, &req).await),
+        RequestBody::DeleteAcls(req) => reply!(acls::handle_delete(state, &caller, &req).await),
+        RequestBody::DescribeProducers(mut req) => {
+            let denied = authorize::describe_producers(shared, &caller, &mut req);
+            let mut response = describe_producers::handle(state, req).await;
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        RequestBody::DescribeTopicPartitions(mut req) => {
+            let denied = authorize::describe_topic_partitions(shared, &caller, &mut req);
+            let mut response = describe_topic_partitions::handle(state, req);
+            authorize::describe_topic_partitions_answer(shared, &caller, &mut response);
+            response.topics.extend(denied);
+            reply!(response)
+        }
+        // A SASL request on a listener without SASL, or after authentication (the connection
+        // answers them before): Kafka's KafkaApis answers ILLEGAL_SASL_STATE.
+        RequestBody::SaslHandshake(_) => {
+            let mut response = kafka_protocol::messages::SaslHandshakeResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            reply!(response)
+        }
+        RequestBody::SaslAuthenticate(_) => {
+            let mut response = kafka_protocol::messages::SaslAuthenticateResponse::default();
+            response.error_code = ErrorCode::ILLEGAL_SASL_STATE.code();
+            response.error_message = Some(str_bytes(
+                "SaslAuthenticate request received after successful authentication",
+            ));
+            reply!(response)
+        }
+        RequestBody::DescribeUserScramCredentials(req) => {
+            reply!(scram_credentials::describe(state, req))
+        }
+        RequestBody::AlterUserScramCredentials(req) => {
+            reply!(scram_credentials::alter(state, req).await)
         }
         RequestBody::WriteTxnMarkers(req) => reply!(write_txn_markers::handle(state, req).await),
         RequestBody::InitProducerId(req) => {
-            reply!(init_producer_id::handle_request(state, req, version).await)
+            match authorize::init_producer_id_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(init_producer_id::handle_request(state, req, version).await),
+            }
         }
         RequestBody::AddPartitionsToTxn(req) => {
             reply!(add_partitions_to_txn::handle(state, req, version).await)

@@ -487,3 +487,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn by_resource_type_allows_when_some_allow_is_not_covered_by_a_deny() {
+    let config = AuthorizerConfig::default();
+    let any = |acls: &[AclBinding]| {
+        authorize_by_resource_type(&config, acls, "User:a", "h", ResourceType::Topic, Op::Write)
+    };
+    assert!(!any(&[]), "no ACLs and allow.everyone off");
+    let allow_t = allow("User:a", Op::Write, PatternType::Literal, "t");
+    assert!(any(std::slice::from_ref(&allow_t)));
+    let deny = |pattern, name: &str| AclBinding {
+        permission: Permission::Deny,
+        ..allow("User:a", Op::Write, pattern, name)
+    };
+    assert!(!any(&[allow_t.clone(), deny(PatternType::Literal, "t")]));
+    assert!(!any(&[allow_t.clone(), deny(PatternType::Prefixed, "")]));
+    assert!(!any(&[allow_t.clone(), deny(PatternType::Literal, "*")]));
+    assert!(any(&[allow_t.clone(), deny(PatternType::Literal, "u")]));
+    let read_only = allow("User:a", Op::Read, PatternType::Literal, "t");
+    assert!(!any(&[read_only]), "READ does not grant WRITE");
+    let mut supers = AuthorizerConfig::default();
+    supers.super_users.insert("User:a".into());
+    assert!(authorize_by_resource_type(
+        &supers,
+        &[],
+        "User:a",
+        "h",
+        ResourceType::Topic,
+        Op::Write
+    ));
+}

@@ -396,3 +396,19 @@ proptest! {
         let _ = server.handle_message(&bytes);
     }
 }
+
+/// A credential made from the client's SaltedPassword (AlterUserScramCredentials) is the
+/// credential made from the password.
+#[test]
+fn a_salted_password_gives_the_same_credential_as_the_password() {
+    for m in ScramMechanism::ALL {
+        let salt = b"0123456789abcdef";
+        let salted = ScramCredential::salted_password(m, "pw", salt, 4096);
+        let a = ScramCredential::from_salted_password(m, &salted, salt, 4096).expect("ok");
+        let b = ScramCredential::from_password(m, "pw", salt, 4096).expect("ok");
+        assert_eq!(a, b);
+        assert!(ScramCredential::from_salted_password(m, &salted[1..], salt, 4096).is_err());
+        assert!(ScramCredential::from_salted_password(m, &salted, b"", 4096).is_err());
+        assert!(ScramCredential::from_salted_password(m, &salted, salt, 4095).is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! Each listener's SASL settings, resolved as Kafka resolves them: a setting prefixed
+//! `listener.name.<listener>.` applies to that listener alone and wins over the unprefixed
+//! one; a JAAS entry may also be prefixed by the mechanism
+//! (`listener.name.sasl_ssl.plain.sasl.jaas.config`).
+//!
+//! Contract:
+//! - Input: the listeners and every setting given (keys as written).
+//! - Output: each SASL listener's enabled mechanisms and PLAIN users, or an error naming the
+//!   setting that is missing or wrong (a PLAIN listener without users does not start).
+//! - Never: keeps a password anywhere but in [`PlainUsers`] (whose `Debug` hides them).
+
+use std::collections::BTreeMap;
+
+use minikafka_core::auth::jaas;
+use minikafka_core::auth::plain::PlainUsers;
+
+use super::listeners::{Listener, SaslSettings};
+
+/// The SASL mechanisms this broker serves.
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// The settings a `listener.name.<listener>.` prefix may precede.
+pub const PER_LISTENER: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
+
+/// The base setting of a `listener.name.<l>.[<mechanism>.]<setting>` key, if `key` is one and
+/// its setting may be given per listener.
+pub fn per_listener_base(key: &str) -> Option<&'static str> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (_, setting) = rest.split_once('.')?;
+    if let Some(base) = PER_LISTENER.iter().find(|b| **b == setting) {
+        return Some(base);
+    }
+    let (mechanism, setting) = setting.split_once(".sasl.")?;
+    (setting == "jaas.config" && MECHANISMS.iter().any(|m| m.eq_ignore_ascii_case(mechanism)))
+        .then_some("sasl.jaas.config")
+}
+
+/// The value of `key` for `listener`: `listener.name.<l>.<key>`, else `<key>`.
+fn listener_value<'a>(
+    settings: &'a BTreeMap<String, String>,
+    listener: &Listener,
+    key: &str,
+) -> Option<(String, &'a str)> {
+    let prefixed = format!("{}{key}", listener.config_prefix());
+    if let Some(v) = settings.get(&prefixed) {
+        return Some((prefixed, v));
+    }
+    settings.get(key).map(|v| (key.to_string(), v.as_str()))
+}
+
+/// The JAAS text for `mechanism` on `listener`: the mechanism-prefixed listener key, the
+/// listener key, then the unprefixed `sasl.jaas.config`.
+fn jaas_for<'a>(
+    settings: &'a BTreeMap<String, String>,
+    listener: &Listener,
+    mechanism: &str,
+) -> Option<(String, &'a str)> {
+    let key = format!(
+        "{}{}.sasl.jaas.config",
+        listener.config_prefix(),
+        mechanism.to_ascii_lowercase()
+    );
+    match settings.get(&key) {
+        Some(v) => Some((key, v.as_str())),
+        None => listener_value(settings, listener, "sasl.jaas.config"),
+    }
+    .filter(|(_, v)| !v.trim().is_empty())
+}
+
+/// Parses `sasl.enabled.mechanisms`: known mechanisms, comma-separated, at least one.
+pub fn parse_mechanisms(value: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let upper = m.to_ascii_uppercase();
+        if upper == "GSSAPI" {
+            return Err("GSSAPI (Kerberos) is not supported".into());
+        }
+        if !MECHANISMS.contains(&upper.as_str()) {
+            return Err(format!(
+                "unknown mechanism {m} (expected {})",
+                MECHANISMS.join(", ")
+            ));
+        }
+        if !out.contains(&upper) {
+            out.push(upper);
+        }
+    }
+    if out.is_empty() {
+        return Err("no mechanism given".into());
+    }
+    Ok(out)
+}
+
+/// Checks a `sasl.jaas.config` value (Kafka's JAAS syntax, one entry; empty: none).
+pub fn check_jaas(value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Ok(());
+    }
+    jaas::parse_single(value)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves every SASL listener's settings in place; `default_mechanisms` is the
+/// `sasl.enabled.mechanisms` row's value. Errors are `(key, value, why)`.
+pub fn resolve(
+    listeners: &mut [Listener],
+    settings: &BTreeMap<String, String>,
+    default_mechanisms: &[String],
+) -> Result<(), (String, String, String)> {
+    for listener in listeners.iter_mut() {
+        if !listener.protocol.uses_sasl() {
+            continue;
+        }
+        let mechanisms = match listener_value(settings, listener, "sasl.enabled.mechanisms") {
+            Some((key, value)) => {
+                parse_mechanisms(value).map_err(|why| (key, value.to_string(), why))?
+            }
+            None => default_mechanisms.to_vec(),
+        };
+        let mut plain = None;
+        if mechanisms.iter().any(|m| m == "PLAIN") {
+            let Some((key, text)) = jaas_for(settings, listener, "PLAIN") else {
+                return Err((
+                    format!("{}plain.sasl.jaas.config", listener.config_prefix()),
+                    String::new(),
+                    format!(
+                        "listener {} enables PLAIN but no PlainLoginModule JAAS entry gives its users",
+                        listener.name
+                    ),
+                ));
+            };
+            // Never echo the JAAS text back: it holds passwords.
+            let hidden = || "[hidden]".to_string();
+            let entry =
+                jaas::parse_single(text).map_err(|e| (key.clone(), hidden(), e.to_string()))?;
+            let users = PlainUsers::from_jaas(&entry)
+                .map_err(|e| (key.clone(), hidden(), e.to_string()))?;
+            plain = Some(users);
+        }
+        listener.sasl = SaslSettings { mechanisms, plain };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::listeners::SecurityProtocol;
+
+    fn listener(name: &str, protocol: SecurityProtocol) -> Listener {
+        Listener {
+            name: std::sync::Arc::from(name),
+            protocol,
+            bind: "127.0.0.1:0".parse().expect("addr"),
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 0,
+            sasl: SaslSettings::default(),
+        }
+    }
+
+    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+
+    #[test]
+    fn prefixed_keys_name_their_base_setting() {
+        assert_eq!(
+            per_listener_base("listener.name.sasl_ssl.plain.sasl.jaas.config"),
+            Some("sasl.jaas.config")
+        );
+        assert_eq!(
+            per_listener_base("listener.name.internal.sasl.enabled.mechanisms"),
+            Some("sasl.enabled.mechanisms")
+        );
+        assert_eq!(
+            per_listener_base("listener.name.x.gssapi.sasl.jaas.config"),
+            None
+        );
+        assert_eq!(per_listener_base("listener.name.x.log.dirs"), None);
+        assert_eq!(per_listener_base("sasl.jaas.config"), None);
+    }
+
+    #[test]
+    fn the_listener_prefix_wins_and_plain_needs_users() {
+        let mut ls = vec![
+            listener("SASL_SSL", SecurityProtocol::SaslSsl),
+            listener("PLAINTEXT", SecurityProtocol::Plaintext),
+        ];
+        let given = settings(&[
+            ("listener.name.sasl_ssl.plain.sasl.jaas.config", JAAS),
+            ("listener.name.sasl_ssl.sasl.enabled.mechanisms", "plain"),
+        ]);
+        resolve(&mut ls, &given, &["SCRAM-SHA-512".to_string()]).expect("ok");
+        assert_eq!(ls[0].sasl.mechanisms, ["PLAIN"]);
+        let users = ls[0].sasl.plain.as_ref().expect("users");
+        assert_eq!(users.usernames().collect::<Vec<_>>(), ["alice"]);
+        assert_eq!(ls[1].sasl, SaslSettings::default());
+
+        let mut ls = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        let (key, value, why) =
+            resolve(&mut ls, &settings(&[]), &["PLAIN".to_string()]).expect_err("no users");
+        assert_eq!(key, "listener.name.sasl_ssl.plain.sasl.jaas.config");
+        assert!(value.is_empty() && why.contains("PLAIN"), "{why}");
+
+        let mut ls = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        resolve(
+            &mut ls,
+            &settings(&[("sasl.jaas.config", JAAS)]),
+            &["PLAIN".to_string()],
+        )
+        .expect("the unprefixed form");
+    }
+
+    #[test]
+    fn mechanisms_are_checked() {
+        assert_eq!(
+            parse_mechanisms("scram-sha-512, PLAIN").expect("ok"),
+            ["SCRAM-SHA-512", "PLAIN"]
+        );
+        assert!(parse_mechanisms("GSSAPI")
+            .expect_err("no kerberos")
+            .contains("GSSAPI"));
+        assert!(parse_mechanisms("FOO").is_err());
+        assert!(parse_mechanisms("").is_err());
+    }
+}
