@@ -51,6 +51,7 @@ pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
+pub mod sasl;
 pub mod scram_users;
 
 pub use admin::{Admin, OffsetSpec};

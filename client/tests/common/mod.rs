@@ -43,7 +43,8 @@ fn broker_binary() -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
+/// A free port of 127.0.0.1 (for a second listener).
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }
@@ -57,6 +58,13 @@ impl Broker {
 
     /// Starts the broker and waits for its `listening on` line.
     pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// Starts the broker with these `--override key=value` settings after its own (a
+    /// `{port}` in a value is the PLAINTEXT listener's port).
+    #[allow(dead_code)]
+    pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
         let bin = broker_binary();
         assert!(
             bin.exists(),
@@ -74,6 +82,12 @@ impl Broker {
             .arg(format!("listeners=PLAINTEXT://{addr}"))
             .arg("--override")
             .arg(format!("log.dirs={}", data.display()))
+            .args(overrides.iter().flat_map(|(k, v)| {
+                [
+                    "--override".to_string(),
+                    format!("{k}={}", v.replace("{port}", &port.to_string())),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
