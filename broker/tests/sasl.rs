@@ -157,10 +157,15 @@ fn refusals_before_authentication_close_the_connection() {
         // The PLAINTEXT listener still serves anyone, as User:ANONYMOUS.
         let mut plain = TypedClient::connect(broker.addr());
         assert!(metadata(&mut plain).is_some());
-        let metrics_errors = broker.output();
-        assert!(
-            metrics_errors.contains("before authentication"),
-            "{metrics_errors}"
+        let log = broker.output();
+        assert!(log.contains("before authentication"), "{log}");
+        // The three refusals are counted (the oversized frame is a frame error).
+        assert_eq!(
+            scrape(
+                metrics,
+                "minikafka_connection_errors_total{reason=\"authentication\"}"
+            ),
+            Some(3.0)
         );
     });
 }
