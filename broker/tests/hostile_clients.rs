@@ -96,9 +96,9 @@ fn write_minimal_struct(
     }
 }
 
-/// A body whose first top-level array (or, lacking one, first string) claims 2^31 - 1
-/// elements (bytes), preceded by the shortest valid encoding of the fields before it. `None`
-/// when the body has neither.
+/// A body whose first top-level array (or, lacking one, first string, else first byte string)
+/// claims 2^31 - 1 elements (bytes), preceded by the shortest valid encoding of the fields
+/// before it. `None` when the body has none of them.
 fn huge_count_body(schema: &MessageSchema, version: i16) -> Option<Vec<u8>> {
     let flexible = schema.is_flexible(version);
     let header_v2 = schema.api_key.request_header_version(version) >= 2;
@@ -110,16 +110,20 @@ fn huge_count_body(schema: &MessageSchema, version: i16) -> Option<Vec<u8>> {
         .collect();
     let is_array = |k: &Kind| matches!(k, Kind::Array(_) | Kind::NullableArray(_));
     let is_str = |k: &Kind| matches!(k, Kind::Str | Kind::NullableStr);
+    let is_bytes = |k: &Kind| matches!(k, Kind::Bytes | Kind::NullableBytes);
     let target = fields
         .iter()
         .position(|f| is_array(&f.kind))
-        .or_else(|| fields.iter().position(|f| is_str(&f.kind)))?;
+        .or_else(|| fields.iter().position(|f| is_str(&f.kind)))
+        .or_else(|| fields.iter().position(|f| is_bytes(&f.kind)))?;
     let mut body = Vec::new();
     if header_v2 {
         body.push(0); // the request header's (v2) empty tagged-field section
     }
     write_minimal_struct(&mut body, schema.body, version, flexible, target);
-    match (flexible, is_array(&fields[target].kind)) {
+    // Arrays and byte strings have 4-byte lengths when not flexible; strings 2.
+    let kind = &fields[target].kind;
+    match (flexible, is_array(kind) || is_bytes(kind)) {
         (true, _) => body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]), // 2^31 as count+1
         (false, true) => body.extend_from_slice(&i32::MAX.to_be_bytes()),
         (false, false) => body.extend_from_slice(&i16::MAX.to_be_bytes()),

@@ -35,10 +35,29 @@ const RESOURCE_NOT_FOUND: i16 = 91;
 const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 fn sasl_broker() -> Broker {
-    Broker::builder()
+    sasl_broker_with(&[])
+}
+
+fn sasl_broker_with(extra: &[(&str, &str)]) -> Broker {
+    let mut builder = Broker::builder()
         .listener("SASL_PLAINTEXT")
-        .with("listener.name.sasl_plaintext.plain.sasl.jaas.config", JAAS)
-        .start()
+        .with("listener.name.sasl_plaintext.plain.sasl.jaas.config", JAAS);
+    for (k, v) in extra {
+        builder = builder.with(k, v);
+    }
+    builder.start()
+}
+
+/// The value of `series` on the broker's Prometheus endpoint at `addr`.
+fn scrape(addr: std::net::SocketAddr, series: &str) -> Option<f64> {
+    let mut stream = common::raw::connect(addr);
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .expect("scrape request");
+    let mut page = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut page);
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }
 
 fn handshake(client: &mut TypedClient, mechanism: &str) -> Option<SaslHandshakeResponse> {
@@ -107,7 +126,8 @@ fn plain_authenticates_then_serves_and_refuses_a_wrong_password() {
 #[test]
 fn refusals_before_authentication_close_the_connection() {
     bounded(LIMIT, || {
-        let broker = sasl_broker();
+        let metrics: std::net::SocketAddr = ([127, 0, 0, 1], common::free_port()).into();
+        let broker = sasl_broker_with(&[("metrics.listener", &format!("http://{metrics}"))]);
         let addr = broker.listener_addr("SASL_PLAINTEXT");
         // A request other than ApiVersions and SASL before authentication: no answer.
         let mut early = TypedClient::connect(addr);
@@ -137,10 +157,15 @@ fn refusals_before_authentication_close_the_connection() {
         // The PLAINTEXT listener still serves anyone, as User:ANONYMOUS.
         let mut plain = TypedClient::connect(broker.addr());
         assert!(metadata(&mut plain).is_some());
-        let metrics_errors = broker.output();
-        assert!(
-            metrics_errors.contains("before authentication"),
-            "{metrics_errors}"
+        let log = broker.output();
+        assert!(log.contains("before authentication"), "{log}");
+        // The three refusals are counted (the oversized frame is a frame error).
+        assert_eq!(
+            scrape(
+                metrics,
+                "minikafka_connection_errors_total{reason=\"authentication\"}"
+            ),
+            Some(3.0)
         );
     });
 }

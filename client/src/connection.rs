@@ -33,6 +33,9 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, Respon
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use crate::error::{Error, Result};
+use crate::sasl::{plain_message, SaslConfig, ScramClient};
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use minikafka_core::auth::scram::ScramMechanism;
 
 /// Settings of one connection.
 #[derive(Clone, Debug)]
@@ -43,6 +46,9 @@ pub struct ConnectionConfig {
     pub max_in_flight: usize,
     /// Largest response frame accepted (announced size, header included).
     pub max_frame_bytes: usize,
+    /// SASL credentials (`security.protocol=SASL_PLAINTEXT`): the connection authenticates
+    /// right after ApiVersions, before any other request.
+    pub sasl: Option<SaslConfig>,
 }
 
 impl Default for ConnectionConfig {
@@ -51,6 +57,7 @@ impl Default for ConnectionConfig {
             client_id: "minikafka-client".to_string(),
             max_in_flight: 5,
             max_frame_bytes: 128 * 1024 * 1024,
+            sasl: None,
         }
     }
 }
@@ -165,7 +172,48 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             conn.broker_versions
                 .insert(key.api_key, (key.min_version, key.max_version));
         }
+        if let Some(sasl) = conn.config.sasl.clone() {
+            conn.authenticate(&sasl).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake v1 for `sasl.mechanism`, then SaslAuthenticate with its messages.
+    async fn authenticate(&mut self, sasl: &SaslConfig) -> Result<()> {
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_string(sasl.mechanism.clone()));
+        let ticket = self.send_at(&handshake, 1, true).await?;
+        let answer = self.receive(ticket).await?;
+        Error::check(answer.error_code, || {
+            format!(
+                "SASL mechanism {} (broker offers {:?})",
+                sasl.mechanism, answer.mechanisms
+            )
+        })?;
+        if sasl.mechanism == "PLAIN" {
+            self.sasl_step(plain_message(&sasl.username, &sasl.password))
+                .await?;
+            return Ok(());
+        }
+        let mechanism = ScramMechanism::from_name(&sasl.mechanism).ok_or_else(|| {
+            Error::InvalidArgument(format!("unsupported sasl.mechanism {}", sasl.mechanism))
+        })?;
+        let (mut client, first) = ScramClient::start(mechanism, &sasl.username)?;
+        let server_first = self.sasl_step(first).await?;
+        let last = client.client_final(&server_first, &sasl.password)?;
+        let server_final = self.sasl_step(last).await?;
+        client.verify_server_final(&server_final)
+    }
+
+    /// One SaslAuthenticate: these bytes out, the broker's bytes back (an error code fails).
+    async fn sasl_step(&mut self, bytes: Vec<u8>) -> Result<Bytes> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        let answer = self.request(&request).await?;
+        let message = answer.error_message.as_deref().unwrap_or("").to_string();
+        Error::check(answer.error_code, || {
+            format!("SASL authentication: {message}")
+        })?;
+        Ok(answer.auth_bytes)
     }
 
     /// Wraps `stream` without asking the broker for its versions: every request is sent at the

@@ -57,6 +57,7 @@ pub mod partitioner;
 pub mod producer;
 pub mod runtime;
 pub mod schemas;
+pub mod sasl;
 pub mod scram_users;
 pub mod txn_admin;
 

@@ -680,3 +680,75 @@ fn mk_users_adds_lists_and_deletes_scram_users() {
     let again = mk(addr, &["users", "delete", "alice"], None);
     assert!(!again.status.success());
 }
+
+/// mk with Kafka's client settings over SASL_PLAINTEXT: a SCRAM-SHA-512 user made with
+/// `mk users add` and a PLAIN user from the broker's JAAS line produce and consume; a wrong
+/// password is refused.
+#[test]
+fn mk_speaks_sasl_plain_and_scram() {
+    let sasl_port = common::free_port();
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{{port}},SASL_PLAINTEXT://127.0.0.1:{sasl_port}");
+    let broker = Broker::start_with(&[
+        ("listeners", &listeners),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";"#,
+        ),
+    ]);
+    let sasl = format!("127.0.0.1:{sasl_port}");
+    run_ok(
+        &broker.addr,
+        &["users", "add", "alice", "--password", "s3cret"],
+    );
+    let as_user =
+        |mechanism: &str, user: &str, password: &str, args: &[&str], stdin: Option<&str>| {
+            let mut all = vec![
+                "--security-protocol",
+                "SASL_PLAINTEXT",
+                "--sasl-mechanism",
+                mechanism,
+                "--sasl-username",
+                user,
+                "--sasl-password",
+                password,
+            ];
+            all.extend_from_slice(args);
+            mk(&sasl, &all, stdin)
+        };
+    ok(
+        &as_user(
+            "SCRAM-SHA-512",
+            "alice",
+            "s3cret",
+            &["topics", "create", "sec"],
+            None,
+        ),
+        "create over SCRAM",
+    );
+    ok(
+        &as_user(
+            "PLAIN",
+            "bob",
+            "bob-secret",
+            &["produce", "sec"],
+            Some("one\ntwo\n"),
+        ),
+        "produce over PLAIN",
+    );
+    let read = ok(
+        &as_user(
+            "SCRAM-SHA-512",
+            "alice",
+            "s3cret",
+            &["consume", "sec", "--count", "2"],
+            None,
+        ),
+        "consume over SCRAM",
+    );
+    assert_eq!(read, "one\ntwo\n");
+    let wrong = as_user("SCRAM-SHA-512", "alice", "nope", &["topics", "list"], None);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("Invalid username or password"), "{stderr}");
+}

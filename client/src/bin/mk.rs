@@ -110,8 +110,56 @@ struct Cli {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap_server: String,
+    /// Kafka's `security.protocol`: PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL wait for TLS).
+    #[arg(long, default_value = "PLAINTEXT")]
+    security_protocol: String,
+    /// Kafka's `sasl.mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, default_value = "PLAIN")]
+    sasl_mechanism: String,
+    /// Kafka's `sasl.username`.
+    #[arg(long)]
+    sasl_username: Option<String>,
+    /// Kafka's `sasl.password` (or the environment variable MK_SASL_PASSWORD, which keeps it
+    /// out of the process list).
+    #[arg(long)]
+    sasl_password: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The connection settings every command uses (SASL from the global flags).
+static CONNECTION: std::sync::OnceLock<ConnectionConfig> = std::sync::OnceLock::new();
+
+fn connection_config() -> ConnectionConfig {
+    CONNECTION.get().cloned().unwrap_or_default()
+}
+
+/// The connection settings the global flags ask for.
+fn connection_from(cli: &Cli) -> CliResult<ConnectionConfig> {
+    let sasl = match cli.security_protocol.to_ascii_uppercase().as_str() {
+        "PLAINTEXT" => None,
+        "SASL_PLAINTEXT" => Some(minikafka_client::sasl::SaslConfig {
+            mechanism: cli.sasl_mechanism.to_ascii_uppercase(),
+            username: cli
+                .sasl_username
+                .clone()
+                .ok_or("--security-protocol SASL_PLAINTEXT needs --sasl-username")?,
+            password: cli
+                .sasl_password
+                .clone()
+                .or_else(|| std::env::var("MK_SASL_PASSWORD").ok())
+                .ok_or("--security-protocol SASL_PLAINTEXT needs --sasl-password")?,
+        }),
+        other => {
+            return Err(format!(
+                "--security-protocol {other}: PLAINTEXT or SASL_PLAINTEXT"
+            ))
+        }
+    };
+    Ok(ConnectionConfig {
+        sasl,
+        ..ConnectionConfig::default()
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -733,6 +781,15 @@ type CliResult<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match connection_from(&cli) {
+        Ok(config) => {
+            let _ = CONNECTION.set(config);
+        }
+        Err(message) => {
+            eprintln!("mk: error: {message}");
+            return ExitCode::FAILURE;
+        }
+    }
     match smol::block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -756,7 +813,7 @@ async fn connect_stream(addr: &str) -> CliResult<TcpStream> {
 
 async fn connect(addr: &str) -> CliResult<Connection<TcpStream>> {
     let stream = connect_stream(addr).await?;
-    Connection::connect(stream, ConnectionConfig::default())
+    Connection::connect(stream, connection_config())
         .await
         .map_err(|e| format!("cannot talk to {addr}: {e}"))
 }
@@ -813,6 +870,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                 acks: Acks::parse(&acks).map_err(kafka)?,
                 compression: parse_codec(&compression).map_err(kafka)?,
                 transactional_id,
+                connection: connection_config(),
                 ..ProducerConfig::default()
             };
             let end = match (&config.transactional_id, abort) {
@@ -1411,6 +1469,7 @@ async fn consume(
     let config = ConsumerConfig {
         auto_offset_reset: OffsetReset::Earliest,
         isolation_level: isolation,
+        connection: connection_config(),
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::new(connect(addr).await?, config);

@@ -45,6 +45,7 @@ pub fn broker_binary() -> PathBuf {
     bin
 }
 
+/// A free port of 127.0.0.1 (for a second listener).
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
@@ -62,7 +63,9 @@ impl Broker {
         Broker::start_with(&[])
     }
 
-    /// [`Broker::start`] with extra `--override key=value` settings.
+    /// Starts the broker with these `--override key=value` settings after its own (a
+    /// `{port}` in a value is the PLAINTEXT listener's port).
+    #[allow(dead_code)]
     pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
         let bin = broker_binary();
         assert!(
@@ -84,11 +87,12 @@ impl Broker {
             // The registry on an ephemeral port (its default 8081 is one per machine).
             .arg("--override")
             .arg("schema.registry.listeners=http://127.0.0.1:0")
-            .args(
-                overrides
-                    .iter()
-                    .flat_map(|(k, v)| ["--override".to_string(), format!("{k}={v}")]),
-            )
+            .args(overrides.iter().flat_map(|(k, v)| {
+                [
+                    "--override".to_string(),
+                    format!("{k}={}", v.replace("{port}", &port.to_string())),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
