@@ -56,8 +56,8 @@ pub mod mirror;
 pub mod partitioner;
 pub mod producer;
 pub mod runtime;
-pub mod schemas;
 pub mod sasl;
+pub mod schemas;
 pub mod scram_users;
 pub mod txn_admin;
 
