@@ -428,7 +428,7 @@ fn consume_transform_produce_commits_the_members_offsets_with_its_output() {
         producer.commit_transaction().await.expect("commit");
 
         assert_eq!(
-            committed(&broker, "ctp", &tp("in", 0)).await,
+            stable_committed(&broker, "ctp", &tp("in", 0)).await,
             Some(Offset(3))
         );
         let mut rc = broker
@@ -450,7 +450,7 @@ fn consume_transform_produce_commits_the_members_offsets_with_its_output() {
         assert_eq!(err.kafka_code(), Some(22), "ILLEGAL_GENERATION: {err}");
         producer.abort_transaction().await.expect("abort");
         assert_eq!(
-            committed(&broker, "ctp", &tp("in", 0)).await,
+            stable_committed(&broker, "ctp", &tp("in", 0)).await,
             Some(Offset(3))
         );
         consumer.close().await.expect("leave the group");
@@ -466,6 +466,25 @@ async fn committed(broker: &Target, group: &str, tp: &TopicPartition) -> Option<
         Ok(offsets) => offsets.get(tp).copied().filter(|o| o.0 >= 0),
         Err(err) if matches!(err.kafka_code(), Some(69 | 88)) => None,
         Err(err) => panic!("fetch offsets of {group}: {err}"),
+    }
+}
+
+/// The committed offset once no transaction's offsets are pending for it. EndTxn is answered
+/// when PrepareCommit/PrepareAbort is durable and the markers follow (as in Kafka), so an
+/// OffsetFetch with `require_stable` right after it may still get UNSTABLE_OFFSET_COMMIT (88):
+/// retried, as Kafka's clients retry it, for at most 10 s.
+async fn stable_committed(broker: &Target, group: &str, tp: &TopicPartition) -> Option<Offset> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = broker.connection().await;
+        match fetch_offsets(&mut conn, group, Some(std::slice::from_ref(tp))).await {
+            Ok(offsets) => return offsets.get(tp).copied().filter(|o| o.0 >= 0),
+            Err(err) if err.kafka_code() == Some(88) && std::time::Instant::now() < deadline => {
+                smol::Timer::after(Duration::from_millis(50)).await;
+            }
+            Err(err) if err.kafka_code() == Some(69) => return None,
+            Err(err) => panic!("fetch offsets of {group}: {err}"),
+        }
     }
 }
 
@@ -491,7 +510,10 @@ fn offsets_sent_to_a_transaction_count_only_when_it_commits() {
             .expect("send offsets");
         assert_eq!(committed(&broker, "g", &input).await, None, "before commit");
         producer.commit_transaction().await.expect("commit");
-        assert_eq!(committed(&broker, "g", &input).await, Some(Offset(5)));
+        assert_eq!(
+            stable_committed(&broker, "g", &input).await,
+            Some(Offset(5))
+        );
 
         // An aborted transaction's offsets are dropped.
         producer.begin_transaction().await.expect("begin");
@@ -500,7 +522,10 @@ fn offsets_sent_to_a_transaction_count_only_when_it_commits() {
             .await
             .expect("send offsets");
         producer.abort_transaction().await.expect("abort");
-        assert_eq!(committed(&broker, "g", &input).await, Some(Offset(5)));
+        assert_eq!(
+            stable_committed(&broker, "g", &input).await,
+            Some(Offset(5))
+        );
     });
 }
 
