@@ -1,7 +1,8 @@
 //! The authorizer over real TCP against the `minikafka` binary (I48, I49): the ACL APIs with
 //! `authorizer.class.name` set, ACLs stored across a restart, and each kind of resource
 //! refused with Kafka's code (topic: Produce, Fetch, Metadata; group: JoinGroup,
-//! OffsetCommit; cluster: CreateTopics, CreateAcls; transactional id: InitProducerId).
+//! OffsetCommit; cluster: CreateTopics, CreateAcls; transactional id: InitProducerId), and
+//! each transaction API refused per resource then allowed once granted.
 //!
 //! With no principal mechanism on PLAINTEXT every connection is `User:ANONYMOUS`, so the
 //! tests grant and deny that principal. Real clients are in `tests/interop/test_acls.py`.
@@ -674,5 +675,25 @@ fn the_transaction_apis_check_each_resource() {
             describe_txns(&mut client, &["txd"]),
             vec![("txd".to_string(), 0)]
         );
+
+        // AlterUserScramCredentials: ALTER on the cluster (the last ACL change it allows).
+        let codes = create_acls(&mut client, &[acl(CLUSTER, "kafka-cluster", ALTER, DENY)]);
+        assert_eq!(codes, vec![0]);
+        let mut upsert = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+        upsert.name = s("alice");
+        upsert.mechanism = 1;
+        upsert.iterations = 4096;
+        upsert.salt = vec![1u8; 16].into();
+        upsert.salted_password = vec![2u8; 32].into();
+        let mut alter = AlterUserScramCredentialsRequest::default();
+        alter.upsertions = vec![upsert];
+        let r: AlterUserScramCredentialsResponse =
+            client.call(ApiKey::AlterUserScramCredentials, 0, &alter);
+        let codes: Vec<(String, i16)> = r
+            .results
+            .iter()
+            .map(|u| (u.user.to_string(), u.error_code))
+            .collect();
+        assert_eq!(codes, vec![("alice".to_string(), CLUSTER_DENIED)]);
     });
 }

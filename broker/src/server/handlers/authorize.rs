@@ -15,7 +15,13 @@
 //!   DESCRIBE_CONFIGS/ALTER_CONFIGS on the resource; DescribeCluster and DescribeLogDirs
 //!   DESCRIBE on the cluster; FindCoordinator DESCRIBE on the group or transactional id;
 //!   InitProducerId WRITE on the transactional id, or, without one, IDEMPOTENT_WRITE on the
-//!   cluster or WRITE on some topic (KIP-679).
+//!   cluster or WRITE on some topic (KIP-679). The transactions: AddPartitionsToTxn v0–3
+//!   WRITE on the transactional id and each topic (a denied topic fails the whole
+//!   transaction), v4+ (brokers only) and WriteTxnMarkers CLUSTER_ACTION on the cluster;
+//!   AddOffsetsToTxn and TxnOffsetCommit WRITE on the transactional id then READ on the
+//!   group (TxnOffsetCommit also READ on each topic); EndTxn WRITE on the transactional id;
+//!   DescribeTransactions and ListTransactions DESCRIBE on each id. SCRAM credentials:
+//!   Describe DESCRIBE, Alter ALTER on the cluster.
 //! - With no authorizer every check allows, so nothing is split and nothing changes.
 //! - KIP-430 bitfields a handler filled (any value but the "not requested" sentinel) are
 //!   replaced by the caller's own operations.
