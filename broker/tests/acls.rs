@@ -537,6 +537,7 @@ fn the_transaction_apis_check_each_resource() {
         let mut client = TypedClient::connect(broker.addr());
         assert_eq!(create_topic(&mut client, "tt"), 0);
         assert_eq!(create_topic(&mut client, "tt2"), 0);
+        assert_eq!(create_topic(&mut client, "tt3"), 0);
         // "hid" has a transaction before an ACL hides it.
         let (code, _) = init_txn(&mut client, "hid");
         assert_eq!(code, 0);
@@ -656,15 +657,28 @@ fn the_transaction_apis_check_each_resource() {
             acl(TOPIC, "tt2", WRITE, ALLOW),
             acl(TOPIC, "tt2", READ, ALLOW),
             acl(GROUP, "gd", READ, ALLOW),
+            // "tt3" may be written but not described.
+            acl(TOPIC, "tt3", WRITE, ALLOW),
+            acl(TOPIC, "tt3", DESCRIBE, DENY),
         ];
         let codes = create_acls(&mut client, &grants);
         assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
         let (code, pe) = init_txn(&mut client, "txd");
         assert_eq!(code, 0);
         assert_eq!(
-            add_partitions_v3(&mut client, "txd", pe, &[("tt2", 0)]),
-            vec![("tt2".to_string(), 0)]
+            add_partitions_v3(&mut client, "txd", pe, &[("tt2", 0), ("tt3", 0)]),
+            vec![("tt2".to_string(), 0), ("tt3".to_string(), 0)]
         );
+        // A described transaction lists only the topics the caller may describe.
+        let mut req = DescribeTransactionsRequest::default();
+        req.transactional_ids = vec![TransactionalId(s("txd"))];
+        let r: DescribeTransactionsResponse = client.call(ApiKey::DescribeTransactions, 0, &req);
+        let topics: Vec<String> = r.transaction_states[0]
+            .topics
+            .iter()
+            .map(|t| t.topic.0.to_string())
+            .collect();
+        assert_eq!(topics, vec!["tt2".to_string()]);
         assert_eq!(add_offsets(&mut client, "txd", pe, "gd"), 0);
         assert_eq!(
             txn_commit_offset(&mut client, "txd", pe, "gd", "tt2"),
