@@ -571,6 +571,11 @@ fn the_transaction_apis_check_each_resource() {
                 ("tt2".to_string(), TOPIC_DENIED)
             ]
         );
+        // An internal topic is never the caller's to add, whatever the ACLs say.
+        assert_eq!(
+            add_partitions_v3(&mut client, "tx", pe, &[("__consumer_offsets", 0)]),
+            vec![("__consumer_offsets".to_string(), TOPIC_DENIED)]
+        );
         // v4+ batches come from brokers: CLUSTER_ACTION.
         let mut batch = AddPartitionsToTxnRequest::default();
         let mut one = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();

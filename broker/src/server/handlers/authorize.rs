@@ -37,6 +37,7 @@ use crate::server::authz::{
     allowed, any_topic_allowed, authorized_operations, cluster_allowed, group_allowed,
     topic_allowed, transactional_id_allowed, Caller,
 };
+use crate::server::groups::offsets_topic::is_internal;
 use crate::server::shared::Shared;
 
 const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
@@ -926,7 +927,8 @@ pub fn describe_topic_partitions_answer(
 }
 
 /// AddPartitionsToTxn v0–3 (one transaction, from a client): WRITE on the transactional id
-/// (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic;
+/// (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic
+/// (never on an internal one);
 /// any denied topic fails the whole transaction, as Kafka: the denied partitions
 /// TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, or
 /// UNKNOWN_TOPIC_OR_PARTITION where `exists` says no (I48). v4+ comes only from brokers
@@ -959,7 +961,10 @@ pub fn add_partitions_to_txn_denied(
         Operation::Write,
     );
     let topics = &request.v3_and_below_topics;
-    let topic_ok = |name: &str| txn_ok && topic_allowed(shared, caller, name, Operation::Write);
+    // Internal topics are never authorized here, as Kafka: only the broker writes them.
+    let topic_ok = |name: &str| {
+        txn_ok && !is_internal(name) && topic_allowed(shared, caller, name, Operation::Write)
+    };
     if txn_ok && topics.iter().all(|t| topic_ok(&t.name)) {
         return None;
     }
