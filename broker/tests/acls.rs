@@ -1,7 +1,8 @@
 //! The authorizer over real TCP against the `minikafka` binary (I48, I49): the ACL APIs with
 //! `authorizer.class.name` set, ACLs stored across a restart, and each kind of resource
 //! refused with Kafka's code (topic: Produce, Fetch, Metadata; group: JoinGroup,
-//! OffsetCommit; cluster: CreateTopics, CreateAcls; transactional id: InitProducerId).
+//! OffsetCommit; cluster: CreateTopics, CreateAcls; transactional id: InitProducerId), and
+//! each transaction API refused per resource then allowed once granted.
 //!
 //! With no principal mechanism on PLAINTEXT every connection is `User:ANONYMOUS`, so the
 //! tests grant and deny that principal. Real clients are in `tests/interop/test_acls.py`.
@@ -407,5 +408,311 @@ fn without_an_authorizer_acls_are_neither_stored_nor_checked() {
         assert_eq!(create_topic(&mut client, "t"), 0);
         assert_eq!(produce(&mut client, "t"), 0);
         assert!(!broker.data_dir().join("acls.v1").exists());
+    });
+}
+
+const CLUSTER_ACTION: i8 = 9;
+const ALTER: i8 = 7;
+
+fn add_partitions_v3(
+    client: &mut TypedClient,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<(String, i16)> {
+    let mut req = AddPartitionsToTxnRequest::default();
+    req.v3_and_below_transactional_id = TransactionalId(s(id));
+    req.v3_and_below_producer_id = ProducerId(pid);
+    req.v3_and_below_producer_epoch = epoch;
+    req.v3_and_below_topics = partitions
+        .iter()
+        .map(|(topic, p)| {
+            let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+            t.name = TopicName(s(topic));
+            t.partitions = vec![*p];
+            t
+        })
+        .collect();
+    let r: AddPartitionsToTxnResponse = client.call(ApiKey::AddPartitionsToTxn, 3, &req);
+    r.results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_error_code))
+        })
+        .collect()
+}
+
+fn init_txn(client: &mut TypedClient, id: &str) -> (i16, (i64, i16)) {
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(s(id)));
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = (-1).into();
+    req.producer_epoch = -1;
+    let r: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &req);
+    (r.error_code, (r.producer_id.0, r.producer_epoch))
+}
+
+fn add_offsets(client: &mut TypedClient, id: &str, pe: (i64, i16), group: &str) -> i16 {
+    let mut req = AddOffsetsToTxnRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.producer_id = ProducerId(pe.0);
+    req.producer_epoch = pe.1;
+    req.group_id = GroupId(s(group));
+    let r: AddOffsetsToTxnResponse = client.call(ApiKey::AddOffsetsToTxn, 3, &req);
+    r.error_code
+}
+
+fn txn_commit_offset(
+    client: &mut TypedClient,
+    id: &str,
+    pe: (i64, i16),
+    group: &str,
+    topic: &str,
+) -> Vec<i16> {
+    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 0;
+    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.group_id = GroupId(s(group));
+    req.producer_id = ProducerId(pe.0);
+    req.producer_epoch = pe.1;
+    req.generation_id = -1;
+    req.topics = vec![t];
+    let r: TxnOffsetCommitResponse = client.call(ApiKey::TxnOffsetCommit, 3, &req);
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+fn end_txn(client: &mut TypedClient, id: &str, pe: (i64, i16)) -> i16 {
+    let mut req = EndTxnRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.producer_id = ProducerId(pe.0);
+    req.producer_epoch = pe.1;
+    req.committed = true;
+    let r: EndTxnResponse = client.call(ApiKey::EndTxn, 3, &req);
+    r.error_code
+}
+
+fn describe_txns(client: &mut TypedClient, ids: &[&str]) -> Vec<(String, i16)> {
+    let mut req = DescribeTransactionsRequest::default();
+    req.transactional_ids = ids.iter().map(|id| TransactionalId(s(id))).collect();
+    let r: DescribeTransactionsResponse = client.call(ApiKey::DescribeTransactions, 0, &req);
+    let mut out: Vec<(String, i16)> = r
+        .transaction_states
+        .iter()
+        .map(|t| (t.transactional_id.0.to_string(), t.error_code))
+        .collect();
+    out.sort();
+    out
+}
+
+fn list_txns(client: &mut TypedClient) -> Vec<String> {
+    let req = ListTransactionsRequest::default();
+    let r: ListTransactionsResponse = client.call(ApiKey::ListTransactions, 1, &req);
+    assert_eq!(r.error_code, 0);
+    let mut ids: Vec<String> = r
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.0.to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The transaction APIs check Kafka's ACLs (I48): each step of a transactional producer's
+/// flow refused per resource with Kafka's code, the broker-only APIs refused without
+/// CLUSTER_ACTION, and the same flow through to a commit once the ACLs grant it.
+#[test]
+fn the_transaction_apis_check_each_resource() {
+    bounded(TEST_LIMIT, || {
+        let broker = open_broker();
+        let mut client = TypedClient::connect(broker.addr());
+        assert_eq!(create_topic(&mut client, "tt"), 0);
+        assert_eq!(create_topic(&mut client, "tt2"), 0);
+        assert_eq!(create_topic(&mut client, "tt3"), 0);
+        // "hid" has a transaction before an ACL hides it.
+        let (code, _) = init_txn(&mut client, "hid");
+        assert_eq!(code, 0);
+        let (code, pe) = init_txn(&mut client, "tx");
+        assert_eq!(code, 0);
+        let denials = [
+            acl(TRANSACTIONAL_ID, "txd", WRITE, DENY),
+            acl(TRANSACTIONAL_ID, "txd", DESCRIBE, DENY),
+            acl(TRANSACTIONAL_ID, "hid", DESCRIBE, DENY),
+            acl(TOPIC, "tt2", WRITE, DENY),
+            acl(TOPIC, "tt2", READ, DENY),
+            acl(GROUP, "gd", READ, DENY),
+            acl(CLUSTER, "kafka-cluster", CLUSTER_ACTION, DENY),
+            acl(CLUSTER, "kafka-cluster", DESCRIBE, DENY),
+        ];
+        let mut acls = vec![acl(CLUSTER, "kafka-cluster", ALTER, ALLOW)];
+        acls.extend(denials);
+        let codes = create_acls(&mut client, &acls);
+        assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
+
+        // AddPartitionsToTxn: the transactional id, then each topic; a denied topic fails
+        // the transaction (the others OPERATION_NOT_ATTEMPTED).
+        assert_eq!(
+            add_partitions_v3(&mut client, "txd", pe, &[("tt", 0)]),
+            vec![("tt".to_string(), TXN_DENIED)]
+        );
+        assert_eq!(
+            add_partitions_v3(&mut client, "tx", pe, &[("tt", 0), ("tt2", 0)]),
+            vec![
+                ("tt".to_string(), ErrorCode::OPERATION_NOT_ATTEMPTED.code()),
+                ("tt2".to_string(), TOPIC_DENIED)
+            ]
+        );
+        // An internal topic is never the caller's to add, whatever the ACLs say.
+        assert_eq!(
+            add_partitions_v3(&mut client, "tx", pe, &[("__consumer_offsets", 0)]),
+            vec![("__consumer_offsets".to_string(), TOPIC_DENIED)]
+        );
+        // v4+ batches come from brokers: CLUSTER_ACTION.
+        let mut batch = AddPartitionsToTxnRequest::default();
+        let mut one = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default();
+        one.transactional_id = TransactionalId(s("tx"));
+        one.producer_id = ProducerId(pe.0);
+        one.producer_epoch = pe.1;
+        one.verify_only = true;
+        batch.transactions.push(one);
+        let r: AddPartitionsToTxnResponse = client.call(ApiKey::AddPartitionsToTxn, 4, &batch);
+        assert_eq!(r.error_code, CLUSTER_DENIED);
+        // WriteTxnMarkers: CLUSTER_ACTION too.
+        let mut topic = write_txn_markers_request::WritableTxnMarkerTopic::default();
+        topic.name = TopicName(s("tt"));
+        topic.partition_indexes = vec![0];
+        let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+        marker.producer_id = ProducerId(pe.0);
+        marker.producer_epoch = pe.1;
+        marker.topics = vec![topic];
+        let mut markers = WriteTxnMarkersRequest::default();
+        markers.markers = vec![marker];
+        let r: WriteTxnMarkersResponse = client.call(ApiKey::WriteTxnMarkers, 1, &markers);
+        assert_eq!(
+            r.markers[0].topics[0].partitions[0].error_code,
+            CLUSTER_DENIED
+        );
+
+        // AddOffsetsToTxn: the transactional id, then READ on the group.
+        assert_eq!(add_offsets(&mut client, "txd", pe, "g"), TXN_DENIED);
+        assert_eq!(add_offsets(&mut client, "tx", pe, "gd"), GROUP_DENIED);
+        // TxnOffsetCommit: the transactional id, the group, then READ on each topic.
+        assert_eq!(
+            txn_commit_offset(&mut client, "txd", pe, "g", "tt"),
+            vec![TXN_DENIED]
+        );
+        assert_eq!(
+            txn_commit_offset(&mut client, "tx", pe, "gd", "tt"),
+            vec![GROUP_DENIED]
+        );
+        assert_eq!(
+            txn_commit_offset(&mut client, "tx", pe, "g", "tt2"),
+            vec![TOPIC_DENIED]
+        );
+        // EndTxn: the transactional id.
+        assert_eq!(end_txn(&mut client, "txd", pe), TXN_DENIED);
+        // DescribeTransactions per id; ListTransactions shows only what may be described.
+        assert_eq!(
+            describe_txns(&mut client, &["tx", "txd"]),
+            vec![("tx".to_string(), 0), ("txd".to_string(), TXN_DENIED)]
+        );
+        assert_eq!(list_txns(&mut client), vec!["tx".to_string()]);
+        // FindCoordinator for a transactional id: DESCRIBE.
+        let mut find = FindCoordinatorRequest::default();
+        find.key_type = 1;
+        find.coordinator_keys = vec![s("txd")];
+        let r: FindCoordinatorResponse = client.call(ApiKey::FindCoordinator, 4, &find);
+        assert_eq!(r.coordinators[0].error_code, TXN_DENIED);
+        // The SCRAM credentials: DESCRIBE on the cluster.
+        let r: DescribeUserScramCredentialsResponse = client.call(
+            ApiKey::DescribeUserScramCredentials,
+            0,
+            &DescribeUserScramCredentialsRequest::default(),
+        );
+        assert_eq!(r.error_code, CLUSTER_DENIED);
+
+        // Granted: the denials replaced by ALLOWs, the flow runs through to a commit.
+        let mut filter = delete_acls_request::DeleteAclsFilter::default();
+        filter.resource_type_filter = 1;
+        filter.resource_name_filter = None;
+        filter.pattern_type_filter = 1;
+        filter.operation = 1;
+        filter.permission_type = DENY;
+        filter.principal_filter = None;
+        filter.host_filter = None;
+        let mut request = DeleteAclsRequest::default();
+        request.filters = vec![filter];
+        let deleted: DeleteAclsResponse = client.call(ApiKey::DeleteAcls, 3, &request);
+        assert_eq!(
+            deleted.filter_results[0].matching_acls.len(),
+            acls.len() - 1
+        );
+        let grants = [
+            acl(TRANSACTIONAL_ID, "txd", WRITE, ALLOW),
+            acl(TRANSACTIONAL_ID, "txd", DESCRIBE, ALLOW),
+            acl(TOPIC, "tt2", WRITE, ALLOW),
+            acl(TOPIC, "tt2", READ, ALLOW),
+            acl(GROUP, "gd", READ, ALLOW),
+            // "tt3" may be written but not described.
+            acl(TOPIC, "tt3", WRITE, ALLOW),
+            acl(TOPIC, "tt3", DESCRIBE, DENY),
+        ];
+        let codes = create_acls(&mut client, &grants);
+        assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
+        let (code, pe) = init_txn(&mut client, "txd");
+        assert_eq!(code, 0);
+        assert_eq!(
+            add_partitions_v3(&mut client, "txd", pe, &[("tt2", 0), ("tt3", 0)]),
+            vec![("tt2".to_string(), 0), ("tt3".to_string(), 0)]
+        );
+        // A described transaction lists only the topics the caller may describe.
+        let mut req = DescribeTransactionsRequest::default();
+        req.transactional_ids = vec![TransactionalId(s("txd"))];
+        let r: DescribeTransactionsResponse = client.call(ApiKey::DescribeTransactions, 0, &req);
+        let topics: Vec<String> = r.transaction_states[0]
+            .topics
+            .iter()
+            .map(|t| t.topic.0.to_string())
+            .collect();
+        assert_eq!(topics, vec!["tt2".to_string()]);
+        assert_eq!(add_offsets(&mut client, "txd", pe, "gd"), 0);
+        assert_eq!(
+            txn_commit_offset(&mut client, "txd", pe, "gd", "tt2"),
+            vec![0]
+        );
+        assert_eq!(end_txn(&mut client, "txd", pe), 0);
+        assert_eq!(
+            describe_txns(&mut client, &["txd"]),
+            vec![("txd".to_string(), 0)]
+        );
+
+        // AlterUserScramCredentials: ALTER on the cluster (the last ACL change it allows).
+        let codes = create_acls(&mut client, &[acl(CLUSTER, "kafka-cluster", ALTER, DENY)]);
+        assert_eq!(codes, vec![0]);
+        let mut upsert = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+        upsert.name = s("alice");
+        upsert.mechanism = 1;
+        upsert.iterations = 4096;
+        upsert.salt = vec![1u8; 16].into();
+        upsert.salted_password = vec![2u8; 32].into();
+        let mut alter = AlterUserScramCredentialsRequest::default();
+        alter.upsertions = vec![upsert];
+        let r: AlterUserScramCredentialsResponse =
+            client.call(ApiKey::AlterUserScramCredentials, 0, &alter);
+        let codes: Vec<(String, i16)> = r
+            .results
+            .iter()
+            .map(|u| (u.user.to_string(), u.error_code))
+            .collect();
+        assert_eq!(codes, vec![("alice".to_string(), CLUSTER_DENIED)]);
     });
 }

@@ -15,7 +15,13 @@
 //!   DESCRIBE_CONFIGS/ALTER_CONFIGS on the resource; DescribeCluster and DescribeLogDirs
 //!   DESCRIBE on the cluster; FindCoordinator DESCRIBE on the group or transactional id;
 //!   InitProducerId WRITE on the transactional id, or, without one, IDEMPOTENT_WRITE on the
-//!   cluster or WRITE on some topic (KIP-679).
+//!   cluster or WRITE on some topic (KIP-679). The transactions: AddPartitionsToTxn v0–3
+//!   WRITE on the transactional id and each topic (a denied topic fails the whole
+//!   transaction), v4+ (brokers only) and WriteTxnMarkers CLUSTER_ACTION on the cluster;
+//!   AddOffsetsToTxn and TxnOffsetCommit WRITE on the transactional id then READ on the
+//!   group (TxnOffsetCommit also READ on each topic); EndTxn WRITE on the transactional id;
+//!   DescribeTransactions and ListTransactions DESCRIBE on each id. SCRAM credentials:
+//!   Describe DESCRIBE, Alter ALTER on the cluster.
 //! - With no authorizer every check allows, so nothing is split and nothing changes.
 //! - KIP-430 bitfields a handler filled (any value but the "not requested" sentinel) are
 //!   replaced by the caller's own operations.
@@ -31,6 +37,7 @@ use crate::server::authz::{
     allowed, any_topic_allowed, authorized_operations, cluster_allowed, group_allowed,
     topic_allowed, transactional_id_allowed, Caller,
 };
+use crate::server::groups::offsets_topic::is_internal;
 use crate::server::shared::Shared;
 
 const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
@@ -917,4 +924,296 @@ pub fn describe_topic_partitions_answer(
             );
         }
     }
+}
+
+/// AddPartitionsToTxn v0–3 (one transaction, from a client): WRITE on the transactional id
+/// (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic
+/// (never on an internal one);
+/// any denied topic fails the whole transaction, as Kafka: the denied partitions
+/// TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, or
+/// UNKNOWN_TOPIC_OR_PARTITION where `exists` says no (I48). v4+ comes only from brokers
+/// and needs CLUSTER_ACTION on the cluster, answered at the top level.
+pub fn add_partitions_to_txn_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &AddPartitionsToTxnRequest,
+    version: i16,
+    exists: impl Fn(&str, i32) -> bool,
+) -> Option<AddPartitionsToTxnResponse> {
+    use add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    if !shared.config.authorizer.enabled() {
+        return None;
+    }
+    let mut response = AddPartitionsToTxnResponse::default();
+    if version >= 4 {
+        if cluster_allowed(shared, caller, Operation::ClusterAction) {
+            return None;
+        }
+        response.error_code = CLUSTER_DENIED;
+        return Some(response);
+    }
+    let txn_ok = transactional_id_allowed(
+        shared,
+        caller,
+        &request.v3_and_below_transactional_id,
+        Operation::Write,
+    );
+    let topics = &request.v3_and_below_topics;
+    // Internal topics are never authorized here, as Kafka: only the broker writes them.
+    let topic_ok = |name: &str| {
+        txn_ok && !is_internal(name) && topic_allowed(shared, caller, name, Operation::Write)
+    };
+    if txn_ok && topics.iter().all(|t| topic_ok(&t.name)) {
+        return None;
+    }
+    response.results_by_topic_v3_and_below = topics
+        .iter()
+        .map(|t| {
+            let allowed = topic_ok(&t.name);
+            let mut topic = AddPartitionsToTxnTopicResult::default();
+            topic.name = t.name.clone();
+            topic.results_by_partition = t
+                .partitions
+                .iter()
+                .map(|&p| {
+                    let mut r = AddPartitionsToTxnPartitionResult::default();
+                    r.partition_index = p;
+                    r.partition_error_code = if !txn_ok {
+                        TXN_DENIED
+                    } else if !allowed {
+                        TOPIC_DENIED
+                    } else if exists(&t.name, p) {
+                        ErrorCode::OPERATION_NOT_ATTEMPTED.code()
+                    } else {
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                    };
+                    r
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    Some(response)
+}
+
+/// AddOffsetsToTxn: WRITE on the transactional id, then READ on the group.
+pub fn add_offsets_to_txn_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &AddOffsetsToTxnRequest,
+) -> Option<AddOffsetsToTxnResponse> {
+    let code =
+        if !transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
+            TXN_DENIED
+        } else if !group_read(shared, caller, &request.group_id) {
+            GROUP_DENIED
+        } else {
+            return None;
+        };
+    let mut r = AddOffsetsToTxnResponse::default();
+    r.error_code = code;
+    Some(r)
+}
+
+/// EndTxn: WRITE on the transactional id.
+pub fn end_txn_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &EndTxnRequest,
+) -> Option<EndTxnResponse> {
+    if transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
+        return None;
+    }
+    let mut r = EndTxnResponse::default();
+    r.error_code = TXN_DENIED;
+    r.producer_id = (-1).into();
+    r.producer_epoch = -1;
+    Some(r)
+}
+
+fn txn_offset_commit_topic(
+    t: &txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+    code: i16,
+) -> txn_offset_commit_response::TxnOffsetCommitResponseTopic {
+    let mut topic = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
+    topic.name = t.name.clone();
+    topic.partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let mut r = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
+            r.partition_index = p.partition_index;
+            r.error_code = code;
+            r
+        })
+        .collect();
+    topic
+}
+
+/// TxnOffsetCommit: WRITE on the transactional id, then READ on the group (either denial
+/// answers every partition and empties the request), then READ on each topic.
+pub fn txn_offset_commit(
+    shared: &Shared,
+    caller: &Caller,
+    request: &mut TxnOffsetCommitRequest,
+) -> Vec<txn_offset_commit_response::TxnOffsetCommitResponseTopic> {
+    let whole =
+        if !transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
+            Some(TXN_DENIED)
+        } else if !group_read(shared, caller, &request.group_id) {
+            Some(GROUP_DENIED)
+        } else {
+            None
+        };
+    if let Some(code) = whole {
+        return std::mem::take(&mut request.topics)
+            .iter()
+            .map(|t| txn_offset_commit_topic(t, code))
+            .collect();
+    }
+    split(&mut request.topics, |t| {
+        topic_allowed(shared, caller, &t.name, Operation::Read)
+    })
+    .iter()
+    .map(|t| txn_offset_commit_topic(t, TOPIC_DENIED))
+    .collect()
+}
+
+/// WriteTxnMarkers: CLUSTER_ACTION on the cluster (only brokers write markers); denied,
+/// every marker's partitions CLUSTER_AUTHORIZATION_FAILED.
+pub fn write_txn_markers_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &WriteTxnMarkersRequest,
+) -> Option<WriteTxnMarkersResponse> {
+    use write_txn_markers_response::*;
+    if cluster_allowed(shared, caller, Operation::ClusterAction) {
+        return None;
+    }
+    let mut response = WriteTxnMarkersResponse::default();
+    response.markers = request
+        .markers
+        .iter()
+        .map(|m| {
+            let mut marker = WritableTxnMarkerResult::default();
+            marker.producer_id = m.producer_id;
+            marker.topics = m
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut topic = WritableTxnMarkerTopicResult::default();
+                    topic.name = t.name.clone();
+                    topic.partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|&p| {
+                            let mut r = WritableTxnMarkerPartitionResult::default();
+                            r.partition_index = p;
+                            r.error_code = CLUSTER_DENIED;
+                            r
+                        })
+                        .collect();
+                    topic
+                })
+                .collect();
+            marker
+        })
+        .collect();
+    Some(response)
+}
+
+/// DescribeTransactions: DESCRIBE on each transactional id (denied ids answered, the rest
+/// left in `request`).
+pub fn describe_transactions(
+    shared: &Shared,
+    caller: &Caller,
+    request: &mut DescribeTransactionsRequest,
+) -> Vec<describe_transactions_response::TransactionState> {
+    split(&mut request.transactional_ids, |id| {
+        transactional_id_allowed(shared, caller, id, Operation::Describe)
+    })
+    .into_iter()
+    .map(|id| {
+        let mut r = describe_transactions_response::TransactionState::default();
+        r.transactional_id = id;
+        r.error_code = TXN_DENIED;
+        r.transaction_state = StrBytes::default();
+        r.producer_id = (-1).into();
+        r.producer_epoch = -1;
+        r.transaction_start_time_ms = -1;
+        r
+    })
+    .collect()
+}
+
+/// DescribeTransactions' answer: a described transaction lists only the topics the caller
+/// may DESCRIBE, as Kafka.
+pub fn describe_transactions_answer(
+    shared: &Shared,
+    caller: &Caller,
+    response: &mut DescribeTransactionsResponse,
+) {
+    for s in &mut response.transaction_states {
+        s.topics
+            .retain(|t| topic_allowed(shared, caller, &t.topic, Operation::Describe));
+    }
+}
+
+/// ListTransactions' answer: only the ids the caller may DESCRIBE.
+pub fn list_transactions_answer(
+    shared: &Shared,
+    caller: &Caller,
+    response: &mut ListTransactionsResponse,
+) {
+    response.transaction_states.retain(|s| {
+        transactional_id_allowed(shared, caller, &s.transactional_id, Operation::Describe)
+    });
+}
+
+/// DescribeUserScramCredentials: DESCRIBE on the cluster (else the top-level code).
+pub fn describe_scram_denied(
+    shared: &Shared,
+    caller: &Caller,
+) -> Option<DescribeUserScramCredentialsResponse> {
+    if cluster_allowed(shared, caller, Operation::Describe) {
+        return None;
+    }
+    let mut r = DescribeUserScramCredentialsResponse::default();
+    r.error_code = CLUSTER_DENIED;
+    r.error_message = denied_message(CLUSTER_DENIED);
+    Some(r)
+}
+
+/// AlterUserScramCredentials: ALTER on the cluster (else every user CLUSTER_AUTHORIZATION_FAILED).
+pub fn alter_scram_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &AlterUserScramCredentialsRequest,
+) -> Option<AlterUserScramCredentialsResponse> {
+    if cluster_allowed(shared, caller, Operation::Alter) {
+        return None;
+    }
+    let mut users: Vec<&StrBytes> = request
+        .deletions
+        .iter()
+        .map(|d| &d.name)
+        .chain(request.upsertions.iter().map(|u| &u.name))
+        .collect();
+    users.sort();
+    users.dedup();
+    let mut response = AlterUserScramCredentialsResponse::default();
+    response.results = users
+        .into_iter()
+        .map(|u| {
+            let mut r =
+                alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default();
+            r.user = u.clone();
+            r.error_code = CLUSTER_DENIED;
+            r.error_message = denied_message(CLUSTER_DENIED);
+            r
+        })
+        .collect();
+    Some(response)
 }

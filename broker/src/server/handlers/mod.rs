@@ -330,8 +330,11 @@ pub async fn handle<B: Backend>(
             authorize::offset_fetch_answer(shared, &caller, &asked, &mut response);
             reply!(response)
         }
-        RequestBody::TxnOffsetCommit(req) => {
-            reply!(txn_offset_commit::handle(state, req, version).await)
+        RequestBody::TxnOffsetCommit(mut req) => {
+            let denied = authorize::txn_offset_commit(shared, &caller, &mut req);
+            let mut response = txn_offset_commit::handle(state, req, version).await;
+            response.topics.extend(denied);
+            reply!(response)
         }
         RequestBody::OffsetDelete(mut req) => {
             match authorize::offset_delete(shared, &caller, &mut req) {
@@ -419,12 +422,23 @@ pub async fn handle<B: Backend>(
             reply!(response)
         }
         RequestBody::DescribeUserScramCredentials(req) => {
-            reply!(scram_credentials::describe(state, req))
+            match authorize::describe_scram_denied(shared, &caller) {
+                Some(denied) => reply!(denied),
+                None => reply!(scram_credentials::describe(state, req)),
+            }
         }
         RequestBody::AlterUserScramCredentials(req) => {
-            reply!(scram_credentials::alter(state, req).await)
+            match authorize::alter_scram_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(scram_credentials::alter(state, req).await),
+            }
         }
-        RequestBody::WriteTxnMarkers(req) => reply!(write_txn_markers::handle(state, req).await),
+        RequestBody::WriteTxnMarkers(req) => {
+            match authorize::write_txn_markers_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(write_txn_markers::handle(state, req).await),
+            }
+        }
         RequestBody::InitProducerId(req) => {
             match authorize::init_producer_id_denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
@@ -432,17 +446,33 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::AddPartitionsToTxn(req) => {
-            reply!(add_partitions_to_txn::handle(state, req, version).await)
+            let exists = |topic: &str, p: i32| txn_shared::partition_exists(state, topic, p);
+            match authorize::add_partitions_to_txn_denied(shared, &caller, &req, version, exists) {
+                Some(denied) => reply!(denied),
+                None => reply!(add_partitions_to_txn::handle(state, req, version).await),
+            }
         }
         RequestBody::AddOffsetsToTxn(req) => {
-            reply!(add_offsets_to_txn::handle(state, req, version).await)
+            match authorize::add_offsets_to_txn_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(add_offsets_to_txn::handle(state, req, version).await),
+            }
         }
-        RequestBody::EndTxn(req) => reply!(end_txn::handle(state, req, version).await),
-        RequestBody::DescribeTransactions(req) => {
-            reply!(describe_transactions::handle(state, req).await)
+        RequestBody::EndTxn(req) => match authorize::end_txn_denied(shared, &caller, &req) {
+            Some(denied) => reply!(denied),
+            None => reply!(end_txn::handle(state, req, version).await),
+        },
+        RequestBody::DescribeTransactions(mut req) => {
+            let denied = authorize::describe_transactions(shared, &caller, &mut req);
+            let mut response = describe_transactions::handle(state, req).await;
+            authorize::describe_transactions_answer(shared, &caller, &mut response);
+            response.transaction_states.extend(denied);
+            reply!(response)
         }
         RequestBody::ListTransactions(req) => {
-            reply!(list_transactions::handle(state, req, version).await)
+            let mut response = list_transactions::handle(state, req, version).await;
+            authorize::list_transactions_answer(shared, &caller, &mut response);
+            reply!(response)
         }
     }
 }
