@@ -25,7 +25,8 @@ use std::cell::Cell;
 use minikafka_core::compaction::rewrite::batch_records;
 use minikafka_core::producer::ProducerError;
 use minikafka_core::record::{
-    check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
+    check_single_batch, rebuild_batch, validate_batch_with, BatchCheck, BatchError, BatchHeader,
+    BatchView, Compression, OffsetRule, ValidateOptions, HEADER_BYTES,
 };
 use minikafka_core::record_errors::{failing_records, RecordRules};
 
@@ -66,6 +67,63 @@ pub fn validate_produced(
     }
     Ok(header)
 }
+
+/// The batch as the log stores it under `config.compression` (I87): `None` when it is kept as
+/// produced (`producer`, or its codec already the target: the copy-free path), else the batch
+/// rewritten in the target codec at the topic's level — attributes' codec bits, records
+/// section, length and CRC new; offsets, timestamps, producer id, epoch and sequence as they
+/// were. Call after [`validate_produced`] accepted `batch` (its `header`): this validates
+/// nothing again. Inflating is bounded by [`MAX_DECOMPRESSED_BYTES`] (I10), so a compression
+/// bomb is CORRUPT_MESSAGE ([`LogError::Undecodable`]), never memory; a result larger than
+/// `max.message.bytes` is refused as Kafka does (RECORD_TOO_LARGE).
+pub fn recompressed(
+    batch: &[u8],
+    header: BatchHeader,
+    config: &LogConfig,
+) -> Result<Option<Vec<u8>>> {
+    let Some(target) = config.compression.target else {
+        return Ok(None);
+    };
+    let current = header
+        .compression()
+        .map_err(|bits| LogError::Undecodable(format!("unknown codec {bits}")))?;
+    if current == target {
+        return Ok(None);
+    }
+    let records = &batch[HEADER_BYTES..header.total_bytes()];
+    let plain = if current == Compression::None {
+        None
+    } else {
+        Some(
+            minikafka_codec::decompress(current, records, MAX_DECOMPRESSED_BYTES)
+                .map_err(|e| LogError::Undecodable(e.to_string()))?,
+        )
+    };
+    let plain = plain.as_deref().unwrap_or(records);
+    let section = if target == Compression::None {
+        plain.to_vec()
+    } else {
+        minikafka_codec::compress_at(target, plain, config.compression.level(target))
+            .map_err(|e| LogError::Undecodable(e.to_string()))?
+    };
+    let mut head = batch[..HEADER_BYTES].to_vec();
+    let attributes = (header.attributes & !0x7) | target.attribute_bits();
+    head[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    let out = rebuild_batch(&head, &section, header.records_count);
+    if out.len() > config.max_batch_bytes {
+        return Err(LogError::Corrupt(BatchError {
+            check: BatchCheck::BatchTooLarge {
+                total_bytes: out.len(),
+                limit_bytes: config.max_batch_bytes,
+            },
+            at: 0,
+        }));
+    }
+    Ok(Some(out))
+}
+
+/// Where a batch's attributes lie (Kafka's v2 batch layout).
+const ATTRIBUTES_AT: usize = 21;
 
 /// The record rules of a log configured by `config`: a key on a compacted log (the cleaner
 /// could keep no latest value for a keyless record), and the timestamp window on a CreateTime
