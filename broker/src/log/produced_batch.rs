@@ -190,6 +190,97 @@ mod tests {
         }
     }
 
+    fn compressed_to(target: Option<Compression>) -> LogConfig {
+        LogConfig {
+            compression: crate::log::CompressionConfig {
+                target,
+                ..Default::default()
+            },
+            ..LogConfig::default()
+        }
+    }
+
+    fn gzip_batch() -> (Vec<u8>, Vec<u8>) {
+        let mut b = BatchBuilder::new();
+        b.producer_id = 9;
+        b.producer_epoch = 3;
+        b.base_sequence = 70;
+        for i in 0..5 {
+            b.push(&NewRecord {
+                key: Some(b"k"),
+                value: Some(&[b'a'; 200]),
+                timestamp_ms: 10 + i,
+                ..NewRecord::default()
+            });
+        }
+        let plain = b.records_bytes().to_vec();
+        let section = minikafka_codec::compress(Compression::Gzip, &plain).expect("gzip");
+        (b.build_with(Offset(0), Compression::Gzip, &section), plain)
+    }
+
+    /// I87: the codec bits, records, length and CRC change; the producer fields, offsets and
+    /// timestamps do not. I88: `producer`, or the same codec, rewrites nothing.
+    #[test]
+    fn a_batch_is_rewritten_in_the_target_codec_only() {
+        let (batch, plain) = gzip_batch();
+        let header = validate(&batch, &LogConfig::default(), NOW_MS).expect("valid");
+        for target in [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let out = recompressed(&batch, header, &compressed_to(Some(target)))
+                .expect("recompresses")
+                .expect("rewritten");
+            let new = validate(&out, &LogConfig::default(), NOW_MS).expect("valid after");
+            assert_eq!(new.compression(), Ok(target));
+            assert_eq!(
+                (new.producer_id, new.producer_epoch, new.base_sequence),
+                (9, 3, 70)
+            );
+            assert_eq!(new.records_count, header.records_count);
+            assert_eq!(new.last_offset_delta, header.last_offset_delta);
+            assert_eq!(new.max_timestamp, header.max_timestamp);
+            let section = &out[HEADER_BYTES..];
+            let records = minikafka_codec::decompress(target, section, 1 << 20).expect("inflate");
+            assert_eq!(records, plain);
+        }
+        for kept in [None, Some(Compression::Gzip)] {
+            assert_eq!(
+                recompressed(&batch, header, &compressed_to(kept)).expect("ok"),
+                None
+            );
+        }
+    }
+
+    /// I89: inflating stops at the bound (a bomb is CORRUPT_MESSAGE); a rewritten batch past
+    /// `max.message.bytes` is refused.
+    #[test]
+    fn recompression_is_bounded() {
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(b"v"),
+            ..NewRecord::default()
+        });
+        let zeros = vec![0u8; MAX_DECOMPRESSED_BYTES + 1];
+        let section = minikafka_codec::compress(Compression::Zstd, &zeros).expect("zstd");
+        let bomb = b.build_with(Offset(0), Compression::Zstd, &section);
+        let header = validate(&bomb, &LogConfig::default(), NOW_MS).expect("framing is valid");
+        let err =
+            recompressed(&bomb, header, &compressed_to(Some(Compression::Lz4))).expect_err("bomb");
+        assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
+
+        let (batch, _) = gzip_batch();
+        let header = validate(&batch, &LogConfig::default(), NOW_MS).expect("valid");
+        let tight = LogConfig {
+            max_batch_bytes: batch.len(),
+            ..compressed_to(Some(Compression::None))
+        };
+        let err = recompressed(&batch, header, &tight).expect_err("grew past the limit");
+        assert_eq!(err.kafka_error_code(), ErrorCode::MESSAGE_TOO_LARGE);
+    }
+
     #[test]
     fn a_compacted_log_refuses_a_record_without_a_key() {
         let err = validate(&batch(None), &compacted(), NOW_MS).expect_err("no key");
