@@ -15,7 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::record::{BatchBuilder, BatchHeader, Compression, NewRecord};
 use minikafka_core::types::Offset;
-use rdkafka::admin::{NewTopic, TopicReplication};
+use rdkafka::admin::{AlterConfig, NewTopic, ResourceSpecifier, TopicReplication};
 
 use common::librdkafka::*;
 use common::typed::TypedClient;
@@ -213,5 +213,43 @@ fn the_broker_compression_type_is_the_default() {
             stored(&mut client, "own", &batch, &plain),
             Compression::Gzip
         );
+    });
+}
+
+/// A dynamic change of the broker's `compression.type` (AlterConfigs) reaches live topics
+/// without their own value at once (I87): the next batch is stored in the new codec.
+#[test]
+fn a_dynamic_broker_compression_type_applies_to_live_topics() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::start();
+        create(&broker, "live", &[]);
+        let builder = records();
+        let plain = builder.records_bytes().to_vec();
+        let batch = gzip_batch(&builder);
+        let mut client = TypedClient::connect(broker.addr());
+        assert_eq!(produce(&mut client, "live", batch.clone()), 0);
+        assert_eq!(
+            stored(&mut client, "live", &batch, &plain),
+            Compression::Gzip
+        );
+
+        let admin = admin(&broker);
+        let alteration = AlterConfig::new(ResourceSpecifier::Broker(0))
+            .set("compression.type", "lz4")
+            .set("compression.lz4.level", "3");
+        let results =
+            futures::executor::block_on(admin.alter_configs(&[alteration], &admin_options()))
+                .expect("AlterConfigs request");
+        assert_eq!(results.len(), 1);
+
+        assert_eq!(produce(&mut client, "live", batch.clone()), 0);
+        let batches = fetch(&mut client, "live");
+        assert_eq!(batches.len(), 2);
+        let second = BatchHeader::parse(&batches[1]).expect("header");
+        assert_eq!(second.compression(), Ok(Compression::Lz4));
+        let section = &batches[1][minikafka_core::record::HEADER_BYTES..];
+        let records =
+            minikafka_codec::decompress(Compression::Lz4, section, 16 << 20).expect("lz4");
+        assert_eq!(records, plain);
     });
 }
