@@ -46,7 +46,8 @@ fn create_topics_refuses_configs_it_cannot_honour() {
             .start();
         for (key, value) in [
             ("retention.msec", "1000"),
-            ("compression.type", "gzip"),
+            ("compression.type", "brotli"),
+            ("compression.gzip.level", "10"),
             ("cleanup.policy", "compact,keep"),
             ("min.cleanable.dirty.ratio", "1.5"),
             ("flush.messages", "1"),
@@ -71,7 +72,8 @@ fn create_topics_refuses_configs_it_cannot_honour() {
             &broker,
             "accepted",
             &[
-                ("compression.type", "producer"),
+                ("compression.type", "lz4"),
+                ("compression.lz4.level", "12"),
                 ("cleanup.policy", "compact,delete"),
                 ("min.cleanable.dirty.ratio", "0.25"),
                 ("min.insync.replicas", "1"),
@@ -210,7 +212,7 @@ fn alter_configs_apply_to_live_topics_and_survive_restarts() {
         let topic = || ResourceSpecifier::Topic("altered");
         for (key, value) in [
             ("retention.msec", "1000"),
-            ("compression.type", "gzip"),
+            ("compression.type", "brotli"),
             ("flush.messages", "1"),
             ("minikafka.topic.id", "x"),
         ] {

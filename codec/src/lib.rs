@@ -58,14 +58,25 @@ fn err(codec: &'static str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Compresses `records` with `codec`. `Compression::None` returns a copy.
+/// Compresses `records` with `codec` at the codec's default level. `Compression::None`
+/// returns a copy.
 pub fn compress(codec: Compression, records: &[u8]) -> Result<Vec<u8>> {
+    compress_at(codec, records, None)
+}
+
+/// [`compress`] at a KIP-390 level (`compression.gzip.level` 1..=9, `compression.lz4.level`
+/// 1..=17, `compression.zstd.level` as zstd takes it); `None`, or gzip's `-1`, is the
+/// codec's default. Snappy has no level.
+pub fn compress_at(codec: Compression, records: &[u8], level: Option<i32>) -> Result<Vec<u8>> {
     match codec {
         Compression::None => Ok(records.to_vec()),
         Compression::Gzip => {
             let mut enc = flate2::write::GzEncoder::new(
                 Vec::with_capacity(records.len() / 2 + 32),
-                flate2::Compression::default(),
+                match level {
+                    Some(l @ 0..=9) => flate2::Compression::new(l as u32),
+                    _ => flate2::Compression::default(),
+                },
             );
             enc.write_all(records).map_err(|e| err("gzip", e))?;
             enc.finish().map_err(|e| err("gzip", e))
@@ -86,7 +97,7 @@ pub fn compress(codec: Compression, records: &[u8]) -> Result<Vec<u8>> {
             let mut enc = lz4::EncoderBuilder::new()
                 .block_mode(lz4::BlockMode::Independent)
                 .block_size(lz4::BlockSize::Max64KB)
-                .level(4)
+                .level(level.map_or(4, |l| l.clamp(0, 16) as u32))
                 .build(Vec::with_capacity(records.len() / 2 + 32))
                 .map_err(|e| err("lz4", e))?;
             enc.write_all(records).map_err(|e| err("lz4", e))?;
@@ -94,7 +105,9 @@ pub fn compress(codec: Compression, records: &[u8]) -> Result<Vec<u8>> {
             result.map_err(|e| err("lz4", e))?;
             Ok(out)
         }
-        Compression::Zstd => zstd::stream::encode_all(records, 3).map_err(|e| err("zstd", e)),
+        Compression::Zstd => {
+            zstd::stream::encode_all(records, level.unwrap_or(3)).map_err(|e| err("zstd", e))
+        }
     }
 }
 

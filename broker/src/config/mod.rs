@@ -79,6 +79,9 @@ pub struct BrokerConfig {
     /// `log.message.timestamp.before.max.ms` / `log.message.timestamp.after.max.ms`: the
     /// default timestamp window of topics (unbounded, as in Kafka).
     pub log_message_timestamp_bounds: TimestampBounds,
+    /// `compression.type` and `compression.{gzip,lz4,zstd}.level`: the default compression
+    /// of topics (I87).
+    pub compression: crate::log::CompressionConfig,
     /// `num.shards`: executor threads; by default one on up to two cores, else one per core
     /// ([`default_shard_count`]).
     pub num_shards: usize,
@@ -320,6 +323,7 @@ impl Default for BrokerConfig {
             flush_policy: FlushPolicy::None,
             log_message_timestamp_type: TimestampType::CreateTime,
             log_message_timestamp_bounds: TimestampBounds::UNBOUNDED,
+            compression: crate::log::CompressionConfig::default(),
             num_shards: default_shard_count(),
             node_id: 0,
             offsets_topic_num_partitions: 50,

@@ -29,7 +29,7 @@ use super::{
     listeners, parse_metrics_listener, parse_schema_registry_listener, resolve, security,
     BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
 };
-use crate::log::{FlushPolicy, LogConfig, TimestampType};
+use crate::log::{CompressionConfig, FlushPolicy, LogConfig, TimestampType};
 
 /// Kafka's type of a setting (DescribeConfigs v3+ `config_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,13 +331,29 @@ const fn honoured(apply: ApplyTopic, show: fn(&LogConfig) -> String) -> TopicSid
 const SINGLE_NODE: &str = "accepted, no effect on a single node";
 const ONE_REPLICA: &str = "not applicable on a single node: every partition has one replica";
 const TIERED_ONLY: &str = "not applicable: applies to tiered storage, which this broker lacks";
-const NO_RECOMPRESSION: &str =
-    "not applicable: the broker never recompresses (compression.type is always producer)";
 const NO_TIMESTAMP_DIFFERENCE: &str =
     "not supported: removed in Kafka 4.0; use message.timestamp.before.max.ms";
 
 const I32_MAX: i64 = i32::MAX as i64;
 const U32_MAX: i64 = u32::MAX as i64;
+
+/// `compression.gzip.level`: -1 (gzip's default) or 1..=9, as Kafka's validator.
+fn gzip_level(value: &str) -> Result<(), String> {
+    match value.trim().parse::<i32>() {
+        Ok(-1 | 1..=9) => Ok(()),
+        _ => Err("expected -1 or an integer in 1..=9".into()),
+    }
+}
+
+/// An integer in `min..=max`.
+fn ranged(value: &str, min: i32, max: i32) -> Result<i32, String> {
+    let n: i32 = number(value)?;
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("expected an integer in {min}..={max}"))
+    }
+}
 
 fn number<T: std::str::FromStr>(value: &str) -> Result<T, String> {
     value
@@ -997,19 +1013,47 @@ pub static SETTINGS: &[Setting] = &[
     inert("sasl.kerberos.ticket.renew.jitter", Kind::Double, "0.05", SINGLE_NODE),
     inert("sasl.kerberos.ticket.renew.window.factor", Kind::Double, "0.8", SINGLE_NODE),
     inert("sasl.kerberos.principal.to.local.rules", Kind::List, "DEFAULT", SINGLE_NODE),
-    // Topic-only settings.
-    Setting {
-        topic: Some(TopicSide {
-            check: Valid::OneOf(&["producer"]),
-            apply: None,
-            show: Some(|_| "producer".to_string()),
+    // Compression (I87, KIP-390), then topic-only settings.
+    broker("compression.type", Kind::String, "producer", Valid::OneOf(CompressionConfig::NAMES),
+        "the codec batches are stored in: producer keeps the producer's; another recompresses a batch in any other codec (I87)",
+        |c, _, v| { c.compression.target = CompressionConfig::parse_type(v)?; Ok(()) },
+        |c| CompressionConfig::type_name(c.compression.target).to_string())
+        .dynamic()
+        .topic("compression.type", TopicSide {
+            check: Valid::OneOf(CompressionConfig::NAMES),
+            apply: Some(|l, v| { l.compression.target = CompressionConfig::parse_type(v)?; Ok(()) }),
+            show: Some(|l| CompressionConfig::type_name(l.compression.target).to_string()),
         }),
-        ..topic_only("compression.type", Kind::String, "producer", Effect::Honoured, Valid::Any,
-            "always producer: the broker never recompresses, batches keep the producer's codec")
-    },
-    topic_only("compression.gzip.level", Kind::Int, "-1", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
-    topic_only("compression.lz4.level", Kind::Int, "9", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
-    topic_only("compression.zstd.level", Kind::Int, "3", Effect::NoEffect(NO_RECOMPRESSION), Valid::Any, NO_RECOMPRESSION),
+    broker("compression.gzip.level", Kind::Int, "-1", Valid::Check(gzip_level, "-1, 1..9"),
+        "gzip level of batches the broker recompresses to gzip (KIP-390)",
+        |c, _, v| { c.compression.gzip_level = number(v)?; Ok(()) },
+        |c| c.compression.gzip_level.to_string())
+        .dynamic()
+        .topic("compression.gzip.level", TopicSide {
+            check: Valid::Check(gzip_level, "-1, 1..9"),
+            apply: Some(|l, v| { gzip_level(v)?; l.compression.gzip_level = number(v)?; Ok(()) }),
+            show: Some(|l| l.compression.gzip_level.to_string()),
+        }),
+    broker("compression.lz4.level", Kind::Int, "9", Valid::Range(1, 17),
+        "lz4 level of batches the broker recompresses to lz4 (KIP-390)",
+        |c, _, v| { c.compression.lz4_level = number(v)?; Ok(()) },
+        |c| c.compression.lz4_level.to_string())
+        .dynamic()
+        .topic("compression.lz4.level", TopicSide {
+            check: Valid::Range(1, 17),
+            apply: Some(|l, v| { l.compression.lz4_level = ranged(v, 1, 17)?; Ok(()) }),
+            show: Some(|l| l.compression.lz4_level.to_string()),
+        }),
+    broker("compression.zstd.level", Kind::Int, "3", Valid::Range(-131_072, 22),
+        "zstd level of batches the broker recompresses to zstd (KIP-390)",
+        |c, _, v| { c.compression.zstd_level = number(v)?; Ok(()) },
+        |c| c.compression.zstd_level.to_string())
+        .dynamic()
+        .topic("compression.zstd.level", TopicSide {
+            check: Valid::Range(-131_072, 22),
+            apply: Some(|l, v| { l.compression.zstd_level = ranged(v, -131_072, 22)?; Ok(()) }),
+            show: Some(|l| l.compression.zstd_level.to_string()),
+        }),
     topic_only("file.delete.delay.ms", Kind::Long, "60000",
         Effect::NoEffect("not applicable: segments past retention are deleted at once"), Valid::Any,
         "not applicable: segments past retention are deleted at once"),
@@ -1161,6 +1205,10 @@ mod tests {
         assert_eq!(
             dynamic_broker_keys(),
             [
+                "compression.gzip.level",
+                "compression.lz4.level",
+                "compression.type",
+                "compression.zstd.level",
                 "flush.interval.ms",
                 "flush.policy",
                 "log.index.interval.bytes",

@@ -70,6 +70,7 @@ pub fn log_config(
         compaction: config.cleaner.compaction_defaults(),
         timestamp_type: config.log_message_timestamp_type,
         timestamp_bounds: config.log_message_timestamp_bounds,
+        compression: config.compression,
     };
     with_overrides(&base, overrides)
 }
@@ -129,9 +130,8 @@ pub fn topic_config_status(key: &str) -> Option<Effect> {
 
 /// Checks one requested topic-level setting by name and value: unknown and refused names are
 /// errors naming the key, and the others take only the values their row's topic check
-/// accepts (e.g. `compression.type=producer`: the broker never recompresses, which would
-/// cost CPU and memory per byte on the produce path and break the one byte format from
-/// socket to disk). Numbers are checked by [`log_config`].
+/// accepts (e.g. `compression.type` one of Kafka's six names). Numbers are checked by
+/// [`log_config`].
 pub fn check_topic_config(key: &str, value: &str) -> Result<Effect, LogError> {
     let setting =
         topic_setting(key).ok_or_else(|| config_error(key, "is not a topic configuration"))?;
@@ -215,7 +215,10 @@ mod tests {
             sorted,
             [
                 "cleanup.policy",
+                "compression.gzip.level",
+                "compression.lz4.level",
                 "compression.type",
+                "compression.zstd.level",
                 "delete.retention.ms",
                 "flush.ms",
                 "flush.policy",
@@ -235,6 +238,10 @@ mod tests {
         );
         for (key, value) in [
             ("cleanup.policy", "compact"),
+            ("compression.type", "lz4"),
+            ("compression.gzip.level", "7"),
+            ("compression.lz4.level", "7"),
+            ("compression.zstd.level", "7"),
             ("delete.retention.ms", "7"),
             ("max.compaction.lag.ms", "7"),
             ("min.cleanable.dirty.ratio", "0.7"),
@@ -261,7 +268,9 @@ mod tests {
         let err = check_topic_config("retention.msec", "1").expect_err("unknown");
         assert!(err.to_string().contains("retention.msec"), "{err}");
         for (key, bad, good) in [
-            ("compression.type", "gzip", "producer"),
+            ("compression.type", "brotli", "gzip"),
+            ("compression.gzip.level", "10", "9"),
+            ("compression.lz4.level", "0", "17"),
             ("cleanup.policy", "compact,keep", "compact,delete"),
             ("message.timestamp.type", "WallClock", "LogAppendTime"),
             ("min.insync.replicas", "2", "1"),

@@ -7,6 +7,7 @@
 //! - Never: reads files or clocks.
 
 use minikafka_core::compaction::policy::{CleanupPolicy, CompactionConfig};
+use minikafka_core::record::Compression;
 use minikafka_core::record_errors::TimestampBounds;
 
 use super::error::LogError;
@@ -110,6 +111,82 @@ pub struct LogConfig {
     /// (`message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`; unbounded by
     /// default, as in Kafka). A batch with a record outside it is refused whole (I61).
     pub timestamp_bounds: TimestampBounds,
+    /// `compression.type` and the KIP-390 levels: the codec produced batches are stored in
+    /// (I87).
+    pub compression: CompressionConfig,
+}
+
+/// `compression.type` with `compression.{gzip,lz4,zstd}.level`, as Kafka honours them: a
+/// produced batch in another codec than `target` is recompressed before it takes offsets
+/// (I87); `producer` keeps the producer's codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompressionConfig {
+    /// `None` is `producer`; `Some(codec)` (`uncompressed` is `Compression::None`) the codec
+    /// every stored batch has.
+    pub target: Option<Compression>,
+    /// `compression.gzip.level`: 1..=9, or -1 for gzip's default.
+    pub gzip_level: i32,
+    /// `compression.lz4.level`: 1..=17.
+    pub lz4_level: i32,
+    /// `compression.zstd.level`: -131072..=22.
+    pub zstd_level: i32,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        CompressionConfig {
+            target: None,
+            gzip_level: -1,
+            lz4_level: 9,
+            zstd_level: 3,
+        }
+    }
+}
+
+impl CompressionConfig {
+    /// The values of `compression.type`, as Kafka names them.
+    pub const NAMES: &'static [&'static str] =
+        &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
+
+    /// Parses a `compression.type` value: `Ok(None)` for `producer`.
+    pub fn parse_type(value: &str) -> Result<Option<Compression>, String> {
+        Ok(Some(match value.trim() {
+            "producer" => return Ok(None),
+            "uncompressed" => Compression::None,
+            "gzip" => Compression::Gzip,
+            "snappy" => Compression::Snappy,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            other => {
+                return Err(format!(
+                    "{other:?} is not one of {}",
+                    Self::NAMES.join(", ")
+                ))
+            }
+        }))
+    }
+
+    /// The `compression.type` name of `target`.
+    pub fn type_name(target: Option<Compression>) -> &'static str {
+        match target {
+            None => "producer",
+            Some(Compression::None) => "uncompressed",
+            Some(Compression::Gzip) => "gzip",
+            Some(Compression::Snappy) => "snappy",
+            Some(Compression::Lz4) => "lz4",
+            Some(Compression::Zstd) => "zstd",
+        }
+    }
+
+    /// The level to compress `codec` at (`None`: the codec's default or no level).
+    pub fn level(&self, codec: Compression) -> Option<i32> {
+        match codec {
+            Compression::Gzip if self.gzip_level >= 0 => Some(self.gzip_level),
+            Compression::Lz4 => Some(self.lz4_level),
+            Compression::Zstd => Some(self.zstd_level),
+            _ => None,
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -126,6 +203,7 @@ impl Default for LogConfig {
             compaction: CompactionConfig::default(),
             timestamp_type: TimestampType::CreateTime,
             timestamp_bounds: TimestampBounds::UNBOUNDED,
+            compression: CompressionConfig::default(),
         }
     }
 }

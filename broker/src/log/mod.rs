@@ -55,7 +55,7 @@ pub mod start_offset;
 pub mod topics;
 pub mod txn_index;
 
-pub use config::{FlushPolicy, LogConfig, TimestampType};
+pub use config::{CompressionConfig, FlushPolicy, LogConfig, TimestampType};
 
 /// Largest decompressed records section the broker inflates for one batch (I10): the
 /// cleaner's key scan and the produce path's key check on a compacted topic. A batch inflating

@@ -71,7 +71,7 @@ use minikafka_core::types::{FilePos, Offset};
 
 use super::commit::{GroupCommit, SyncFailure};
 use super::config::{FlushPolicy, LogConfig, TimestampType};
-use super::produced_batch::validate_produced;
+use super::produced_batch::{recompressed, validate_produced};
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::recovered_sync::{RecoveredLog, UnsyncedLog};
@@ -629,6 +629,16 @@ impl<B: Backend> PartitionLog<B> {
             now_ms,
             &self.batch_validations,
         )?;
+        // `compression.type` (I87): a batch in another codec is rewritten in the topic's;
+        // one already in it (or `producer`) goes on as the request's bytes.
+        let recompressed = recompressed(&batch, header, &self.config.borrow())?;
+        let batch = match recompressed {
+            Some(rewritten) => {
+                header = BatchHeader::parse(&rewritten)?;
+                Bytes::from(rewritten)
+            }
+            None => batch,
+        };
         let mut batch = SplitBatch::new(batch)?;
         if self.config.borrow().timestamp_type == TimestampType::LogAppendTime {
             // Before the batch is queued, so the time index, the producer state and the

@@ -25,7 +25,8 @@ use std::cell::Cell;
 use minikafka_core::compaction::rewrite::batch_records;
 use minikafka_core::producer::ProducerError;
 use minikafka_core::record::{
-    check_single_batch, validate_batch_with, BatchHeader, BatchView, OffsetRule, ValidateOptions,
+    check_single_batch, rebuild_batch, validate_batch_with, BatchCheck, BatchError, BatchHeader,
+    BatchView, Compression, OffsetRule, ValidateOptions, HEADER_BYTES,
 };
 use minikafka_core::record_errors::{failing_records, RecordRules};
 
@@ -66,6 +67,63 @@ pub fn validate_produced(
     }
     Ok(header)
 }
+
+/// The batch as the log stores it under `config.compression` (I87): `None` when it is kept as
+/// produced (`producer`, or its codec already the target: the copy-free path), else the batch
+/// rewritten in the target codec at the topic's level — attributes' codec bits, records
+/// section, length and CRC new; offsets, timestamps, producer id, epoch and sequence as they
+/// were. Call after [`validate_produced`] accepted `batch` (its `header`): this validates
+/// nothing again. Inflating is bounded by [`MAX_DECOMPRESSED_BYTES`] (I10), so a compression
+/// bomb is CORRUPT_MESSAGE ([`LogError::Undecodable`]), never memory; a result larger than
+/// `max.message.bytes` is refused as Kafka does (RECORD_TOO_LARGE).
+pub fn recompressed(
+    batch: &[u8],
+    header: BatchHeader,
+    config: &LogConfig,
+) -> Result<Option<Vec<u8>>> {
+    let Some(target) = config.compression.target else {
+        return Ok(None);
+    };
+    let current = header
+        .compression()
+        .map_err(|bits| LogError::Undecodable(format!("unknown codec {bits}")))?;
+    if current == target {
+        return Ok(None);
+    }
+    let records = &batch[HEADER_BYTES..header.total_bytes()];
+    let plain = if current == Compression::None {
+        None
+    } else {
+        Some(
+            minikafka_codec::decompress(current, records, MAX_DECOMPRESSED_BYTES)
+                .map_err(|e| LogError::Undecodable(e.to_string()))?,
+        )
+    };
+    let plain = plain.as_deref().unwrap_or(records);
+    let section = if target == Compression::None {
+        plain.to_vec()
+    } else {
+        minikafka_codec::compress_at(target, plain, config.compression.level(target))
+            .map_err(|e| LogError::Undecodable(e.to_string()))?
+    };
+    let mut head = batch[..HEADER_BYTES].to_vec();
+    let attributes = (header.attributes & !0x7) | target.attribute_bits();
+    head[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    let out = rebuild_batch(&head, &section, header.records_count);
+    if out.len() > config.max_batch_bytes {
+        return Err(LogError::Corrupt(BatchError {
+            check: BatchCheck::BatchTooLarge {
+                total_bytes: out.len(),
+                limit_bytes: config.max_batch_bytes,
+            },
+            at: 0,
+        }));
+    }
+    Ok(Some(out))
+}
+
+/// Where a batch's attributes lie (Kafka's v2 batch layout).
+const ATTRIBUTES_AT: usize = 21;
 
 /// The record rules of a log configured by `config`: a key on a compacted log (the cleaner
 /// could keep no latest value for a keyless record), and the timestamp window on a CreateTime
@@ -130,6 +188,97 @@ mod tests {
             cleanup_policy: CleanupPolicy::COMPACT,
             ..LogConfig::default()
         }
+    }
+
+    fn compressed_to(target: Option<Compression>) -> LogConfig {
+        LogConfig {
+            compression: crate::log::CompressionConfig {
+                target,
+                ..Default::default()
+            },
+            ..LogConfig::default()
+        }
+    }
+
+    fn gzip_batch() -> (Vec<u8>, Vec<u8>) {
+        let mut b = BatchBuilder::new();
+        b.producer_id = 9;
+        b.producer_epoch = 3;
+        b.base_sequence = 70;
+        for i in 0..5 {
+            b.push(&NewRecord {
+                key: Some(b"k"),
+                value: Some(&[b'a'; 200]),
+                timestamp_ms: 10 + i,
+                ..NewRecord::default()
+            });
+        }
+        let plain = b.records_bytes().to_vec();
+        let section = minikafka_codec::compress(Compression::Gzip, &plain).expect("gzip");
+        (b.build_with(Offset(0), Compression::Gzip, &section), plain)
+    }
+
+    /// I87: the codec bits, records, length and CRC change; the producer fields, offsets and
+    /// timestamps do not. I88: `producer`, or the same codec, rewrites nothing.
+    #[test]
+    fn a_batch_is_rewritten_in_the_target_codec_only() {
+        let (batch, plain) = gzip_batch();
+        let header = validate(&batch, &LogConfig::default(), NOW_MS).expect("valid");
+        for target in [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let out = recompressed(&batch, header, &compressed_to(Some(target)))
+                .expect("recompresses")
+                .expect("rewritten");
+            let new = validate(&out, &LogConfig::default(), NOW_MS).expect("valid after");
+            assert_eq!(new.compression(), Ok(target));
+            assert_eq!(
+                (new.producer_id, new.producer_epoch, new.base_sequence),
+                (9, 3, 70)
+            );
+            assert_eq!(new.records_count, header.records_count);
+            assert_eq!(new.last_offset_delta, header.last_offset_delta);
+            assert_eq!(new.max_timestamp, header.max_timestamp);
+            let section = &out[HEADER_BYTES..];
+            let records = minikafka_codec::decompress(target, section, 1 << 20).expect("inflate");
+            assert_eq!(records, plain);
+        }
+        for kept in [None, Some(Compression::Gzip)] {
+            assert_eq!(
+                recompressed(&batch, header, &compressed_to(kept)).expect("ok"),
+                None
+            );
+        }
+    }
+
+    /// I89: inflating stops at the bound (a bomb is CORRUPT_MESSAGE); a rewritten batch past
+    /// `max.message.bytes` is refused.
+    #[test]
+    fn recompression_is_bounded() {
+        let mut b = BatchBuilder::new();
+        b.push(&NewRecord {
+            value: Some(b"v"),
+            ..NewRecord::default()
+        });
+        let zeros = vec![0u8; MAX_DECOMPRESSED_BYTES + 1];
+        let section = minikafka_codec::compress(Compression::Zstd, &zeros).expect("zstd");
+        let bomb = b.build_with(Offset(0), Compression::Zstd, &section);
+        let header = validate(&bomb, &LogConfig::default(), NOW_MS).expect("framing is valid");
+        let err =
+            recompressed(&bomb, header, &compressed_to(Some(Compression::Lz4))).expect_err("bomb");
+        assert_eq!(err.kafka_error_code(), ErrorCode::CORRUPT_MESSAGE);
+
+        let (batch, _) = gzip_batch();
+        let header = validate(&batch, &LogConfig::default(), NOW_MS).expect("valid");
+        let tight = LogConfig {
+            max_batch_bytes: batch.len(),
+            ..compressed_to(Some(Compression::None))
+        };
+        let err = recompressed(&batch, header, &tight).expect_err("grew past the limit");
+        assert_eq!(err.kafka_error_code(), ErrorCode::MESSAGE_TOO_LARGE);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Contract:
 //! - Topic resources (type 2): every topic setting of the settings table that has a value
 //!   of its own (`cleanup.policy`, retention, segments, compaction, `flush.policy`,
-//!   `compression.type` — always `producer` —, `message.timestamp.type`, …), plus any other
+//!   `compression.type` and its levels, `message.timestamp.type`, …), plus any other
 //!   stored override; one the broker accepts without acting on it says why in its
 //!   documentation (v3+). Source: 1
 //!   (DYNAMIC_TOPIC_CONFIG) for a topic override, else the source of the broker setting it
