@@ -453,7 +453,8 @@ fn describe_configs_lists_synonyms_and_no_effect_settings() {
         assert_eq!(synonyms(&topic_retention), expected);
         let threads = entry(0, "num.io.threads");
         assert_eq!(threads.value.as_deref(), Some("4"));
-        assert_eq!((threads.config_source, threads.read_only), (4, true));
+        // Dynamic cluster-wide in Kafka (KIP-226), so not read-only, though it changes nothing here.
+        assert_eq!((threads.config_source, threads.read_only), (4, false));
         let why = threads.documentation.as_deref().unwrap_or("");
         assert!(why.contains("no effect on a single node"), "{why:?}");
         let kerberos = entry(0, "sasl.kerberos.min.time.before.relogin");
