@@ -383,8 +383,9 @@ fn the_quota_apis_need_cluster_describe_configs_and_alter_configs() {
             alter(&mut client, vec![entry(&[("user", Some("a"))], &rate)]),
             vec![0]
         );
-        // Deny ALTER_CONFIGS (11), then DESCRIBE_CONFIGS (10), on the cluster to ANONYMOUS.
-        for operation in [11i8, 10] {
+        // Allow ALL (2) on the cluster but deny ALTER_CONFIGS (11), then also deny
+        // DESCRIBE_CONFIGS (10), to ANONYMOUS (DENY wins over ALLOW).
+        for (operation, permission) in [(2i8, 3i8), (11, 2), (10, 2)] {
             let mut c = create_acls_request::AclCreation::default();
             c.resource_type = 4;
             c.resource_name = s("kafka-cluster");
@@ -392,7 +393,7 @@ fn the_quota_apis_need_cluster_describe_configs_and_alter_configs() {
             c.principal = s("User:ANONYMOUS");
             c.host = s("*");
             c.operation = operation;
-            c.permission_type = 2;
+            c.permission_type = permission;
             let mut request = CreateAclsRequest::default();
             request.creations = vec![c];
             let response: CreateAclsResponse = client.call(ApiKey::CreateAcls, 3, &request);
@@ -614,9 +615,12 @@ fn a_consumer_over_its_quota_gets_empty_throttled_answers_and_every_record_in_or
                 "{} records in one answer",
                 offsets.len()
             );
-            for o in offsets.into_iter().filter(|o| *o >= next) {
-                assert_eq!(o, next, "records in order, none skipped");
-                next += 1;
+            for o in offsets {
+                // A batch may start before the fetch offset (Kafka returns whole batches).
+                if o >= next {
+                    assert_eq!(o, next, "records in order, none skipped");
+                    next += 1;
+                }
             }
         }
         // 40 KB at 10 KB/s with a 1 s window cannot go unthrottled.
@@ -649,9 +653,11 @@ fn librdkafkas_produce_rate_over_a_run_is_bounded_by_the_quota() {
             ],
         );
         // 1.2 MB. What the broker admits by time t is at most QUOTA × (t + the 1 s window)
-        // plus what librdkafka has in flight when a mute starts (5 × 16 KB): the run cannot
-        // take less than (1.2 MB − 80 KB) / QUOTA − 1 s = 4.6 s, i.e. the observed rate is
-        // at most 1.3 × QUOTA. The assertion allows 2 ×; a slow machine only lowers the rate.
+        // plus the one request (≤ 16 KB here) that earns a mute: the reader admits nothing
+        // behind it until the mute passes (I98), however many librdkafka pipelined. So the
+        // run cannot take less than (1.2 MB − 16 KB) / QUOTA − 1 s ≈ 4.9 s, i.e. the observed
+        // rate is at most about 1.2 × QUOTA. The assertion allows 2 ×; a slow machine only
+        // lowers the rate.
         let value = vec![b'r'; 1_000];
         let recs: Vec<Rec> = (0..1_200)
             .map(|_| Rec::new("quota-rate", Some(0), &value))
@@ -661,6 +667,7 @@ fn librdkafkas_produce_rate_over_a_run_is_bounded_by_the_quota() {
         let elapsed = started.elapsed().as_secs_f64();
         assert_eq!(expect_all_ok(&acks).len(), 1_200);
         let rate = 1_200_000.0 / elapsed;
+        eprintln!("librdkafka: {rate:.0} B/s over {elapsed:.2} s under a {QUOTA} B/s quota");
         assert!(
             rate <= 2.0 * QUOTA,
             "{rate:.0} B/s over {elapsed:.2} s against a {QUOTA} B/s quota"

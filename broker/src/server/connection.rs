@@ -401,6 +401,9 @@ fn judge<B: Backend>(
                     "ignored trailing bytes"
                 );
             }
+            // Charged now, in request order, so that a mute it earns stops the next frame
+            // (I98).
+            let admitted = handlers::throttle::admit(state, &request, ctx);
             let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
             let guard = state.begin_request();
             let st = Rc::clone(state);
@@ -408,7 +411,7 @@ fn judge<B: Backend>(
             let unsent = Rc::clone(unsent);
             let ctx = ctx.clone();
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, &ctx).await;
+                let outcome = handlers::handle(&st, request, &ctx, admitted).await;
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

@@ -180,10 +180,12 @@ fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
 
 /// Handles one request in `ctx`, the connection's principal and listener when the request
 /// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
+/// `admitted` is what [`throttle::admit`] charged when the reader took the request.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: DecodedRequest,
     ctx: &RequestContext,
+    admitted: throttle::Admitted,
 ) -> Outcome {
     let peer = ctx.client_address;
     let version = request.api_version;
@@ -206,12 +208,11 @@ pub async fn handle<B: Backend>(
         RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
         RequestBody::Produce(mut req) => {
             let acks = req.acks;
-            let bytes = throttle::produce_bytes(&req);
             let denied = authorize::produce(shared, &caller, &mut req);
             let mut response = produce::handle(state, req, version).await;
             response.responses.extend(denied);
-            let kind = minikafka_core::quota::QuotaKind::ProducerByteRate;
-            response.throttle_time_ms = throttle::charge(state, ctx, client_id, kind, bytes);
+            // Charged when the reader admitted it (I98).
+            response.throttle_time_ms = admitted.produce_throttle_ms;
             if acks == 0 {
                 state.metrics.errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.

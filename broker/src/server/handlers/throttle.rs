@@ -4,7 +4,10 @@
 //!
 //! Contract:
 //! - Produce is charged the record bytes it carries, whether or not they were appended
-//!   (Kafka charges the request's size); its answer is sent at once (I98).
+//!   (Kafka charges the request's size), when it is admitted ([`admit`], called by the
+//!   connection's reader in request order before the next frame is looked at): a mute it
+//!   earns stops the requests the client pipelined behind it, as Kafka, which reads one
+//!   request at a time per connection, never sees them (I98). Its answer is sent at once.
 //! - Fetch is charged the record bytes of its answer; an answer over the quota is sent
 //!   empty, with no partitions (Kafka's throttled sessionless answer), and its bytes are
 //!   taken back (I97): the client fetches the same offsets again once the throttle passes.
@@ -13,6 +16,8 @@
 //! - Every throttle time is bounded by the quota window (I81), so it fits the `i32` field.
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest};
+
+use crate::protocol::{DecodedRequest, RequestBody};
 use minikafka_core::backend::Backend;
 use minikafka_core::quota::QuotaKind;
 
@@ -28,6 +33,30 @@ pub fn produce_bytes(request: &ProduceRequest) -> u64 {
         .filter_map(|p| p.records.as_ref())
         .map(|r| r.len() as u64)
         .sum()
+}
+
+/// What was charged when a request was admitted, for its handler.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// The throttle time a Produce earned (0 for every other request).
+    pub produce_throttle_ms: i32,
+}
+
+/// Charges a Produce when the reader admits it (see the module documentation); nothing for
+/// other requests.
+pub fn admit<B: Backend>(
+    state: &ShardState<B>,
+    request: &DecodedRequest,
+    ctx: &RequestContext,
+) -> Admitted {
+    let RequestBody::Produce(produce) = &request.body else {
+        return Admitted::default();
+    };
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
+    let bytes = produce_bytes(produce);
+    Admitted {
+        produce_throttle_ms: charge(state, ctx, client_id, QuotaKind::ProducerByteRate, bytes),
+    }
 }
 
 /// The record bytes a Fetch answer carries.
