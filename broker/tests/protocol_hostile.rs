@@ -1171,7 +1171,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 45);
+    assert_eq!(per_key.len(), 47);
 }
 
 // ---------------------------------------------------------------------------------------------
