@@ -86,13 +86,16 @@ fn alter(
     alter_at(client, 1, entries, false)
 }
 
-/// Every entity's quotas as `"user=alice client-id=<default>" → [(key, value)]`, sorted.
+/// Entities as `"user=alice client-id=<default>"` with their `(key, value)`s, sorted.
+type Described = Vec<(String, Vec<(String, f64)>)>;
+
+/// The quotas of the entities a filter selects, or the top-level error and message.
 fn describe_at(
     client: &mut TypedClient,
     version: i16,
     components: &[(&str, i8, Option<&str>)],
     strict: bool,
-) -> Result<Vec<(String, Vec<(String, f64)>)>, (i16, String)> {
+) -> Result<Described, (i16, String)> {
     let mut request = DescribeClientQuotasRequest::default();
     request.components = components
         .iter()
@@ -111,7 +114,7 @@ fn describe_at(
         let message = response.error_message.map(|m| m.to_string());
         return Err((response.error_code, message.unwrap_or_default()));
     }
-    let mut out: Vec<(String, Vec<(String, f64)>)> = response
+    let mut out: Described = response
         .entries
         .expect("entries on success")
         .iter()
@@ -136,7 +139,7 @@ fn describe_at(
     Ok(out)
 }
 
-fn describe_all(client: &mut TypedClient) -> Vec<(String, Vec<(String, f64)>)> {
+fn describe_all(client: &mut TypedClient) -> Described {
     describe_at(client, 1, &[], false).expect("describe succeeds")
 }
 

@@ -164,10 +164,14 @@ fn check_op(
     Ok((kind, Some(value)))
 }
 
-/// The changes of one entry, or why it is refused.
+/// What one entry changes: values set (`Some`) or removed (`None`) on one entity.
+type Changes = (QuotaEntity, Vec<(QuotaKind, Option<f64>)>);
+
+/// The changes of one entry (`None` for a valid entry that changes nothing), or why it is
+/// refused.
 fn check_entry(
     entry: &alter_client_quotas_request::EntryData,
-) -> Result<Option<(QuotaEntity, Vec<(QuotaKind, Option<f64>)>)>, (ErrorCode, String)> {
+) -> Result<Option<Changes>, (ErrorCode, String)> {
     let wire: WireEntity = entry
         .entity
         .iter()
