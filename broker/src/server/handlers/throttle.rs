@@ -16,11 +16,10 @@
 //! - Every throttle time is bounded by the quota window (I81), so it fits the `i32` field.
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest};
-
-use crate::protocol::{DecodedRequest, RequestBody};
 use minikafka_core::backend::Backend;
 use minikafka_core::quota::QuotaKind;
 
+use crate::protocol::{DecodedRequest, RequestBody};
 use crate::server::session::RequestContext;
 use crate::server::shard::ShardState;
 
