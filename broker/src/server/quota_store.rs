@@ -162,6 +162,46 @@ mod tests {
         );
     }
 
+    fn side() -> impl proptest::strategy::Strategy<Value = Option<EntityName>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(None),
+            Just(Some(EntityName::Default)),
+            any::<String>().prop_map(|n| Some(EntityName::Named(n))),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any configuration reads back as stored: any names (spaces, newlines, any UTF-8),
+        /// any finite non-negative value, to the bit.
+        #[test]
+        fn any_configuration_reads_back(
+            values in proptest::collection::vec(
+                (side(), side(), 0..2usize, 0.0..1e18f64),
+                0..12,
+            )
+        ) {
+            let mut configs = QuotaConfigs::default();
+            for (user, client_id, kind, value) in values {
+                if user.is_none() && client_id.is_none() {
+                    continue;
+                }
+                let kind = [QuotaKind::ProducerByteRate, QuotaKind::ConsumerByteRate][kind];
+                configs.set(QuotaEntity { user, client_id }, kind, Some(value));
+            }
+            proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
+        }
+
+        /// Any text decodes to an error or to a configuration that encodes back to it.
+        #[test]
+        fn decode_never_panics(body in "[-*= a-f0-9_.\n]{0,200}") {
+            let text = format!("{HEADER_LINE}\n{body}");
+            if let Ok(configs) = decode(&text) {
+                proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
+            }
+        }
+    }
+
     #[test]
     fn a_damaged_file_is_an_error_naming_the_line() {
         assert!(decode("").is_err());
