@@ -1070,6 +1070,32 @@ fn sample(key: ApiKey, v: i16, alt: bool) -> RequestBody {
             r.upsertions = vec![u];
             RequestBody::AlterUserScramCredentials(r)
         }
+        ApiKey::DescribeClientQuotas => {
+            let mut r = DescribeClientQuotasRequest::default();
+            let mut c = describe_client_quotas_request::ComponentData::default();
+            c.entity_type = s("user");
+            c.match_type = if alt { 1 } else { 0 };
+            c._match = if alt { None } else { Some(s("alice")) };
+            r.components = vec![c];
+            r.strict = alt;
+            RequestBody::DescribeClientQuotas(r)
+        }
+        ApiKey::AlterClientQuotas => {
+            let mut r = AlterClientQuotasRequest::default();
+            let mut e = alter_client_quotas_request::EntityData::default();
+            e.entity_type = s("client-id");
+            e.entity_name = if alt { None } else { Some(s("app")) };
+            let mut op = alter_client_quotas_request::OpData::default();
+            op.key = s("producer_byte_rate");
+            op.value = 1024.0;
+            op.remove = alt;
+            let mut entry = alter_client_quotas_request::EntryData::default();
+            entry.entity = vec![e];
+            entry.ops = vec![op];
+            r.entries = vec![entry];
+            r.validate_only = !alt;
+            RequestBody::AlterClientQuotas(r)
+        }
         other => panic!("no sample for {other:?}"),
     }
 }
@@ -1145,7 +1171,7 @@ fn round_trip_every_covered_request_at_every_version() {
             range.api_key
         );
     }
-    assert_eq!(per_key.len(), 45);
+    assert_eq!(per_key.len(), 47);
 }
 
 // ---------------------------------------------------------------------------------------------

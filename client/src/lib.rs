@@ -55,6 +55,7 @@ pub mod group;
 pub mod mirror;
 pub mod partitioner;
 pub mod producer;
+pub mod quotas;
 pub mod runtime;
 pub mod sasl;
 pub mod schemas;

@@ -681,6 +681,84 @@ fn mk_users_adds_lists_and_deletes_scram_users() {
     assert!(!again.status.success());
 }
 
+/// `mk quotas`: set, described, removed as `kafka-configs.sh --entity-type users/clients`
+/// does; `--validate-only` changes nothing; a key the broker does not enforce is refused with
+/// the broker's reason.
+#[test]
+fn mk_quotas_alters_and_describes_client_quotas() {
+    let broker = Broker::start();
+    let addr = broker.addr.as_str();
+    let set = "producer_byte_rate=1048576,consumer_byte_rate=2097152";
+    let altered = run_ok(
+        addr,
+        &["quotas", "alter", "--user", "alice", "--add-config", set],
+    );
+    assert_eq!(altered, "quotas of user=alice: altered\n");
+    run_ok(
+        addr,
+        &[
+            "quotas",
+            "alter",
+            "--user-default",
+            "--client",
+            "app",
+            "--add-config",
+            "producer_byte_rate=524288",
+        ],
+    );
+    let valid = run_ok(
+        addr,
+        &[
+            "quotas",
+            "alter",
+            "--client-default",
+            "--add-config",
+            "consumer_byte_rate=1",
+            "--validate-only",
+        ],
+    );
+    assert_eq!(valid, "quotas of client-id=<default>: valid\n");
+    fails_with(
+        &mk(
+            addr,
+            &[
+                "quotas",
+                "alter",
+                "--client-default",
+                "--add-config",
+                "request_percentage=50",
+            ],
+            None,
+        ),
+        "a quota minikafka does not enforce",
+        &["request_percentage", "not enforced"],
+    );
+    run_ok(
+        addr,
+        &[
+            "quotas",
+            "alter",
+            "--user",
+            "alice",
+            "--delete-config",
+            "consumer_byte_rate",
+        ],
+    );
+    assert_eq!(
+        run_ok(addr, &["quotas", "describe"]),
+        "user=<default> client-id=app\tproducer_byte_rate=524288\n\
+         user=alice\tproducer_byte_rate=1048576\n"
+    );
+    assert_eq!(
+        run_ok(addr, &["quotas", "describe", "--user", "alice"]),
+        "user=alice\tproducer_byte_rate=1048576\n"
+    );
+    assert_eq!(
+        run_ok(addr, &["quotas", "describe", "--client-default"]),
+        ""
+    );
+}
+
 /// mk with Kafka's client settings over SASL_PLAINTEXT: a SCRAM-SHA-512 user made with
 /// `mk users add` and a PLAIN user from the broker's JAAS line produce and consume; a wrong
 /// password is refused.

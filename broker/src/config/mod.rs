@@ -66,6 +66,9 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: u64,
+    /// `quota.window.num` samples of `quota.window.size.seconds`: the window client quota
+    /// rates are measured over, and the longest throttle (I81).
+    pub quota_window: minikafka_core::quota::Window,
     /// `socket.send.buffer.bytes`: `SO_SNDBUF` of every accepted connection; `None` (`-1`)
     /// keeps the OS default (auto-tuned, megabytes on Linux). Bounds what a client that never
     /// reads can make the broker compute before its writes stall.
@@ -318,6 +321,7 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            quota_window: minikafka_core::quota::Window::default(),
             socket_send_buffer_bytes: Some(102_400),
             max_connections: i32::MAX as usize,
             flush_policy: FlushPolicy::None,

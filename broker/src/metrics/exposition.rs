@@ -296,6 +296,41 @@ pub fn render(snapshot: &BrokerSnapshot) -> String {
         );
     }
 
+    // Client quota throttling (KIP-219), broker-wide and per entity.
+    page.family(
+        "minikafka_throttle_time_ms_total",
+        "counter",
+        "Throttle time answered to clients over their quota (throttle_time_ms, summed), by kind (produce, fetch).",
+    );
+    for (kind, ms, _) in &snapshot.throttle_totals {
+        page.sample("minikafka_throttle_time_ms_total", &[("kind", kind)], ms);
+    }
+    page.family(
+        "minikafka_throttled_responses_total",
+        "counter",
+        "Answers that carried a throttle time, by kind (produce, fetch).",
+    );
+    for (kind, _, n) in &snapshot.throttle_totals {
+        page.sample("minikafka_throttled_responses_total", &[("kind", kind)], n);
+    }
+    page.family(
+        "minikafka_quota_throttle_time_ms_total",
+        "counter",
+        "Throttle time answered per quota entity (user and client_id as Kafka tags its quota sensors; empty for a side the entity lacks), while the entity is measured.",
+    );
+    for e in &snapshot.throttled_entities {
+        let labels = [
+            ("kind", e.kind),
+            ("user", e.user.as_str()),
+            ("client_id", e.client_id.as_str()),
+        ];
+        page.sample(
+            "minikafka_quota_throttle_time_ms_total",
+            &labels,
+            e.throttle_ms,
+        );
+    }
+
     // Transactions, summed over the shards hosting coordinators.
     let mut txns = TxnCounts::default();
     for t in snapshot.shards.iter().map(|s| &s.transactions) {
@@ -493,12 +528,25 @@ mod tests {
             shards_missing: 0,
             connections_open: 2,
             clean_shutdown: true,
+            throttle_totals: vec![("produce", 1500, 2), ("fetch", 0, 0)],
+            throttled_entities: vec![crate::metrics::snapshot::ThrottledEntity {
+                kind: "produce",
+                user: "alice".into(),
+                client_id: String::new(),
+                throttle_ms: 1500,
+                throttled: 2,
+            }],
         });
         assert!(page.contains("minikafka_records_in_total{topic=\"t\\\"x\",partition=\"0\"} 7\n"));
         assert!(page.contains(
             "minikafka_consumer_group_lag{group=\"g\",topic=\"t\\\"x\",partition=\"0\"} 2\n"
         ));
         assert!(page.contains("minikafka_connections_accepted_total 2\n"));
+        assert!(page.contains("minikafka_throttle_time_ms_total{kind=\"produce\"} 1500\n"));
+        assert!(page.contains("minikafka_throttled_responses_total{kind=\"fetch\"} 0\n"));
+        assert!(page.contains(
+            "minikafka_quota_throttle_time_ms_total{kind=\"produce\",user=\"alice\",client_id=\"\"} 1500\n"
+        ));
         // Two shards, each with 2 committed and 1 ongoing.
         assert!(page.contains("minikafka_transactions_total{result=\"committed\"} 4\n"));
         assert!(page.contains("minikafka_transactions_total{result=\"timed_out\"} 0\n"));

@@ -132,4 +132,25 @@ pub struct BrokerSnapshot {
     pub connections_open: usize,
     /// Whether the previous run shut down cleanly (recovery was skipped).
     pub clean_shutdown: bool,
+    /// Client quota throttling since startup, by kind (`produce`, `fetch`): throttle time in
+    /// ms summed, and answers throttled.
+    pub throttle_totals: Vec<(&'static str, u64, u64)>,
+    /// The same, per quota entity now measured (user and client id as Kafka tags them; empty
+    /// for a side the entity lacks), for those ever throttled.
+    pub throttled_entities: Vec<ThrottledEntity>,
+}
+
+/// One quota entity's throttling (see [`BrokerSnapshot::throttled_entities`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThrottledEntity {
+    /// `produce` or `fetch`.
+    pub kind: &'static str,
+    /// The user tag (empty when the entity has no user side).
+    pub user: String,
+    /// The client id tag (empty when the entity has no client id side).
+    pub client_id: String,
+    /// Throttle time answered, in ms, summed.
+    pub throttle_ms: u64,
+    /// Answers throttled.
+    pub throttled: u64,
 }

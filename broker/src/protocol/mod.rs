@@ -40,6 +40,7 @@ use kafka_protocol::messages::{
     ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 };
+use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
@@ -386,6 +387,8 @@ request_bodies! {
     SaslAuthenticate(SaslAuthenticateRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    DescribeClientQuotas(DescribeClientQuotasRequest),
+    AlterClientQuotas(AlterClientQuotasRequest),
 }
 
 /// A request that passed every check and was decoded.

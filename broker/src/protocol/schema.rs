@@ -32,6 +32,7 @@ use kafka_protocol::messages::{
     offset_fetch_request, offset_for_leader_epoch_request, produce_request, sync_group_request,
     txn_offset_commit_request, write_txn_markers_request, ApiKey,
 };
+use kafka_protocol::messages::{alter_client_quotas_request, describe_client_quotas_request};
 use kafka_protocol::messages::{
     alter_user_scram_credentials_request, describe_user_scram_credentials_request,
     sasl_authenticate_request, sasl_handshake_request,
@@ -1394,6 +1395,80 @@ message!(
     ALTER_SCRAM_BODY
 );
 
+// Client quotas: DescribeClientQuotas (key 48) and AlterClientQuotas (key 49), v0-1,
+// flexible from 1.
+strukt!(
+    DESCRIBE_QUOTAS_COMPONENT,
+    describe_client_quotas_request::ComponentData,
+    [
+        field("entity_type", Str, 0, ANY),
+        field("match_type", Int8, 0, ANY),
+        field("match", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    DESCRIBE_QUOTAS_BODY,
+    describe_client_quotas_request::DescribeClientQuotasRequest,
+    [
+        field(
+            "components",
+            Array(&Struct(&DESCRIBE_QUOTAS_COMPONENT)),
+            0,
+            ANY
+        ),
+        field("strict", Bool, 0, ANY),
+    ]
+);
+message!(
+    DESCRIBE_CLIENT_QUOTAS,
+    DescribeClientQuotas,
+    0,
+    1,
+    flexible_from 1,
+    DESCRIBE_QUOTAS_BODY
+);
+strukt!(
+    ALTER_QUOTAS_ENTITY,
+    alter_client_quotas_request::EntityData,
+    [
+        field("entity_type", Str, 0, ANY),
+        field("entity_name", NullableStr, 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_QUOTAS_OP,
+    alter_client_quotas_request::OpData,
+    [
+        field("key", Str, 0, ANY),
+        field("value", Kind::Float64, 0, ANY),
+        field("remove", Bool, 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_QUOTAS_ENTRY,
+    alter_client_quotas_request::EntryData,
+    [
+        field("entity", Array(&Struct(&ALTER_QUOTAS_ENTITY)), 0, ANY),
+        field("ops", Array(&Struct(&ALTER_QUOTAS_OP)), 0, ANY),
+    ]
+);
+strukt!(
+    ALTER_QUOTAS_BODY,
+    alter_client_quotas_request::AlterClientQuotasRequest,
+    [
+        field("entries", Array(&Struct(&ALTER_QUOTAS_ENTRY)), 0, ANY),
+        field("validate_only", Bool, 0, ANY),
+    ]
+);
+message!(
+    ALTER_CLIENT_QUOTAS,
+    AlterClientQuotas,
+    0,
+    1,
+    flexible_from 1,
+    ALTER_QUOTAS_BODY
+);
+
 /// Every request API the broker can pre-check, in API-key order.
 pub static COVERED: &[&MessageSchema] = &[
     &PRODUCE,
@@ -1431,6 +1506,8 @@ pub static COVERED: &[&MessageSchema] = &[
     &CREATE_PARTITIONS,
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
+    &DESCRIBE_CLIENT_QUOTAS,
+    &ALTER_CLIENT_QUOTAS,
     &DESCRIBE_CLUSTER,
     &DESCRIBE_USER_SCRAM_CREDENTIALS,
     &ALTER_USER_SCRAM_CREDENTIALS,
@@ -1526,6 +1603,8 @@ mod tests {
             SaslAuthenticateRequest,
             DescribeUserScramCredentialsRequest,
             AlterUserScramCredentialsRequest,
+            DescribeClientQuotasRequest,
+            AlterClientQuotasRequest,
         );
         assert_eq!(seen, COVERED.len());
     }

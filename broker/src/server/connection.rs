@@ -19,6 +19,8 @@
 //!   unsupported version (except ApiVersions, answered with its v0 UNSUPPORTED_VERSION
 //!   response), an undecodable request, an API we do not serve; on idleness longer than
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
+//! - Quota throttling (KIP-219, [`super::throttle_gate`]): while a handler's throttle mutes
+//!   the connection, the reader takes no request from its buffer and reads no further (I98).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
@@ -40,6 +42,7 @@ use super::sasl::{Authenticator, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
 use super::session::{KafkaPrincipal, RequestContext};
 use super::shard::{InFlight, ShardState};
+use super::throttle_gate::ThrottleGate;
 use crate::metrics::ConnectionError;
 use crate::protocol::{
     decode_request, encode_api_versions_unsupported, frame::SIZE_PREFIX_BYTES, FrameDecoder,
@@ -190,6 +193,10 @@ async fn read_loop<B: Backend>(
                     if state.stopping() || !until_below(state, &unsent, &writer_done).await {
                         return;
                     }
+                    // KIP-219: nothing more is taken from a throttled connection (I98).
+                    if !until_unmuted(state, &ctx.throttle, &writer_done).await {
+                        return;
+                    }
                     if let Some(authenticator) = auth.as_mut().filter(|a| !a.is_done()) {
                         let step = sasl_step(state, authenticator, &frame, sasl);
                         let serve = matches!(step, Step::Serve);
@@ -251,7 +258,9 @@ async fn read_loop<B: Backend>(
                 }
             }
         }
-        if !until_below(state, &requests, &writer_done).await {
+        if !until_below(state, &requests, &writer_done).await
+            || !until_unmuted(state, &ctx.throttle, &writer_done).await
+        {
             return;
         }
         let read = {
@@ -329,6 +338,22 @@ async fn until_below<B: Backend>(
     matches!(select(below, select(stop, done)).await, Either::Left(_))
 }
 
+/// Waits while a quota throttle mutes the connection ([`ThrottleGate`], KIP-219); `false`
+/// when the connection must end meanwhile (shutdown, or the writer ended).
+async fn until_unmuted<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    gate: &ThrottleGate,
+    writer_done: &async_channel::Receiver<()>,
+) -> bool {
+    if !gate.is_muted(state.backend.now()) {
+        return true;
+    }
+    let open = std::pin::pin!(gate.wait_open(&state.backend));
+    let stop = std::pin::pin!(state.stop.recv());
+    let done = std::pin::pin!(writer_done.recv());
+    matches!(select(open, select(stop, done)).await, Either::Left(_))
+}
+
 /// What a request holds in a connection's budgets until its handler is done (or dropped):
 /// its bytes in `requests`, and one in `others_in_flight` unless it is a Produce.
 struct HeldRequest {
@@ -376,6 +401,9 @@ fn judge<B: Backend>(
                     "ignored trailing bytes"
                 );
             }
+            // Charged now, in request order, so that a mute it earns stops the next frame
+            // (I98).
+            let admitted = handlers::throttle::admit(state, &request, ctx);
             let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
             let guard = state.begin_request();
             let st = Rc::clone(state);
@@ -383,7 +411,7 @@ fn judge<B: Backend>(
             let unsent = Rc::clone(unsent);
             let ctx = ctx.clone();
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, &ctx).await;
+                let outcome = handlers::handle(&st, request, &ctx, admitted).await;
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

@@ -28,7 +28,10 @@ use super::shard::ShardState;
 use crate::metrics::counters::no_syncs;
 use crate::metrics::exposition::{self, CONTENT_TYPE};
 use crate::metrics::http::{self, Head, Route};
-use crate::metrics::snapshot::{BrokerSnapshot, CommittedOffset, PartitionSnapshot, ShardSnapshot};
+use crate::metrics::snapshot::{
+    BrokerSnapshot, CommittedOffset, PartitionSnapshot, ShardSnapshot, ThrottledEntity,
+};
+use minikafka_core::quota::QuotaKind;
 
 /// Longest wait for every shard's snapshot.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -127,6 +130,36 @@ pub async fn gather<B: Backend>(state: &ShardState<B>) -> BrokerSnapshot {
         shards,
         connections_open: state.shared.connections.in_use(),
         clean_shutdown: state.shared.clean_shutdown,
+        throttle_totals: state
+            .shared
+            .quotas
+            .totals()
+            .into_iter()
+            .map(|(kind, ms, n)| (kind_label(kind), ms, n))
+            .collect(),
+        throttled_entities: state
+            .shared
+            .quotas
+            .throttled()
+            .into_iter()
+            .map(|t| ThrottledEntity {
+                kind: kind_label(t.key.kind),
+                user: t.key.user.unwrap_or_default(),
+                client_id: t.key.client_id.unwrap_or_default(),
+                throttle_ms: t.throttle_ms_total,
+                throttled: t.throttled_count,
+            })
+            .collect(),
+    }
+}
+
+/// The `kind` label of a quota kind's throttling.
+fn kind_label(kind: QuotaKind) -> &'static str {
+    match kind {
+        QuotaKind::ProducerByteRate => "produce",
+        QuotaKind::ConsumerByteRate => "fetch",
+        QuotaKind::RequestPercentage => "request",
+        QuotaKind::ConnectionCreationRate => "connection",
     }
 }
 

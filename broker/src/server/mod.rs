@@ -35,6 +35,9 @@
 //! - [`broker_loggers`]: the log level of each target (resource type BROKER_LOGGER).
 //! - [`dynamic_config`]: the broker settings that may change at run time, and their store.
 //! - [`acl_store`]: the ACLs, durable in the data directory, shared by every shard.
+//! - [`quota_store`]: the client quota configuration, durable in the data directory.
+//! - [`quotas`]: client quotas at run time: the measured rates and the throttle they earn.
+//! - [`throttle_gate`]: a connection's mute while a quota throttles it (KIP-219).
 //! - [`authz`]: who asks (principal, host) and the authorizer's checks for the handlers.
 //! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
@@ -60,6 +63,8 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;
+pub mod quota_store;
+pub mod quotas;
 pub mod routing;
 pub mod sasl;
 pub mod schema_registry;
@@ -68,6 +73,7 @@ pub mod send_queue;
 pub mod session;
 pub mod shard;
 pub mod shared;
+pub mod throttle_gate;
 pub mod topics;
 pub mod txns;
 

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 pub use crate::config::listeners::SecurityProtocol;
 
+use super::throttle_gate::ThrottleGate;
+
 /// Kafka's `KafkaPrincipal`: a type (`User`) and a name; written `User:alice`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KafkaPrincipal {
@@ -58,7 +60,7 @@ impl fmt::Display for KafkaPrincipal {
 }
 
 /// What a handler knows about the connection a request came on. Cheap to clone (two
-/// reference counts and an address).
+/// reference counts, an address and the connection's throttle gate).
 #[derive(Clone, Debug)]
 pub struct RequestContext {
     /// The authenticated principal (`User:ANONYMOUS` until authenticated).
@@ -69,6 +71,9 @@ pub struct RequestContext {
     pub security_protocol: SecurityProtocol,
     /// The client's address.
     pub client_address: SocketAddr,
+    /// The connection's quota mute: a handler answering with a throttle time mutes the
+    /// connection through it (KIP-219; `super::throttle_gate`).
+    pub throttle: ThrottleGate,
 }
 
 impl RequestContext {
@@ -79,6 +84,7 @@ impl RequestContext {
             listener: Arc::from(SecurityProtocol::Plaintext.as_str()),
             security_protocol: SecurityProtocol::Plaintext,
             client_address,
+            throttle: ThrottleGate::new(),
         }
     }
 
@@ -89,6 +95,7 @@ impl RequestContext {
             listener: Arc::clone(&listener.name),
             security_protocol: listener.protocol,
             client_address,
+            throttle: ThrottleGate::new(),
         }
     }
 

@@ -30,6 +30,7 @@ use super::acl_store::AclSet;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::partition_ops::PartitionCall;
+use super::quotas::Quotas;
 use super::scram_store::ScramStore;
 use crate::config::BrokerConfig;
 use crate::log::ProducerIdAllocator;
@@ -84,6 +85,8 @@ pub struct Shared {
     group_configs: RwLock<Arc<GroupConfigs>>,
     /// The ACLs in force, replaced whole like `dynamic` once stored (I49).
     acls: RwLock<Arc<AclSet>>,
+    /// The client quotas in force and the measured rates (I95, I96).
+    pub quotas: Quotas,
     /// Serializes topic creation, deletion, partition additions and configuration changes
     /// (held across disk work).
     pub admin_lock: futures::lock::Mutex<()>,
@@ -146,6 +149,7 @@ impl Shared {
         let shard_count = config.num_shards;
         let max_connections = config.max_connections;
         let listener_count = config.listeners.len();
+        let quota_window = config.quota_window;
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -159,6 +163,7 @@ impl Shared {
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
             acls: RwLock::new(Arc::new(AclSet::default())),
             scram: RwLock::new(Arc::new(ScramStore::default())),
+            quotas: Quotas::new(quota_window),
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,

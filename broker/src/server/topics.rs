@@ -126,6 +126,14 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
             reason,
         })?;
     state.shared.set_scram_store(scram);
+    let quotas = super::quota_store::load(&state.backend, &state.data_dir())
+        .await
+        .map_err(|reason| LogError::BadMetadata {
+            path: state.data_dir().join(super::quota_store::QUOTA_FILE),
+            line: 0,
+            reason,
+        })?;
+    state.shared.quotas.set_configs(quotas);
     let store = TopicStore::open(state.backend.clone(), &state.data_dir()).await?;
     for mut meta in store.load_all().await? {
         let id = match meta

@@ -271,6 +271,12 @@ enum Command {
         #[command(subcommand)]
         action: UsersAction,
     },
+    /// Describe or alter client quotas (producer_byte_rate, consumer_byte_rate) per user
+    /// and/or client id, as `kafka-configs.sh --entity-type users/clients` does.
+    Quotas {
+        #[command(subcommand)]
+        action: QuotasAction,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -536,6 +542,70 @@ enum UsersAction {
         #[arg(long, default_value = "SCRAM-SHA-512")]
         mechanism: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum QuotasAction {
+    /// Every entity's quotas, or those of the entity named (exactly that entity).
+    Describe {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+    },
+    /// Set and/or delete quotas of one entity.
+    Alter {
+        #[command(flatten)]
+        entity: QuotaEntityArgs,
+        /// `key=value,...` to set (`producer_byte_rate=1048576`).
+        #[arg(long, value_name = "K=V,...")]
+        add_config: Option<String>,
+        /// `key,...` to delete.
+        #[arg(long, value_name = "K,...")]
+        delete_config: Option<String>,
+        /// Check only; change nothing.
+        #[arg(long)]
+        validate_only: bool,
+    },
+}
+
+/// A quota entity: a user and/or a client id (each a name or the default), or an IP.
+#[derive(clap::Args, Debug)]
+struct QuotaEntityArgs {
+    /// The user (principal name).
+    #[arg(long, conflicts_with = "user_default")]
+    user: Option<String>,
+    /// The default user (`<default>`).
+    #[arg(long)]
+    user_default: bool,
+    /// The client id.
+    #[arg(long, conflicts_with = "client_default")]
+    client: Option<String>,
+    /// The default client id (`<default>`).
+    #[arg(long)]
+    client_default: bool,
+    /// An IP address (Kafka's connection_creation_rate, not enforced by minikafka).
+    #[arg(long, conflicts_with = "ip_default")]
+    ip: Option<String>,
+    /// The default IP.
+    #[arg(long)]
+    ip_default: bool,
+}
+
+impl QuotaEntityArgs {
+    fn entity(&self) -> minikafka_client::quotas::QuotaEntity {
+        let mut parts = Vec::new();
+        for (kind, name, default) in [
+            ("user", &self.user, self.user_default),
+            ("client-id", &self.client, self.client_default),
+            ("ip", &self.ip, self.ip_default),
+        ] {
+            if let Some(name) = name {
+                parts.push((kind.to_string(), Some(name.clone())));
+            } else if default {
+                parts.push((kind.to_string(), None));
+            }
+        }
+        minikafka_client::quotas::QuotaEntity(parts)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -930,6 +1000,7 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Schemas { registry, action } => schemas(&registry, action).await,
         Command::Acls { action } => acls_command(addr, action).await,
         Command::Users { action } => users(addr, action).await,
+        Command::Quotas { action } => quotas_command(addr, action).await,
     }
 }
 
@@ -1083,6 +1154,81 @@ async fn users(addr: &str, action: UsersAction) -> CliResult<()> {
             let m = parse_mechanism(&mechanism).map_err(kafka)?;
             admin.delete_scram_user(&user, m).await.map_err(kafka)?;
             println!("user {user}: {} deleted", m.name());
+        }
+    }
+    Ok(())
+}
+
+async fn quotas_command(addr: &str, action: QuotasAction) -> CliResult<()> {
+    use minikafka_client::quotas::Match;
+    let mut admin = Admin::new(connect(addr).await?);
+    match action {
+        QuotasAction::Describe { entity } => {
+            let entity = entity.entity();
+            let components: Vec<(String, Match)> = entity
+                .0
+                .iter()
+                .map(|(t, n)| {
+                    let m = n.clone().map_or(Match::Default, Match::Exact);
+                    (t.clone(), m)
+                })
+                .collect();
+            let strict = !components.is_empty();
+            for quota in admin
+                .describe_client_quotas(&components, strict)
+                .await
+                .map_err(kafka)?
+            {
+                let values: Vec<String> = quota
+                    .values
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                println!("{}\t{}", quota.entity, values.join(","));
+            }
+        }
+        QuotasAction::Alter {
+            entity,
+            add_config,
+            delete_config,
+            validate_only,
+        } => {
+            let entity = entity.entity();
+            if entity.0.is_empty() {
+                return Err(
+                    "quotas alter: name an entity (--user, --client, their defaults)".into(),
+                );
+            }
+            let mut set = Vec::new();
+            for pair in add_config
+                .iter()
+                .flat_map(|c| c.split(','))
+                .filter(|p| !p.is_empty())
+            {
+                let (k, v) = pair
+                    .split_once('=')
+                    .ok_or_else(|| format!("quotas alter: {pair:?} is not key=value"))?;
+                let v: f64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("quotas alter: {v:?} is not a number"))?;
+                set.push((k.trim().to_string(), v));
+            }
+            let remove: Vec<String> = delete_config
+                .iter()
+                .flat_map(|c| c.split(','))
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect();
+            if set.is_empty() && remove.is_empty() {
+                return Err("quotas alter: --add-config and/or --delete-config".into());
+            }
+            admin
+                .alter_client_quotas(&entity, &set, &remove, validate_only)
+                .await
+                .map_err(kafka)?;
+            let what = if validate_only { "valid" } else { "altered" };
+            println!("quotas of {entity}: {what}");
         }
     }
     Ok(())

@@ -1217,3 +1217,43 @@ pub fn alter_scram_denied(
         .collect();
     Some(response)
 }
+
+/// DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (else the top-level code).
+pub fn describe_client_quotas_denied(
+    shared: &Shared,
+    caller: &Caller,
+) -> Option<DescribeClientQuotasResponse> {
+    if cluster_allowed(shared, caller, Operation::DescribeConfigs) {
+        return None;
+    }
+    let mut r = DescribeClientQuotasResponse::default();
+    r.error_code = CLUSTER_DENIED;
+    r.error_message = denied_message(CLUSTER_DENIED);
+    Some(r)
+}
+
+/// AlterClientQuotas: ALTER_CONFIGS on the cluster (else every entry
+/// CLUSTER_AUTHORIZATION_FAILED, nothing changed).
+pub fn alter_client_quotas_denied(
+    shared: &Shared,
+    caller: &Caller,
+    request: &AlterClientQuotasRequest,
+) -> Option<AlterClientQuotasResponse> {
+    if cluster_allowed(shared, caller, Operation::AlterConfigs) {
+        return None;
+    }
+    let mut response = AlterClientQuotasResponse::default();
+    let message = denied_message(CLUSTER_DENIED);
+    response.entries = request
+        .entries
+        .iter()
+        .map(|entry| {
+            super::client_quotas::result(
+                entry,
+                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                message.as_deref(),
+            )
+        })
+        .collect();
+    Some(response)
+}

@@ -68,6 +68,18 @@ impl ErrorCodes for AlterUserScramCredentialsResponse {
     }
 }
 
+impl ErrorCodes for DescribeClientQuotasResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        std::iter::once(self.error_code)
+    }
+}
+
+impl ErrorCodes for AlterClientQuotasResponse {
+    fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
+        self.entries.iter().map(|e| e.error_code)
+    }
+}
+
 impl ErrorCodes for CreateAclsResponse {
     fn error_codes(&self) -> impl Iterator<Item = i16> + '_ {
         self.results.iter().map(|r| r.error_code)

@@ -16,6 +16,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod authorize;
+pub mod client_quotas;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
@@ -41,6 +42,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod scram_credentials;
+pub mod throttle;
 pub mod txn_offset_commit;
 pub mod txn_shared;
 pub mod write_txn_markers;
@@ -129,6 +131,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 fn table(ranges: impl Iterator<Item = (ApiKey, i16, i16)>) -> SupportedVersions {
@@ -176,10 +180,12 @@ fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
 
 /// Handles one request in `ctx`, the connection's principal and listener when the request
 /// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
+/// `admitted` is what [`throttle::admit`] charged when the reader took the request.
 pub async fn handle<B: Backend>(
     state: &Rc<ShardState<B>>,
     request: DecodedRequest,
     ctx: &RequestContext,
+    admitted: throttle::Admitted,
 ) -> Outcome {
     let peer = ctx.client_address;
     let version = request.api_version;
@@ -189,6 +195,8 @@ pub async fn handle<B: Backend>(
     // authorizer (I48).
     let caller = Caller::from_context(ctx);
     let shared = &*state.shared;
+    // The client id quotas are charged to (Kafka's: empty when the header has none).
+    let client_id = request.header.client_id.as_deref().unwrap_or("");
     // Every answered request: its error codes counted, then encoded with its header.
     macro_rules! reply {
         ($response:expr) => {
@@ -203,6 +211,8 @@ pub async fn handle<B: Backend>(
             let denied = authorize::produce(shared, &caller, &mut req);
             let mut response = produce::handle(state, req, version).await;
             response.responses.extend(denied);
+            // Charged when the reader admitted it (I98).
+            response.throttle_time_ms = admitted.produce_throttle_ms;
             if acks == 0 {
                 state.metrics.errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.
@@ -218,8 +228,10 @@ pub async fn handle<B: Backend>(
         }
         RequestBody::Fetch(mut req) => {
             let denied = authorize::fetch(shared, &caller, &mut req);
+            throttle::cap_fetch(state, ctx, client_id, &mut req);
             let mut response = fetch::handle(state, req, version).await;
             response.responses.extend(denied);
+            throttle::charge_fetch(state, ctx, client_id, &mut response);
             state.metrics.errors(api, response.error_codes());
             let records = fetch::records_in_order(&response);
             match encode_response_spliced(version, correlation_id, &response, records) {
@@ -468,6 +480,18 @@ pub async fn handle<B: Backend>(
             authorize::describe_transactions_answer(shared, &caller, &mut response);
             response.transaction_states.extend(denied);
             reply!(response)
+        }
+        RequestBody::DescribeClientQuotas(req) => {
+            match authorize::describe_client_quotas_denied(shared, &caller) {
+                Some(denied) => reply!(denied),
+                None => reply!(client_quotas::describe(state, &req)),
+            }
+        }
+        RequestBody::AlterClientQuotas(req) => {
+            match authorize::alter_client_quotas_denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(client_quotas::alter(state, req).await),
+            }
         }
         RequestBody::ListTransactions(req) => {
             let mut response = list_transactions::handle(state, req, version).await;

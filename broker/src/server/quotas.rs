@@ -1,0 +1,291 @@
+//! Client quotas at run time: the configuration in force and the measured rates, shared by
+//! every shard, and the throttle time a Produce or Fetch earns.
+//!
+//! Contract:
+//! - [`Quotas`] lives in [`Shared`](super::shared::Shared) (`Send + Sync`): the
+//!   configuration is an immutable snapshot replaced whole once stored (I95), the rates sit
+//!   behind one short `Mutex` never held across an `.await`.
+//! - A request is charged against the quota [`QuotaConfigs::resolve`] finds for its
+//!   principal's name and client id (Kafka's order, I82). Its rate is the one of the matched
+//!   entity with each `<default>` side read as the request's own name, as Kafka tags its quota
+//!   sensors: two users under one `<default>` user quota are measured apart, two client ids
+//!   under one user quota together (I80, I96).
+//! - The throttle time is `core::quota`'s (Kafka's formula, bounded by the window, I81).
+//!   Produce bytes stay recorded when throttled (they were appended); Fetch bytes of a
+//!   throttled answer are taken back, since that answer carries no records (Kafka's
+//!   `unrecordQuotaSensor`, I97).
+//! - Memory is bounded: at most [`MAX_METERS`] rates; at the bound the least recently used
+//!   one is dropped (its next request starts a fresh rate).
+//! - Never: reads a clock (`now` comes from the backend), enforces a kind other than the two
+//!   byte rates (AlterClientQuotas refuses the others, so none is stored).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use minikafka_core::clock::MonoTime;
+use minikafka_core::quota::{EntityName, QuotaConfigs, QuotaKind, SampledRate, Window};
+use minikafka_core::sync::Mutex;
+
+/// Most rates kept at once (each a few hundred bytes).
+pub const MAX_METERS: usize = 10_000;
+
+/// The quota kinds this broker enforces (and AlterClientQuotas accepts).
+pub const ENFORCED: [QuotaKind; 2] = [QuotaKind::ProducerByteRate, QuotaKind::ConsumerByteRate];
+
+/// Which rate a request is measured in: the kind and the matched entity with its sides read
+/// as the request's names (`None`: the entity has no such side).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MeterKey {
+    /// The quota kind.
+    pub kind: QuotaKind,
+    /// The user, when the matched entity has a user side.
+    pub user: Option<String>,
+    /// The client id, when the matched entity has a client id side.
+    pub client_id: Option<String>,
+}
+
+#[derive(Debug)]
+struct Meter {
+    rate: SampledRate,
+    last_ms: u64,
+    throttle_ms_total: u64,
+    throttled_count: u64,
+}
+
+#[derive(Debug, Default)]
+struct Meters {
+    by_key: HashMap<MeterKey, Meter>,
+    /// Throttle totals by kind since startup (never dropped, unlike a meter).
+    totals: HashMap<QuotaKind, (u64, u64)>,
+}
+
+/// One rate's throttle counts, for the metrics endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThrottleCounts {
+    /// Which rate.
+    pub key: MeterKey,
+    /// Throttle time answered, in ms, summed.
+    pub throttle_ms_total: u64,
+    /// Answers that carried a throttle time.
+    pub throttled_count: u64,
+}
+
+/// The configuration and rates (see the module documentation).
+#[derive(Debug)]
+pub struct Quotas {
+    configs: RwLock<Arc<QuotaConfigs>>,
+    window: Window,
+    meters: Mutex<Meters>,
+}
+
+fn ms(now: MonoTime) -> u64 {
+    u64::try_from(now.0.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Quotas {
+    /// No quotas, rates measured over `window`.
+    pub fn new(window: Window) -> Self {
+        Quotas {
+            configs: RwLock::new(Arc::new(QuotaConfigs::default())),
+            window,
+            meters: Mutex::new(Meters::default()),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn configs(&self) -> Arc<QuotaConfigs> {
+        Arc::clone(&self.configs.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the configuration (already stored: I95). Rates are kept: a changed quota
+    /// applies to the rate measured so far, as in Kafka.
+    pub fn set_configs(&self, configs: QuotaConfigs) {
+        *self.configs.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
+    }
+
+    /// Charges `amount` bytes of `kind` to `user`/`client_id` at `now` and returns the
+    /// throttle time in ms (0 when no quota applies or the rate is within it). With
+    /// `keep_when_throttled` false a throttled amount is taken back (I97).
+    pub fn charge(
+        &self,
+        kind: QuotaKind,
+        user: &str,
+        client_id: &str,
+        amount: u64,
+        now: MonoTime,
+        keep_when_throttled: bool,
+    ) -> u64 {
+        let Some((entity, quota)) = self.configs().resolve(user, client_id, kind) else {
+            return 0;
+        };
+        let read = |side: &Option<EntityName>, name: &str| side.as_ref().map(|_| name.to_string());
+        let key = MeterKey {
+            kind,
+            user: read(&entity.user, user),
+            client_id: read(&entity.client_id, client_id),
+        };
+        let now_ms = ms(now);
+        let mut meters = self.meters.lock();
+        if !meters.by_key.contains_key(&key) && meters.by_key.len() >= MAX_METERS {
+            let oldest = meters
+                .by_key
+                .iter()
+                .min_by_key(|(_, m)| m.last_ms)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                meters.by_key.remove(&oldest);
+            }
+        }
+        let window = self.window;
+        let meter = meters.by_key.entry(key).or_insert_with(|| Meter {
+            rate: SampledRate::new(window),
+            last_ms: now_ms,
+            throttle_ms_total: 0,
+            throttled_count: 0,
+        });
+        meter.last_ms = meter.last_ms.max(now_ms);
+        meter.rate.record(amount as f64, now_ms);
+        let throttle_ms = meter.rate.throttle_ms(quota, now_ms);
+        if throttle_ms > 0 {
+            if !keep_when_throttled {
+                meter.rate.record(-(amount as f64), now_ms);
+            }
+            meter.throttle_ms_total = meter.throttle_ms_total.saturating_add(throttle_ms);
+            meter.throttled_count += 1;
+            let total = meters.totals.entry(kind).or_default();
+            total.0 = total.0.saturating_add(throttle_ms);
+            total.1 += 1;
+        }
+        throttle_ms
+    }
+
+    /// The most bytes of `kind` one answer may move for `user`/`client_id` (Kafka's
+    /// `getMaxValueInQuotaWindow`: the quota × (samples − 1) × sample length), `None` when no
+    /// quota applies. Fetch caps its `max_bytes` with it, so that an answer within the quota
+    /// window is possible (the first batch still goes whole).
+    pub fn max_bytes_in_window(&self, kind: QuotaKind, user: &str, client_id: &str) -> Option<u64> {
+        let (_, quota) = self.configs().resolve(user, client_id, kind)?;
+        let samples = f64::from(self.window.samples.saturating_sub(1).max(1));
+        let bytes = quota * samples * self.window.sample_ms as f64 / 1000.0;
+        // A float cast saturates: a huge quota is no cap at all.
+        Some(bytes as u64)
+    }
+
+    /// Throttle totals by kind since startup: (ms, answers), for every enforced kind.
+    pub fn totals(&self) -> Vec<(QuotaKind, u64, u64)> {
+        let meters = self.meters.lock();
+        ENFORCED
+            .iter()
+            .map(|kind| {
+                let (ms, count) = meters.totals.get(kind).copied().unwrap_or_default();
+                (*kind, ms, count)
+            })
+            .collect()
+    }
+
+    /// The throttle counts of every rate kept now that was ever throttled, sorted.
+    pub fn throttled(&self) -> Vec<ThrottleCounts> {
+        let meters = self.meters.lock();
+        let mut out: Vec<ThrottleCounts> = meters
+            .by_key
+            .iter()
+            .filter(|(_, m)| m.throttled_count > 0)
+            .map(|(key, m)| ThrottleCounts {
+                key: key.clone(),
+                throttle_ms_total: m.throttle_ms_total,
+                throttled_count: m.throttled_count,
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minikafka_core::quota::QuotaEntity;
+    use std::time::Duration;
+
+    fn at(ms: u64) -> MonoTime {
+        MonoTime(Duration::from_millis(ms))
+    }
+
+    fn quotas_with(entity: QuotaEntity, kind: QuotaKind, value: f64) -> Quotas {
+        let quotas = Quotas::new(Window::default());
+        let mut configs = QuotaConfigs::default();
+        configs.set(entity, kind, Some(value));
+        quotas.set_configs(configs);
+        quotas
+    }
+
+    #[test]
+    fn a_default_user_quota_measures_each_user_apart() {
+        let default_user = QuotaEntity {
+            user: Some(EntityName::Default),
+            client_id: None,
+        };
+        let kind = QuotaKind::ProducerByteRate;
+        let q = quotas_with(default_user, kind, 1_000.0);
+        // 10 s window minimum: 10,000 bytes is exactly the quota, 20,000 is twice it.
+        assert_eq!(q.charge(kind, "alice", "a", 10_000, at(0), true), 0);
+        assert_eq!(q.charge(kind, "bob", "b", 10_000, at(0), true), 0);
+        assert_eq!(
+            q.charge(kind, "alice", "other", 10_000, at(0), true),
+            10_000
+        );
+        // Not the consumer's quota, and nothing configured for it.
+        assert_eq!(
+            q.charge(
+                QuotaKind::ConsumerByteRate,
+                "alice",
+                "a",
+                1 << 40,
+                at(0),
+                true
+            ),
+            0
+        );
+        let throttled = q.throttled();
+        assert_eq!(throttled.len(), 1);
+        assert_eq!(throttled[0].key.user.as_deref(), Some("alice"));
+        assert_eq!(throttled[0].key.client_id, None);
+        assert_eq!(q.totals()[0], (kind, 10_000, 1));
+        // 1,000 B/s over 10 whole samples of 1 s.
+        assert_eq!(q.max_bytes_in_window(kind, "carol", "c"), Some(10_000));
+        assert_eq!(
+            q.max_bytes_in_window(QuotaKind::ConsumerByteRate, "carol", "c"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_throttled_fetch_is_taken_back() {
+        let client = QuotaEntity {
+            user: None,
+            client_id: Some(EntityName::Named("app".into())),
+        };
+        let kind = QuotaKind::ConsumerByteRate;
+        let q = quotas_with(client, kind, 1_000.0);
+        assert!(q.charge(kind, "u", "app", 20_000, at(0), false) > 0);
+        // Taken back: the rate is as before, so a small read passes.
+        assert_eq!(q.charge(kind, "u", "app", 5_000, at(0), false), 0);
+        // Another client id has no quota.
+        assert_eq!(q.charge(kind, "u", "x", 1 << 40, at(0), false), 0);
+    }
+
+    #[test]
+    fn meters_are_bounded() {
+        let default_client = QuotaEntity {
+            user: None,
+            client_id: Some(EntityName::Default),
+        };
+        let kind = QuotaKind::ProducerByteRate;
+        let q = quotas_with(default_client, kind, 1.0);
+        for i in 0..(MAX_METERS as u64 + 50) {
+            q.charge(kind, "u", &format!("c{i}"), 100, at(i), true);
+        }
+        assert_eq!(q.meters.lock().by_key.len(), MAX_METERS);
+        assert!(q.throttled().len() <= MAX_METERS);
+    }
+}
