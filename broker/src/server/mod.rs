@@ -68,6 +68,7 @@ pub mod send_queue;
 pub mod session;
 pub mod shard;
 pub mod shared;
+pub mod tls;
 pub mod topics;
 pub mod txns;
 
