@@ -482,11 +482,12 @@ async fn write_loop<B: Backend, S: BackendStream>(
         };
         unanswered.set(unanswered.get().saturating_sub(1));
         if let Some(frame) = bytes {
-            // A TLS stream keeps what the socket did not take in rustls's buffer: flush once
-            // nothing more is queued behind this answer (a no-op on a plain socket).
+            // A TLS stream keeps what the socket did not take in rustls's buffer (at most
+            // 64 KiB): flush it, as a plain write waits for the kernel to take every byte (a
+            // no-op on a plain socket). Otherwise an answer could wait there for the next.
             let written = match write_counted(&mut writer, &frame, &unsent).await {
-                Ok(()) if rx.is_empty() => writer.flush().await,
-                other => other,
+                Ok(()) => writer.flush().await,
+                e => e,
             };
             if let Err(e) = written {
                 tracing::info!(%peer, reason = %e, "connection write failed");
