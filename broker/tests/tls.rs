@@ -293,11 +293,16 @@ fn plaintext_garbage_and_truncated_hellos_are_closed_and_stalled_handshakes_bloc
             .collect();
         let tls = pki.client(None);
         smol::block_on(async {
+            admin(&broker)
+                .await
+                .create_topic("stall", 1, &[])
+                .await
+                .expect("create topic");
             for _ in 0..4 {
                 let mut conn = connect(addr, Some(&tls), None)
                     .await
                     .expect("served while others stall");
-                let (code, _) = produce(&mut conn, "auto", b"x").await;
+                let (code, _) = produce(&mut conn, "stall", b"x").await;
                 assert_eq!(code, 0);
             }
         });
@@ -329,6 +334,11 @@ fn sasl_ssl_authenticates_scram_inside_tls() {
                 .upsert_scram_user("alice", ScramMechanism::Sha512, "alice-secret", 4096)
                 .await
                 .expect("create SCRAM user");
+            admin(&broker)
+                .await
+                .create_topic("scram", 1, &[])
+                .await
+                .expect("create topic");
             let mut conn = connect(addr, Some(&tls), Some(scram("alice-secret")))
                 .await
                 .expect("SCRAM over TLS");

@@ -4,7 +4,8 @@
 //! Contract:
 //! - Input: the listeners and every setting given (keys as written). A setting prefixed
 //!   `listener.name.<listener>.` applies to that listener alone and wins over the unprefixed
-//!   one, as in Kafka.
+//!   one, as in Kafka; the keystore's settings (and the truststore's) go as a group: a listener
+//!   that names any of them with its prefix takes none of the unprefixed ones.
 //! - Output: each TLS listener's [`TlsSettings`]: the certificate chain and key (PEM, from
 //!   `ssl.keystore.location` or the inline `ssl.keystore.certificate.chain` /
 //!   `ssl.keystore.key`), the trusted CAs of client certificates (`ssl.truststore.*`), the
@@ -275,6 +276,31 @@ fn value<'a>(
         .filter(|(_, v)| !v.trim().is_empty())
 }
 
+/// The values of a group of settings that describe one thing together (the keystore's three,
+/// the truststore's two) for `listener`: the prefixed ones if any of them is prefixed, else
+/// the unprefixed ones, so a listener's own keystore never mixes with the broker-wide one.
+fn group<'a, const N: usize>(
+    settings: &'a BTreeMap<String, String>,
+    listener: &Listener,
+    keys: [&str; N],
+) -> [Option<(String, &'a str)>; N] {
+    let prefix = listener.config_prefix();
+    let prefixed = keys
+        .iter()
+        .any(|k| settings.contains_key(&format!("{prefix}{k}")));
+    keys.map(|key| {
+        let key = if prefixed {
+            format!("{prefix}{key}")
+        } else {
+            key.to_string()
+        };
+        settings
+            .get(&key)
+            .map(|v| (key, v.as_str()))
+            .filter(|(_, v)| !v.trim().is_empty())
+    })
+}
+
 /// An error about `key`; the value is shown unless the setting may hold a secret.
 type Failure = (String, String, String);
 
@@ -317,11 +343,20 @@ fn load(listener: &Listener, settings: &BTreeMap<String, String>) -> Result<TlsS
     }
 
     // The key and its chain: a PEM file holding both, or the two inline values.
-    let (chain, key, keystore) = match (
-        get("ssl.keystore.location"),
-        get("ssl.keystore.certificate.chain"),
-        get("ssl.keystore.key"),
-    ) {
+    let [location, inline_chain, inline_key] = group(
+        settings,
+        listener,
+        [
+            "ssl.keystore.location",
+            "ssl.keystore.certificate.chain",
+            "ssl.keystore.key",
+        ],
+    );
+    let keystore_key = location
+        .as_ref()
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| format!("{prefix}ssl.keystore.certificate.chain"));
+    let (chain, key, keystore) = match (location, inline_chain, inline_key) {
         (Some((k, path)), None, None) => {
             let text = read_pem_file(path).map_err(|why| fail(&k, path, why))?;
             let chain = certificates(&text).map_err(|why| fail(&k, path, why))?;
@@ -361,9 +396,6 @@ fn load(listener: &Listener, settings: &BTreeMap<String, String>) -> Result<TlsS
             ))
         }
     };
-    let keystore_key = get("ssl.keystore.location")
-        .map(|(k, _)| k)
-        .unwrap_or_else(|| format!("{prefix}ssl.keystore.certificate.chain"));
     if chain.is_empty() {
         return Err(fail(
             &keystore_key,
@@ -380,7 +412,12 @@ fn load(listener: &Listener, settings: &BTreeMap<String, String>) -> Result<TlsS
     // The CAs that vouch for client certificates.
     let mut trusted: Vec<CertificateDer<'static>> = Vec::new();
     let mut truststore_key = None;
-    if let Some((k, path)) = get("ssl.truststore.location") {
+    let [trust_location, trust_inline] = group(
+        settings,
+        listener,
+        ["ssl.truststore.location", "ssl.truststore.certificates"],
+    );
+    if let Some((k, path)) = trust_location {
         let text = read_pem_file(path).map_err(|why| fail(&k, path, why))?;
         let certs = certificates(&text).map_err(|why| fail(&k, path, why))?;
         if certs.is_empty() {
@@ -393,7 +430,7 @@ fn load(listener: &Listener, settings: &BTreeMap<String, String>) -> Result<TlsS
         trusted.extend(certs);
         truststore_key = Some(k);
     }
-    if let Some((k, text)) = get("ssl.truststore.certificates") {
+    if let Some((k, text)) = trust_inline {
         let certs = certificates(&reline_pem(text)).map_err(|why| fail(&k, "", why))?;
         if certs.is_empty() {
             return Err(fail(&k, "", "no certificate (PEM CERTIFICATE block) found"));
