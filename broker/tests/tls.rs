@@ -80,7 +80,9 @@ impl Pki {
         params
             .distinguished_name
             .push(rcgen::DnType::OrganizationName, "test");
-        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
         params.extended_key_usages = vec![
             rcgen::ExtendedKeyUsagePurpose::ServerAuth,
             rcgen::ExtendedKeyUsagePurpose::ClientAuth,
@@ -276,7 +278,9 @@ fn plaintext_garbage_and_truncated_hellos_are_closed_and_stalled_handshakes_bloc
         common::raw::assert_closed_after(addr, "HTTP", b"GET / HTTP/1.1\r\n\r\n", false);
         common::raw::assert_closed_after(addr, "zeros", &[0u8; 300], false);
         // A handshake record announcing 16 KiB that stops after a few bytes, then EOF.
-        let truncated = [0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0x00, 0x3f, 0xfc, 0x03, 0x03];
+        let truncated = [
+            0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0x00, 0x3f, 0xfc, 0x03, 0x03,
+        ];
         common::raw::assert_closed_after(addr, "truncated ClientHello", &truncated, true);
         // A record length beyond TLS's limit.
         let oversized = [0x16, 0x03, 0x03, 0xff, 0xff, 0x01];
@@ -347,7 +351,9 @@ fn sasl_ssl_authenticates_scram_inside_tls() {
             assert_eq!(code, 0);
             assert!(contains(&records, b"hello"));
             assert!(
-                connect(addr, Some(&tls), Some(scram("wrong"))).await.is_err(),
+                connect(addr, Some(&tls), Some(scram("wrong")))
+                    .await
+                    .is_err(),
                 "a wrong password is refused"
             );
             // SASL without TLS on the SASL_SSL port: closed in the handshake.
@@ -402,7 +408,11 @@ fn client_certificates_name_the_principal_and_acls_apply_to_it() {
             for listener in ["SSL", "OPTIONAL"] {
                 let addr = broker.listener_addr(listener);
                 let mut conn_a = connect(addr, Some(&a), None).await.expect("CN=a");
-                assert_eq!(produce(&mut conn_a, "orders", b"a").await.0, 0, "{listener}");
+                assert_eq!(
+                    produce(&mut conn_a, "orders", b"a").await.0,
+                    0,
+                    "{listener}"
+                );
                 let mut conn_b = connect(addr, Some(&b), None).await.expect("CN=b");
                 assert_eq!(
                     produce(&mut conn_b, "orders", b"b").await.0,
@@ -516,6 +526,9 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
         assert!(!out.status.success(), "{settings:?} started");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{settings:?}: {stderr}");
-        assert!(!stderr.contains("PRIVATE KEY-----"), "a key echoed: {stderr}");
+        assert!(
+            !stderr.contains("PRIVATE KEY-----"),
+            "a key echoed: {stderr}"
+        );
     }
 }
