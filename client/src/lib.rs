@@ -60,6 +60,7 @@ pub mod runtime;
 pub mod sasl;
 pub mod schemas;
 pub mod scram_users;
+pub mod tls;
 pub mod txn_admin;
 
 pub use admin::{Admin, OffsetSpec};

@@ -830,3 +830,137 @@ fn mk_speaks_sasl_plain_and_scram() {
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(stderr.contains("Invalid username or password"), "{stderr}");
 }
+
+/// A CA, a broker certificate for 127.0.0.1 and a client certificate `CN=a,O=test`, as PEM
+/// files in `dir`: ca.crt, broker.pem (key then chain), a.crt, a.key.
+fn make_pki(dir: &std::path::Path) {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "mk test CA");
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let ca = params.self_signed(&ca_key).expect("CA");
+    std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write");
+    for (name, sans) in [("broker", vec!["127.0.0.1".to_string()]), ("a", vec![])] {
+        let mut params = rcgen::CertificateParams::new(sans).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "test");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &ca, &ca_key).expect("sign");
+        let (cert, key) = (cert.pem(), key.serialize_pem());
+        std::fs::write(dir.join(format!("{name}.crt")), &cert).expect("write");
+        std::fs::write(dir.join(format!("{name}.key")), &key).expect("write");
+        std::fs::write(dir.join(format!("{name}.pem")), format!("{key}{cert}")).expect("write");
+    }
+}
+
+/// `mk --security-protocol SSL` with a client certificate (the listener requires one) and
+/// `SASL_SSL` with SCRAM produce and consume; each missing piece is refused.
+#[test]
+fn mk_speaks_ssl_with_a_client_certificate_and_sasl_ssl() {
+    let pki = tempfile::tempdir().expect("tempdir");
+    make_pki(pki.path());
+    let file = |name: &str| pki.path().join(name).to_string_lossy().into_owned();
+    let (ssl_port, sasl_ssl_port) = (common::free_port(), common::free_port());
+    let listeners = format!(
+        "PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+    );
+    let broker = Broker::start_with(&[
+        ("listeners", &listeners),
+        ("ssl.keystore.location", &file("broker.pem")),
+        ("ssl.truststore.location", &file("ca.crt")),
+        ("listener.name.ssl.ssl.client.auth", "required"),
+        (
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms",
+            "SCRAM-SHA-512",
+        ),
+    ]);
+    run_ok(
+        &broker.addr,
+        &["users", "add", "alice", "--password", "s3cret"],
+    );
+    let (ca, cert, key) = (file("ca.crt"), file("a.crt"), file("a.key"));
+    let ssl = format!("127.0.0.1:{ssl_port}");
+    let with_cert = |args: &[&str], stdin: Option<&str>| {
+        let mut all = vec![
+            "--security-protocol",
+            "SSL",
+            "--ssl-ca-location",
+            &ca,
+            "--ssl-certificate-location",
+            &cert,
+            "--ssl-key-location",
+            &key,
+        ];
+        all.extend_from_slice(args);
+        mk(&ssl, &all, stdin)
+    };
+    ok(
+        &with_cert(&["topics", "create", "tls"], None),
+        "create over SSL",
+    );
+    ok(
+        &with_cert(&["produce", "tls"], Some("one\ntwo\n")),
+        "produce over SSL",
+    );
+    let sasl_ssl = format!("127.0.0.1:{sasl_ssl_port}");
+    let read = ok(
+        &mk(
+            &sasl_ssl,
+            &[
+                "--security-protocol",
+                "SASL_SSL",
+                "--ssl-ca-location",
+                &ca,
+                "--sasl-mechanism",
+                "SCRAM-SHA-512",
+                "--sasl-username",
+                "alice",
+                "--sasl-password",
+                "s3cret",
+                "consume",
+                "tls",
+                "--count",
+                "2",
+            ],
+            None,
+        ),
+        "consume over SASL_SSL",
+    );
+    assert_eq!(read, "one\ntwo\n");
+    fails_with(
+        &mk(
+            &ssl,
+            &["--security-protocol", "SSL", "topics", "list"],
+            None,
+        ),
+        "SSL without a CA",
+        &["needs --ssl-ca-location"],
+    );
+    let no_cert = mk(
+        &ssl,
+        &[
+            "--security-protocol",
+            "SSL",
+            "--ssl-ca-location",
+            &ca,
+            "topics",
+            "list",
+        ],
+        None,
+    );
+    assert!(
+        !no_cert.status.success(),
+        "a listener requiring a client certificate served mk without one"
+    );
+}

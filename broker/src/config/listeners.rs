@@ -102,6 +102,8 @@ pub struct Listener {
     pub advertised_port: u16,
     /// SASL settings (on a SASL listener), resolved from the listener's settings.
     pub sasl: SaslSettings,
+    /// TLS settings (on an SSL or SASL_SSL listener), loaded from the listener's settings.
+    pub tls: Option<super::tls::TlsSettings>,
 }
 
 impl Listener {
@@ -218,6 +220,7 @@ pub fn resolve_listeners(
             advertised_host,
             advertised_port: e.port,
             sasl: Default::default(),
+            tls: None,
         });
     }
     Ok(out)

@@ -15,6 +15,7 @@ pub mod docs;
 pub mod listeners;
 pub mod security;
 pub mod table;
+pub mod tls;
 pub mod topic;
 
 pub use table::{broker_setting, topic_setting, Effect, Setting, SETTINGS};
@@ -300,6 +301,7 @@ impl Default for BrokerConfig {
                 advertised_host: "127.0.0.1".into(),
                 advertised_port: 9092,
                 sasl: Default::default(),
+                tls: None,
             }],
             sasl_enabled_mechanisms: vec![
                 "PLAIN".into(),
@@ -509,6 +511,9 @@ impl BrokerConfig {
             &config.sasl_enabled_mechanisms.clone(),
         )
         .map_err(|(key, value, why)| invalid(&key, &value, why))?;
+        // Certificates and keys load here, at startup: a bad file stops the broker (I91).
+        tls::resolve(&mut config.listeners, settings)
+            .map_err(|(key, value, why)| invalid(&key, &value, why))?;
         config.check()?;
         config.explicit = settings.clone();
         Ok(config)
@@ -546,13 +551,6 @@ impl BrokerConfig {
             groups.consumer_heartbeat_interval_bounds_ms,
             "group.consumer.heartbeat.interval.ms",
         )?;
-        if let Some(l) = self.listeners.iter().find(|l| l.protocol.uses_tls()) {
-            return Err(invalid(
-                "listeners",
-                &listeners::show_listeners(&self.listeners),
-                format!("listener {}: {} is not served yet", l.name, l.protocol),
-            ));
-        }
         if self.message_max_bytes > self.socket_request_max_bytes {
             return Err(invalid(
                 "message.max.bytes",

@@ -27,7 +27,11 @@ pub const PER_LISTENER: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config
 pub fn per_listener_base(key: &str) -> Option<&'static str> {
     let rest = key.strip_prefix("listener.name.")?;
     let (_, setting) = rest.split_once('.')?;
-    if let Some(base) = PER_LISTENER.iter().find(|b| **b == setting) {
+    if let Some(base) = PER_LISTENER
+        .iter()
+        .chain(super::tls::PER_LISTENER)
+        .find(|b| **b == setting)
+    {
         return Some(base);
     }
     let (mechanism, setting) = setting.split_once(".sasl.")?;
@@ -156,6 +160,7 @@ mod tests {
             advertised_host: "127.0.0.1".into(),
             advertised_port: 0,
             sasl: SaslSettings::default(),
+            tls: None,
         }
     }
 

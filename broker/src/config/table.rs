@@ -26,7 +26,7 @@
 use minikafka_core::compaction::policy::{format_ratio_ppm, parse_ratio_ppm, CleanupPolicy};
 
 use super::{
-    listeners, parse_metrics_listener, parse_schema_registry_listener, resolve, security,
+    listeners, parse_metrics_listener, parse_schema_registry_listener, resolve, security, tls,
     BrokerConfig, LogFormat, CONSUMER_ASSIGNORS,
 };
 use crate::log::{CompressionConfig, FlushPolicy, LogConfig, TimestampType};
@@ -387,6 +387,14 @@ fn show_limit(value: Option<i64>) -> String {
     value.map_or_else(|| "-1".to_string(), |v| v.to_string())
 }
 
+/// A setting read per listener, as given unprefixed (else its default), for DescribeConfigs.
+fn explicit_or(c: &BrokerConfig, key: &str, default: &str) -> String {
+    c.explicit
+        .get(key)
+        .cloned()
+        .unwrap_or_else(|| default.to_string())
+}
+
 fn check_listeners(value: &str) -> Result<(), String> {
     listeners::parse_endpoints(value).map(drop)
 }
@@ -539,6 +547,75 @@ pub static SETTINGS: &[Setting] = &[
         "JAAS entry of a SASL listener: PlainLoginModule's user_<name>=\"<password>\" options are PLAIN's users; usually prefixed listener.name.<listener>.<mechanism>.",
         |_, _, _| Ok(()),
         |_| String::new()),
+    // TLS of SSL and SASL_SSL listeners (docs/SECURITY.md, config/tls.rs): read per listener,
+    // so each row only checks and shows; `listener.name.<listener>.` may precede these.
+    broker("ssl.keystore.type", Kind::String, "PEM",
+        Valid::Check(tls::check_store_type, "PEM (JKS and PKCS12 are refused: convert them with openssl)"),
+        "format of the listener's key and certificate chain; only PEM (Kafka's default, JKS, is not read)",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.keystore.type", "PEM")),
+    broker("ssl.keystore.location", Kind::String, "",
+        Valid::Any,
+        "a PEM file holding the TLS listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and its certificate chain, leaf first; read at startup",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.keystore.location", "")),
+    broker("ssl.keystore.certificate.chain", Kind::Password, "",
+        Valid::Any,
+        "the certificate chain inline, PEM, leaf first (instead of ssl.keystore.location, with ssl.keystore.key)",
+        |_, _, _| Ok(()),
+        |_| String::new()),
+    broker("ssl.keystore.key", Kind::Password, "",
+        Valid::Any,
+        "the private key inline, PEM, unencrypted (instead of ssl.keystore.location, with ssl.keystore.certificate.chain)",
+        |_, _, _| Ok(()),
+        |_| String::new()),
+    broker("ssl.key.password", Kind::Password, "",
+        Valid::Any,
+        "the password of an encrypted private key; encrypted keys are refused at startup (decrypt with openssl pkey), so it is accepted and unused",
+        |_, _, _| Ok(()),
+        |_| String::new()),
+    broker("ssl.truststore.type", Kind::String, "PEM",
+        Valid::Check(tls::check_store_type, "PEM (JKS and PKCS12 are refused: convert them with openssl)"),
+        "format of the CAs that vouch for client certificates; only PEM",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.truststore.type", "PEM")),
+    broker("ssl.truststore.location", Kind::String, "",
+        Valid::Any,
+        "a PEM file of the CA certificates that vouch for client certificates (ssl.client.auth=requested or required); read at startup",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.truststore.location", "")),
+    broker("ssl.truststore.certificates", Kind::Password, "",
+        Valid::Any,
+        "the CA certificates of client certificates inline, PEM (with or instead of ssl.truststore.location)",
+        |_, _, _| Ok(()),
+        |_| String::new()),
+    broker("ssl.client.auth", Kind::String, "none",
+        Valid::Check(tls::check_client_auth, "none, requested or required"),
+        "client certificates on a TLS listener: required refuses a client without one the truststore vouches for, requested serves it as User:ANONYMOUS; the principal is User:<the subject, RFC 2253>",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.client.auth", "none")),
+    broker("ssl.enabled.protocols", Kind::List, "TLSv1.2,TLSv1.3",
+        Valid::Check(tls::check_protocols, "TLSv1.2, TLSv1.3"),
+        "the TLS versions a TLS listener accepts",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.enabled.protocols", "TLSv1.2,TLSv1.3")),
+    Setting {
+        valid: Valid::Check(tls::check_protocol, "TLS, TLSv1.2 or TLSv1.3"),
+        ..inert("ssl.protocol", Kind::String, "TLSv1.3",
+            "the versions a listener accepts are ssl.enabled.protocols (rustls has no SSLContext protocol)")
+    },
+    broker("ssl.cipher.suites", Kind::List, "",
+        Valid::Check(tls::check_cipher_suites, "IANA names (TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, …); empty: all of rustls's"),
+        "the cipher suites a TLS listener accepts, IANA names as Java writes them; empty: rustls's safe defaults",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.cipher.suites", "")),
+    broker("ssl.principal.mapping.rules", Kind::String, "DEFAULT",
+        Valid::Check(tls::check_mapping_rules, "DEFAULT"),
+        "how a client certificate names its principal; only DEFAULT: User:<the subject DN, RFC 2253, as Java writes it>",
+        |_, _, _| Ok(()),
+        |c| explicit_or(c, "ssl.principal.mapping.rules", "DEFAULT")),
+    inert("ssl.endpoint.identification.algorithm", Kind::String, "https",
+        "not applicable: a single node makes no TLS connections of its own to verify"),
     broker("socket.request.max.bytes", Kind::Int, "104857600", Valid::Range(1, I32_MAX),
         "largest request frame; a larger one closes its connection",
         |c, _, v| { c.socket_request_max_bytes = number(v)?; Ok(()) },

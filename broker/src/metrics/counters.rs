@@ -33,6 +33,8 @@ pub enum ConnectionError {
     Io,
     /// SASL authentication failed, or a request came before it (I47).
     Authentication,
+    /// The TLS handshake failed or timed out (not TLS, a refused certificate).
+    Tls,
 }
 
 impl ConnectionError {
@@ -45,6 +47,7 @@ impl ConnectionError {
             ConnectionError::Idle => "idle",
             ConnectionError::Io => "io",
             ConnectionError::Authentication => "authentication",
+            ConnectionError::Tls => "tls",
         }
     }
 }

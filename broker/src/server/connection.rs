@@ -35,7 +35,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::future::{select, Either};
 use futures::io::{AsyncReadExt, AsyncWriteExt};
-use minikafka_core::backend::{Backend, BackendListener};
+use minikafka_core::backend::{Backend, BackendListener, BackendStream};
 
 use super::handlers::{self, Outcome};
 use super::sasl::{Authenticator, Step};
@@ -96,7 +96,8 @@ type Stream<B> = <<B as Backend>::Listener as BackendListener>::Stream;
 
 /// Serves one connection, accepted on listener `listener` (an index into
 /// `config.listeners`), until it closes. The caller already counted it in
-/// `Shared::connections`; this decrements the count at the end.
+/// `Shared::connections`; this decrements the count at the end. On a TLS listener the
+/// handshake ([`super::tls`]) completes before any request is read (I90).
 pub async fn serve<B: Backend>(
     state: Rc<ShardState<B>>,
     stream: Stream<B>,
@@ -111,13 +112,42 @@ pub async fn serve<B: Backend>(
     ) {
         super::send_queue::set_send_buffer(socket, bytes);
     }
+    let on = &state.shared.config.listeners[listener];
+    let mut ctx = RequestContext::anonymous(on, peer);
+    let Some(tls) = on.tls.clone() else {
+        return serve_stream(state, stream, ctx, listener, slot).await;
+    };
+    match super::tls::accept(&state, &tls, stream).await {
+        Ok((stream, principal)) => {
+            if let Some(principal) = principal {
+                tracing::debug!(%peer, listener = &*ctx.listener, %principal, "client certificate verified");
+                ctx.principal = Rc::new(principal);
+            }
+            serve_stream(state, stream, ctx, listener, slot).await
+        }
+        Err(e) => {
+            tracing::info!(%peer, listener = &*ctx.listener, reason = %e, "closing connection");
+            state.metrics.connection_error(ConnectionError::Tls);
+        }
+    }
+}
+
+/// Serves the Kafka request loop on `stream` (plain, or TLS after its handshake) as `ctx`.
+async fn serve_stream<B: Backend, S: BackendStream>(
+    state: Rc<ShardState<B>>,
+    stream: S,
+    ctx: RequestContext,
+    listener: usize,
+    slot: ConnectionSlot<B>,
+) {
+    let peer = ctx.client_address;
     let (reader, writer) = stream.split();
     let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT_PRODUCE);
     let unanswered = Rc::new(Cell::new(0usize));
     let unsent = Rc::new(ByteBudget::new(MAX_UNSENT_BYTES));
     // Dropped by the writer when it ends, which stops the reader too.
     let (writer_alive, writer_done) = async_channel::bounded::<()>(1);
-    let writer_task = write_loop::<B>(
+    let writer_task = write_loop::<B, S>(
         writer,
         rx,
         Rc::clone(&unanswered),
@@ -132,7 +162,7 @@ pub async fn serve<B: Backend>(
         unsent,
         requests: Rc::new(ByteBudget::new(MAX_UNANSWERED_REQUEST_BYTES)),
         others_in_flight: Rc::new(ByteBudget::new(MAX_IN_FLIGHT)),
-        ctx: RequestContext::anonymous(&state.shared.config.listeners[listener], peer),
+        ctx,
         listener,
         writer_done,
     };
@@ -154,9 +184,9 @@ struct Conn {
     writer_done: async_channel::Receiver<()>,
 }
 
-async fn read_loop<B: Backend>(
+async fn read_loop<B: Backend, S: BackendStream>(
     state: &Rc<ShardState<B>>,
-    mut reader: futures::io::ReadHalf<Stream<B>>,
+    mut reader: futures::io::ReadHalf<S>,
     tx: async_channel::Sender<Pending<B>>,
     conn: Conn,
 ) {
@@ -451,8 +481,8 @@ fn judge<B: Backend>(
     }
 }
 
-async fn write_loop<B: Backend>(
-    mut writer: futures::io::WriteHalf<Stream<B>>,
+async fn write_loop<B: Backend, S: BackendStream>(
+    mut writer: futures::io::WriteHalf<S>,
     rx: async_channel::Receiver<Pending<B>>,
     unanswered: Rc<Cell<usize>>,
     unsent: Rc<ByteBudget>,
@@ -480,7 +510,14 @@ async fn write_loop<B: Backend>(
         };
         unanswered.set(unanswered.get().saturating_sub(1));
         if let Some(frame) = bytes {
-            if let Err(e) = write_counted(&mut writer, &frame, &unsent).await {
+            // A TLS stream keeps what the socket did not take in rustls's buffer (at most
+            // 64 KiB): flush it, as a plain write waits for the kernel to take every byte (a
+            // no-op on a plain socket). Otherwise an answer could wait there for the next.
+            let written = match write_counted(&mut writer, &frame, &unsent).await {
+                Ok(()) => writer.flush().await,
+                e => e,
+            };
+            if let Err(e) = written {
                 tracing::info!(%peer, reason = %e, "connection write failed");
                 metrics.connection_error(ConnectionError::Io);
                 break;

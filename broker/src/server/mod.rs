@@ -74,6 +74,7 @@ pub mod session;
 pub mod shard;
 pub mod shared;
 pub mod throttle_gate;
+pub mod tls;
 pub mod topics;
 pub mod txns;
 

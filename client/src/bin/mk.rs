@@ -89,6 +89,7 @@ use minikafka_client::group::lag::{
     describe_table, lag_rows, parse_datetime, plan_reset, reset_table, PartitionRange, ResetSpec,
 };
 use minikafka_client::producer::DeliveryFuture;
+use minikafka_client::tls::{MaybeTls, TlsConfig, TlsConnector};
 use minikafka_client::txn_admin;
 use minikafka_client::{
     Acks, Connection, ConnectionConfig, Consumer, ConsumerConfig, Error, GroupConfig,
@@ -96,6 +97,9 @@ use minikafka_client::{
     SmolRuntime, TopicPartition,
 };
 use smol::net::TcpStream;
+
+/// What every command talks over: TCP, or TLS over it (`--security-protocol SSL|SASL_SSL`).
+type Stream = MaybeTls<TcpStream>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -110,9 +114,19 @@ struct Cli {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap_server: String,
-    /// Kafka's `security.protocol`: PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL wait for TLS).
+    /// Kafka's `security.protocol`: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
     #[arg(long, default_value = "PLAINTEXT")]
     security_protocol: String,
+    /// librdkafka's `ssl.ca.location`: a PEM file of the CAs that vouch for the broker (SSL,
+    /// SASL_SSL). The broker's certificate must name the host of --bootstrap-server.
+    #[arg(long)]
+    ssl_ca_location: Option<String>,
+    /// librdkafka's `ssl.certificate.location`: the client certificate (PEM) for mutual TLS.
+    #[arg(long)]
+    ssl_certificate_location: Option<String>,
+    /// librdkafka's `ssl.key.location`: the client certificate's key (PEM, unencrypted).
+    #[arg(long)]
+    ssl_key_location: Option<String>,
     /// Kafka's `sasl.mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
     #[arg(long, default_value = "PLAIN")]
     sasl_mechanism: String,
@@ -134,32 +148,59 @@ fn connection_config() -> ConnectionConfig {
     CONNECTION.get().cloned().unwrap_or_default()
 }
 
-/// The connection settings the global flags ask for.
-fn connection_from(cli: &Cli) -> CliResult<ConnectionConfig> {
-    let sasl = match cli.security_protocol.to_ascii_uppercase().as_str() {
-        "PLAINTEXT" => None,
-        "SASL_PLAINTEXT" => Some(minikafka_client::sasl::SaslConfig {
+/// The TLS connector every command uses (`None`: PLAINTEXT or SASL_PLAINTEXT).
+static TLS: std::sync::OnceLock<Option<TlsConnector>> = std::sync::OnceLock::new();
+
+/// The connection settings the global flags ask for, and the TLS connector if TLS is on.
+fn connection_from(cli: &Cli) -> CliResult<(ConnectionConfig, Option<TlsConnector>)> {
+    let protocol = cli.security_protocol.to_ascii_uppercase();
+    let (tls, sasl) = match protocol.as_str() {
+        "PLAINTEXT" => (false, false),
+        "SSL" => (true, false),
+        "SASL_PLAINTEXT" => (false, true),
+        "SASL_SSL" => (true, true),
+        other => {
+            return Err(format!(
+                "--security-protocol {other}: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            ))
+        }
+    };
+    let sasl = if sasl {
+        Some(minikafka_client::sasl::SaslConfig {
             mechanism: cli.sasl_mechanism.to_ascii_uppercase(),
-            username: cli
-                .sasl_username
-                .clone()
-                .ok_or("--security-protocol SASL_PLAINTEXT needs --sasl-username")?,
+            username: cli.sasl_username.clone().ok_or(format!(
+                "--security-protocol {protocol} needs --sasl-username"
+            ))?,
             password: cli
                 .sasl_password
                 .clone()
                 .or_else(|| std::env::var("MK_SASL_PASSWORD").ok())
-                .ok_or("--security-protocol SASL_PLAINTEXT needs --sasl-password")?,
-        }),
-        other => {
-            return Err(format!(
-                "--security-protocol {other}: PLAINTEXT or SASL_PLAINTEXT"
-            ))
-        }
+                .ok_or(format!(
+                    "--security-protocol {protocol} needs --sasl-password"
+                ))?,
+        })
+    } else {
+        None
     };
-    Ok(ConnectionConfig {
+    let tls = if tls {
+        let ca = cli.ssl_ca_location.as_deref().ok_or(format!(
+            "--security-protocol {protocol} needs --ssl-ca-location"
+        ))?;
+        let config = TlsConfig::from_files(
+            ca,
+            cli.ssl_certificate_location.as_deref(),
+            cli.ssl_key_location.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        Some(TlsConnector::new(&config).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let config = ConnectionConfig {
         sasl,
         ..ConnectionConfig::default()
-    })
+    };
+    Ok((config, tls))
 }
 
 #[derive(Subcommand, Debug)]
@@ -852,8 +893,9 @@ type CliResult<T> = Result<T, String>;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match connection_from(&cli) {
-        Ok(config) => {
+        Ok((config, tls)) => {
             let _ = CONNECTION.set(config);
+            let _ = TLS.set(tls);
         }
         Err(message) => {
             eprintln!("mk: error: {message}");
@@ -873,7 +915,7 @@ fn kafka(err: Error) -> String {
     err.to_string()
 }
 
-async fn connect_stream(addr: &str) -> CliResult<TcpStream> {
+async fn connect_tcp(addr: &str) -> CliResult<TcpStream> {
     let stream = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
@@ -881,7 +923,19 @@ async fn connect_stream(addr: &str) -> CliResult<TcpStream> {
     Ok(stream)
 }
 
-async fn connect(addr: &str) -> CliResult<Connection<TcpStream>> {
+/// A connection to the broker, in TLS when `--security-protocol` says so.
+async fn connect_stream(addr: &str) -> CliResult<Stream> {
+    let stream = connect_tcp(addr).await?;
+    match TLS.get().and_then(Option::as_ref) {
+        None => Ok(MaybeTls::Plain(stream)),
+        Some(tls) => tls
+            .connect(minikafka_client::tls::host_of(addr), stream)
+            .await
+            .map_err(|e| format!("TLS handshake with {addr} failed: {e}")),
+    }
+}
+
+async fn connect(addr: &str) -> CliResult<Connection<Stream>> {
     let stream = connect_stream(addr).await?;
     Connection::connect(stream, connection_config())
         .await
@@ -1076,7 +1130,8 @@ async fn schemas(registry: &str, action: SchemasAction) -> CliResult<()> {
             ("DELETE", path, None)
         }
     };
-    let stream = connect_stream(&url.authority).await?;
+    // The schema registry speaks plain HTTP whatever the broker's listener speaks.
+    let stream = connect_tcp(&url.authority).await?;
     let answer = call(stream, &url, method, &path, body.as_ref())
         .await
         .map_err(|e| format!("schema registry {registry}: {e}"))?;
@@ -1315,7 +1370,7 @@ async fn configs(addr: &str, action: ConfigsAction) -> CliResult<()> {
 }
 
 async fn alter(
-    admin: &mut Admin<TcpStream>,
+    admin: &mut Admin<Stream>,
     resource: &ConfigResource,
     changes: &ChangeArgs,
     out: &mut impl Write,
