@@ -159,7 +159,7 @@ impl TxnLogValue {
         w.i64(self.producer_id);
         w.i16(self.producer_epoch);
         w.i32(self.timeout_ms);
-        w.i8(self.state.id() as i8);
+        w.i8(self.state.id());
         w.array_len(self.partitions.as_ref().map(Vec::len));
         for tp in self.partitions.iter().flatten() {
             w.string(&tp.topic);
