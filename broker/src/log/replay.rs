@@ -202,7 +202,10 @@ mod tests {
         dir
     }
 
-    fn batch(records: &[(Option<&[u8]>, Option<&[u8]>)]) -> Vec<u8> {
+    /// A record's key and value (`None`: null).
+    type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+    fn batch(records: &[KeyValue<'_>]) -> Vec<u8> {
         let mut builder = BatchBuilder::new();
         for (key, value) in records {
             builder.push(&NewRecord {

@@ -43,10 +43,13 @@ use crate::server::shard::ShardState;
 /// this broker has go to the group's coordinator; the rest are answered
 /// UNKNOWN_TOPIC_OR_PARTITION (3) here, as Kafka answers, and never reach it.
 pub(super) struct CommitShape {
-    /// Each topic's partitions: index and, when known before the coordinator is asked, the
-    /// code.
-    slots: Vec<(String, Vec<(i32, Option<ErrorCode>)>)>,
+    /// Each topic's partitions, in request order.
+    slots: Vec<(String, Vec<PartitionSlot>)>,
 }
+
+/// One partition of a commit's answer: its index and, when known before the coordinator is
+/// asked, its error code.
+type PartitionSlot = (i32, Option<ErrorCode>);
 
 impl CommitShape {
     /// Splits `topics` (each partition as core takes it) into the answer's shape and what
