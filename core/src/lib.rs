@@ -17,6 +17,8 @@
 //!   the search for the first record at or after a timestamp.
 //! - [`fetch`]: plan a read from an index floor; the fetch budget (the first batch is always
 //!   whole) shared by a segment's plan and a Fetch response.
+//! - [`field_codec`]: the field encoding (classic or flexible) of the coordinators' key and
+//!   value records, shared by `group::records` and `txn::records`.
 //! - [`group`]: consumer groups: the coordinator (classic protocol, committed offsets) and the
 //!   consumer protocol (KIP-848) group state machine, its assignors and its records.
 //! - [`control_batch`]: transaction markers (COMMIT/ABORT control batches) as Kafka writes them.
@@ -61,6 +63,7 @@ pub mod compaction;
 pub mod control_batch;
 pub mod error_code;
 pub mod fetch;
+pub mod field_codec;
 pub mod group;
 pub mod index;
 pub mod partition;

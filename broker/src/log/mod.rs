@@ -38,6 +38,8 @@
 //! - [`topics`]: [`TopicStore`], durable topic metadata.
 //! - [`txn_index`]: the `.txnindex` files and the rebuild of the transaction state at open.
 //! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
+//! - [`replay`]: reading a whole partition back into a state machine, record by record (how
+//!   the internal topics load at startup).
 
 pub mod atomic_file;
 pub mod cleaner;
@@ -50,6 +52,7 @@ pub mod producer_ids;
 pub mod producers;
 pub mod recover;
 pub mod recovered_sync;
+pub mod replay;
 pub mod segment;
 pub mod start_offset;
 pub mod topics;

@@ -42,6 +42,10 @@
 //! - [`group_configs`]: per-group settings (resource type GROUP), and their store.
 //! - [`config_entries`]: effective topic and broker configuration as Kafka config entries.
 //! - [`handlers`]: one module per Kafka API.
+//! - [`internal_topic`]: creating the internal topics (`__consumer_offsets`,
+//!   `__transaction_state`, `_schemas`) and keeping them as created.
+//! - [`coordinator_host`]: hosting a coordinator machine on the shard that owns its
+//!   internal-topic partition (the drain, the writer, the timer), for groups and transactions.
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`txns`]: transactions: the internal `__transaction_state` topic and the transaction
 //!   coordinator hosts (marker writes included).
@@ -55,11 +59,13 @@ pub mod byte_budget;
 pub mod cleaner;
 pub mod config_entries;
 pub mod connection;
+pub mod coordinator_host;
 pub mod data_dir;
 pub mod dynamic_config;
 pub mod group_configs;
 pub mod groups;
 pub mod handlers;
+pub mod internal_topic;
 pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;

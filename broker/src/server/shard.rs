@@ -62,6 +62,9 @@ pub struct OwnedPartition<B: Backend> {
     pub signal: Arc<PartitionSignal>,
 }
 
+/// Partitions of one topic and their logs, by partition.
+pub type OwnedLogs<B> = Vec<(i32, Rc<PartitionLog<B>>)>;
+
 impl<B: Backend> Clone for OwnedPartition<B> {
     fn clone(&self) -> Self {
         OwnedPartition {
@@ -383,19 +386,7 @@ impl<B: Backend> ShardState<B> {
     /// shard owns (all open by now), handing them what they need and no more
     /// ([`HostContext`]). Returns how many it started.
     pub async fn load_group_hosts(self: &Rc<Self>) -> Result<usize, String> {
-        let Some(topic) = self.shared.topic(OFFSETS_TOPIC) else {
-            return Err(format!("{OFFSETS_TOPIC} is missing"));
-        };
-        let mut logs = Vec::new();
-        for partition in 0..topic.partition_count() {
-            if self.owner(OFFSETS_TOPIC, partition) != self.shard {
-                continue;
-            }
-            let Some(owned) = self.owned(&key(OFFSETS_TOPIC, partition)) else {
-                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open"));
-            };
-            logs.push((partition, owned.log));
-        }
+        let logs = self.owned_logs_of(OFFSETS_TOPIC)?;
         let context = Rc::new(HostContext {
             backend: self.backend.clone(),
             shared: Arc::clone(&self.shared),
@@ -403,6 +394,25 @@ impl<B: Backend> ShardState<B> {
             appender: Rc::new(ShardOffsetsAppender(Rc::downgrade(self))),
         });
         self.groups.load(context, logs).await
+    }
+
+    /// The logs of `topic`'s partitions this shard owns, by partition: an internal topic a
+    /// coordinator replays at startup, so every one of them must be open by now.
+    pub(crate) fn owned_logs_of(&self, topic: &str) -> Result<OwnedLogs<B>, String> {
+        let Some(info) = self.shared.topic(topic) else {
+            return Err(format!("{topic} is missing"));
+        };
+        let mut logs = Vec::new();
+        for partition in 0..info.partition_count() {
+            if self.owner(topic, partition) != self.shard {
+                continue;
+            }
+            let Some(owned) = self.owned(&key(topic, partition)) else {
+                return Err(format!("{topic}-{partition} is not open"));
+            };
+            logs.push((partition, owned.log));
+        }
+        Ok(logs)
     }
 
     /// The partition, if this shard owns it (and it is open).

@@ -270,7 +270,7 @@ impl ClassicGroup {
 /// The topics of a ConsumerProtocolSubscription (version int16, topics array of strings,
 /// then fields we do not need). Bounded: `None` on anything malformed.
 pub(crate) fn parse_subscription_topics(bytes: &[u8]) -> Option<Vec<String>> {
-    let mut r = super::records::Reader::new(bytes);
+    let mut r = crate::field_codec::FieldReader::new(bytes);
     let _version = r.i16().ok()?;
     let count = r.array_len(2).ok()?;
     let mut topics = Vec::with_capacity(count);

@@ -59,23 +59,20 @@ impl Coordinator {
         }
     }
 
-    pub(super) fn offset_commit(
-        &mut self,
-        token: RequestToken,
-        req: OffsetCommitRequest,
+    /// The answer and the records of a commit (OffsetCommit, TxnOffsetCommit) of `topics`
+    /// for `group_id`: `group_code` on every partition when it is an error; else each
+    /// partition is refused on its own (a topic name no topic has, metadata over
+    /// `offset.metadata.max.bytes`) or gets its OffsetCommit record, stamped `now`.
+    pub(super) fn commit_records(
+        &self,
+        group_id: &str,
+        topics: &[CommitTopic],
+        group_code: ErrorCode,
         now: Millis,
-    ) {
-        let group_code = if req.group_id.is_empty() || too_long(&req.group_id) {
-            ErrorCode::INVALID_GROUP_ID
-        } else if too_long(&req.member_id) || req.group_instance_id.as_deref().is_some_and(too_long)
-        {
-            ErrorCode::UNKNOWN_MEMBER_ID
-        } else {
-            self.validate_commit(&req, now)
-        };
+        expire_timestamp: Option<Millis>,
+    ) -> (Vec<TopicResults>, Vec<GroupRecord>) {
         let mut records = Vec::new();
-        let topics = req
-            .topics
+        let topics = topics
             .iter()
             .map(|t| TopicResults {
                 name: t.name.clone(),
@@ -99,11 +96,10 @@ impl Coordinator {
                                 leader_epoch: p.leader_epoch,
                                 metadata,
                                 commit_timestamp: now,
-                                expire_timestamp: (req.version <= 4 && req.retention_time_ms >= 0)
-                                    .then(|| now.saturating_add(req.retention_time_ms)),
+                                expire_timestamp,
                             };
                             records.push(GroupRecord {
-                                key: offset_commit_key(&req.group_id, &t.name, p.partition),
+                                key: offset_commit_key(group_id, &t.name, p.partition),
                                 value: Some(value.encode()),
                             });
                             ErrorCode::NONE
@@ -116,6 +112,32 @@ impl Coordinator {
                     .collect(),
             })
             .collect();
+        (topics, records)
+    }
+
+    pub(super) fn offset_commit(
+        &mut self,
+        token: RequestToken,
+        req: OffsetCommitRequest,
+        now: Millis,
+    ) {
+        let group_code = if req.group_id.is_empty() || too_long(&req.group_id) {
+            ErrorCode::INVALID_GROUP_ID
+        } else if too_long(&req.member_id) || req.group_instance_id.as_deref().is_some_and(too_long)
+        {
+            ErrorCode::UNKNOWN_MEMBER_ID
+        } else {
+            self.validate_commit(&req, now)
+        };
+        let expire_timestamp = (req.version <= 4 && req.retention_time_ms >= 0)
+            .then(|| now.saturating_add(req.retention_time_ms));
+        let (topics, records) = self.commit_records(
+            &req.group_id,
+            &req.topics,
+            group_code,
+            now,
+            expire_timestamp,
+        );
         let response = GroupResponse::OffsetCommit(OffsetCommitResponse { topics });
         if records.is_empty() {
             self.respond(token, response);

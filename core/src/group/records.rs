@@ -31,6 +31,8 @@
 
 use thiserror::Error;
 
+use crate::field_codec::{FieldError, FieldReader as Reader, FieldWriter as Writer};
+
 /// One record for (or from) the coordinator's `__consumer_offsets` partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupRecord {
@@ -160,80 +162,6 @@ pub struct GroupMetadataValue {
     pub members: Vec<MemberMetadata>,
 }
 
-// ---------------------------------------------------------------- encoding
-
-struct Writer {
-    buf: Vec<u8>,
-    flexible: bool,
-}
-
-impl Writer {
-    fn new(version: i16, flexible: bool) -> Writer {
-        let mut w = Writer {
-            buf: Vec::new(),
-            flexible,
-        };
-        w.i16(version);
-        w
-    }
-    fn i16(&mut self, v: i16) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn uvarint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
-    }
-    fn len(&mut self, n: usize) {
-        if self.flexible {
-            self.uvarint(n as u64 + 1);
-        } else {
-            // Lengths come from our own values (bounded by configured limits), so they fit.
-            self.i16(i16::try_from(n).unwrap_or(i16::MAX));
-        }
-    }
-    fn string(&mut self, s: &str) {
-        let bytes = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
-        self.len(bytes.len());
-        self.buf.extend_from_slice(bytes);
-    }
-    fn nullable_string(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.string(s),
-            None if self.flexible => self.uvarint(0),
-            None => self.i16(-1),
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        if self.flexible {
-            self.uvarint(b.len() as u64 + 1);
-        } else {
-            self.i32(i32::try_from(b.len()).unwrap_or(i32::MAX));
-        }
-        self.buf.extend_from_slice(b);
-    }
-    fn array_len(&mut self, n: usize) {
-        if self.flexible {
-            self.uvarint(n as u64 + 1);
-        } else {
-            self.i32(i32::try_from(n).unwrap_or(i32::MAX));
-        }
-    }
-    fn tags(&mut self) {
-        if self.flexible {
-            self.uvarint(0);
-        }
-    }
-}
-
 /// Encodes an OffsetCommitKey (key version 1).
 pub fn offset_commit_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
     let mut w = Writer::new(OFFSET_COMMIT_KEY_VERSION, false);
@@ -316,7 +244,7 @@ impl GroupMetadataValue {
         if version >= 2 {
             w.i64(self.current_state_timestamp);
         }
-        w.array_len(self.members.len());
+        w.array_len(Some(self.members.len()));
         for m in &self.members {
             w.string(&m.member_id);
             if version >= 3 {
@@ -330,9 +258,9 @@ impl GroupMetadataValue {
             w.i32(m.session_timeout_ms);
             w.bytes(&m.subscription);
             w.bytes(&m.assignment);
-            w.tags();
+            w.tags(&[]);
         }
-        w.tags();
+        w.tags(&[]);
         w.buf
     }
 
@@ -450,135 +378,12 @@ impl RecordKey {
     }
 }
 
-// ---------------------------------------------------------------- bounded decoding
-
-/// A cursor over untrusted bytes: every read checks the bytes present first (I10).
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    /// True from the first flexible version: varint lengths and tagged fields.
-    pub(crate) flexible: bool,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader {
-            bytes,
-            pos: 0,
-            flexible: false,
+impl From<FieldError> for RecordError {
+    fn from(e: FieldError) -> RecordError {
+        match e {
+            FieldError::Truncated { at, needed } => RecordError::Truncated { at, needed },
+            FieldError::InvalidLength(n) => RecordError::InvalidLength(n),
+            FieldError::InvalidUtf8 => RecordError::InvalidUtf8,
         }
-    }
-
-    pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
-        if n > self.remaining() {
-            return Err(RecordError::Truncated {
-                at: self.pos,
-                needed: n - self.remaining(),
-            });
-        }
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    pub(crate) fn i16(&mut self) -> Result<i16, RecordError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn i32(&mut self) -> Result<i32, RecordError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn i64(&mut self) -> Result<i64, RecordError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    pub(crate) fn uvarint(&mut self) -> Result<u64, RecordError> {
-        let mut value = 0u64;
-        for i in 0..5 {
-            let b = self.take(1)?[0];
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(RecordError::InvalidLength(-1))
-    }
-
-    /// A length: `None` for null. Flexible: varint n+1; else int16 (strings) or int32.
-    fn length(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
-        let n: i64 = if self.flexible {
-            self.uvarint()? as i64 - 1
-        } else if wide {
-            i64::from(self.i32()?)
-        } else {
-            i64::from(self.i16()?)
-        };
-        match n {
-            -1 => Ok(None),
-            n if n < -1 => Err(RecordError::InvalidLength(n)),
-            n => Ok(Some(n as usize)),
-        }
-    }
-
-    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, RecordError> {
-        match self.length(false)? {
-            None => Ok(None),
-            Some(n) => {
-                let raw = self.take(n)?;
-                std::str::from_utf8(raw)
-                    .map(|s| Some(s.to_owned()))
-                    .map_err(|_| RecordError::InvalidUtf8)
-            }
-        }
-    }
-
-    pub(crate) fn string(&mut self) -> Result<String, RecordError> {
-        self.nullable_string()?
-            .ok_or(RecordError::InvalidLength(-1))
-    }
-
-    pub(crate) fn bytes(&mut self) -> Result<Vec<u8>, RecordError> {
-        match self.length(true)? {
-            None => Ok(Vec::new()),
-            Some(n) => Ok(self.take(n)?.to_vec()),
-        }
-    }
-
-    /// An array count, checked against the bytes left given each element's smallest size, so
-    /// a hostile count cannot size an allocation (I10).
-    pub(crate) fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, RecordError> {
-        let n = self.length(true)?.unwrap_or(0);
-        if n.saturating_mul(min_element_bytes.max(1)) > self.remaining() {
-            return Err(RecordError::Truncated {
-                at: self.pos,
-                needed: n.saturating_mul(min_element_bytes.max(1)) - self.remaining(),
-            });
-        }
-        Ok(n)
-    }
-
-    /// Skips a tagged-field section (flexible versions only).
-    pub(crate) fn skip_tags(&mut self) -> Result<(), RecordError> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let count = self.uvarint()?;
-        for _ in 0..count {
-            let _tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
     }
 }

@@ -274,47 +274,8 @@ impl Coordinator {
         } else {
             self.validate_txn_commit(&req)
         };
-        let mut records = Vec::new();
-        let topics = req
-            .topics
-            .iter()
-            .map(|t| TopicResults {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let metadata = p.metadata.clone().unwrap_or_default();
-                        let error_code = if group_code.is_error() {
-                            group_code
-                        } else if too_long(&t.name) {
-                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                        } else if metadata.len() > self.config.offset_metadata_max_bytes
-                            || too_long(&metadata)
-                        {
-                            ErrorCode::OFFSET_METADATA_TOO_LARGE
-                        } else {
-                            let value = OffsetCommitValue {
-                                offset: p.offset,
-                                leader_epoch: p.leader_epoch,
-                                metadata,
-                                commit_timestamp: now,
-                                expire_timestamp: None,
-                            };
-                            records.push(GroupRecord {
-                                key: offset_commit_key(&req.group_id, &t.name, p.partition),
-                                value: Some(value.encode()),
-                            });
-                            ErrorCode::NONE
-                        };
-                        PartitionResult {
-                            partition: p.partition,
-                            error_code,
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
+        let (topics, records) =
+            self.commit_records(&req.group_id, &req.topics, group_code, now, None);
         let response = GroupResponse::TxnOffsetCommit(OffsetCommitResponse { topics });
         if records.is_empty() {
             self.respond(token, response);

@@ -25,6 +25,8 @@
 
 use thiserror::Error;
 
+use crate::field_codec::{FieldError, FieldReader as Reader, FieldWriter as Writer};
+
 use super::state::TxnState;
 
 /// Key version written (and the only one read).
@@ -122,68 +124,6 @@ pub struct TxnLogValue {
     pub client_transaction_version: i16,
 }
 
-// ---------------------------------------------------------------- encoding
-
-struct Writer {
-    buf: Vec<u8>,
-    flexible: bool,
-}
-
-impl Writer {
-    fn new(version: i16, flexible: bool) -> Writer {
-        let mut w = Writer {
-            buf: Vec::with_capacity(64),
-            flexible,
-        };
-        w.i16(version);
-        w
-    }
-    fn i16(&mut self, v: i16) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.buf.extend_from_slice(&v.to_be_bytes());
-    }
-    fn uvarint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
-    }
-    fn string(&mut self, s: &str) {
-        // Strings are at most i16::MAX bytes on the wire; the coordinator refuses longer
-        // transactional ids (and topic names are far shorter), so nothing is ever cut: the
-        // cut below only keeps a broken caller from writing an undecodable record.
-        debug_assert!(
-            s.len() <= i16::MAX as usize,
-            "a record string over i16::MAX bytes"
-        );
-        let mut end = s.len().min(i16::MAX as usize);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        let bytes = &s.as_bytes()[..end];
-        if self.flexible {
-            self.uvarint(bytes.len() as u64 + 1);
-        } else {
-            self.i16(end as i16);
-        }
-        self.buf.extend_from_slice(bytes);
-    }
-    fn array_len(&mut self, n: Option<usize>) {
-        match (n, self.flexible) {
-            (None, true) => self.uvarint(0),
-            (None, false) => self.i32(-1),
-            (Some(n), true) => self.uvarint(n as u64 + 1),
-            (Some(n), false) => self.i32(i32::try_from(n).unwrap_or(i32::MAX)),
-        }
-    }
-}
-
 impl TxnLogKey {
     /// Encodes (key version 0).
     pub fn encode(&self) -> Vec<u8> {
@@ -200,7 +140,7 @@ impl TxnLogKey {
             return Err(RecordError::UnknownKeyVersion(version));
         }
         let transactional_id = r.string()?;
-        r.finish()?;
+        finish(&r)?;
         Ok(TxnLogKey { transactional_id })
     }
 }
@@ -219,7 +159,7 @@ impl TxnLogValue {
         w.i64(self.producer_id);
         w.i16(self.producer_epoch);
         w.i32(self.timeout_ms);
-        w.buf.push(self.state.id() as u8);
+        w.i8(self.state.id());
         w.array_len(self.partitions.as_ref().map(Vec::len));
         for tp in self.partitions.iter().flatten() {
             w.string(&tp.topic);
@@ -227,39 +167,24 @@ impl TxnLogValue {
             for p in &tp.partitions {
                 w.i32(*p);
             }
-            if flexible {
-                w.uvarint(0);
-            }
+            w.tags(&[]);
         }
         w.i64(self.last_update_ms);
         w.i64(self.start_ms);
-        if flexible {
-            let mut tags: Vec<(u32, Vec<u8>)> = Vec::new();
-            if self.previous_producer_id != -1 {
-                tags.push((
-                    TAG_PREVIOUS_PRODUCER_ID,
-                    self.previous_producer_id.to_be_bytes().to_vec(),
-                ));
-            }
-            if self.next_producer_id != -1 {
-                tags.push((
-                    TAG_NEXT_PRODUCER_ID,
-                    self.next_producer_id.to_be_bytes().to_vec(),
-                ));
-            }
-            if self.client_transaction_version != 0 {
-                tags.push((
-                    TAG_CLIENT_TRANSACTION_VERSION,
-                    self.client_transaction_version.to_be_bytes().to_vec(),
-                ));
-            }
-            w.uvarint(tags.len() as u64);
-            for (tag, data) in tags {
-                w.uvarint(u64::from(tag));
-                w.uvarint(data.len() as u64);
-                w.buf.extend_from_slice(&data);
-            }
+        let previous = self.previous_producer_id.to_be_bytes();
+        let next = self.next_producer_id.to_be_bytes();
+        let client_version = self.client_transaction_version.to_be_bytes();
+        let mut tags: Vec<(u32, &[u8])> = Vec::new();
+        if self.previous_producer_id != -1 {
+            tags.push((TAG_PREVIOUS_PRODUCER_ID, &previous));
         }
+        if self.next_producer_id != -1 {
+            tags.push((TAG_NEXT_PRODUCER_ID, &next));
+        }
+        if self.client_transaction_version != 0 {
+            tags.push((TAG_CLIENT_TRANSACTION_VERSION, &client_version));
+        }
+        w.tags(&tags);
         w.buf
     }
 
@@ -279,20 +204,20 @@ impl TxnLogValue {
         // Smallest entry: an empty topic name and an empty partition array (plus the tag
         // count when flexible).
         let min_entry = if r.flexible { 3 } else { 6 };
-        let partitions = match r.array_len(min_entry)? {
+        let partitions = match r.nullable_array_len(min_entry)? {
             None => None,
             Some(count) => {
                 let mut topics = Vec::with_capacity(count);
                 for _ in 0..count {
                     let topic = r.string()?;
-                    let n = r.array_len(4)?.ok_or(RecordError::InvalidLength(-1))?;
+                    let n = r
+                        .nullable_array_len(4)?
+                        .ok_or(RecordError::InvalidLength(-1))?;
                     let mut partitions = Vec::with_capacity(n);
                     for _ in 0..n {
                         partitions.push(r.i32()?);
                     }
-                    if r.flexible {
-                        r.tags(|_, _, _| Ok(()))?;
-                    }
+                    r.skip_tags()?;
                     topics.push(TopicPartitions { topic, partitions });
                 }
                 Some(topics)
@@ -330,126 +255,29 @@ impl TxnLogValue {
                     }
                     _ => {}
                 }
-                Ok(())
+                Ok::<(), RecordError>(())
             })?;
         }
-        r.finish()?;
+        finish(&r)?;
         Ok(value)
     }
 }
 
-// ---------------------------------------------------------------- decoding
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    flexible: bool,
+impl From<FieldError> for RecordError {
+    fn from(e: FieldError) -> RecordError {
+        match e {
+            FieldError::Truncated { at, needed } => RecordError::Truncated { at, needed },
+            FieldError::InvalidLength(n) => RecordError::InvalidLength(n),
+            FieldError::InvalidUtf8 => RecordError::InvalidUtf8,
+        }
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader {
-            bytes,
-            pos: 0,
-            flexible: false,
-        }
-    }
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
-        if n > self.remaining() {
-            return Err(RecordError::Truncated {
-                at: self.pos,
-                needed: n - self.remaining(),
-            });
-        }
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-    fn i8(&mut self) -> Result<i8, RecordError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    fn i16(&mut self) -> Result<i16, RecordError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, RecordError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, RecordError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-    /// An unsigned varint of at most five bytes (a `u32`), as Kafka reads them.
-    fn uvarint(&mut self) -> Result<u32, RecordError> {
-        let mut value: u64 = 0;
-        for i in 0..5 {
-            let b = self.array::<1>()?[0];
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return u32::try_from(value).map_err(|_| RecordError::InvalidLength(value as i64));
-            }
-        }
-        Err(RecordError::InvalidLength(-1))
-    }
-    /// A non-null string, its length bounded by the bytes left.
-    fn string(&mut self) -> Result<String, RecordError> {
-        let len = if self.flexible {
-            let n = self.uvarint()?;
-            if n == 0 {
-                return Err(RecordError::InvalidLength(-1));
-            }
-            (n - 1) as usize
-        } else {
-            let n = self.i16()?;
-            usize::try_from(n).map_err(|_| RecordError::InvalidLength(i64::from(n)))?
-        };
-        let bytes = self.take(len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| RecordError::InvalidUtf8)
-    }
-    /// A nullable array's count, refused when `count * min_entry` exceeds the bytes left.
-    fn array_len(&mut self, min_entry: usize) -> Result<Option<usize>, RecordError> {
-        let count: i64 = if self.flexible {
-            i64::from(self.uvarint()?) - 1
-        } else {
-            i64::from(self.i32()?)
-        };
-        if count == -1 {
-            return Ok(None);
-        }
-        let fits = usize::try_from(count)
-            .ok()
-            .filter(|n| n.saturating_mul(min_entry) <= self.remaining());
-        fits.map(Some).ok_or(RecordError::InvalidLength(count))
-    }
-    /// A tagged-field section: each field goes to `on_field(tag, size, data)`.
-    fn tags(
-        &mut self,
-        mut on_field: impl FnMut(u32, usize, &[u8]) -> Result<(), RecordError>,
-    ) -> Result<(), RecordError> {
-        let count = self.uvarint()? as usize;
-        // Each field takes at least two bytes (its tag and its size).
-        if count.saturating_mul(2) > self.remaining() {
-            return Err(RecordError::InvalidLength(count as i64));
-        }
-        for _ in 0..count {
-            let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            let data = self.take(size)?;
-            on_field(tag, size, data)?;
-        }
-        Ok(())
-    }
-    fn finish(&self) -> Result<(), RecordError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(RecordError::TrailingBytes(n)),
-        }
+/// Bytes after the last field are an error.
+fn finish(r: &Reader<'_>) -> Result<(), RecordError> {
+    match r.remaining() {
+        0 => Ok(()),
+        n => Err(RecordError::TrailingBytes(n)),
     }
 }
 

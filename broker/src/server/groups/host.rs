@@ -1,5 +1,7 @@
 //! The coordinator hosts of one shard: one [`Coordinator`] per `__consumer_offsets` partition
-//! the shard owns, and the tasks that drive it.
+//! the shard owns, hosted in the shape both coordinators share
+//! ([`crate::server::coordinator_host`]: the drain after every input, the writer, the timer,
+//! shutdown).
 //!
 //! Contract:
 //! - Placement: coordinator `p` lives on the shard that owns `__consumer_offsets` partition
@@ -9,9 +11,6 @@
 //!   shard accepts connections): each hosted coordinator replays its partition
 //!   ([`super::offsets_log::replay_log`]), gets `handle_timeout(now)` once to arm stored
 //!   members' sessions, and then its writer and timer tasks start.
-//! - After every input ([`CoordinatorHost::submit`], an append's outcome, a timeout) the host
-//!   drains the coordinator: `poll_append` into the writer's queue, `poll_response` to the
-//!   waiting requests, and wakes the timer so it re-reads `poll_timeout`.
 //! - What a host is handed ([`HostContext`]): the backend (clock, timers, tasks), the shared
 //!   topic registry, the shard's stop signal, and an [`OffsetsAppender`]; never the shard
 //!   itself. The shard, which holds the hosts, implements the appender, so the two modules
@@ -19,27 +18,23 @@
 //! - The writer appends queued records through the appender, i.e. the shard's normal local
 //!   append path (the flush policy, group commit), several appends in one batch
 //!   when they are queued together (a transactional append or a transaction's marker alone,
-//!   the marker through the appender's marker path), one batch at a time, and reports each append with
-//!   `handle_appended` in the order it was polled. An answer that depends on records is
-//!   released only after that report (I20: a commit is acknowledged only once durable).
-//! - The timer sleeps until the earliest `poll_timeout` deadline (or a wake-up) and then
-//!   calls `handle_timeout(now)`.
+//!   the marker through the appender's marker path), one batch at a time, and reports each
+//!   append with `handle_appended` in the order it was polled. An answer that depends on
+//!   records is released only after that report (I20: a commit is acknowledged only once
+//!   durable).
 //! - Shutdown: requests still waiting get `None` (answered NOT_COORDINATOR, so clients find
 //!   the coordinator again after the restart); the writer finishes the batch it is writing
-//!   (counted in flight, so the partition is not closed under it) and stops; the timer stops.
+//!   and stops; the timer stops.
 //! - Before a ConsumerGroupHeartbeat the coordinator gets the current topic registry (user
 //!   topics only), from which the consumer protocol assigns, and the group's session timeout
 //!   and heartbeat interval (its group configuration, else the broker's).
 //! - Time: the backend's wall clock in milliseconds, read here, given to core as a value.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use futures::future::{select, Either, LocalBoxFuture};
+use futures::future::LocalBoxFuture;
 use minikafka_core::backend::Backend;
 use minikafka_core::group::assignor::Assignor;
 use minikafka_core::group::consumer::{ConsumerGroupConfig, TopicInfo, TopicMetadata};
@@ -52,6 +47,7 @@ use super::offsets_log::{append_bytes, batches_alone, encode_appends, replay_log
 use super::offsets_topic::{is_internal, OFFSETS_TOPIC};
 use crate::config::BrokerConfig;
 use crate::log::PartitionLog;
+use crate::server::coordinator_host::{Host, HostedMachine, Hosts};
 use crate::server::group_configs::{HEARTBEAT_INTERVAL, SESSION_TIMEOUT};
 use crate::server::shared::Shared;
 use minikafka_core::error_code::ErrorCode;
@@ -87,16 +83,6 @@ pub struct HostContext<B: Backend> {
     /// Where the writers append.
     pub appender: Rc<dyn OffsetsAppender>,
 }
-
-impl<B: Backend> HostContext<B> {
-    /// Whether shutdown began on the shard.
-    fn stopping(&self) -> bool {
-        self.stop.is_closed()
-    }
-}
-
-/// Longest the timer sleeps without looking at the coordinator's deadline again.
-const TIMER_MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// The coordinator settings from the broker's (`group.*`, `offset*` settings).
 pub fn group_config(config: &BrokerConfig) -> GroupConfig {
@@ -171,129 +157,64 @@ fn append_error(code: ErrorCode) -> AppendError {
     }
 }
 
-/// One hosted coordinator and what its tasks share.
-pub struct CoordinatorHost<B: Backend> {
-    context: Rc<HostContext<B>>,
-    partition: i32,
-    coordinator: RefCell<Coordinator>,
-    waiters: RefCell<HashMap<RequestToken, futures::channel::oneshot::Sender<GroupResponse>>>,
-    next_token: Cell<u64>,
-    queue: RefCell<VecDeque<Append>>,
-    wake_writer: async_channel::Sender<()>,
-    wake_timer: async_channel::Sender<()>,
-    /// Largest batch the offsets partition accepts.
-    max_batch_bytes: usize,
-}
+/// One hosted group coordinator.
+pub type CoordinatorHost<B> = Host<B, Coordinator>;
 
-impl<B: Backend> CoordinatorHost<B> {
-    /// The `__consumer_offsets` partition this coordinator owns.
-    pub fn partition(&self) -> i32 {
-        self.partition
+/// The group coordinators one shard hosts, by offsets partition.
+pub type GroupHosts<B> = Hosts<B, Coordinator>;
+
+impl<B: Backend> HostedMachine<B> for Coordinator {
+    type Token = RequestToken;
+    type Response = GroupResponse;
+    type Append = Append;
+    type Context = HostContext<B>;
+
+    const TOPIC: &'static str = OFFSETS_TOPIC;
+
+    fn backend(context: &HostContext<B>) -> &B {
+        &context.backend
     }
 
-    /// Hands `request` to the coordinator and waits for its answer; `None` when the shard
-    /// began shutting down first.
-    pub async fn submit(&self, request: GroupRequest) -> Option<GroupResponse> {
-        let context = &self.context;
-        let token = RequestToken(self.next_token.get());
-        self.next_token.set(token.0 + 1);
-        let (tx, rx) = futures::channel::oneshot::channel();
-        self.waiters.borrow_mut().insert(token, tx);
-        let now = context.backend.wall_clock_ms();
-        if let GroupRequest::ConsumerGroupHeartbeat(heartbeat) = &request {
-            // The consumer protocol assigns from the topics that exist now, and times the
-            // group by its group configuration in force now.
-            let topics = topic_metadata(&context.shared);
-            let mut coordinator = self.coordinator.borrow_mut();
-            coordinator.handle_topic_metadata(topics);
-            let (session, interval) = consumer_timeouts(&context.shared, &heartbeat.group_id);
-            coordinator.handle_consumer_group_timeouts(&heartbeat.group_id, session, interval);
-        }
-        self.coordinator
-            .borrow_mut()
-            .handle_request(token, request, now);
-        self.drain();
-        let stop = std::pin::pin!(context.stop.recv());
-        match select(rx, stop).await {
-            Either::Left((Ok(response), _)) => Some(response),
-            _ => {
-                self.waiters.borrow_mut().remove(&token);
-                None
-            }
-        }
+    fn stop(context: &HostContext<B>) -> &async_channel::Receiver<()> {
+        &context.stop
     }
 
-    /// Drains the coordinator's outputs (see the module documentation).
-    fn drain(&self) {
-        let mut appended = false;
-        loop {
-            let next = self.coordinator.borrow_mut().poll_append();
-            let Some(append) = next else { break };
-            self.queue.borrow_mut().push_back(append);
-            appended = true;
-        }
-        loop {
-            let next = self.coordinator.borrow_mut().poll_response();
-            let Some((token, response)) = next else { break };
-            let waiter = self.waiters.borrow_mut().remove(&token);
-            if let Some(waiter) = waiter {
-                let _ = waiter.send(response);
-            }
-        }
-        if appended {
-            let _ = self.wake_writer.try_send(());
-        }
-        let _ = self.wake_timer.try_send(());
+    fn token(n: u64) -> RequestToken {
+        RequestToken(n)
     }
 
-    /// Takes the queued appends that fit one batch (at least one; a transactional append or a
-    /// marker alone).
-    fn take_batch(&self) -> Vec<Append> {
-        let mut queue = self.queue.borrow_mut();
-        let mut taken = Vec::new();
-        let mut bytes = minikafka_core::record::HEADER_BYTES;
-        while let Some(next) = queue.front() {
-            let size = append_bytes(next);
-            if !taken.is_empty() && bytes + size > self.max_batch_bytes {
-                break;
-            }
-            // A transactional append or a marker is a batch of its own (I74).
-            if !taken.is_empty() && batches_alone(next) {
-                break;
-            }
-            if batches_alone(next) {
-                taken.extend(queue.pop_front());
-                break;
-            }
-            bytes += size;
-            if let Some(append) = queue.pop_front() {
-                taken.push(append);
-            }
-        }
-        taken
+    fn poll_append(&mut self) -> Option<Append> {
+        Coordinator::poll_append(self)
     }
-}
 
-/// Appends queued records, one batch at a time (see the module documentation).
-async fn writer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::Receiver<()>) {
-    let context = Rc::clone(&host.context);
-    loop {
-        if host.queue.borrow().is_empty() {
-            let woken = {
-                let wake = std::pin::pin!(wake.recv());
-                let stop = std::pin::pin!(context.stop.recv());
-                matches!(select(wake, stop).await, Either::Left((Ok(()), _)))
-            };
-            if !woken {
-                break;
-            }
-            continue;
-        }
-        if context.stopping() {
-            break;
-        }
-        let appends = host.take_batch();
-        let result = match appends.as_slice() {
+    fn poll_response(&mut self) -> Option<(RequestToken, GroupResponse)> {
+        Coordinator::poll_response(self)
+    }
+
+    fn poll_timeout(&self) -> Option<i64> {
+        Coordinator::poll_timeout(self).map(|(at, _)| at)
+    }
+
+    fn handle_timeout(&mut self, now: i64) {
+        Coordinator::handle_timeout(self, now);
+    }
+
+    fn append_bytes(append: &Append) -> usize {
+        append_bytes(append)
+    }
+
+    /// A transactional append or a marker is a batch of its own (I74).
+    fn batches_alone(append: &Append) -> bool {
+        batches_alone(append)
+    }
+
+    fn write<'a>(
+        context: &'a HostContext<B>,
+        partition: i32,
+        appends: &'a [Append],
+        now_ms: i64,
+    ) -> LocalBoxFuture<'a, Result<(), ErrorCode>> {
+        match appends {
             // A marker goes through the log's marker path (it is alone in its batch).
             [Append {
                 kind:
@@ -303,98 +224,56 @@ async fn writer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::R
                         result,
                     },
                 ..
-            }] => {
-                context
-                    .appender
-                    .append_marker(host.partition, *producer_id, *producer_epoch, *result)
-                    .await
-            }
+            }] => context
+                .appender
+                .append_marker(partition, *producer_id, *producer_epoch, *result),
             _ => {
-                let batch = encode_appends(&appends, context.backend.wall_clock_ms());
-                context.appender.append(host.partition, batch.into()).await
-            }
-        };
-        let result = result.map_err(|code| {
-            tracing::warn!(
-                partition = host.partition,
-                %code,
-                "offsets append failed; its answers get an error"
-            );
-            append_error(code)
-        });
-        let now = context.backend.wall_clock_ms();
-        {
-            let mut coordinator = host.coordinator.borrow_mut();
-            for append in &appends {
-                coordinator.handle_appended(append.id, result, now);
+                let batch = encode_appends(appends, now_ms);
+                context.appender.append(partition, batch.into())
             }
         }
-        host.drain();
     }
-    tracing::debug!(partition = host.partition, "offsets writer stopped");
+
+    fn handle_appended(
+        &mut self,
+        _context: &HostContext<B>,
+        appends: &[Append],
+        result: Result<(), ErrorCode>,
+        now: i64,
+    ) {
+        let result = result.map_err(append_error);
+        for append in appends {
+            Coordinator::handle_appended(self, append.id, result, now);
+        }
+    }
 }
 
-/// Fires the coordinator's deadlines (see the module documentation).
-async fn timer<B: Backend>(host: Rc<CoordinatorHost<B>>, wake: async_channel::Receiver<()>) {
-    let context = Rc::clone(&host.context);
-    loop {
-        let deadline = host.coordinator.borrow().poll_timeout().map(|(at, _)| at);
-        let now = context.backend.wall_clock_ms();
-        if deadline.is_some_and(|at| at <= now) {
-            host.coordinator.borrow_mut().handle_timeout(now);
-            host.drain();
-            continue;
-        }
-        let sleep_for = deadline.map_or(TIMER_MAX_SLEEP, |at| {
-            Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(TIMER_MAX_SLEEP)
-        });
-        let go_on = {
-            let sleep = std::pin::pin!(context.backend.sleep(sleep_for));
-            let wake = std::pin::pin!(wake.recv());
-            let stop = std::pin::pin!(context.stop.recv());
-            match select(select(sleep, wake), stop).await {
-                Either::Left((Either::Left(_), _)) => true,
-                Either::Left((Either::Right((woken, _)), _)) => woken.is_ok(),
-                Either::Right(_) => false,
+impl<B: Backend> Host<B, Coordinator> {
+    /// Hands `request` to the coordinator and waits for its answer; `None` when the shard
+    /// began shutting down first.
+    pub async fn submit(self: &Rc<Self>, request: GroupRequest) -> Option<GroupResponse> {
+        let shared = Arc::clone(&self.context().shared);
+        self.submit_with(|coordinator, token, now| {
+            if let GroupRequest::ConsumerGroupHeartbeat(heartbeat) = &request {
+                // The consumer protocol assigns from the topics that exist now, and times
+                // the group by its group configuration in force now.
+                coordinator.handle_topic_metadata(topic_metadata(&shared));
+                let (session, interval) = consumer_timeouts(&shared, &heartbeat.group_id);
+                coordinator.handle_consumer_group_timeouts(&heartbeat.group_id, session, interval);
             }
-        };
-        if !go_on {
-            break;
-        }
+            coordinator.handle_request(token, request, now);
+        })
+        .await
     }
 }
 
-/// The coordinators one shard hosts, by offsets partition.
-pub struct GroupHosts<B: Backend> {
-    hosts: RefCell<BTreeMap<i32, Rc<CoordinatorHost<B>>>>,
-}
-
-impl<B: Backend> Default for GroupHosts<B> {
-    fn default() -> Self {
-        GroupHosts {
-            hosts: RefCell::new(BTreeMap::new()),
-        }
-    }
-}
-
-impl<B: Backend> GroupHosts<B> {
-    /// No coordinators yet ([`GroupHosts::load`] creates them).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The coordinator of offsets partition `partition`, if this shard hosts it.
-    pub fn get(&self, partition: i32) -> Option<Rc<CoordinatorHost<B>>> {
-        self.hosts.borrow().get(&partition).cloned()
-    }
-
+impl<B: Backend> Hosts<B, Coordinator> {
     /// Every committed offset of the groups this shard coordinates, as
     /// `(group, topic, partition, offset)`.
     pub fn committed_offsets(&self) -> Vec<(String, String, i32, i64)> {
-        let hosts = self.hosts.borrow();
-        hosts
-            .values()
-            .flat_map(|host| host.coordinator.borrow().committed_offsets())
+        self.all()
+            .iter()
+            .flat_map(|host| host.machine().committed_offsets())
             .collect()
     }
 
@@ -425,27 +304,12 @@ impl<B: Backend> GroupHosts<B> {
                 );
             }
             coordinator.handle_timeout(context.backend.wall_clock_ms());
-            let (wake_writer, writer_wake) = async_channel::bounded(1);
-            let (wake_timer, timer_wake) = async_channel::bounded(1);
-            let host = Rc::new(CoordinatorHost {
-                context: Rc::clone(&context),
+            self.start(
+                &context,
                 partition,
-                coordinator: RefCell::new(coordinator),
-                waiters: RefCell::new(HashMap::new()),
-                next_token: Cell::new(0),
-                queue: RefCell::new(VecDeque::new()),
-                wake_writer,
-                wake_timer,
-                max_batch_bytes: log.config().max_batch_bytes,
-            });
-            host.drain();
-            context
-                .backend
-                .spawn_local(writer(Rc::clone(&host), writer_wake));
-            context
-                .backend
-                .spawn_local(timer(Rc::clone(&host), timer_wake));
-            self.hosts.borrow_mut().insert(partition, host);
+                coordinator,
+                log.config().max_batch_bytes,
+            );
             loaded += 1;
         }
         Ok(loaded)

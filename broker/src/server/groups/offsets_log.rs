@@ -5,12 +5,11 @@
 //! - [`encode_appends`] writes the records of the appends, in order, as one uncompressed v2
 //!   batch (key and value as the coordinator made them; a `None` value is a tombstone), all
 //!   stamped with `now_ms`. One batch means one write and one sync for all of them.
-//! - [`replay_log`] reads the partition from its log start to its high watermark in reads of
-//!   at most [`REPLAY_READ_BYTES`] (a read returns at least one whole batch, so it always
-//!   advances) and feeds every record, in offset order, to `Coordinator::replay`. Control
-//!   batches are skipped; records without a key, compressed batches (never written by the
-//!   coordinator) and records the coordinator cannot decode are counted and skipped with a
-//!   warning, so one bad record cannot keep a broker from starting.
+//! - [`replay_log`] feeds every keyed record of the partition, in offset order, to
+//!   `Coordinator::replay`, through [`replay_partition`] (bounded reads that always
+//!   advance): records without a key, compressed batches (never written by the coordinator)
+//!   and records the coordinator cannot decode are counted and skipped with a warning
+//!   (`offsets record skipped`), so one bad record cannot keep a broker from starting.
 //! - A transactional append or a marker ([`AppendKind`], I74) is a batch of its own, as
 //!   Kafka writes them: TxnOffsetCommit's records in a transactional batch carrying the
 //!   producer id and epoch; the transaction's end as a control batch with one COMMIT or
@@ -18,19 +17,14 @@
 //!   [`encode_appends`] must be given such an append alone ([`batches_alone`]). Replay hands
 //!   a transactional batch's records to `Coordinator::replay_transactional` and a control
 //!   batch to `Coordinator::replay_marker`.
-//! - Never: reads more than [`REPLAY_READ_BYTES`] plus one batch at a time.
 
 use minikafka_core::backend::Backend;
 use minikafka_core::group::{Append, AppendKind, Coordinator, TxnResult};
-use minikafka_core::record::{
-    compute_crc, BatchBuilder, BatchIter, Compression, NewRecord, ValidateOptions,
-};
+use minikafka_core::record::{compute_crc, BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
+use crate::log::replay::{replay_partition, ReplayRecord, ReplayStats, ReplayVisitor};
 use crate::log::{LogError, PartitionLog};
-
-/// Most bytes one replay read asks for.
-pub const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// Bytes one record adds to a batch beyond its key and value (length, attributes, deltas,
 /// key and value lengths, header count), at most.
@@ -166,113 +160,39 @@ fn encode_records(appends: &[Append], now_ms: i64, producer_id: i64, epoch: i16)
     builder.build(Offset(0))
 }
 
-/// What a replay read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReplayStats {
-    /// Records applied.
-    pub records: u64,
-    /// Records skipped (no key, compressed batch, or not decodable).
-    pub skipped: u64,
-    /// Bytes read.
-    pub bytes: u64,
-}
-
 /// Replays `log` into `coordinator` (see the module documentation).
 pub async fn replay_log<B: Backend>(
     log: &PartitionLog<B>,
     coordinator: &mut Coordinator,
     partition: i32,
 ) -> Result<ReplayStats, LogError> {
-    let mut stats = ReplayStats::default();
-    let mut offset = log.log_start_offset();
-    let end = log.high_watermark();
-    while offset < end {
-        let read = log.read(offset, REPLAY_READ_BYTES).await?;
-        if read.bytes.is_empty() {
-            break;
-        }
-        stats.bytes += read.bytes.len() as u64;
-        let before = offset;
-        for batch in BatchIter::new(&read.bytes)
-            .with_options(ValidateOptions::stored())
-            .lenient_tail()
-        {
-            let batch = match batch {
-                Ok(batch) => batch,
-                Err(e) => {
-                    // The log validated every batch on the way in and at recovery.
-                    tracing::warn!(partition, "offsets log batch unreadable, replay stops: {e}");
-                    return Ok(stats);
-                }
-            };
-            let next = batch.header.next_offset();
-            if next <= offset {
-                continue;
-            }
-            let producer = (batch.header.producer_id, batch.header.producer_epoch);
-            if batch.header.is_control() {
-                // A transaction's end (I74): completes the producer's pending offsets.
-                for record in batch.records() {
-                    match record.ok().and_then(|r| r.key.and_then(marker_result)) {
-                        Some(result) => {
-                            coordinator.replay_marker(producer.0, result);
-                            stats.records += 1;
-                        }
-                        None => stats.skipped += 1,
-                    }
-                }
-                offset = next;
-                continue;
-            }
-            let transactional = batch.header.is_transactional();
-            if !matches!(batch.header.compression(), Ok(Compression::None)) {
-                stats.skipped += u64::from(batch.header.records_count.max(0) as u32);
-                offset = next;
-                continue;
-            }
-            for record in batch.records() {
-                let Ok(record) = record else {
-                    stats.skipped += 1;
-                    break;
-                };
-                let record_offset = batch.header.base_offset.0 + record.offset_delta;
-                if record_offset < offset.0 {
-                    continue;
-                }
-                let Some(key) = record.key else {
-                    stats.skipped += 1;
-                    continue;
-                };
-                let replayed = if transactional {
-                    coordinator.replay_transactional(producer.0, producer.1, key, record.value)
-                } else {
-                    coordinator.replay(key, record.value)
-                };
-                match replayed {
-                    Ok(()) => stats.records += 1,
-                    Err(e) => {
-                        stats.skipped += 1;
-                        tracing::warn!(
-                            partition,
-                            offset = record_offset,
-                            "offsets record skipped: {e}"
-                        );
-                    }
-                }
-            }
-            offset = next;
-        }
-        if offset == before {
-            // Nothing advanced (cannot happen with whole batches): stop rather than spin.
-            tracing::warn!(
-                partition,
-                offset = offset.0,
-                "offsets replay made no progress"
-            );
-            break;
-        }
+    replay_partition(log, "offsets", partition, &mut OffsetsReplay(coordinator)).await
+}
+
+/// The coordinator as a replay visitor: plain records to `replay`, a transactional batch's
+/// records to `replay_transactional`, a marker to `replay_marker` (I74).
+struct OffsetsReplay<'c>(&'c mut Coordinator);
+
+impl ReplayVisitor for OffsetsReplay<'_> {
+    const VISITS_CONTROL: bool = true;
+
+    fn record(&mut self, r: ReplayRecord<'_>) -> Result<(), String> {
+        let replayed = if r.batch.is_transactional() {
+            let (producer_id, epoch) = (r.batch.producer_id, r.batch.producer_epoch);
+            self.0
+                .replay_transactional(producer_id, epoch, r.key, r.value)
+        } else {
+            self.0.replay(r.key, r.value)
+        };
+        replayed.map_err(|e| e.to_string())
     }
-    Ok(stats)
+
+    /// A transaction's end (I74): completes the producer's pending offsets.
+    fn control(&mut self, r: ReplayRecord<'_>) -> Result<(), String> {
+        let result = marker_result(r.key).ok_or("not a COMMIT or ABORT marker")?;
+        self.0.replay_marker(r.batch.producer_id, result);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -280,6 +200,7 @@ mod tests {
     use super::*;
     use minikafka_core::group::records::GroupRecord;
     use minikafka_core::group::AppendId;
+    use minikafka_core::record::BatchIter;
 
     #[test]
     fn appends_encode_as_one_batch_in_order_with_tombstones() {

@@ -24,9 +24,9 @@ use std::collections::BTreeMap;
 use minikafka_core::backend::Backend;
 
 use crate::config::BrokerConfig;
-use crate::log::{LogError, TopicMeta, TopicStore};
+use crate::log::LogError;
+use crate::server::internal_topic::{self, InternalTopic};
 use crate::server::schema_registry::topic::SCHEMAS_TOPIC;
-use crate::server::shared::TOPIC_ID_KEY;
 use crate::server::txns::state_topic::TRANSACTION_STATE_TOPIC;
 
 /// The internal topic's name, as in Kafka.
@@ -45,53 +45,26 @@ pub fn is_internal(topic: &str) -> bool {
 /// cleaned, and at Kafka's 100 MiB segments and 7-day roll a busy group's history would stay
 /// in the active segment (replayed whole) for days.
 pub fn stored_overrides(segment_bytes: u64, segment_ms: i64) -> BTreeMap<String, String> {
-    [
-        // Compacted, as in Kafka: startup replays the live keys, not their history.
-        ("cleanup.policy", "compact".to_string()),
-        ("retention.ms", "-1".to_string()),
-        ("retention.bytes", "-1".to_string()),
-        ("segment.bytes", segment_bytes.to_string()),
-        ("segment.ms", segment_ms.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    internal_topic::stored_overrides(Some((segment_bytes, segment_ms)))
 }
 
 /// Writes `__consumer_offsets`'s metadata file if it is missing (see the module
-/// documentation). Returns the partition count the topic has.
+/// documentation and [`internal_topic::ensure_stored`]). Returns the partition count the
+/// topic has.
 pub async fn ensure_stored<B: Backend>(
     backend: &B,
     config: &BrokerConfig,
 ) -> Result<i32, LogError> {
-    let store = TopicStore::open(backend.clone(), &config.log_dir).await?;
-    if let Some(meta) = store.load(OFFSETS_TOPIC).await? {
-        if meta.partition_count != config.offsets_topic_num_partitions {
-            tracing::warn!(
-                partitions = meta.partition_count,
-                setting = config.offsets_topic_num_partitions,
-                "{OFFSETS_TOPIC} keeps its partition count; offsets.topic.num.partitions \
-                 applies only when it is created"
-            );
-        }
-        return Ok(meta.partition_count);
-    }
-    let mut stored = stored_overrides(
-        config.offsets_topic_segment_bytes,
-        config.offsets_topic_segment_ms,
-    );
-    stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
-    let meta = TopicMeta {
-        name: OFFSETS_TOPIC.to_string(),
+    let topic = InternalTopic {
+        name: OFFSETS_TOPIC,
         partition_count: config.offsets_topic_num_partitions,
-        config: stored,
+        partitions_setting: Some("offsets.topic.num.partitions"),
+        segment: Some((
+            config.offsets_topic_segment_bytes,
+            config.offsets_topic_segment_ms,
+        )),
     };
-    store.save(&meta).await?;
-    tracing::info!(
-        partitions = meta.partition_count,
-        "created the internal topic {OFFSETS_TOPIC}"
-    );
-    Ok(meta.partition_count)
+    internal_topic::ensure_stored(backend, &config.log_dir, &topic).await
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
-use crate::server::acl_store;
+use crate::server::acl_store::{self, AclSet};
 use crate::server::authz::{cluster_allowed, Caller};
 use crate::server::shard::ShardState;
 
@@ -122,6 +122,21 @@ pub fn handle_describe<B: Backend>(
     response
 }
 
+/// Stores `next` as the broker's ACLs (durable first, then in force on every shard; the
+/// caller holds the admin lock); the reason, for the answer, when it could not be stored.
+async fn store<B: Backend>(state: &ShardState<B>, next: AclSet) -> Result<(), String> {
+    match acl_store::save(&state.backend, &state.data_dir(), &next).await {
+        Ok(()) => {
+            state.shared.set_acls(next);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!("storing the ACLs failed: {e}");
+            Err(e.to_string())
+        }
+    }
+}
+
 fn creation_result(code: ErrorCode, message: Option<&str>) -> AclCreationResult {
     let mut result = AclCreationResult::default();
     result.error_code = code.code();
@@ -173,17 +188,7 @@ pub async fn handle_create<B: Backend>(
         Ok(())
     } else {
         let _admin = shared.admin_lock.lock().await;
-        let next = shared.acls().with(added);
-        match acl_store::save(&state.backend, &state.data_dir(), &next).await {
-            Ok(()) => {
-                shared.set_acls(next);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!("storing the ACLs failed: {e}");
-                Err(e.to_string())
-            }
-        }
+        store(state, shared.acls().with(added)).await
     };
     response.results = checked
         .iter()
@@ -248,16 +253,7 @@ pub async fn handle_delete<B: Backend>(
     let stored = if next == *before {
         Ok(())
     } else {
-        match acl_store::save(&state.backend, &state.data_dir(), &next).await {
-            Ok(()) => {
-                shared.set_acls(next);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!("storing the ACLs failed: {e}");
-                Err(e.to_string())
-            }
-        }
+        store(state, next).await
     };
     response.filter_results = filters
         .iter()
@@ -284,9 +280,7 @@ pub fn describe() -> DescribeAclsResponse {
 
 /// CreateAcls: one SECURITY_DISABLED result per requested creation.
 pub fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
-    let mut result = AclCreationResult::default();
-    result.error_code = ErrorCode::SECURITY_DISABLED.code();
-    result.error_message = Some(str_bytes(NO_AUTHORIZER_MESSAGE));
+    let result = creation_result(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER_MESSAGE));
     let mut response = CreateAclsResponse::default();
     response.results = vec![result; request.creations.len()];
     response
@@ -294,9 +288,7 @@ pub fn create(request: &CreateAclsRequest) -> CreateAclsResponse {
 
 /// DeleteAcls: one SECURITY_DISABLED result per filter, none matching.
 pub fn delete(request: &DeleteAclsRequest) -> DeleteAclsResponse {
-    let mut result = DeleteAclsFilterResult::default();
-    result.error_code = ErrorCode::SECURITY_DISABLED.code();
-    result.error_message = Some(str_bytes(NO_AUTHORIZER_MESSAGE));
+    let result = filter_result(ErrorCode::SECURITY_DISABLED, Some(NO_AUTHORIZER_MESSAGE));
     let mut response = DeleteAclsResponse::default();
     response.filter_results = vec![result; request.filters.len()];
     response

@@ -679,21 +679,20 @@ fn denied_message(code: i16) -> Option<StrBytes> {
     Some(StrBytes::from_static_str(text))
 }
 
-/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
-pub fn describe_configs(
+/// The resources of a configuration request (DescribeConfigs, AlterConfigs,
+/// IncrementalAlterConfigs) that `caller` may not touch with `operation`, with their codes;
+/// the rest left in `resources`.
+fn split_config_resources<T>(
     shared: &Shared,
     caller: &Caller,
-    request: &mut DescribeConfigsRequest,
-) -> Vec<describe_configs_response::DescribeConfigsResult> {
+    resources: &mut Vec<T>,
+    resource: impl Fn(&T) -> (i8, &StrBytes),
+    operation: Operation,
+) -> Vec<(T, i16)> {
     let mut codes = Vec::new();
-    let denied = split(&mut request.resources, |r| {
-        match config_check(
-            shared,
-            caller,
-            r.resource_type,
-            &r.resource_name,
-            Operation::DescribeConfigs,
-        ) {
+    let denied = split(resources, |r| {
+        let (resource_type, name) = resource(r);
+        match config_check(shared, caller, resource_type, name, operation) {
             Some(code) => {
                 codes.push(code);
                 false
@@ -701,18 +700,32 @@ pub fn describe_configs(
             None => true,
         }
     });
-    denied
-        .into_iter()
-        .zip(codes)
-        .map(|(r, code)| {
-            let mut result = describe_configs_response::DescribeConfigsResult::default();
-            result.error_code = code;
-            result.error_message = denied_message(code);
-            result.resource_type = r.resource_type;
-            result.resource_name = r.resource_name;
-            result
-        })
-        .collect()
+    denied.into_iter().zip(codes).collect()
+}
+
+/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
+pub fn describe_configs(
+    shared: &Shared,
+    caller: &Caller,
+    request: &mut DescribeConfigsRequest,
+) -> Vec<describe_configs_response::DescribeConfigsResult> {
+    split_config_resources(
+        shared,
+        caller,
+        &mut request.resources,
+        |r| (r.resource_type, &r.resource_name),
+        Operation::DescribeConfigs,
+    )
+    .into_iter()
+    .map(|(r, code)| {
+        let mut result = describe_configs_response::DescribeConfigsResult::default();
+        result.error_code = code;
+        result.error_message = denied_message(code);
+        result.resource_type = r.resource_type;
+        result.resource_name = r.resource_name;
+        result
+    })
+    .collect()
 }
 
 /// AlterConfigs: ALTER_CONFIGS on each resource.
@@ -721,24 +734,14 @@ pub fn alter_configs(
     caller: &Caller,
     request: &mut AlterConfigsRequest,
 ) -> Vec<alter_configs_response::AlterConfigsResourceResponse> {
-    let mut codes = Vec::new();
-    split(&mut request.resources, |r| {
-        match config_check(
-            shared,
-            caller,
-            r.resource_type,
-            &r.resource_name,
-            Operation::AlterConfigs,
-        ) {
-            Some(code) => {
-                codes.push(code);
-                false
-            }
-            None => true,
-        }
-    })
+    split_config_resources(
+        shared,
+        caller,
+        &mut request.resources,
+        |r| (r.resource_type, &r.resource_name),
+        Operation::AlterConfigs,
+    )
     .into_iter()
-    .zip(codes)
     .map(|(r, code)| {
         let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
         result.error_code = code;
@@ -756,24 +759,14 @@ pub fn incremental_alter_configs(
     caller: &Caller,
     request: &mut IncrementalAlterConfigsRequest,
 ) -> Vec<incremental_alter_configs_response::AlterConfigsResourceResponse> {
-    let mut codes = Vec::new();
-    split(&mut request.resources, |r| {
-        match config_check(
-            shared,
-            caller,
-            r.resource_type,
-            &r.resource_name,
-            Operation::AlterConfigs,
-        ) {
-            Some(code) => {
-                codes.push(code);
-                false
-            }
-            None => true,
-        }
-    })
+    split_config_resources(
+        shared,
+        caller,
+        &mut request.resources,
+        |r| (r.resource_type, &r.resource_name),
+        Operation::AlterConfigs,
+    )
     .into_iter()
-    .zip(codes)
     .map(|(r, code)| {
         let mut result =
             incremental_alter_configs_response::AlterConfigsResourceResponse::default();

@@ -13,6 +13,7 @@
 //!   the group consumes).
 //! - A coordinator that cannot take the request: its code on every partition (or group).
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::offset_commit_response::{
@@ -38,15 +39,90 @@ use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
 
-/// One partition of an OffsetCommit answer: its index and, when known before the coordinator
-/// is asked, its error code.
+/// A commit's partitions (OffsetCommit, TxnOffsetCommit) in request order: those of topics
+/// this broker has go to the group's coordinator; the rest are answered
+/// UNKNOWN_TOPIC_OR_PARTITION (3) here, as Kafka answers, and never reach it.
+pub(super) struct CommitShape {
+    /// Each topic's partitions, in request order.
+    slots: Vec<(String, Vec<PartitionSlot>)>,
+}
+
+/// One partition of a commit's answer: its index and, when known before the coordinator is
+/// asked, its error code.
 type PartitionSlot = (i32, Option<ErrorCode>);
 
-fn known_partition<B: Backend>(state: &ShardState<B>, topic: &str, partition: i32) -> bool {
-    state
-        .shared
-        .topic(topic)
-        .is_some_and(|t| (0..t.partition_count()).contains(&partition))
+impl CommitShape {
+    /// Splits `topics` (each partition as core takes it) into the answer's shape and what
+    /// the coordinator is asked (empty: nothing to ask).
+    pub(super) fn split<B: Backend>(
+        state: &ShardState<B>,
+        topics: impl IntoIterator<Item = (String, Vec<core_group::CommitPartition>)>,
+    ) -> (CommitShape, Vec<core_group::CommitTopic>) {
+        let mut slots = Vec::new();
+        let mut asked = Vec::new();
+        for (name, partitions) in topics {
+            let known = state.shared.topic(&name).map(|t| 0..t.partition_count());
+            let mut topic_slots = Vec::with_capacity(partitions.len());
+            let mut topic_asked = Vec::new();
+            for p in partitions {
+                if known.as_ref().is_some_and(|k| k.contains(&p.partition)) {
+                    topic_slots.push((p.partition, None));
+                    topic_asked.push(p);
+                } else {
+                    topic_slots.push((p.partition, Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)));
+                }
+            }
+            if !topic_asked.is_empty() {
+                asked.push(core_group::CommitTopic {
+                    name: name.clone(),
+                    partitions: topic_asked,
+                });
+            }
+            slots.push((name, topic_slots));
+        }
+        (CommitShape { slots }, asked)
+    }
+
+    /// Every partition's code, in request order: known here, else the coordinator's answer
+    /// (`None`: it was not asked); a coordinator that could not take the request gives its
+    /// code to every partition it was asked about.
+    pub(super) fn codes(
+        self,
+        answer: Option<Result<GroupResponse, ErrorCode>>,
+    ) -> Vec<(String, Vec<(i32, ErrorCode)>)> {
+        let mut decided: HashMap<(String, i32), ErrorCode> = HashMap::new();
+        let fallback = match answer {
+            None => ErrorCode::NONE,
+            Some(Ok(GroupResponse::OffsetCommit(r) | GroupResponse::TxnOffsetCommit(r))) => {
+                for t in r.topics {
+                    for p in t.partitions {
+                        decided.insert((t.name.clone(), p.partition), p.error_code);
+                    }
+                }
+                ErrorCode::UNKNOWN_SERVER_ERROR
+            }
+            Some(Ok(_)) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            Some(Err(code)) => code,
+        };
+        self.slots
+            .into_iter()
+            .map(|(name, slots)| {
+                let codes = slots
+                    .into_iter()
+                    .map(|(index, code)| {
+                        let code = code.unwrap_or_else(|| {
+                            decided
+                                .get(&(name.clone(), index))
+                                .copied()
+                                .unwrap_or(fallback)
+                        });
+                        (index, code)
+                    })
+                    .collect();
+                (name, codes)
+            })
+            .collect()
+    }
 }
 
 /// OffsetCommit.
@@ -56,16 +132,13 @@ pub async fn offset_commit<B: Backend>(
     version: i16,
 ) -> OffsetCommitResponse {
     let group_id = text(&request.group_id.0);
-    // The answer's shape (request order) with the codes known here; `None` = ask core.
-    let mut codes: Vec<(String, Vec<PartitionSlot>)> = Vec::new();
-    let mut topics = Vec::new();
-    for topic in &request.topics {
-        let name = text(&topic.name.0);
-        let mut partitions = Vec::new();
-        let mut slots = Vec::new();
-        for p in &topic.partitions {
-            if known_partition(state, &name, p.partition_index) {
-                partitions.push(core_group::CommitPartition {
+    let (shape, topics) = CommitShape::split(
+        state,
+        request.topics.iter().map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| core_group::CommitPartition {
                     partition: p.partition_index,
                     offset: p.committed_offset,
                     leader_epoch: if version >= 6 {
@@ -74,26 +147,12 @@ pub async fn offset_commit<B: Backend>(
                         -1
                     },
                     metadata: p.committed_metadata.as_ref().map(text),
-                });
-                slots.push((p.partition_index, None));
-            } else {
-                slots.push((
-                    p.partition_index,
-                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
-                ));
-            }
-        }
-        if !partitions.is_empty() {
-            topics.push(core_group::CommitTopic {
-                name: name.clone(),
-                partitions,
-            });
-        }
-        codes.push((name, slots));
-    }
-    let mut decided: std::collections::HashMap<(String, i32), ErrorCode> =
-        std::collections::HashMap::new();
-    let mut fallback = ErrorCode::NONE;
+                })
+                .collect();
+            (text(&topic.name.0), partitions)
+        }),
+    );
+    let mut answer = None;
     if !topics.is_empty() {
         let core_request = core_group::OffsetCommitRequest {
             version,
@@ -108,39 +167,23 @@ pub async fn offset_commit<B: Backend>(
             },
             topics,
         };
-        match route::submit_for_group(state, &group_id, GroupRequest::OffsetCommit(core_request))
-            .await
-        {
-            Ok(GroupResponse::OffsetCommit(r)) => {
-                for t in r.topics {
-                    for p in t.partitions {
-                        decided.insert((t.name.clone(), p.partition), p.error_code);
-                    }
-                }
-                fallback = ErrorCode::UNKNOWN_SERVER_ERROR;
-            }
-            Ok(_) => fallback = ErrorCode::UNKNOWN_SERVER_ERROR,
-            Err(code) => fallback = code,
-        }
+        answer = Some(
+            route::submit_for_group(state, &group_id, GroupRequest::OffsetCommit(core_request))
+                .await,
+        );
     }
     let mut response = OffsetCommitResponse::default();
-    response.topics = codes
+    response.topics = shape
+        .codes(answer)
         .into_iter()
-        .map(|(name, slots)| {
+        .map(|(name, codes)| {
             let mut topic = OffsetCommitResponseTopic::default();
-            topic.partitions = slots
+            topic.partitions = codes
                 .into_iter()
                 .map(|(index, code)| {
                     let mut p = OffsetCommitResponsePartition::default();
                     p.partition_index = index;
-                    p.error_code = code
-                        .unwrap_or_else(|| {
-                            decided
-                                .get(&(name.clone(), index))
-                                .copied()
-                                .unwrap_or(fallback)
-                        })
-                        .code();
+                    p.error_code = code.code();
                     p
                 })
                 .collect();

@@ -14,7 +14,6 @@
 //! - A coordinator that cannot take the request: its code on every partition. Answers are
 //!   in request order.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -22,24 +21,13 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use minikafka_core::backend::Backend;
-use minikafka_core::error_code::ErrorCode;
-use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
+use minikafka_core::group::{self as core_group, GroupRequest};
 
+use super::group_offsets::CommitShape;
 use super::groups::{text, text_since};
 use super::str_bytes;
 use crate::server::groups::route;
 use crate::server::shard::ShardState;
-
-/// One partition of the answer: its index and, when known before the coordinator is asked,
-/// its error code.
-type PartitionSlot = (i32, Option<ErrorCode>);
-
-fn known_partition<B: Backend>(state: &ShardState<B>, topic: &str, partition: i32) -> bool {
-    state
-        .shared
-        .topic(topic)
-        .is_some_and(|t| (0..t.partition_count()).contains(&partition))
-}
 
 /// TxnOffsetCommit.
 pub async fn handle<B: Backend>(
@@ -48,16 +36,13 @@ pub async fn handle<B: Backend>(
     version: i16,
 ) -> TxnOffsetCommitResponse {
     let group_id = text(&request.group_id.0);
-    // The answer's shape (request order) with the codes known here; `None` = ask core.
-    let mut shape: Vec<(String, Vec<PartitionSlot>)> = Vec::new();
-    let mut topics = Vec::new();
-    for topic in &request.topics {
-        let name = text(&topic.name.0);
-        let mut partitions = Vec::new();
-        let mut slots = Vec::new();
-        for p in &topic.partitions {
-            if known_partition(state, &name, p.partition_index) {
-                partitions.push(core_group::CommitPartition {
+    let (shape, topics) = CommitShape::split(
+        state,
+        request.topics.iter().map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| core_group::CommitPartition {
                     partition: p.partition_index,
                     offset: p.committed_offset,
                     leader_epoch: if version >= 2 {
@@ -66,25 +51,12 @@ pub async fn handle<B: Backend>(
                         -1
                     },
                     metadata: p.committed_metadata.as_ref().map(text),
-                });
-                slots.push((p.partition_index, None));
-            } else {
-                slots.push((
-                    p.partition_index,
-                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
-                ));
-            }
-        }
-        if !partitions.is_empty() {
-            topics.push(core_group::CommitTopic {
-                name: name.clone(),
-                partitions,
-            });
-        }
-        shape.push((name, slots));
-    }
-    let mut decided: HashMap<(String, i32), ErrorCode> = HashMap::new();
-    let mut fallback = ErrorCode::NONE;
+                })
+                .collect();
+            (text(&topic.name.0), partitions)
+        }),
+    );
+    let mut answer = None;
     if !topics.is_empty() {
         let core_request = core_group::TxnOffsetCommitRequest {
             version,
@@ -105,43 +77,27 @@ pub async fn handle<B: Backend>(
             group_instance_id: text_since(version, 3, request.group_instance_id.as_ref()),
             topics,
         };
-        let answer = route::submit_for_group(
-            state,
-            &group_id,
-            GroupRequest::TxnOffsetCommit(core_request),
-        )
-        .await;
-        match answer {
-            Ok(GroupResponse::TxnOffsetCommit(r)) => {
-                for t in r.topics {
-                    for p in t.partitions {
-                        decided.insert((t.name.clone(), p.partition), p.error_code);
-                    }
-                }
-                fallback = ErrorCode::UNKNOWN_SERVER_ERROR;
-            }
-            Ok(_) => fallback = ErrorCode::UNKNOWN_SERVER_ERROR,
-            Err(code) => fallback = code,
-        }
+        answer = Some(
+            route::submit_for_group(
+                state,
+                &group_id,
+                GroupRequest::TxnOffsetCommit(core_request),
+            )
+            .await,
+        );
     }
     let mut response = TxnOffsetCommitResponse::default();
     response.topics = shape
+        .codes(answer)
         .into_iter()
-        .map(|(name, slots)| {
+        .map(|(name, codes)| {
             let mut topic = TxnOffsetCommitResponseTopic::default();
-            topic.partitions = slots
+            topic.partitions = codes
                 .into_iter()
                 .map(|(index, code)| {
                     let mut p = TxnOffsetCommitResponsePartition::default();
                     p.partition_index = index;
-                    p.error_code = code
-                        .unwrap_or_else(|| {
-                            decided
-                                .get(&(name.clone(), index))
-                                .copied()
-                                .unwrap_or(fallback)
-                        })
-                        .code();
+                    p.error_code = code.code();
                     p
                 })
                 .collect();

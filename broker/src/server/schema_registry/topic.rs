@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use minikafka_core::backend::Backend;
 
 use crate::config::BrokerConfig;
-use crate::log::{LogError, TopicMeta, TopicStore};
-use crate::server::shared::TOPIC_ID_KEY;
+use crate::log::LogError;
+use crate::server::internal_topic::{self, InternalTopic};
 
 /// The topic's name, as Confluent's default `kafkastore.topic`.
 pub const SCHEMAS_TOPIC: &str = "_schemas";
@@ -29,18 +29,12 @@ pub const SCHEMAS_PARTITION: i32 = 0;
 
 /// The topic-level configuration stored with `_schemas` when it is created.
 pub fn stored_overrides() -> BTreeMap<String, String> {
-    [
-        ("cleanup.policy", "compact"),
-        ("retention.ms", "-1"),
-        ("retention.bytes", "-1"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    internal_topic::stored_overrides(None)
 }
 
 /// Writes `_schemas`'s metadata file if the registry is on and the file is missing (see the
-/// module documentation). Returns whether the topic is there for the registry.
+/// module documentation and [`internal_topic::ensure_stored`]). Returns whether the topic is
+/// there for the registry.
 pub async fn ensure_stored<B: Backend>(
     backend: &B,
     config: &BrokerConfig,
@@ -48,19 +42,13 @@ pub async fn ensure_stored<B: Backend>(
     if config.schema_registry_listener.is_none() {
         return Ok(false);
     }
-    let store = TopicStore::open(backend.clone(), &config.log_dir).await?;
-    if store.load(SCHEMAS_TOPIC).await?.is_some() {
-        return Ok(true);
-    }
-    let mut stored = stored_overrides();
-    stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
-    let meta = TopicMeta {
-        name: SCHEMAS_TOPIC.to_string(),
+    let topic = InternalTopic {
+        name: SCHEMAS_TOPIC,
         partition_count: 1,
-        config: stored,
+        partitions_setting: None,
+        segment: None,
     };
-    store.save(&meta).await?;
-    tracing::info!("created the internal topic {SCHEMAS_TOPIC}");
+    internal_topic::ensure_stored(backend, &config.log_dir, &topic).await?;
     Ok(true)
 }
 

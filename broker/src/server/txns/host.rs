@@ -1,7 +1,8 @@
 //! The transaction coordinator hosts of one shard: one [`Coordinator`] per
 //! `__transaction_state` partition the shard owns, and the tasks that drive it.
 //!
-//! Contract (the shape of `groups::host`, with markers and producer ids added):
+//! Contract (the shape both coordinators share, [`crate::server::coordinator_host`], with
+//! markers and producer ids added):
 //! - Placement: coordinator `p` lives on the shard that owns `__transaction_state`
 //!   partition `p`, its only writer (I1). Requests reach it through [`super::route`].
 //! - Startup ([`TxnHosts::load`], before the partitions-open barrier, so before any shard
@@ -24,10 +25,7 @@
 //!   record is finished at the next start, I64); the timer stops.
 //! - Time: the backend's wall clock in milliseconds, read here, given to core as a value.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::{select, Either, LocalBoxFuture};
@@ -44,6 +42,7 @@ use super::state_log::{append_bytes, encode_appends, replay_log};
 use super::state_topic::TRANSACTION_STATE_TOPIC;
 use crate::config::BrokerConfig;
 use crate::log::PartitionLog;
+use crate::server::coordinator_host::{Host, HostedMachine, Hosts};
 
 /// What the hosts need from their shard: appends to `__transaction_state`, marker writes to
 /// the transaction's partitions, fresh producer ids. The shard implements it, so the two
@@ -75,9 +74,6 @@ pub struct TxnContext<B: Backend> {
     pub metrics: Rc<TxnMetrics>,
 }
 
-/// Longest the timer sleeps without looking at the coordinator's deadline again.
-const TIMER_MAX_SLEEP: Duration = Duration::from_secs(60);
-
 /// The coordinator settings from the broker's (`transaction.*` settings).
 pub fn txn_config(config: &BrokerConfig) -> TxnConfig {
     let t = &config.transactions;
@@ -100,70 +96,144 @@ fn append_error(code: ErrorCode) -> AppendError {
     }
 }
 
-/// One hosted coordinator and what its tasks share.
-pub struct TxnHost<B: Backend> {
-    context: Rc<TxnContext<B>>,
-    partition: i32,
-    coordinator: RefCell<Coordinator>,
-    waiters: RefCell<HashMap<RequestToken, futures::channel::oneshot::Sender<TxnResponse>>>,
-    next_token: Cell<u64>,
-    queue: RefCell<VecDeque<Append>>,
-    /// Fresh producer ids ready for the coordinator (I63).
-    spare_ids: RefCell<Vec<i64>>,
-    wake_writer: async_channel::Sender<()>,
-    wake_timer: async_channel::Sender<()>,
-    max_batch_bytes: usize,
+/// A transaction coordinator and the fresh producer ids ready for it (I63).
+pub struct TxnMachine {
+    coordinator: Coordinator,
+    spare_ids: Vec<i64>,
 }
 
-impl<B: Backend> TxnHost<B> {
-    /// The `__transaction_state` partition this coordinator owns.
-    pub fn partition(&self) -> i32 {
-        self.partition
+impl TxnMachine {
+    /// The coordinator.
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+}
+
+/// One hosted transaction coordinator.
+pub type TxnHost<B> = Host<B, TxnMachine>;
+
+/// The transaction coordinators one shard hosts, by `__transaction_state` partition.
+pub type TxnHosts<B> = Hosts<B, TxnMachine>;
+
+impl<B: Backend> HostedMachine<B> for TxnMachine {
+    type Token = RequestToken;
+    type Response = TxnResponse;
+    type Append = Append;
+    type Context = TxnContext<B>;
+
+    const TOPIC: &'static str = TRANSACTION_STATE_TOPIC;
+
+    fn backend(context: &TxnContext<B>) -> &B {
+        &context.backend
     }
 
+    fn stop(context: &TxnContext<B>) -> &async_channel::Receiver<()> {
+        &context.stop
+    }
+
+    fn token(n: u64) -> RequestToken {
+        RequestToken(n)
+    }
+
+    fn poll_append(&mut self) -> Option<Append> {
+        self.coordinator.poll_append()
+    }
+
+    fn poll_response(&mut self) -> Option<(RequestToken, TxnResponse)> {
+        self.coordinator.poll_response()
+    }
+
+    fn poll_timeout(&self) -> Option<i64> {
+        self.coordinator.poll_timeout().map(|(at, _)| at)
+    }
+
+    fn handle_timeout(&mut self, now: i64) {
+        self.coordinator.handle_timeout(now);
+    }
+
+    fn append_bytes(append: &Append) -> usize {
+        append_bytes(append)
+    }
+
+    fn write<'a>(
+        context: &'a TxnContext<B>,
+        partition: i32,
+        appends: &'a [Append],
+        now_ms: i64,
+    ) -> LocalBoxFuture<'a, Result<(), ErrorCode>> {
+        context
+            .io
+            .append(partition, encode_appends(appends, now_ms).into())
+    }
+
+    fn handle_appended(
+        &mut self,
+        context: &TxnContext<B>,
+        appends: &[Append],
+        result: Result<(), ErrorCode>,
+        now: i64,
+    ) {
+        let result = result.map_err(append_error);
+        for append in appends {
+            if result.is_ok() {
+                count_durable(&context.metrics, append);
+            }
+            self.coordinator.handle_appended(append.id, result, now);
+        }
+    }
+
+    /// After a timeout, a PrepareAbort polled is a transaction the coordinator aborted for
+    /// running past its timeout (the only abort a timer makes).
+    fn polled_append(context: &TxnContext<B>, append: &Append, after_timeout: bool) {
+        if after_timeout && state_of(append) == Some(TxnState::PrepareAbort) {
+            context.metrics.timed_out();
+        }
+    }
+
+    /// Marker writes, each to a task that writes and reports them.
+    fn drain_more(host: &Rc<TxnHost<B>>) {
+        loop {
+            let next = host.machine_mut().coordinator.poll_marker();
+            let Some(write) = next else { break };
+            host.context()
+                .backend
+                .spawn_local(write_markers(Rc::clone(host), write));
+        }
+    }
+}
+
+impl<B: Backend> Host<B, TxnMachine> {
     /// Hands `request` to the coordinator and waits for its answer; `None` when the shard
     /// began shutting down first.
     pub async fn submit(self: &Rc<Self>, request: TxnRequest) -> Option<TxnResponse> {
-        let context = &self.context;
         if matches!(
             request,
             TxnRequest::InitProducerId(_) | TxnRequest::EndTxn(_)
-        ) && self.spare_ids.borrow().is_empty()
+        ) && self.machine().spare_ids.is_empty()
         {
             // Awaited before the request is handed over, with no await after it: the id is
             // in the pool when the coordinator asks (I63). A failure leaves the pool empty
             // and the coordinator answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
-            match context.io.fresh_producer_id().await {
-                Ok(id) => self.spare_ids.borrow_mut().push(id),
+            match self.context().io.fresh_producer_id().await {
+                Ok(id) => self.machine_mut().spare_ids.push(id),
                 Err(code) => tracing::error!(%code, "no producer id for the coordinator"),
             }
         }
-        let token = RequestToken(self.next_token.get());
-        self.next_token.set(token.0 + 1);
-        let (tx, rx) = futures::channel::oneshot::channel();
-        self.waiters.borrow_mut().insert(token, tx);
-        let now = context.backend.wall_clock_ms();
-        {
-            let spare = &self.spare_ids;
-            let mut ids = || spare.borrow_mut().pop();
-            self.coordinator
-                .borrow_mut()
-                .handle_request(token, request, &mut ids, now);
-        }
-        self.drain(false);
-        let stop = std::pin::pin!(context.stop.recv());
-        match select(rx, stop).await {
-            Either::Left((Ok(response), _)) => Some(response),
-            _ => {
-                self.waiters.borrow_mut().remove(&token);
-                None
-            }
-        }
+        self.submit_with(|machine, token, now| {
+            let TxnMachine {
+                coordinator,
+                spare_ids,
+            } = machine;
+            let mut ids = || spare_ids.pop();
+            coordinator.handle_request(token, request, &mut ids, now);
+        })
+        .await
     }
 
     /// How many of this coordinator's transactions are open (Ongoing) now.
     pub fn ongoing(&self) -> u64 {
-        let coordinator = self.coordinator.borrow();
+        let machine = self.machine();
+        let coordinator = &machine.coordinator;
         coordinator
             .transactional_ids()
             .iter()
@@ -173,59 +243,6 @@ impl<B: Backend> TxnHost<B> {
                     .is_some_and(|v| v.state == TxnState::Ongoing)
             })
             .count() as u64
-    }
-
-    /// Drains the coordinator's outputs (see the module documentation). `after_timeout`:
-    /// the input was `handle_timeout`, so a PrepareAbort polled now is a transaction the
-    /// coordinator aborted for running past its timeout (the only abort a timer makes).
-    fn drain(self: &Rc<Self>, after_timeout: bool) {
-        let mut appended = false;
-        loop {
-            let next = self.coordinator.borrow_mut().poll_append();
-            let Some(append) = next else { break };
-            if after_timeout && state_of(&append) == Some(TxnState::PrepareAbort) {
-                self.context.metrics.timed_out();
-            }
-            self.queue.borrow_mut().push_back(append);
-            appended = true;
-        }
-        loop {
-            let next = self.coordinator.borrow_mut().poll_marker();
-            let Some(write) = next else { break };
-            self.context
-                .backend
-                .spawn_local(write_markers(Rc::clone(self), write));
-        }
-        loop {
-            let next = self.coordinator.borrow_mut().poll_response();
-            let Some((token, response)) = next else { break };
-            let waiter = self.waiters.borrow_mut().remove(&token);
-            if let Some(waiter) = waiter {
-                let _ = waiter.send(response);
-            }
-        }
-        if appended {
-            let _ = self.wake_writer.try_send(());
-        }
-        let _ = self.wake_timer.try_send(());
-    }
-
-    /// Takes the queued appends that fit one batch (at least one).
-    fn take_batch(&self) -> Vec<Append> {
-        let mut queue = self.queue.borrow_mut();
-        let mut taken = Vec::new();
-        let mut bytes = minikafka_core::record::HEADER_BYTES;
-        while let Some(next) = queue.front() {
-            let size = append_bytes(next);
-            if !taken.is_empty() && bytes + size > self.max_batch_bytes {
-                break;
-            }
-            bytes += size;
-            if let Some(append) = queue.pop_front() {
-                taken.push(append);
-            }
-        }
-        taken
     }
 }
 
@@ -246,7 +263,7 @@ fn count_durable(metrics: &TxnMetrics, append: &Append) {
 
 /// Writes one transaction's markers and reports them (see the module documentation).
 async fn write_markers<B: Backend>(host: Rc<TxnHost<B>>, write: MarkerWrite) {
-    let context = Rc::clone(&host.context);
+    let context = Rc::clone(host.context());
     let id = write.id;
     let (txn, result) = (write.transactional_id.clone(), write.result);
     let retry = {
@@ -273,116 +290,13 @@ async fn write_markers<B: Backend>(host: Rc<TxnHost<B>>, write: MarkerWrite) {
         );
     }
     let now = context.backend.wall_clock_ms();
-    host.coordinator
-        .borrow_mut()
+    host.machine_mut()
+        .coordinator
         .handle_markers_written(id, retry, now);
     host.drain(false);
 }
 
-/// Appends queued records, one batch at a time (see the module documentation).
-async fn writer<B: Backend>(host: Rc<TxnHost<B>>, wake: async_channel::Receiver<()>) {
-    let context = Rc::clone(&host.context);
-    loop {
-        if host.queue.borrow().is_empty() {
-            let woken = {
-                let wake = std::pin::pin!(wake.recv());
-                let stop = std::pin::pin!(context.stop.recv());
-                matches!(select(wake, stop).await, Either::Left((Ok(()), _)))
-            };
-            if !woken {
-                break;
-            }
-            continue;
-        }
-        if context.stop.is_closed() {
-            break;
-        }
-        let appends = host.take_batch();
-        let batch = encode_appends(&appends, context.backend.wall_clock_ms());
-        let result = context.io.append(host.partition, batch.into()).await;
-        let result = result.map_err(|code| {
-            tracing::warn!(
-                partition = host.partition,
-                %code,
-                "{TRANSACTION_STATE_TOPIC} append failed; its answers get an error"
-            );
-            append_error(code)
-        });
-        let now = context.backend.wall_clock_ms();
-        {
-            let mut coordinator = host.coordinator.borrow_mut();
-            for append in &appends {
-                if result.is_ok() {
-                    count_durable(&context.metrics, append);
-                }
-                coordinator.handle_appended(append.id, result, now);
-            }
-        }
-        host.drain(false);
-    }
-    tracing::debug!(partition = host.partition, "transaction writer stopped");
-}
-
-/// Fires the coordinator's deadlines: aborting timed-out transactions, expiring ids,
-/// retrying markers (see the module documentation).
-async fn timer<B: Backend>(host: Rc<TxnHost<B>>, wake: async_channel::Receiver<()>) {
-    let context = Rc::clone(&host.context);
-    loop {
-        let deadline = host.coordinator.borrow().poll_timeout().map(|(at, _)| at);
-        let now = context.backend.wall_clock_ms();
-        if deadline.is_some_and(|at| at <= now) {
-            host.coordinator.borrow_mut().handle_timeout(now);
-            host.drain(true);
-            continue;
-        }
-        let sleep_for = deadline.map_or(TIMER_MAX_SLEEP, |at| {
-            Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(TIMER_MAX_SLEEP)
-        });
-        let go_on = {
-            let sleep = std::pin::pin!(context.backend.sleep(sleep_for));
-            let wake = std::pin::pin!(wake.recv());
-            let stop = std::pin::pin!(context.stop.recv());
-            match select(select(sleep, wake), stop).await {
-                Either::Left((Either::Left(_), _)) => true,
-                Either::Left((Either::Right((woken, _)), _)) => woken.is_ok(),
-                Either::Right(_) => false,
-            }
-        };
-        if !go_on {
-            break;
-        }
-    }
-}
-
-/// The transaction coordinators one shard hosts, by `__transaction_state` partition.
-pub struct TxnHosts<B: Backend> {
-    hosts: RefCell<BTreeMap<i32, Rc<TxnHost<B>>>>,
-}
-
-impl<B: Backend> Default for TxnHosts<B> {
-    fn default() -> Self {
-        TxnHosts {
-            hosts: RefCell::new(BTreeMap::new()),
-        }
-    }
-}
-
-impl<B: Backend> TxnHosts<B> {
-    /// No coordinators yet ([`TxnHosts::load`] creates them).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The coordinator of `__transaction_state` partition `partition`, if this shard hosts it.
-    pub fn get(&self, partition: i32) -> Option<Rc<TxnHost<B>>> {
-        self.hosts.borrow().get(&partition).cloned()
-    }
-
-    /// Every hosted coordinator.
-    pub fn all(&self) -> Vec<Rc<TxnHost<B>>> {
-        self.hosts.borrow().values().cloned().collect()
-    }
-
+impl<B: Backend> Hosts<B, TxnMachine> {
     /// Replays and starts a coordinator for each `(partition, log)` of `logs` (see the
     /// module documentation). Returns how many it started.
     pub async fn load(
@@ -409,29 +323,12 @@ impl<B: Backend> TxnHosts<B> {
                 );
             }
             coordinator.handle_loaded(context.backend.wall_clock_ms());
-            let (wake_writer, writer_wake) = async_channel::bounded(1);
-            let (wake_timer, timer_wake) = async_channel::bounded(1);
-            let host = Rc::new(TxnHost {
-                context: Rc::clone(&context),
-                partition,
-                coordinator: RefCell::new(coordinator),
-                waiters: RefCell::new(HashMap::new()),
-                next_token: Cell::new(0),
-                queue: RefCell::new(VecDeque::new()),
-                spare_ids: RefCell::new(Vec::new()),
-                wake_writer,
-                wake_timer,
-                max_batch_bytes: log.config().max_batch_bytes,
-            });
-            // Markers of transactions found prepared start here (I64).
-            host.drain(false);
-            context
-                .backend
-                .spawn_local(writer(Rc::clone(&host), writer_wake));
-            context
-                .backend
-                .spawn_local(timer(Rc::clone(&host), timer_wake));
-            self.hosts.borrow_mut().insert(partition, host);
+            let machine = TxnMachine {
+                coordinator,
+                spare_ids: Vec::new(),
+            };
+            // Markers of transactions found prepared start here, at the first drain (I64).
+            self.start(&context, partition, machine, log.config().max_batch_bytes);
             loaded += 1;
         }
         Ok(loaded)

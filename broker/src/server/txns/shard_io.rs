@@ -75,19 +75,7 @@ impl<B: Backend> TxnIo for ShardTxnIo<B> {
 /// Replays and starts the transaction coordinators of the `__transaction_state` partitions
 /// `state` owns (all open by now). Returns how many it started.
 pub async fn load<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
-    let Some(topic) = state.shared.topic(TRANSACTION_STATE_TOPIC) else {
-        return Err(format!("{TRANSACTION_STATE_TOPIC} is missing"));
-    };
-    let mut logs = Vec::new();
-    for partition in 0..topic.partition_count() {
-        if state.owner(TRANSACTION_STATE_TOPIC, partition) != state.shard {
-            continue;
-        }
-        let Some(owned) = state.owned(&state_key(partition)) else {
-            return Err(format!("{TRANSACTION_STATE_TOPIC}-{partition} is not open"));
-        };
-        logs.push((partition, owned.log));
-    }
+    let logs = state.owned_logs_of(TRANSACTION_STATE_TOPIC)?;
     let context = Rc::new(TxnContext {
         backend: state.backend.clone(),
         stop: state.stop.clone(),

@@ -18,61 +18,35 @@ use std::collections::BTreeMap;
 use minikafka_core::backend::Backend;
 
 use crate::config::BrokerConfig;
-use crate::log::{LogError, TopicMeta, TopicStore};
-use crate::server::shared::TOPIC_ID_KEY;
+use crate::log::LogError;
+use crate::server::internal_topic::{self, InternalTopic};
 
 /// The internal topic's name, as in Kafka.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 /// The topic-level configuration stored with `__transaction_state` when it is created.
 pub fn stored_overrides(segment_bytes: u64, segment_ms: i64) -> BTreeMap<String, String> {
-    [
-        ("cleanup.policy", "compact".to_string()),
-        ("retention.ms", "-1".to_string()),
-        ("retention.bytes", "-1".to_string()),
-        ("segment.bytes", segment_bytes.to_string()),
-        ("segment.ms", segment_ms.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    internal_topic::stored_overrides(Some((segment_bytes, segment_ms)))
 }
 
 /// Writes `__transaction_state`'s metadata file if it is missing (see the module
-/// documentation). Returns the partition count the topic has.
+/// documentation and [`internal_topic::ensure_stored`]). Returns the partition count the
+/// topic has.
 pub async fn ensure_stored<B: Backend>(
     backend: &B,
     config: &BrokerConfig,
 ) -> Result<i32, LogError> {
     let settings = &config.transactions;
-    let store = TopicStore::open(backend.clone(), &config.log_dir).await?;
-    if let Some(meta) = store.load(TRANSACTION_STATE_TOPIC).await? {
-        if meta.partition_count != settings.state_log_num_partitions {
-            tracing::warn!(
-                partitions = meta.partition_count,
-                setting = settings.state_log_num_partitions,
-                "{TRANSACTION_STATE_TOPIC} keeps its partition count; \
-                 transaction.state.log.num.partitions applies only when it is created"
-            );
-        }
-        return Ok(meta.partition_count);
-    }
-    let mut stored = stored_overrides(
-        settings.state_log_segment_bytes,
-        settings.state_log_segment_ms,
-    );
-    stored.insert(TOPIC_ID_KEY.to_string(), uuid::Uuid::new_v4().to_string());
-    let meta = TopicMeta {
-        name: TRANSACTION_STATE_TOPIC.to_string(),
+    let topic = InternalTopic {
+        name: TRANSACTION_STATE_TOPIC,
         partition_count: settings.state_log_num_partitions,
-        config: stored,
+        partitions_setting: Some("transaction.state.log.num.partitions"),
+        segment: Some((
+            settings.state_log_segment_bytes,
+            settings.state_log_segment_ms,
+        )),
     };
-    store.save(&meta).await?;
-    tracing::info!(
-        partitions = meta.partition_count,
-        "created the internal topic {TRANSACTION_STATE_TOPIC}"
-    );
-    Ok(meta.partition_count)
+    internal_topic::ensure_stored(backend, &config.log_dir, &topic).await
 }
 
 #[cfg(test)]
