@@ -72,6 +72,7 @@ KILL_JITTER_S = 0.05
 IDLE_KILL_S = 5
 STALL_LIMIT_S = 3 * PROGRESS_LIMIT_S
 DOWN_JITTER_S = 0.2
+LONG_DOWN_SHARE = 0.1
 
 OUT_VALUE = re.compile(rb"^T\((.*)\)\|t(\d+)$")
 
@@ -172,13 +173,16 @@ Broker.terminate = terminate
 class App:
     """The consume-transform-produce application (runs in the caller's thread)."""
 
-    def __init__(self, bootstrap, commit_every, log, verbose=False):
+    def __init__(self, bootstrap, commit_every, log, verbose=False, rng=None, abort_share=0.0):
         from confluent_kafka import Consumer
 
         self.bootstrap = bootstrap
         self.commit_every = commit_every
         self.log = log
         self.verbose = verbose
+        self.rng = rng or random.Random(0)
+        self.abort_share = abort_share
+        self.chosen_aborts = 0
         self.txns = {}  # number -> (outcome, [input values])
         self.next_txn = 0
         self.committed_txns = 0  # read by the controller thread
@@ -325,6 +329,16 @@ class App:
                 err = self.retrying("send_offsets_to_transaction", lambda: producer.send_offsets_to_transaction(
                     self.consumer.position(self.consumer.assignment()),
                     self.consumer.consumer_group_metadata(), CALL_TIMEOUT_S))
+        if err is None and self.rng.random() < self.abort_share:
+            # The application's own failure (a bad record, a downstream refusal): abort after
+            # the output and the offsets were sent, rewind, and do the batch again.
+            err = self.retrying("abort_transaction", lambda: producer.abort_transaction(CALL_TIMEOUT_S))
+            if err is None:
+                self.txns[txn] = ("aborted", sources)
+                self.aborted_txns += 1
+                self.chosen_aborts += 1
+                self.rewind()
+                return len(batch)
         if err is None:
             err = self.retrying("commit_transaction", lambda: producer.commit_transaction(CALL_TIMEOUT_S))
             if err is None:
@@ -463,6 +477,7 @@ def run(args):
     stop = threading.Event()
     controller_error = []
     idle_kills = [0]
+    long_downs = [0]
     lock = threading.Lock()
 
     def log(line):
@@ -474,13 +489,20 @@ def run(args):
         ready_times.append(broker.start())
         inputs, ends = fill_input(broker.bootstrap, args.records, args.partitions, args.keys)
         log(f"  input filled: {args.records} records, end offsets {[ends[p] for p in range(args.partitions)]}")
-        app = App(broker.bootstrap, args.commit_every, log, args.verbose)
+        app = App(broker.bootstrap, args.commit_every, log, args.verbose,
+                  random.Random(rng.random()), args.abort_share)
 
         def controller():
             try:
                 for cycle in range(args.cycles):
                     if cycle > 0:
-                        time.sleep(rng.uniform(0, DOWN_JITTER_S))
+                        if rng.random() < LONG_DOWN_SHARE:
+                            # Down past the application's call timeout: its calls fail
+                            # (retriable) and are retried, or its transaction is aborted.
+                            long_downs[0] += 1
+                            time.sleep(rng.uniform(2, CALL_TIMEOUT_S + 2))
+                        else:
+                            time.sleep(rng.uniform(0, DOWN_JITTER_S))
                         ready_times.append(broker.start())
                     target = app.committed_txns + rng.randint(0, args.txns_per_cycle)
                     jitter = rng.uniform(0, KILL_JITTER_S)
@@ -557,14 +579,14 @@ def run(args):
     problems = check(inputs, app.txns, output, committed, ends)
     duration = time.monotonic() - began
     print(f"application: {app.next_txn} transactions begun: {app.committed_txns} committed (acknowledged), "
-          f"{app.aborted_txns} aborted, {app.unknown_txns} of unknown outcome (fatal error, new producer); "
+          f"{app.aborted_txns} aborted ({app.chosen_aborts} by choice), {app.unknown_txns} of unknown outcome (fatal error, new producer); "
           f"{app.producers_made} producers (init_transactions); {app.rewinds} rewinds; {app.retries} retried calls")
     print(f"output: {len(output)} records read committed of {len(everything)} stored "
           f"(high watermarks {[highs[p] for p in range(args.partitions)]}, markers included); "
           f"group committed offsets {[committed.get(p, -1) for p in range(args.partitions)]}, "
           f"input ends {[ends[p] for p in range(args.partitions)]}")
     print(f"broker starts: {broker.starts} ({args.cycles} {'SIGTERM' if args.stop == 'term' else 'kill -9'}, {idle_kills[0]} of them with the application "
-          f"idle {IDLE_KILL_S} s); restart to ready: {summary(ready_times)}; "
+          f"idle {IDLE_KILL_S} s; {long_downs[0]} restarts after 2 to {CALL_TIMEOUT_S + 2} s down); restart to ready: {summary(ready_times)}; "
           f"{duration:.0f} s in all")
     if problems:
         print(f"FAIL: {len(problems)} problems (broker log: {broker.log_path}); first 20:")
@@ -590,6 +612,8 @@ def main():
     parser.add_argument("--seed", type=int, default=None, help="RNG seed (default: random, printed)")
     parser.add_argument("--broker", choices=("minikafka", "kfake"), default="minikafka",
                         help="the broker under test (kfake: the peer, -data-dir -sync)")
+    parser.add_argument("--abort-share", type=float, default=0.1,
+                        help="share of transactions the application aborts itself and redoes (default 0.1)")
     parser.add_argument("--stop", choices=("kill", "term"), default="kill",
                         help="how each cycle stops the broker: SIGKILL (default) or SIGTERM (a clean "
                              "stop: checks the harness on a broker that keeps state only at a clean stop)")
