@@ -3,8 +3,9 @@ and ``sendOffsets`` inside a transaction (the group's offset moves on commit, no
 
 ``kafkajs/transactions.js`` drives kafkajs 2.2.4 (``kafkajs/package.json``; ``run.sh``
 installs it with npm when ``node`` is there) and prints what it saw; this test asserts on it.
-Validated on kfake first (``INTEROP_BROKER=kfake bash run.sh -k kafkajs``), then minikafka.
-Skipped, saying why, where ``node`` is not installed.
+Validated on kfake first (``INTEROP_BROKER=kfake bash run.sh -k kafkajs``: passed), then on
+minikafka (``MINIKAFKA_BIN=target/debug/minikafka bash run.sh -k kafkajs``: passed, about 6 s;
+node 20.20, 2026-12-02). Skipped, saying why, where ``node`` is not installed.
 """
 
 import json

@@ -18,28 +18,33 @@ retriable error (a timeout while the broker is down) retries the same call; an a
 aborts the transaction and rewinds the consumer to the group's committed offsets; a fatal
 one (fenced, or the producer's state lost) closes the producer, makes a new one with the same
 ``transactional.id`` and ``init_transactions`` (which fences the old one and aborts its open
-transaction), then rewinds. Every transaction's outcome as the application saw it is kept:
-committed (``commit_transaction`` returned), aborted (``abort_transaction`` returned) or
-unknown (a fatal error or a new producer came first).
+transaction), then rewinds. It also aborts ``--abort-share`` of its transactions itself
+(seeded), after the output and the offsets were sent, and redoes them: aborted records are
+in the output topic throughout, for the kills to land among. Every transaction's outcome as
+the application saw it is kept: committed (``commit_transaction`` returned), aborted
+(``abort_transaction`` returned) or unknown (a fatal error or a new producer came first).
 
 A controller thread kills the broker ``--cycles`` times: each cycle starts the broker (same
 port and data directory), waits until the application has committed a random number (0 to
 ``--txns-per-cycle``, seeded) of transactions since this start, waits a random 0–50 ms more
 (so the kill lands before, inside or after ``send_offsets``/``EndTxn`` and its markers),
-sends SIGKILL, and waits a random 0–200 ms before the next start. Afterwards the broker
-starts once more and the application runs until the group's committed offsets (OffsetFetch,
-stable) equal the input's end offsets.
+sends SIGKILL, and waits a random 0–200 ms before the next start (one restart in ten: 2 to
+12 s, past the application's 10 s call timeout). Should the input run out (no record for
+5 s), the kill comes anyway. Afterwards the broker starts once more and the application runs
+until the group's committed offsets (OffsetFetch, stable) equal the input's end offsets.
 
 Then :func:`check` compares the ``read_committed`` output (read from offset 0 to the end by
 a fresh consumer) with the input and the outcomes: every input record appears exactly once,
 transformed and in its input's partition; no record of a transaction the application saw
 aborted is visible; a transaction seen committed is visible whole, and any visible
-transaction is visible whole (all or nothing); nothing unknown is visible; and the group's
-committed offsets equal the input's end offsets.
+transaction (an unknown one included) is visible whole (all or nothing); nothing that no
+transaction wrote is visible; and the group's committed offsets equal the input's end offsets.
 
 The kill points come from one seeded RNG (``--seed`` replays the schedule; what is in flight at
 a kill still depends on timing). Exit status 0: every check passed; 1: one failed (printed);
-2: a usage or setup error.
+2: a usage or setup error. A call that hangs past 360 s ends the run with every thread's
+stack (``kill -USR1`` prints them any time); ``TXN_CRASH_DEBUG=eos,protocol`` turns on the
+producer's librdkafka debug log.
 """
 
 import argparse
