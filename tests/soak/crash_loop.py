@@ -146,6 +146,15 @@ class Broker:
         if self.proc is not None:
             self.proc.wait(timeout=30)
 
+    def terminate(self):
+        """SIGTERM (a clean stop: txn_crash_loop.py's --stop term) and reap; SIGKILL after 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 

@@ -54,7 +54,6 @@ import pathlib
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -160,19 +159,6 @@ class KfakeBroker(Broker):
         runner = os.environ.get("KFAKE_BIN", str(REPO.parent / "shared" / "peers" / "kfake" / "kfake-runner"))
         return [runner, "-port", str(self.port), "-data-dir", str(self.data_dir), "-sync",
                 "-partitions", str(self.partitions)]
-
-
-def terminate(self):
-    """SIGTERM (a clean stop, for --stop term) and reap; SIGKILL after 30 s."""
-    if self.proc is not None and self.proc.poll() is None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-Broker.terminate = terminate
 
 
 class App:
