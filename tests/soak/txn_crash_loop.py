@@ -150,6 +150,15 @@ def check(inputs, txns, output, committed, ends):
     return problems
 
 
+class TxnBroker(Broker):
+    """minikafka as the crash loop runs it, checking for timed-out transactions every second
+    (Kafka's 10 s would outlast most cycles)."""
+
+    def command(self):
+        return super().command() + [
+            "--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000"]
+
+
 class KfakeBroker(Broker):
     """The peer kfake on the same port and data directory (``-sync``: fsync every write)."""
 
@@ -164,7 +173,8 @@ class KfakeBroker(Broker):
 class App:
     """The consume-transform-produce application (runs in the caller's thread)."""
 
-    def __init__(self, bootstrap, commit_every, log, verbose=False, rng=None, abort_share=0.0):
+    def __init__(self, bootstrap, commit_every, log, verbose=False, rng=None, abort_share=0.0,
+                 txn_timeout_ms=60000):
         from confluent_kafka import Consumer
 
         self.bootstrap = bootstrap
@@ -173,6 +183,7 @@ class App:
         self.verbose = verbose
         self.rng = rng or random.Random(0)
         self.abort_share = abort_share
+        self.txn_timeout_ms = txn_timeout_ms
         self.chosen_aborts = 0
         self.txns = {}  # number -> (outcome, [input values])
         self.next_txn = 0
@@ -212,6 +223,11 @@ class App:
         producer = Producer({
             "bootstrap.servers": self.bootstrap,
             "transactional.id": TXN_ID,
+            # Shorter than the longest downtime: a transaction open across it is aborted by
+            # the coordinator after the restart (with an epoch bump), which the application
+            # meets as an abortable or fatal error.
+            "transaction.timeout.ms": self.txn_timeout_ms,
+            "message.timeout.ms": self.txn_timeout_ms,
             "linger.ms": 5,
             "reconnect.backoff.ms": 10,
             "reconnect.backoff.max.ms": 100,
@@ -462,7 +478,7 @@ def run(args):
           f"stop by {'SIGTERM' if args.stop == 'term' else 'SIGKILL'}", flush=True)
     rng = random.Random(seed)
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-txn-crash-loop-"))
-    broker = (KfakeBroker if args.broker == "kfake" else Broker)(workdir, args.partitions, args.start_limit_s)
+    broker = (KfakeBroker if args.broker == "kfake" else TxnBroker)(workdir, args.partitions, args.start_limit_s)
     ready_times = []
     began = time.monotonic()
     stop = threading.Event()
@@ -481,7 +497,7 @@ def run(args):
         inputs, ends = fill_input(broker.bootstrap, args.records, args.partitions, args.keys)
         log(f"  input filled: {args.records} records, end offsets {[ends[p] for p in range(args.partitions)]}")
         app = App(broker.bootstrap, args.commit_every, log, args.verbose,
-                  random.Random(rng.random()), args.abort_share)
+                  random.Random(rng.random()), args.abort_share, args.txn_timeout_ms)
 
         def controller():
             try:
@@ -605,6 +621,9 @@ def main():
                         help="the broker under test (kfake: the peer, -data-dir -sync)")
     parser.add_argument("--abort-share", type=float, default=0.1,
                         help="share of transactions the application aborts itself and redoes (default 0.1)")
+    parser.add_argument("--txn-timeout-ms", type=int, default=8000,
+                        help="the producer's transaction.timeout.ms (default 8000: shorter than the "
+                             "longest downtime, so some transactions time out across a restart)")
     parser.add_argument("--stop", choices=("kill", "term"), default="kill",
                         help="how each cycle stops the broker: SIGKILL (default) or SIGTERM (a clean "
                              "stop: checks the harness on a broker that keeps state only at a clean stop)")
