@@ -20,7 +20,10 @@ one (fenced, or the producer's state lost) closes the producer, makes a new one 
 ``transactional.id`` and ``init_transactions`` (which fences the old one and aborts its open
 transaction), then rewinds. It also aborts ``--abort-share`` of its transactions itself
 (seeded), after the output and the offsets were sent, and redoes them: aborted records are
-in the output topic throughout, for the kills to land among. Every transaction's outcome as
+in the output topic throughout, for the kills to land among. Its ``transaction.timeout.ms`` is
+8 s (``--txn-timeout-ms``) and the broker looks for timed-out transactions every second, so a
+transaction left open across a long downtime may be aborted by the coordinator after the
+restart, which the application meets as an abortable or fatal error. Every transaction's outcome as
 the application saw it is kept: committed (``commit_transaction`` returned), aborted
 (``abort_transaction`` returned) or unknown (a fatal error or a new producer came first).
 
