@@ -177,7 +177,7 @@ class App:
     """The consume-transform-produce application (runs in the caller's thread)."""
 
     def __init__(self, bootstrap, commit_every, log, verbose=False, rng=None, abort_share=0.0,
-                 txn_timeout_ms=60000):
+                 txn_timeout_ms=60000, stall_share=0.0):
         from confluent_kafka import Consumer
 
         self.bootstrap = bootstrap
@@ -187,6 +187,8 @@ class App:
         self.rng = rng or random.Random(0)
         self.abort_share = abort_share
         self.txn_timeout_ms = txn_timeout_ms
+        self.stall_share = stall_share
+        self.stalls = 0
         self.chosen_aborts = 0
         self.txns = {}  # number -> (outcome, [input values])
         self.next_txn = 0
@@ -325,6 +327,12 @@ class App:
                         break
                     except BufferError:
                         producer.poll(0.01)
+            if self.rng.random() < self.stall_share:
+                # A stall past transaction.timeout.ms (a slow record, a GC pause): the
+                # coordinator aborts the transaction and bumps the epoch meanwhile.
+                self.stalls += 1
+                producer.flush(CALL_TIMEOUT_S)
+                time.sleep(self.txn_timeout_ms / 1000 + 2)
             positions = self.consumer.position(self.consumer.assignment())
             producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
                                                  CALL_TIMEOUT_S)
@@ -500,7 +508,7 @@ def run(args):
         inputs, ends = fill_input(broker.bootstrap, args.records, args.partitions, args.keys)
         log(f"  input filled: {args.records} records, end offsets {[ends[p] for p in range(args.partitions)]}")
         app = App(broker.bootstrap, args.commit_every, log, args.verbose,
-                  random.Random(rng.random()), args.abort_share, args.txn_timeout_ms)
+                  random.Random(rng.random()), args.abort_share, args.txn_timeout_ms, args.stall_share)
 
         def controller():
             try:
@@ -590,7 +598,8 @@ def run(args):
     duration = time.monotonic() - began
     print(f"application: {app.next_txn} transactions begun: {app.committed_txns} committed (acknowledged), "
           f"{app.aborted_txns} aborted ({app.chosen_aborts} by choice), {app.unknown_txns} of unknown outcome (fatal error, new producer); "
-          f"{app.producers_made} producers (init_transactions); {app.rewinds} rewinds; {app.retries} retried calls")
+          f"{app.producers_made} producers (init_transactions); {app.rewinds} rewinds; {app.retries} retried calls; "
+          f"{app.stalls} stalls past the transaction timeout")
     print(f"output: {len(output)} records read committed of {len(everything)} stored "
           f"(high watermarks {[highs[p] for p in range(args.partitions)]}, markers included); "
           f"group committed offsets {[committed.get(p, -1) for p in range(args.partitions)]}, "
@@ -627,6 +636,9 @@ def main():
     parser.add_argument("--txn-timeout-ms", type=int, default=8000,
                         help="the producer's transaction.timeout.ms (default 8000: shorter than the "
                              "longest downtime, so some transactions time out across a restart)")
+    parser.add_argument("--stall-share", type=float, default=0.01,
+                        help="share of transactions in which the application stalls past its "
+                             "transaction timeout (default 0.01)")
     parser.add_argument("--stop", choices=("kill", "term"), default="kill",
                         help="how each cycle stops the broker: SIGKILL (default) or SIGTERM (a clean "
                              "stop: checks the harness on a broker that keeps state only at a clean stop)")
