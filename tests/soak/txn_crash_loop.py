@@ -23,7 +23,10 @@ transaction), then rewinds. It also aborts ``--abort-share`` of its transactions
 in the output topic throughout, for the kills to land among. Its ``transaction.timeout.ms`` is
 8 s (``--txn-timeout-ms``) and the broker looks for timed-out transactions every second, so a
 transaction left open across a long downtime may be aborted by the coordinator after the
-restart, which the application meets as an abortable or fatal error. Every transaction's outcome as
+restart, which the application meets as an abortable or fatal error; and in ``--stall-share``
+(1 %) of its transactions the application stalls 10 s, past that timeout, before sending its
+offsets, so the coordinator aborts the transaction and fences it (a new producer follows).
+Every transaction's outcome as
 the application saw it is kept: committed (``commit_transaction`` returned), aborted
 (``abort_transaction`` returned) or unknown (a fatal error or a new producer came first).
 
