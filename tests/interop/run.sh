@@ -2,9 +2,9 @@
 # Runs the Python/kcat interop suite against the minikafka binary (or, with
 # INTEROP_BROKER=kfake, against the peer broker kfake: see conftest.py).
 #
-# Installs what is missing (kcat via apt; kafka-python, confluent-kafka, aiokafka and pytest
-# via pip), builds `minikafka` in release mode unless MINIKAFKA_BIN names a binary (or kfake
-# is the broker under test), then runs pytest (the fixtures in conftest.py start and stop the
+# Installs what is missing (kcat via apt; kafka-python, confluent-kafka, aiokafka, pytest and
+# faust-streaming via pip; kafkajs via npm where node is installed), builds `minikafka` in release mode unless
+# MINIKAFKA_BIN names a binary (or kfake is the broker under test), then runs pytest (the fixtures in conftest.py start and stop the
 # broker). Extra arguments go to pytest. Exits non-zero when anything fails.
 set -euo pipefail
 
@@ -21,11 +21,18 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 python="${PYTHON:-python3}"
-# confluent-kafka's extras bring the schema registry serializers (test_schema_registry.py).
-if ! "$python" -c 'import kafka, confluent_kafka, aiokafka, pytest
+# confluent-kafka's extras bring the schema registry serializers (test_schema_registry.py);
+# faust-streaming is the stream processor of test_frameworks.py.
+if ! "$python" -c 'import kafka, confluent_kafka, aiokafka, pytest, faust
 import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema
 import confluent_kafka.schema_registry.protobuf' >/dev/null 2>&1; then
-    "$python" -m pip install kafka-python 'confluent-kafka[avro,json,protobuf]' aiokafka pytest
+    "$python" -m pip install kafka-python 'confluent-kafka[avro,json,protobuf]' aiokafka pytest faust-streaming
+fi
+
+# kafkajs for test_kafkajs.py (skipped where node is not installed), at the version its
+# package-lock.json pins.
+if command -v npm >/dev/null 2>&1 && [ ! -d "$here/kafkajs/node_modules/kafkajs" ]; then
+    npm ci --prefix "$here/kafkajs" --no-audit --no-fund
 fi
 
 if [ "${INTEROP_BROKER:-minikafka}" != kfake ]; then

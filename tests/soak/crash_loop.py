@@ -72,10 +72,13 @@ class Broker:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self):
-        """Starts the broker and returns the seconds until it was ready."""
-        self.starts += 1
-        args = [
+    # What the broker prints once its listener is bound.
+    ready_marker = "listening on"
+
+    def command(self):
+        """The broker's command line (a subclass may run another broker on the same port and
+        data directory: txn_crash_loop.py's kfake)."""
+        return [
             binary(),
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data_dir}",
@@ -87,6 +90,11 @@ class Broker:
             # would outlast most cycles.
             "--override", "group.initial.rebalance.delay.ms=0",
         ]
+
+    def start(self):
+        """Starts the broker and returns the seconds until it was ready."""
+        self.starts += 1
+        args = self.command()
         log = open(self.log_path, "ab")
         log.write(f"\n----- start {self.starts} -----\n".encode())
         log.flush()
@@ -97,7 +105,7 @@ class Broker:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited during start {self.starts} with {self.proc.returncode}:\n{self.tail()}")
-            if "listening on" in self.output().rsplit(mark, 1)[-1]:
+            if self.ready_marker in self.output().rsplit(mark, 1)[-1]:
                 try:
                     socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                     return time.monotonic() - began
@@ -137,6 +145,15 @@ class Broker:
             self.proc.send_signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait(timeout=30)
+
+    def terminate(self):
+        """SIGTERM (a clean stop: txn_crash_loop.py's --stop term) and reap; SIGKILL after 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
