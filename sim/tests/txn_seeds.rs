@@ -123,3 +123,12 @@ fn lso_ignoring_an_ongoing_transaction_is_caught() {
 fn regression_marker_to_a_partition_not_yet_open() {
     run_seed(18, &txn_options()).expect("regression seed");
 }
+
+/// Open (RELIABILITY.md § Transactions in the simulator): seed 800881 shows an aborted
+/// transaction (`tx-0-i2-n6`, `txns` 0 offsets 86–88) to read_committed after a restart while
+/// the next aborted one of the same producer stays hidden. Ignored until traced and fixed.
+#[test]
+#[ignore = "open: an aborted transaction visible after a restart (seed 800881), not yet traced"]
+fn regression_open_aborted_txn_visible_after_restart() {
+    run_seed(800881, &txn_options()).expect("seed 800881");
+}
