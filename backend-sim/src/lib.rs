@@ -71,6 +71,14 @@ pub fn crash_now() {
     with_world(|w| w.crash_requested = true);
 }
 
+/// Requests a crash ([`crash_now`]) right after the `count`-th successful `sync_data` from
+/// now, whichever file it syncs: a workload's way to crash at a chosen step of a protocol
+/// that makes several writes durable in turn (a transaction's PrepareCommit record, then
+/// its markers, then its Complete record). The count is forgotten when the run ends.
+pub fn crash_after_syncs(count: u32) {
+    with_world(|w| w.crash_after_syncs = Some(count.max(1)));
+}
+
 /// Queues `task` to run beside the shards of the next `run_shards` on this thread, on a
 /// backend with shard id [`CLIENT_SHARD`]. It is dropped when the run ends.
 pub fn spawn_beside_shards<F, Fut>(task: F)
@@ -98,6 +106,13 @@ pub fn stats() -> SimStats {
 /// exactly when they replayed the same events.
 pub fn trace_hash() -> u64 {
     with_world(|w| w.trace)
+}
+
+/// Lets the other ready tasks run (each that the seeded scheduler picks before this one)
+/// before the caller continues: a workload's way to act "a few steps later", e.g. crash the
+/// broker partway through a commit.
+pub async fn yield_now() {
+    YieldNow(false).await;
 }
 
 /// The virtual time now.
@@ -282,7 +297,16 @@ impl BackendFile for SimFile {
             if w.config.broken_sync_data {
                 return Ok(());
             }
-            w.disk.sync_data(self.ino)
+            w.disk.sync_data(self.ino)?;
+            if let Some(left) = w.crash_after_syncs {
+                if left <= 1 {
+                    w.crash_after_syncs = None;
+                    w.crash_requested = true;
+                } else {
+                    w.crash_after_syncs = Some(left - 1);
+                }
+            }
+            Ok(())
         })
     }
 
@@ -478,6 +502,7 @@ impl Backend for SimBackend {
             executor.spawn(task(SimBackend::new(CLIENT_SHARD)));
         }
         let outcome = executor.run(|| remaining.get() == 0);
+        with_world(|w| w.crash_after_syncs = None);
         drop(guard); // drops every task (and so every file handle and stream)
         let stale_timers = with_world(|w| w.clear_timers());
         drop(stale_timers);

@@ -121,6 +121,9 @@ pub(crate) struct World {
     pub(crate) stats: SimStats,
     /// Set by [`crate::crash_now`]; the executor stops at the end of the current poll.
     pub(crate) crash_requested: bool,
+    /// Set by [`crate::crash_after_syncs`]: successful `sync_data` calls left before a crash
+    /// is requested. Disarmed when a run ends.
+    pub(crate) crash_after_syncs: Option<u32>,
     /// Bumped by every crash: handles from before it are dead.
     pub(crate) epoch: u64,
     /// Paths of the segments a bit flip hit, oldest first.
@@ -141,6 +144,7 @@ impl World {
             disk: Disk::default(),
             stats: SimStats::default(),
             crash_requested: false,
+            crash_after_syncs: None,
             epoch: 0,
             flipped: Vec::new(),
             trace: 0xCBF2_9CE4_8422_2325, // the FNV-1a offset basis

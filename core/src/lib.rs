@@ -50,6 +50,8 @@
 //!   (KIP-467's per-record errors).
 //! - [`authorized_operations`]: KIP-430's authorized-operations bitfields, as a broker
 //!   without an authorizer answers them.
+//! - `mutants` (feature `sim-mutants`, the simulator's only): deliberately broken variants of
+//!   the transaction logic that the simulator's model check must catch.
 //!
 //! Invariants (I1, I2, …) are numbered in `docs/DESIGN.md` and cited where they are enforced.
 #![warn(missing_docs)]
@@ -66,6 +68,8 @@ pub mod fetch;
 pub mod field_codec;
 pub mod group;
 pub mod index;
+#[cfg(feature = "sim-mutants")]
+pub mod mutants;
 pub mod partition;
 pub mod producer;
 pub mod quota;

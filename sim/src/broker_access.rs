@@ -26,6 +26,17 @@ pub const TOPICS: [TopicSpec; 3] = [
     ),
 ];
 
+/// The topic only transactional producers write (`txns`), created when a run has them
+/// (`SimOptions::txn_producers`), so runs without them keep their schedules.
+pub const TXN_TOPIC: TopicSpec = ("txns", 3, &[]);
+
+/// The partitions of [`TXN_TOPIC`].
+pub(crate) fn txn_partitions() -> Vec<TopicPartition> {
+    (0..TXN_TOPIC.1)
+        .map(|p| (TXN_TOPIC.0.to_string(), p))
+        .collect()
+}
+
 /// The topic under retention.
 pub const RETAINED_TOPIC: &str = "logs";
 

@@ -15,6 +15,8 @@
 mod broker_access;
 mod groups;
 pub mod model;
+pub mod txn_model;
+mod txns;
 mod workload;
 
 use std::cell::RefCell;
@@ -29,6 +31,7 @@ use minikafka_broker::config::BrokerConfig;
 use minikafka_broker::log::FlushPolicy;
 use minikafka_broker::server::{self, CLEAN_SHUTDOWN_MARKER, CLUSTER_ID_FILE};
 
+pub use minikafka_core::mutants::Mutant;
 use model::Model;
 
 /// What to simulate.
@@ -48,6 +51,12 @@ pub struct SimOptions {
     pub broken_sync_data: bool,
     /// The deliberately broken disk: `sync_dir` succeeds without making anything durable.
     pub broken_sync_dir: bool,
+    /// Transactional producers per incarnation (each with its own `transactional.id`, kept
+    /// across incarnations), plus a read_committed reader; 0 runs no transactional workload
+    /// (and creates no `txns` topic, so such runs keep the schedules they had before).
+    pub txn_producers: u32,
+    /// A deliberately broken broker (`core::mutants`): the checks must catch it.
+    pub mutant: Option<Mutant>,
 }
 
 impl Default for SimOptions {
@@ -60,6 +69,8 @@ impl Default for SimOptions {
             faults: true,
             broken_sync_data: false,
             broken_sync_dir: false,
+            txn_producers: 0,
+            mutant: None,
         }
     }
 }
@@ -75,6 +86,14 @@ pub struct SeedReport {
     pub acks: u64,
     /// Offset commits acknowledged.
     pub commits: u64,
+    /// Transactions whose EndTxn(commit) was acknowledged.
+    pub txn_commits: u64,
+    /// Transactions whose EndTxn(abort) was acknowledged.
+    pub txn_aborts: u64,
+    /// Transactions the coordinator aborted on timeout (their commit was fenced).
+    pub txn_timeouts: u64,
+    /// Whole-partition read_committed checks done (at every restart).
+    pub txn_checks: u64,
     /// Broker starts that failed on an injected fault (then restarted).
     pub failed_starts: u32,
     /// The hash of every scheduling event: a replay of the seed must give the same.
@@ -84,7 +103,7 @@ pub struct SeedReport {
 /// The data directory on the simulated disk.
 pub const DATA_DIR: &str = "/sim/data";
 
-fn broker_config() -> BrokerConfig {
+fn broker_config(options: &SimOptions) -> BrokerConfig {
     let mut c = BrokerConfig::from_sources(None, &[]).expect("default broker config is valid");
     c.listeners[0].bind = "127.0.0.1:9092".parse().expect("address");
     c.listeners[0].advertised_host = "127.0.0.1".to_string();
@@ -100,6 +119,10 @@ fn broker_config() -> BrokerConfig {
     c.num_shards = 2;
     c.retention_check_interval_ms = 300;
     c.groups.initial_rebalance_delay_ms = 100;
+    if options.txn_producers > 0 {
+        // Timed-out transactions (1 s timeouts) aborted within a simulated incarnation.
+        c.transactions.abort_timed_out_interval_ms = 200;
+    }
     c
 }
 
@@ -150,7 +173,15 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     config.broken_sync_data = options.broken_sync_data;
     config.broken_sync_dir = options.broken_sync_dir;
     minikafka_backend_sim::install(config);
+    // This thread runs the whole broker: the mutant (or none) applies to this seed only.
+    minikafka_core::mutants::set(options.mutant);
     let model = Rc::new(RefCell::new(Model::default()));
+    if options.txn_producers > 0 {
+        model
+            .borrow_mut()
+            .with_markers
+            .extend(broker_access::txn_partitions());
+    }
     for p in 0..broker_access::TOPICS
         .iter()
         .find(|t| t.0 == broker_access::RETAINED_TOPIC)
@@ -175,13 +206,18 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
             verify_only: last,
             ops: options.ops,
             members: minikafka_backend_sim::random_below(u64::from(options.members) + 1) as u32,
+            txn_producers: options.txn_producers,
+            commit_crash: (options.txn_producers > 0
+                && !last
+                && minikafka_backend_sim::random_below(2) == 0)
+                .then(|| minikafka_backend_sim::random_below(3) as u32),
             shutdown: Arc::clone(&shutdown),
             model: Rc::clone(&model),
         };
         minikafka_backend_sim::spawn_beside_shards(move |backend| workload::drive(backend, plan));
         let faults_before = minikafka_backend_sim::stats().faults();
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            server::serve::<SimBackend>(broker_config(), shutdown, cluster_id, clean)
+            server::serve::<SimBackend>(broker_config(options), shutdown, cluster_id, clean)
         }));
         let outcome = minikafka_backend_sim::last_outcome();
         match served {
@@ -225,12 +261,17 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
             }
         }
     }
+    minikafka_core::mutants::set(None);
     let m = model.borrow();
     if !m.acked.values().any(|log| !log.is_empty()) && m.acks > 0 {
         return Err(fail("acknowledged records but verified none".into()));
     }
     report.acks = m.acks;
     report.commits = m.commits;
+    report.txn_commits = m.txns.commits_acked;
+    report.txn_aborts = m.txns.aborts_acked;
+    report.txn_timeouts = m.txns.timed_out;
+    report.txn_checks = m.txns.ranges_checked;
     report.stats = minikafka_backend_sim::stats();
     report.virtual_time = minikafka_backend_sim::now().0;
     report.trace_hash = minikafka_backend_sim::trace_hash();

@@ -26,6 +26,12 @@ pub struct Model {
     /// Partitions under retention: records below the first one a full read finds may be
     /// gone (deleted whole segments), never those above it.
     pub retained: BTreeSet<TopicPartition>,
+    /// Partitions written by transactional producers: their COMMIT and ABORT markers take
+    /// offsets no data record holds, so a read skips them (the offsets are still dense in the
+    /// log; the client does not surface control batches).
+    pub with_markers: BTreeSet<TopicPartition>,
+    /// The transactions and what readers saw of them.
+    pub txns: crate::txn_model::TxnModel,
     /// Per (group, partition): the last committed offset acknowledged.
     commits_acked: BTreeMap<(String, TopicPartition), i64>,
     /// Per (group, partition): every offset a member tried to commit.
@@ -176,12 +182,16 @@ impl Model {
     ) -> Result<(), String> {
         let complete = log_end.is_some();
         let retained = self.retained.contains(tp);
+        let with_markers = self.with_markers.contains(tp);
         // Under retention the log start may move while a read is under way: the reader then
         // jumps forward to the new start. Only a jump forward, and only there.
         let mut restarted_at = None;
         for pair in records.windows(2) {
             if retained && pair[1].0 > pair[0].0 + 1 {
                 restarted_at = Some(pair[1].0);
+                continue;
+            }
+            if with_markers && pair[1].0 > pair[0].0 {
                 continue;
             }
             if pair[1].0 != pair[0].0 + 1 {

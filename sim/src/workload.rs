@@ -11,17 +11,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use minikafka_backend_sim::{random_below, SimBackend, SimStream};
 use minikafka_client::{
-    Admin, Connection, Consumer, ConsumerConfig, OffsetReset, SeekTo, TopicPartition as ClientTp,
+    Admin, Connection, Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset,
+    SeekTo, TopicPartition as ClientTp,
 };
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
-use crate::broker_access::{all_partitions, connect, TOPICS};
+use crate::broker_access::{all_partitions, connect, TOPICS, TXN_TOPIC};
 use crate::model::{Model, TopicPartition};
 
 /// The topic one client creates and deletes.
@@ -36,17 +37,41 @@ pub struct Plan {
     pub ops: u32,
     /// Group members to run (each joins one of the groups).
     pub members: u32,
+    /// Transactional producers to run (`crate::txns`; none: no transactional workload).
+    pub txn_producers: u32,
+    /// Crash the broker during this commit of transactional producer 0.
+    pub commit_crash: Option<u32>,
     pub shutdown: Arc<AtomicBool>,
     pub model: Rc<RefCell<Model>>,
 }
 
-/// Reads a partition whole from its start: its records and its high watermark; `None` when
-/// the broker could not be read (a fault).
-async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<(Vec<(i64, String)>, i64)> {
+/// The (offset, value) pairs of records, as the model reads them.
+pub(crate) fn record_pairs(records: &[ConsumerRecord]) -> Vec<(i64, String)> {
+    records
+        .iter()
+        .map(|r| {
+            let value = r.value.as_ref().map_or_else(String::new, |v: &Bytes| {
+                String::from_utf8_lossy(v).into_owned()
+            });
+            (r.offset.0, value)
+        })
+        .collect()
+}
+
+/// Reads a partition whole from its start at `isolation`, up to its high watermark (or, with
+/// `stop_at`, until the position reaches that offset): its records and its high watermark;
+/// `None` when the broker could not be read (a fault).
+pub(crate) async fn read_all(
+    backend: &SimBackend,
+    tp: &TopicPartition,
+    isolation: IsolationLevel,
+    stop_at: Option<i64>,
+) -> Option<(Vec<(i64, String)>, i64)> {
     let conn = connect(backend).await?;
     let config = ConsumerConfig {
         max_wait: Duration::from_millis(0),
         auto_offset_reset: OffsetReset::Earliest,
+        isolation_level: isolation,
         ..ConsumerConfig::default()
     };
     let mut consumer = Consumer::new(conn, config);
@@ -56,15 +81,11 @@ async fn read_all(backend: &SimBackend, tp: &TopicPartition) -> Option<(Vec<(i64
     let mut out = Vec::new();
     for _ in 0..10_000 {
         let records = consumer.poll().await.ok()?;
-        for r in &records {
-            let value = r.value.as_ref().map_or_else(String::new, |v: &Bytes| {
-                String::from_utf8_lossy(v).into_owned()
-            });
-            out.push((r.offset.0, value));
-        }
+        out.extend(record_pairs(&records));
         let position = consumer.position(&ctp).await.ok()?;
-        match consumer.high_watermark(&ctp) {
-            Some(hw) if position >= hw => return Some((out, hw.0)),
+        match (consumer.high_watermark(&ctp), stop_at) {
+            (Some(hw), None) if position >= hw => return Some((out, hw.0)),
+            (Some(hw), Some(stop)) if position.0 >= stop => return Some((out, hw.0)),
             _ => {}
         }
     }
@@ -81,7 +102,7 @@ async fn verify(
     for tp in all_partitions() {
         let mut read = None;
         for _ in 0..3 {
-            read = read_all(backend, &tp).await;
+            read = read_all(backend, &tp, IsolationLevel::ReadUncommitted, None).await;
             if read.is_some() {
                 break;
             }
@@ -130,7 +151,7 @@ async fn verify_scratch(
     }
 }
 
-async fn ensure_topics(backend: &SimBackend) -> bool {
+async fn ensure_topics(backend: &SimBackend, with_txn_topic: bool) -> bool {
     let Some(conn) = connect(backend).await else {
         return false;
     };
@@ -138,7 +159,8 @@ async fn ensure_topics(backend: &SimBackend) -> bool {
     let Ok(existing) = admin.list_topics().await else {
         return false;
     };
-    for (topic, partitions, configs) in TOPICS {
+    let txn_topic = with_txn_topic.then_some(TXN_TOPIC);
+    for (topic, partitions, configs) in TOPICS.into_iter().chain(txn_topic) {
         if existing.iter().any(|t| t.name == topic) {
             continue;
         }
@@ -160,7 +182,19 @@ async fn ensure_topics(backend: &SimBackend) -> bool {
 /// The body of the clients' driver task.
 pub async fn drive(backend: SimBackend, plan: Plan) {
     let model = Rc::clone(&plan.model);
-    let result = verify(&backend, &model, plan.verify_only).await;
+    let mut result = verify(&backend, &model, plan.verify_only).await;
+    if result.is_ok() && plan.txn_producers > 0 {
+        result = if plan.verify_only {
+            // The end: every transactional id initialises again (aborting what is open), then
+            // nothing may be left open.
+            match crate::txns::reinitialise_all(&backend, &model, plan.txn_producers).await {
+                Ok(()) => crate::txns::verify(&backend, &model, true, false).await,
+                Err(e) => Err(e),
+            }
+        } else {
+            crate::txns::verify(&backend, &model, false, true).await
+        };
+    }
     if let Err(e) = result {
         model.borrow_mut().failure.get_or_insert(e);
         plan.shutdown.store(true, Ordering::SeqCst);
@@ -172,7 +206,7 @@ pub async fn drive(backend: SimBackend, plan: Plan) {
     }
     let mut ready = false;
     for _ in 0..5 {
-        if ensure_topics(&backend).await {
+        if ensure_topics(&backend, plan.txn_producers > 0).await {
             ready = true;
             break;
         }
@@ -182,6 +216,20 @@ pub async fn drive(backend: SimBackend, plan: Plan) {
             let (b, m) = (backend.clone(), Rc::clone(&model));
             let (incarnation, ops) = (plan.incarnation, plan.ops);
             backend.spawn_local(async move { run_client(b, m, incarnation, client, ops).await });
+        }
+        for index in 0..plan.txn_producers {
+            let (b, m) = (backend.clone(), Rc::clone(&model));
+            let txn_plan = crate::txns::TxnProducerPlan {
+                incarnation: plan.incarnation,
+                index,
+                ops: plan.ops / 2,
+                crash_at_commit: plan.commit_crash.filter(|_| index == 0),
+            };
+            backend.spawn_local(async move { crate::txns::run_producer(b, m, txn_plan).await });
+        }
+        if plan.txn_producers > 0 {
+            let (b, m) = (backend.clone(), Rc::clone(&model));
+            backend.spawn_local(async move { crate::txns::run_reader(b, m).await });
         }
         for _ in 0..plan.members {
             let (b, m) = (backend.clone(), Rc::clone(&model));
@@ -218,11 +266,19 @@ async fn init_producer_id(conn: &mut Connection<SimStream>) -> Option<Idempotenc
     })
 }
 
-fn produce_request(tp: &TopicPartition, acks: i16, batch: Vec<u8>) -> ProduceRequest {
+fn produce_request(
+    tp: &TopicPartition,
+    acks: i16,
+    batch: Vec<u8>,
+    transactional_id: Option<&str>,
+) -> ProduceRequest {
     let data = PartitionProduceData::default()
         .with_index(tp.1)
         .with_records(Some(Bytes::from(batch)));
     ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(30_000)
         .with_topic_data(vec![TopicProduceData::default()
@@ -238,7 +294,18 @@ async fn send_produce(
     acks: i16,
     batch: Vec<u8>,
 ) -> Result<Option<i64>, ()> {
-    let request = produce_request(tp, acks, batch);
+    send_produce_with(conn, tp, acks, batch, None).await
+}
+
+/// [`send_produce`] with a transactional id in the request (a transactional producer's).
+pub(crate) async fn send_produce_with(
+    conn: &mut Connection<SimStream>,
+    tp: &TopicPartition,
+    acks: i16,
+    batch: Vec<u8>,
+    transactional_id: Option<&str>,
+) -> Result<Option<i64>, ()> {
+    let request = produce_request(tp, acks, batch, transactional_id);
     if acks == 0 {
         return conn
             .send_without_response(&request)
@@ -389,16 +456,7 @@ async fn fetch_and_check(
     let Ok(records) = consumer.poll().await else {
         return true; // a fault or a reset: nothing to check
     };
-    let records: Vec<(i64, String)> = records
-        .iter()
-        .map(|r| {
-            let value = r
-                .value
-                .as_ref()
-                .map_or_else(String::new, |v| String::from_utf8_lossy(v).into_owned());
-            (r.offset.0, value)
-        })
-        .collect();
+    let records = record_pairs(&records);
     let mut m = model.borrow_mut();
     if let Err(e) = m.check_partition(tp, &records, None) {
         m.failure.get_or_insert(format!("fetch from {start}: {e}"));

@@ -82,6 +82,10 @@ impl TxnTracker {
 
     /// The last stable offset given the high watermark (I67).
     pub fn last_stable_offset(&self, high_watermark: Offset) -> Offset {
+        #[cfg(feature = "sim-mutants")]
+        if crate::mutants::active(crate::mutants::Mutant::LsoIgnoresOngoing) {
+            return high_watermark;
+        }
         let lso = self
             .first_unstable_offset()
             .map_or(high_watermark, |first| first.min(high_watermark));

@@ -1083,6 +1083,35 @@ impl Coordinator {
         self.markers_in_flight.insert(marker_id, id.to_string());
     }
 
+    /// The broken variant [`crate::mutants::Mutant::MarkersBeforePrepareDurable`]: COMMIT
+    /// markers emitted with the PrepareCommit record still in flight. Their id is not tracked,
+    /// so their report is ignored and the correct path (markers again once the record is
+    /// durable) carries on beside them.
+    #[cfg(feature = "sim-mutants")]
+    fn mutant_markers_before_prepare_durable(&mut self, id: &str, value: Option<&TxnLogValue>) {
+        if !crate::mutants::active(crate::mutants::Mutant::MarkersBeforePrepareDurable) {
+            return;
+        }
+        let Some(v) = value.filter(|v| v.state == TxnState::PrepareCommit) else {
+            return;
+        };
+        let partitions: Vec<TopicPartition> = partition_set(v).into_iter().collect();
+        if partitions.is_empty() {
+            return;
+        }
+        let marker_id = MarkerId(self.next_marker);
+        self.next_marker += 1;
+        self.markers.push_back(MarkerWrite {
+            id: marker_id,
+            transactional_id: id.to_string(),
+            producer_id: v.producer_id,
+            producer_epoch: v.producer_epoch,
+            coordinator_epoch: self.coordinator_epoch,
+            result: TxnResult::Commit,
+            partitions,
+        });
+    }
+
     fn retry_markers(&mut self, id: &str) {
         let Some(entry) = self.entries.get_mut(id) else {
             return;
@@ -1194,6 +1223,8 @@ impl Coordinator {
             id: append_id,
             record,
         });
+        #[cfg(feature = "sim-mutants")]
+        self.mutant_markers_before_prepare_durable(id, value.as_ref());
         self.pending.insert(
             append_id,
             PendingAppend {

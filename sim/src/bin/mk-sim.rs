@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use minikafka_sim::{run_seed, SimOptions};
+use minikafka_sim::{run_seed, Mutant, SimOptions};
 
 /// Deterministic simulation of the minikafka broker.
 #[derive(Parser, Debug)]
@@ -29,6 +29,14 @@ struct Args {
     /// Run the deliberately broken disk whose `sync_dir` makes nothing durable.
     #[arg(long)]
     broken_sync_dir: bool,
+    /// Transactional producers per incarnation (0: no transactional workload).
+    #[arg(long, default_value_t = 0)]
+    txn_producers: u32,
+    /// Run a deliberately broken broker: `markers-before-prepare` (COMMIT markers written
+    /// before the PrepareCommit record is durable) or `lso-ignores-ongoing` (the last stable
+    /// offset is the high watermark). Needs `--txn-producers`.
+    #[arg(long)]
+    mutant: Option<String>,
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
@@ -42,7 +50,20 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let mutant = match args.mutant.as_deref() {
+        None => None,
+        Some("markers-before-prepare") => Some(Mutant::MarkersBeforePrepareDurable),
+        Some("lso-ignores-ongoing") => Some(Mutant::LsoIgnoresOngoing),
+        Some(other) => {
+            eprintln!(
+                "mk-sim: unknown --mutant {other:?} (markers-before-prepare, lso-ignores-ongoing)"
+            );
+            return ExitCode::from(2);
+        }
+    };
     let options = SimOptions {
+        txn_producers: args.txn_producers,
+        mutant,
         incarnations: args.incarnations,
         faults: !args.no_faults,
         broken_sync_data: args.broken_sync,
@@ -91,9 +112,12 @@ fn main() -> ExitCode {
             Ok(r) => {
                 if args.seed.is_some() {
                     println!(
-                        "seed {seed}: {} records and {} offset commits acknowledged, {} crashes, {} faults, trace {:016x}",
+                        "seed {seed}: {} records and {} offset commits acknowledged, {} transactions committed, {} aborted, {} timed out, {} crashes, {} faults, trace {:016x}",
                         r.acks,
                         r.commits,
+                        r.txn_commits,
+                        r.txn_aborts,
+                        r.txn_timeouts,
                         r.stats.crashes,
                         r.stats.faults(),
                         r.trace_hash
