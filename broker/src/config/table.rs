@@ -1240,9 +1240,12 @@ mod tests {
             if s.scope == Scope::Topic {
                 assert!(s.broker.is_none() && !s.dynamic, "{}", s.name);
             }
+            // A dynamic row is applied at run time, or is one of Kafka's dynamic settings
+            // without effect on one node (stored and described only).
             if s.dynamic {
                 assert!(
-                    s.broker.is_some() && s.effect == Effect::Honoured,
+                    (s.broker.is_some() && s.effect == Effect::Honoured)
+                        || (s.broker.is_none() && matches!(s.effect, Effect::NoEffect(_))),
                     "{}",
                     s.name
                 );
@@ -1293,12 +1296,15 @@ mod tests {
         assert_eq!(
             dynamic_broker_keys(),
             [
+                "background.threads",
                 "compression.gzip.level",
                 "compression.lz4.level",
                 "compression.type",
                 "compression.zstd.level",
                 "flush.interval.ms",
                 "flush.policy",
+                "follower.replication.throttled.rate",
+                "leader.replication.throttled.rate",
                 "log.index.interval.bytes",
                 "log.message.timestamp.after.max.ms",
                 "log.message.timestamp.before.max.ms",
@@ -1307,6 +1313,17 @@ mod tests {
                 "log.roll.ms",
                 "log.segment.bytes",
                 "message.max.bytes",
+                "num.io.threads",
+                "num.network.threads",
+                "num.recovery.threads.per.data.dir",
+                "num.replica.fetchers",
+                "replica.alter.log.dirs.io.max.bytes.per.second",
+                "sasl.kerberos.kinit.cmd",
+                "sasl.kerberos.min.time.before.relogin",
+                "sasl.kerberos.principal.to.local.rules",
+                "sasl.kerberos.service.name",
+                "sasl.kerberos.ticket.renew.jitter",
+                "sasl.kerberos.ticket.renew.window.factor",
             ]
         );
     }

@@ -388,7 +388,8 @@ mod tests {
             .expect("described");
         assert_eq!(
             (threads.value.as_str(), threads.source, threads.read_only),
-            ("5", SOURCE_STATIC_BROKER, true)
+            // Dynamic in Kafka (KIP-226), so not read-only, though it changes nothing here.
+            ("5", SOURCE_STATIC_BROKER, false)
         );
         let why = threads.documentation.as_deref().unwrap_or("");
         assert!(why.contains("no effect on a single node"), "{why:?}");
