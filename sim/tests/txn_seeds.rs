@@ -124,13 +124,11 @@ fn regression_marker_to_a_partition_not_yet_open() {
     run_seed(18, &txn_options()).expect("regression seed");
 }
 
-/// Open (RELIABILITY.md § Transactions in the simulator): seed 800881 shows an aborted
-/// transaction (`tx-0-i2-n6`, `txns` 0 offsets 86–88) to read_committed after a restart while
-/// the next aborted one of the same producer stays hidden: its aborted range (producer 1,
-/// 86–89), recorded when the marker was written, is missing from the ranges rebuilt at the
-/// final open (I70). A broker bug; ignored until fixed.
+/// Seed 800881: a `.txnindex` append of an ABORT marker failed (an injected EIO; the range
+/// producer 1, 86–89 of `txns` 0), the close was clean and the clean open trusted the file, so
+/// read_committed showed that aborted transaction after the restart. A failed append (or
+/// checkpoint) now makes the close unclean, so the next open replays the log (I70).
 #[test]
-#[ignore = "open broker bug: an aborted range lost at reopen (seed 800881), not yet fixed"]
-fn regression_open_aborted_txn_visible_after_restart() {
+fn regression_aborted_range_lost_with_a_failed_txnindex_append() {
     run_seed(800881, &txn_options()).expect("seed 800881");
 }

@@ -172,6 +172,11 @@ pub struct PartitionLog<B: Backend> {
     txns: RefCell<TxnTracker>,
     /// A transaction-state checkpoint is in the directory (`txn_index::CHECKPOINT_FILE`).
     txn_checkpoint_on_disk: Cell<bool>,
+    /// The transaction state on disk no longer says what the log says: a `.txnindex` append
+    /// or the close's checkpoint failed. A clean open trusts those files, so [`Self::close`]
+    /// then fails, the broker writes no clean-shutdown marker, and the next open replays the
+    /// log (I70; seed 800881 of the transactional simulator lost an aborted range this way).
+    txn_state_stale: Cell<bool>,
     /// Offsets of the producer state snapshots on disk, ascending.
     snapshots: RefCell<Vec<Offset>>,
     producer_load: ProducerLoad,
@@ -396,6 +401,7 @@ impl<B: Backend> PartitionLog<B> {
             producers: RefCell::new(producers),
             txns: RefCell::new(txns),
             txn_checkpoint_on_disk: Cell::new(txn_checkpoint_listed),
+            txn_state_stale: Cell::new(false),
             snapshots: RefCell::new(snapshot_offsets),
             producer_load,
             sync_stats: SyncStats::new(),
@@ -1004,13 +1010,15 @@ impl<B: Backend> PartitionLog<B> {
     }
 
     /// Appends the aborted ranges of a group's ABORT markers to the `.txnindex` of the segment
-    /// they went to. A failure is logged, not returned: the file is a cache of the log, and
-    /// the next open rebuilds it (I70); reads use the in-memory ranges.
+    /// they went to. A failure is logged, not returned: the file is a cache of the log and
+    /// reads use the in-memory ranges; it marks the transaction state stale, so the close is
+    /// unclean and the next open replays the log and rewrites the file (I70).
     async fn index_aborted(&self, segment: &Segment<B>, aborted: &[AbortedTxn]) {
         if let Err(e) =
             txn_index::append_entries(&self.backend, &self.dir, segment.base_offset(), aborted)
                 .await
         {
+            self.txn_state_stale.set(true);
             tracing::warn!(dir = ?self.dir, error = %e, "appending to a txnindex failed (rebuilt at the next open)");
         }
     }
@@ -1086,8 +1094,9 @@ impl<B: Backend> PartitionLog<B> {
     }
 
     /// Saves the transaction state at the high watermark for the next clean open (I70).
-    /// Called at close, with the append lock held. A failure is logged: the next open then
-    /// replays the log.
+    /// Called at close, with the append lock held. A failure is logged and marks the state
+    /// stale (the close then fails, so the next open replays the log): a stale checkpoint
+    /// would not name the log's end, but a missing one reads as "nothing ongoing".
     async fn checkpoint_txns(&self) {
         let tracker = self.txns.borrow().clone();
         let end = self.high_watermark.get();
@@ -1097,6 +1106,7 @@ impl<B: Backend> PartitionLog<B> {
             Err(e) => {
                 tracing::warn!(dir = ?self.dir, error = %e, "writing the transaction checkpoint failed");
                 self.txn_checkpoint_on_disk.set(true);
+                self.txn_state_stale.set(true);
             }
         }
     }
@@ -1677,6 +1687,12 @@ impl<B: Backend> PartitionLog<B> {
                     self.commit.mark_all_synced();
                     self.snapshot_producers(self.high_watermark.get()).await;
                     self.checkpoint_txns().await;
+                    if self.txn_state_stale.get() {
+                        result = Err(LogError::Io(io::Error::other(
+                            "the transaction state on disk is stale (a txnindex or checkpoint \
+                             write failed): the next open replays the log (I70)",
+                        )));
+                    }
                 }
                 Err(e) => {
                     self.commit.fail(&e);

@@ -5,8 +5,9 @@
 //! Contract:
 //! - Live: when an ABORT marker ends an ongoing transaction, its [`AbortedTxn`] is appended
 //!   to `<base>.txnindex` of the segment the marker went to ([`append_entries`]), after the
-//!   marker's write and before the append mutex is released. The file is not synced on its
-//!   own: it is a cache of the log.
+//!   marker's write and before the append mutex is released, and synced (a clean open trusts
+//!   it). A failed append leaves the file short of the log: the partition's close then fails,
+//!   so the next open is unclean and replays the log (I70).
 //! - At open ([`rebuild`]): every batch from the log start is read back (headers, and the one
 //!   record of each control batch) and replayed through the tracker, which gives the ongoing
 //!   transactions (the LSO) and the aborted ranges per segment; each segment's `.txnindex`

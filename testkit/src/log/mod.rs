@@ -64,6 +64,7 @@ macro_rules! log_check_names {
             check_recovery_every_truncation_point,
             check_recovery_bit_flips_in_tail,
             check_sealed_index_rebuilt,
+            check_failed_txnindex_append_makes_close_unclean,
             check_retention_by_size,
             check_retention_by_time,
             check_read_in_flight_survives_retention,
