@@ -13,6 +13,7 @@
 //! The first contradiction ends the run with a message naming the seed.
 
 mod broker_access;
+mod client_ops;
 mod groups;
 pub mod model;
 pub mod txn_model;

@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::TopicPartition;
+/// A partition, `(topic, index)`: the same pair as `model::TopicPartition`, named here so the
+/// transaction model does not import the model that holds it (I60).
+type TopicPartition = (String, i32);
 
 /// What the clients know of one transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -36,8 +36,8 @@ use minikafka_core::record::{compute_crc, BatchBuilder, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
 
 use crate::broker_access::{connect, txn_partitions, TXN_TOPIC};
+use crate::client_ops::{read_all, record_pairs, send_produce_with};
 use crate::model::{Model, TopicPartition};
-use crate::workload::{read_all, record_pairs, send_produce_with};
 
 /// The short `transaction.timeout.ms` some producers run (the coordinator's scan for timed-out
 /// transactions runs every 200 ms in these runs).

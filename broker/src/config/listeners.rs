@@ -113,6 +113,26 @@ impl Listener {
     }
 }
 
+/// Resolves and loads every TLS listener's settings in place (at startup: a bad file stops the
+/// broker, I91). Errors are `(key, value, why)`.
+pub fn resolve_tls(
+    listeners: &mut [Listener],
+    settings: &std::collections::BTreeMap<String, String>,
+) -> Result<(), super::tls::Failure> {
+    for listener in listeners.iter_mut() {
+        if !listener.protocol.uses_tls() {
+            continue;
+        }
+        let wanted = super::tls::ListenerTls {
+            name: &listener.name,
+            protocol: listener.protocol.to_string(),
+            prefix: listener.config_prefix(),
+        };
+        listener.tls = Some(super::tls::load(&wanted, settings)?);
+    }
+    Ok(())
+}
+
 /// One `NAME://host:port` entry of `listeners` or `advertised.listeners`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {

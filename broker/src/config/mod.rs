@@ -512,7 +512,7 @@ impl BrokerConfig {
         )
         .map_err(|(key, value, why)| invalid(&key, &value, why))?;
         // Certificates and keys load here, at startup: a bad file stops the broker (I91).
-        tls::resolve(&mut config.listeners, settings)
+        listeners::resolve_tls(&mut config.listeners, settings)
             .map_err(|(key, value, why)| invalid(&key, &value, why))?;
         config.check()?;
         config.explicit = settings.clone();

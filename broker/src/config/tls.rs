@@ -28,8 +28,6 @@ use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::listeners::Listener;
-
 /// The TLS settings a `listener.name.<listener>.` prefix may precede.
 pub const PER_LISTENER: &[&str] = &[
     "ssl.keystore.type",
@@ -263,10 +261,10 @@ fn read_pem_file(path: &str) -> Result<String, String> {
 /// The value of `key` for `listener`: `listener.name.<l>.<key>`, else `<key>`; empty is unset.
 fn value<'a>(
     settings: &'a BTreeMap<String, String>,
-    listener: &Listener,
+    listener: &ListenerTls<'_>,
     key: &str,
 ) -> Option<(String, &'a str)> {
-    let prefixed = format!("{}{key}", listener.config_prefix());
+    let prefixed = format!("{}{key}", listener.prefix);
     if let Some(v) = settings.get(&prefixed) {
         return Some((prefixed, v.as_str())).filter(|(_, v)| !v.trim().is_empty());
     }
@@ -281,10 +279,10 @@ fn value<'a>(
 /// the unprefixed ones, so a listener's own keystore never mixes with the broker-wide one.
 fn group<'a, const N: usize>(
     settings: &'a BTreeMap<String, String>,
-    listener: &Listener,
+    listener: &ListenerTls<'_>,
     keys: [&str; N],
 ) -> [Option<(String, &'a str)>; N] {
-    let prefix = listener.config_prefix();
+    let prefix = &listener.prefix;
     let prefixed = keys
         .iter()
         .any(|k| settings.contains_key(&format!("{prefix}{k}")));
@@ -302,7 +300,7 @@ fn group<'a, const N: usize>(
 }
 
 /// An error about `key`; the value is shown unless the setting may hold a secret.
-type Failure = (String, String, String);
+pub type Failure = (String, String, String);
 
 fn fail(key: &str, value: &str, why: impl Into<String>) -> Failure {
     let secret = key.ends_with("ssl.keystore.key")
@@ -313,23 +311,24 @@ fn fail(key: &str, value: &str, why: impl Into<String>) -> Failure {
     (key.to_string(), shown.to_string(), why.into())
 }
 
-/// Resolves and loads every TLS listener's settings in place. Errors are `(key, value, why)`.
-pub fn resolve(
-    listeners: &mut [Listener],
-    settings: &BTreeMap<String, String>,
-) -> Result<(), Failure> {
-    for listener in listeners.iter_mut() {
-        if !listener.protocol.uses_tls() {
-            continue;
-        }
-        listener.tls = Some(load(listener, settings)?);
-    }
-    Ok(())
+/// What loading a listener's TLS settings needs to know of the listener: kept narrow, so this
+/// module does not import `listeners`, whose `Listener` holds what is loaded here (I60).
+pub struct ListenerTls<'a> {
+    /// The listener's name, for messages.
+    pub name: &'a str,
+    /// The protocol it speaks, for messages.
+    pub protocol: String,
+    /// `listener.name.<name>.`: the prefix of its own settings.
+    pub prefix: String,
 }
 
-fn load(listener: &Listener, settings: &BTreeMap<String, String>) -> Result<TlsSettings, Failure> {
+/// Loads one SSL or SASL_SSL listener's TLS settings. Errors are `(key, value, why)`.
+pub fn load(
+    listener: &ListenerTls<'_>,
+    settings: &BTreeMap<String, String>,
+) -> Result<TlsSettings, Failure> {
     let get = |key: &str| value(settings, listener, key);
-    let prefix = listener.config_prefix();
+    let prefix = listener.prefix.clone();
     for key in ["ssl.keystore.type", "ssl.truststore.type"] {
         if let Some((k, v)) = get(key) {
             check_store_type(v).map_err(|why| fail(&k, v, why))?;
