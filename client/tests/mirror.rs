@@ -1075,6 +1075,20 @@ fn security_on_both_sides_ssl_with_a_client_certificate_into_sasl_ssl_scram() {
             );
         }
     });
+    // The global flags are for the other commands: refused, not silently ignored.
+    let mut global = vec![
+        "--security-protocol".to_string(),
+        "SASL_PLAINTEXT".into(),
+        "--sasl-username".into(),
+        "mirror".into(),
+        "--sasl-password".into(),
+        "s3cret".into(),
+    ];
+    global.extend(mirror_args(&source.addr, &target.addr, &["--once"]));
+    let out = mk_bounded(&global, limit);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("not the global"), "{stderr}");
     // Refusals end the run at once with what went wrong; none is retried as if transient.
     let wrong_ca = tempfile::tempdir().expect("tempdir");
     make_pki(wrong_ca.path());

@@ -401,7 +401,7 @@ struct MirrorArgs {
     /// sasl.mechanism, sasl.username, sasl.password, ssl.ca.location,
     /// ssl.certificate.location, ssl.key.location, client.id, isolation.level, fetch.max.bytes,
     /// max.partition.fetch.bytes, fetch.max.wait.ms. (The global --security-protocol and
-    /// friends are not used by mirror: each side has its own.)
+    /// friends are refused with mirror: each side has its own.)
     #[arg(long = "source-config", value_name = "K=V")]
     source_config: Vec<String>,
     /// Target client setting k=v (repeatable): the security settings as for the source, and
@@ -995,7 +995,19 @@ fn split_kv(text: &str, what: &str) -> CliResult<(String, String)> {
 async fn run(cli: Cli) -> CliResult<()> {
     let addr = cli.bootstrap_server.as_str();
     match cli.command {
-        Command::Mirror(args) => mirror(args).await,
+        Command::Mirror(args) => {
+            // Each side has its own settings: the global flags would be silently ignored.
+            if !cli.security_protocol.eq_ignore_ascii_case("PLAINTEXT")
+                || cli.sasl_username.is_some()
+                || cli.ssl_ca_location.is_some()
+            {
+                return Err("mk mirror takes each side's security settings as \
+                     --source-config/--target-config k=v (security.protocol=..., sasl.*, \
+                     ssl.*), not the global --security-protocol flags"
+                    .into());
+            }
+            mirror(args).await
+        }
         Command::Topics { action } => topics(addr, action).await,
         Command::Produce {
             topic,
