@@ -1116,6 +1116,7 @@ fn security_on_both_sides_ssl_with_a_client_certificate_into_sasl_ssl_scram() {
     ] {
         let out = mk_bounded(&args, limit);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("{what}: {stderr}");
         assert!(!out.status.success(), "{what}: {stderr}");
         assert!(stderr.contains(expect), "{what}: {stderr}");
         assert!(
@@ -1475,6 +1476,7 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{report}\n{stderr}");
+    eprintln!("{report}{stderr}");
     let s = &proxy.shared;
     use std::sync::atomic::Ordering::SeqCst;
     assert_eq!(s.misrouted_before_flip.load(SeqCst), 0, "{stderr}");
