@@ -397,10 +397,16 @@ struct MirrorArgs {
     /// Records and progress in one transaction on the target.
     #[arg(long)]
     exactly_once: bool,
-    /// Source client setting k=v (repeatable).
+    /// Source client setting k=v (repeatable), by librdkafka's names: security.protocol,
+    /// sasl.mechanism, sasl.username, sasl.password, ssl.ca.location,
+    /// ssl.certificate.location, ssl.key.location, client.id, isolation.level, fetch.max.bytes,
+    /// max.partition.fetch.bytes, fetch.max.wait.ms. (The global --security-protocol and
+    /// friends are refused with mirror: each side has its own.)
     #[arg(long = "source-config", value_name = "K=V")]
     source_config: Vec<String>,
-    /// Target client setting k=v (repeatable).
+    /// Target client setting k=v (repeatable): the security settings as for the source, and
+    /// client.id, transactional.id, transaction.timeout.ms, compression.type, linger.ms,
+    /// batch.size, replication.factor.
     #[arg(long = "target-config", value_name = "K=V")]
     target_config: Vec<String>,
     /// Most records per window (progress is stored after each; bounds duplicates on a crash).
@@ -412,6 +418,15 @@ struct MirrorArgs {
     /// Seconds between group offset syncs while mirroring continuously.
     #[arg(long, default_value_t = 10)]
     sync_group_secs: u64,
+    /// Seconds between readings of the source's topic list while mirroring continuously; a new
+    /// matching topic is created on the target and mirrored (0: never; MirrorMaker 2's
+    /// refresh.topics.interval.seconds is 600 too).
+    #[arg(long = "refresh-topics-s", default_value_t = 600)]
+    refresh_topics_s: u64,
+    /// HOST:PORT for a Prometheus endpoint (GET /metrics): lag per partition, records copied,
+    /// records/s, restarts.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listener: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -963,6 +978,9 @@ async fn mirror(args: MirrorArgs) -> CliResult<()> {
     config.group_sync_interval = Duration::from_secs(args.sync_group_secs);
     config.progress_interval =
         (args.progress_secs > 0).then(|| Duration::from_secs(args.progress_secs));
+    config.refresh_topics_interval =
+        (args.refresh_topics_s > 0).then(|| Duration::from_secs(args.refresh_topics_s));
+    config.metrics_listener = args.metrics_listener;
     let report = run(&config).await.map_err(kafka)?;
     print!("{report}");
     Ok(())
@@ -977,7 +995,19 @@ fn split_kv(text: &str, what: &str) -> CliResult<(String, String)> {
 async fn run(cli: Cli) -> CliResult<()> {
     let addr = cli.bootstrap_server.as_str();
     match cli.command {
-        Command::Mirror(args) => mirror(args).await,
+        Command::Mirror(args) => {
+            // Each side has its own settings: the global flags would be silently ignored.
+            if !cli.security_protocol.eq_ignore_ascii_case("PLAINTEXT")
+                || cli.sasl_username.is_some()
+                || cli.ssl_ca_location.is_some()
+            {
+                return Err("mk mirror takes each side's security settings as \
+                     --source-config/--target-config k=v (security.protocol=..., sasl.*, \
+                     ssl.*), not the global --security-protocol flags"
+                    .into());
+            }
+            mirror(args).await
+        }
         Command::Topics { action } => topics(addr, action).await,
         Command::Produce {
             topic,

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use super::Stream as TcpStream;
 use kafka_protocol::ResponseError;
 use regex::Regex;
-use smol::net::TcpStream;
 
 use super::offset_map::OffsetMap;
 use crate::connection::Connection;

@@ -22,8 +22,16 @@
 //!   to its leader, one producer per leading broker, found with Metadata at the start of each
 //!   session; a moved leader (NOT_LEADER_OR_FOLLOWER) restarts the session, which asks again.
 //!   With `exactly_once` one transactional producer talks to the given address only (this
-//!   crate's transactions need the coordinator and the leaders on one broker), so every
-//!   partition must be led there.
+//!   crate's transactions need the coordinator and the leaders on one broker), so a target
+//!   whose leaders are on several brokers is refused at the session's start (I123).
+//! - Security (I121): each side's `k=v` settings carry librdkafka's `security.protocol`,
+//!   `sasl.*` and `ssl.*`; every connection of that side runs TLS and SASL with them. A failed
+//!   authentication or a refused certificate ends the run (not retried).
+//! - While mirroring continuously the source's topics are listed again every
+//!   `refresh_topics_interval`; a new matching topic ends the session cleanly and the next one
+//!   creates and mirrors it.
+//! - Metrics (module `metrics`, I122): lag, records copied, records/s, restarts, served to
+//!   Prometheus when `metrics_listener` is set.
 
 //!
 //! Module `offset_map` is sans-IO (built without a runtime too: the fuzz targets decode its
@@ -31,6 +39,8 @@
 
 #[cfg(feature = "smol")]
 pub mod groups;
+#[cfg(feature = "smol")]
+pub mod metrics;
 pub mod offset_map;
 #[cfg(feature = "smol")]
 pub mod route;
@@ -38,6 +48,11 @@ pub mod route;
 mod session;
 #[cfg(feature = "smol")]
 pub mod setup;
+
+/// What the mirror's connections run over: TCP, or TLS over it (`security.protocol` SSL or
+/// SASL_SSL on that side).
+#[cfg(feature = "smol")]
+pub type Stream = crate::tls::MaybeTls<smol::net::TcpStream>;
 
 #[cfg(feature = "smol")]
 pub use session::{is_retriable, run, MirrorConfig, Report, PROGRESS_TOPIC};

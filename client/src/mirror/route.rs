@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use super::Stream as TcpStream;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use smol::net::TcpStream;
 
 use crate::connection::Connection;
 use crate::consumer::TopicPartition;

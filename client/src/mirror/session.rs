@@ -6,9 +6,12 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 use regex::Regex;
-use smol::net::TcpStream;
+use smol::net::TcpStream as PlainTcp;
+
+use super::Stream as TcpStream;
 
 use super::groups::{self, GroupSync};
+use super::metrics::{self, Metrics};
 use super::offset_map::{parse_progress_key, progress_key, OffsetMap, Progress, Window};
 use super::route;
 use super::setup::{self, SetupReport};
@@ -20,6 +23,8 @@ use crate::consumer::{
 };
 use crate::error::{Error, Result};
 use crate::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
+use crate::sasl::SaslConfig;
+use crate::tls::{MaybeTls, TlsConfig, TlsConnector};
 use crate::{Offset, SmolRuntime};
 
 /// The compacted topic on the target holding the mirror's progress and offset map.
@@ -52,6 +57,11 @@ pub struct MirrorConfig {
     pub group_sync_interval: Duration,
     /// Restarts in a row after retriable errors before giving up.
     pub max_restarts: u32,
+    /// How often the source's topic list is read again while mirroring continuously; a new
+    /// matching topic starts a new session, which creates and mirrors it (`None`: never).
+    pub refresh_topics_interval: Option<Duration>,
+    /// `HOST:PORT` of the Prometheus endpoint (module `metrics`), if any.
+    pub metrics_listener: Option<String>,
 }
 
 impl MirrorConfig {
@@ -70,6 +80,8 @@ impl MirrorConfig {
             progress_interval: Some(Duration::from_secs(5)),
             group_sync_interval: Duration::from_secs(10),
             max_restarts: 10,
+            refresh_topics_interval: Some(Duration::from_secs(600)),
+            metrics_listener: None,
         }
     }
 }
@@ -85,6 +97,8 @@ pub struct Report {
     pub groups: Vec<GroupSync>,
     /// Sessions restarted after retriable errors.
     pub restarts: u32,
+    /// Sessions started again because new source topics matched.
+    pub topic_refreshes: u32,
 }
 
 impl std::fmt::Display for Report {
@@ -125,6 +139,13 @@ impl std::fmt::Display for Report {
         if self.restarts > 0 {
             writeln!(f, "restarts after retriable errors: {}", self.restarts)?;
         }
+        if self.topic_refreshes > 0 {
+            writeln!(
+                f,
+                "sessions started again for new topics: {}",
+                self.topic_refreshes
+            )?;
+        }
         Ok(())
     }
 }
@@ -132,6 +153,10 @@ impl std::fmt::Display for Report {
 /// Client settings parsed from `k=v` pairs.
 #[derive(Clone, Debug)]
 struct Clients {
+    /// `source` or `target`, for error messages.
+    side: &'static str,
+    /// TLS (`security.protocol` SSL or SASL_SSL); SASL is in `connection`.
+    tls: Option<TlsConnector>,
     connection: ConnectionConfig,
     consumer: ConsumerConfig,
     producer: ProducerConfig,
@@ -144,10 +169,130 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
         .map_err(|_| Error::InvalidArgument(format!("{key}={value}: not a number")))
 }
 
+/// The security settings of one side, by librdkafka's names, before they are checked together.
+#[derive(Default)]
+struct Security {
+    protocol: Option<String>,
+    mechanism: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    ca: Option<String>,
+    certificate: Option<String>,
+    key: Option<String>,
+}
+
+impl Security {
+    /// Takes `key` when it is a security setting.
+    fn take(&mut self, key: &str, value: &str) -> bool {
+        let slot = match key {
+            "security.protocol" => &mut self.protocol,
+            "sasl.mechanism" | "sasl.mechanisms" => &mut self.mechanism,
+            "sasl.username" => &mut self.username,
+            "sasl.password" => &mut self.password,
+            "ssl.ca.location" => &mut self.ca,
+            "ssl.certificate.location" => &mut self.certificate,
+            "ssl.key.location" => &mut self.key,
+            _ => return false,
+        };
+        *slot = Some(value.to_string());
+        true
+    }
+
+    /// Checks the settings together (as Kafka's clients do at start): the TLS connector and the
+    /// SASL credentials they ask for. A setting the protocol does not use is refused, not
+    /// ignored (a `sasl.password` with `security.protocol=SSL` is a mistake worth a word).
+    fn resolve(self, side: &str) -> Result<(Option<TlsConnector>, Option<SaslConfig>)> {
+        let bad = |why: String| Error::InvalidArgument(format!("{side} config: {why}"));
+        let protocol = self
+            .protocol
+            .as_deref()
+            .unwrap_or("PLAINTEXT")
+            .to_ascii_uppercase();
+        let (tls, sasl) = match protocol.as_str() {
+            "PLAINTEXT" => (false, false),
+            "SSL" => (true, false),
+            "SASL_PLAINTEXT" => (false, true),
+            "SASL_SSL" => (true, true),
+            other => {
+                return Err(bad(format!(
+                    "security.protocol={other}: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+                )))
+            }
+        };
+        let sasl = if sasl {
+            let mechanism = self
+                .mechanism
+                .as_deref()
+                .unwrap_or("PLAIN")
+                .to_ascii_uppercase();
+            if !matches!(
+                mechanism.as_str(),
+                "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512"
+            ) {
+                return Err(bad(format!(
+                    "sasl.mechanism={mechanism}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                )));
+            }
+            Some(SaslConfig {
+                mechanism,
+                username: self.username.ok_or_else(|| {
+                    bad(format!("security.protocol={protocol} needs sasl.username"))
+                })?,
+                password: self.password.ok_or_else(|| {
+                    bad(format!("security.protocol={protocol} needs sasl.password"))
+                })?,
+            })
+        } else {
+            if let Some(key) = [
+                ("sasl.mechanism", &self.mechanism),
+                ("sasl.username", &self.username),
+                ("sasl.password", &self.password),
+            ]
+            .iter()
+            .find_map(|(k, v)| v.is_some().then_some(*k))
+            {
+                return Err(bad(format!(
+                    "{key} is given but security.protocol={protocol} has no SASL"
+                )));
+            }
+            None
+        };
+        let tls = if tls {
+            let ca = self.ca.as_deref().ok_or_else(|| {
+                bad(format!(
+                    "security.protocol={protocol} needs ssl.ca.location"
+                ))
+            })?;
+            let files = TlsConfig::from_files(ca, self.certificate.as_deref(), self.key.as_deref())
+                .map_err(|e| bad(e.to_string()))?;
+            Some(TlsConnector::new(&files).map_err(|e| bad(e.to_string()))?)
+        } else {
+            if let Some(key) = [
+                ("ssl.ca.location", &self.ca),
+                ("ssl.certificate.location", &self.certificate),
+                ("ssl.key.location", &self.key),
+            ]
+            .iter()
+            .find_map(|(k, v)| v.is_some().then_some(*k))
+            {
+                return Err(bad(format!(
+                    "{key} is given but security.protocol={protocol} has no TLS"
+                )));
+            }
+            None
+        };
+        Ok((tls, sasl))
+    }
+}
+
 /// Parses one side's settings. Unknown keys are refused rather than ignored: a security setting
 /// silently dropped would be a surprise.
 fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) -> Result<Clients> {
+    let side = if source_side { "source" } else { "target" };
+    let mut security = Security::default();
     let mut c = Clients {
+        side,
+        tls: None,
         connection: ConnectionConfig {
             client_id: "mk-mirror".into(),
             ..ConnectionConfig::default()
@@ -165,9 +310,11 @@ fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) ->
         c.producer.transactional_id = Some("mk-mirror".into());
     }
     for (key, value) in pairs {
+        if security.take(key, value) {
+            continue;
+        }
         match (source_side, key.as_str()) {
             (_, "client.id") => c.connection.client_id = value.clone(),
-            (_, "security.protocol") if value.eq_ignore_ascii_case("PLAINTEXT") => {}
             (true, "isolation.level") => c.consumer.isolation_level = IsolationLevel::parse(value)?,
             (true, "fetch.max.bytes") => c.consumer.max_bytes = number(key, value)?,
             (true, "max.partition.fetch.bytes") => {
@@ -190,9 +337,8 @@ fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) ->
             (false, "replication.factor") => c.replication_factor = number(key, value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "{} config {key}={value} is not supported by mk mirror (this client speaks \
-                     PLAINTEXT only; see docs/SCALING.md)",
-                    if source_side { "source" } else { "target" }
+                    "{side} config {key}={value} is not supported by mk mirror (see \
+                     docs/SCALING.md for the settings it takes)"
                 )))
             }
         }
@@ -200,6 +346,7 @@ fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) ->
     if !exactly_once {
         c.producer.transactional_id = None;
     }
+    (c.tls, c.connection.sasl) = security.resolve(side)?;
     c.consumer.connection = c.connection.clone();
     c.producer.connection = c.connection.clone();
     Ok(c)
@@ -238,9 +385,25 @@ pub async fn run(config: &MirrorConfig) -> Result<Report> {
             "batch records must be at least 1".into(),
         ));
     }
+    let metrics = Metrics::default();
+    let _endpoint = match &config.metrics_listener {
+        None => None,
+        Some(addr) => {
+            let listener = smol::net::TcpListener::bind(addr.as_str())
+                .await
+                .map_err(|e| {
+                    Error::InvalidArgument(format!("metrics listener {addr}: cannot listen: {e}"))
+                })?;
+            if let Ok(local) = listener.local_addr() {
+                eprintln!("mk mirror: metrics on http://{local}/metrics");
+            }
+            Some(smol::spawn(metrics::serve(listener, metrics.clone())))
+        }
+    };
     let mut state = State {
         report: Report::default(),
         ends: None,
+        metrics,
     };
     let mut failures = 0;
     loop {
@@ -252,13 +415,22 @@ pub async fn run(config: &MirrorConfig) -> Result<Report> {
             copied_this_session: false,
         };
         match session.run().await {
-            Ok(()) => return Ok(state.report),
+            Ok(Ended::Done) => return Ok(state.report),
+            Ok(Ended::NewTopics(topics)) => {
+                state.report.topic_refreshes += 1;
+                state.metrics.update(|m| m.topic_refreshes += 1);
+                eprintln!(
+                    "mk mirror: new topics on the source: {}; starting a new session",
+                    topics.join(", ")
+                );
+            }
             Err(err) if is_retriable(&err) && failures < config.max_restarts => {
                 if session.copied_this_session {
                     failures = 0;
                 }
                 failures += 1;
                 state.report.restarts += 1;
+                state.metrics.update(|m| m.restarts += 1);
                 eprintln!(
                     "mk mirror: {err}; restarting from the stored progress ({failures}/{})",
                     config.max_restarts
@@ -270,7 +442,26 @@ pub async fn run(config: &MirrorConfig) -> Result<Report> {
     }
 }
 
+/// How a session ended without an error.
+enum Ended {
+    /// Caught up (`once`), or nothing more to do.
+    Done,
+    /// New source topics match: a new session creates and mirrors them.
+    NewTopics(Vec<String>),
+}
+
+/// Whether a source topic is mirrored: it matches and is neither internal nor the mirror's own.
+fn mirrored(config: &MirrorConfig, topic: &admin::TopicMetadata) -> bool {
+    let name = topic.name.as_str();
+    !(topic.is_internal
+        || name.starts_with("__")
+        || name.starts_with("mk-mirror.")
+        || !config.topics.is_match(name)
+        || topic.error_code != 0)
+}
+
 struct State {
+    metrics: Metrics,
     report: Report,
     /// With `once`: the source's ends taken when the first session started.
     ends: Option<BTreeMap<TopicPartition, i64>>,
@@ -284,10 +475,47 @@ struct Session<'a> {
     copied_this_session: bool,
 }
 
-async fn connect(addr: &str, config: &ConnectionConfig) -> Result<Connection<TcpStream>> {
-    let stream = TcpStream::connect(addr).await?;
+/// A connection to `addr` with one side's settings: TCP, TLS when asked, then ApiVersions and
+/// SASL. A refused certificate or a failed authentication is final (not retriable: a restart
+/// would meet it again) and names the side and the address; a lost connection is retriable.
+async fn connect(addr: &str, clients: &Clients) -> Result<Connection<TcpStream>> {
+    let side = clients.side;
+    let stream = PlainTcp::connect(addr).await?;
     stream.set_nodelay(true).ok();
-    Connection::connect(stream, config.clone()).await
+    let stream = match &clients.tls {
+        None => MaybeTls::Plain(stream),
+        Some(tls) => tls
+            .connect(crate::tls::host_of(addr), stream)
+            .await
+            .map_err(|e| match e.kind() {
+                // rustls's verdicts (certificate, protocol version, alert) come as InvalidData.
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
+                    Error::Protocol(format!("TLS handshake with the {side} {addr}: {e}"))
+                }
+                _ => Error::Io(std::sync::Arc::new(e)),
+            })?,
+    };
+    Connection::connect(stream, clients.connection.clone())
+        .await
+        .map_err(|e| match e {
+            Error::Kafka {
+                error,
+                code,
+                context,
+            } => Error::Kafka {
+                error,
+                code,
+                context: format!("{side} {addr}: {context}"),
+            },
+            // A TLS alert after the handshake (TLS 1.3 refuses a missing client certificate
+            // here, on the first read): a verdict, not a lost connection.
+            Error::Io(e)
+                if clients.tls.is_some() && e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                Error::Protocol(format!("TLS with the {side} {addr}: {e}"))
+            }
+            other => other,
+        })
 }
 
 /// Waits until no transaction is open on `partitions` of the target (last stable offset = high
@@ -329,7 +557,7 @@ async fn wait_for_stable_target(
 /// Reads the progress topic from its start to its last stable offset.
 async fn load_progress(addr: &str, clients: &Clients) -> Result<OffsetMap> {
     let mut consumer = Consumer::new(
-        connect(addr, &clients.connection).await?,
+        connect(addr, clients).await?,
         ConsumerConfig {
             isolation_level: IsolationLevel::ReadCommitted,
             auto_offset_reset: OffsetReset::Earliest,
@@ -371,23 +599,20 @@ async fn load_progress(addr: &str, clients: &Clients) -> Result<OffsetMap> {
 }
 
 impl Session<'_> {
-    async fn run(&mut self) -> Result<()> {
+    async fn run(&mut self) -> Result<Ended> {
         let config = self.config;
-        let mut source_admin = Admin::new(connect(&config.source, &self.source.connection).await?);
-        let mut target_admin = Admin::new(connect(&config.target, &self.target.connection).await?);
+        let mut source_admin = Admin::new(connect(&config.source, self.source).await?);
+        let mut target_admin = Admin::new(connect(&config.target, self.target).await?);
         let rf = self.target.replication_factor;
         setup::ensure_progress_topic(&mut target_admin, PROGRESS_TOPIC, rf).await?;
         let mut partitions = Vec::new();
+        let mut known = std::collections::BTreeSet::new();
         for topic in source_admin.list_topics().await? {
             let name = topic.name.as_str();
-            if topic.is_internal
-                || name.starts_with("__")
-                || name.starts_with("mk-mirror.")
-                || !config.topics.is_match(name)
-                || topic.error_code != 0
-            {
+            if !mirrored(config, &topic) {
                 continue;
             }
+            known.insert(name.to_string());
             if setup::ensure_topic(
                 &mut source_admin,
                 &mut target_admin,
@@ -430,7 +655,7 @@ impl Session<'_> {
         }
         let mut map = load_progress(&config.target, self.target).await?;
         let mut consumer = Consumer::new(
-            connect(&config.source, &self.source.connection).await?,
+            connect(&config.source, self.source).await?,
             self.source.consumer.clone(),
         );
         consumer.assign(partitions.iter().cloned());
@@ -442,11 +667,29 @@ impl Session<'_> {
         let (mut producer, mut driver) = self.producer(&config.target).await?;
         // At-least-once: one more producer per other broker leading a mirrored partition.
         let mut route = Route::default();
-        if !config.exactly_once {
-            let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
-            topics.push(PROGRESS_TOPIC);
-            topics.dedup();
-            let leaders = route::leaders(target_admin.connection(), &topics).await?;
+        let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+        topics.push(PROGRESS_TOPIC);
+        topics.dedup();
+        let leaders = route::leaders(target_admin.connection(), &topics).await?;
+        if config.exactly_once {
+            // One transactional producer talks to `--target` alone: refuse a target whose
+            // leaders are on several brokers at once (I123), rather than restart on
+            // NOT_LEADER_OR_FOLLOWER until the restarts run out.
+            let nodes: std::collections::BTreeSet<&i32> = leaders.leader.values().collect();
+            if nodes.len() > 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "--exactly-once needs every mirrored partition and {PROGRESS_TOPIC} led by \
+                     the one --target broker; this target's leaders are on {} brokers ({}). \
+                     Mirror at-least-once (without --exactly-once) into it",
+                    nodes.len(),
+                    nodes
+                        .iter()
+                        .map(|n| leaders.brokers[n].as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        } else {
             let mut by_node: BTreeMap<i32, usize> = BTreeMap::new();
             for (tp, node) in &leaders.leader {
                 let index = match by_node.get(node) {
@@ -479,6 +722,8 @@ impl Session<'_> {
         }
         let mut meter = Meter::new();
         let mut last_group_sync = Instant::now();
+        let mut last_refresh = Instant::now();
+        let mut ended = Ended::Done;
         loop {
             if let Some(ends) = &self.state.ends {
                 let mut done = true;
@@ -517,9 +762,31 @@ impl Session<'_> {
                     .await?;
                 meter.add(chunk.len());
             }
-            if let Some(interval) = config.progress_interval {
-                if meter.since.elapsed() >= interval {
-                    meter.print(&consumer, &positions);
+            let lag = lag(&consumer, &positions);
+            self.state.metrics.update(|m| m.lag.clone_from(&lag));
+            let interval = config.progress_interval.unwrap_or(Duration::from_secs(5));
+            if meter.since.elapsed() >= interval {
+                let rate = meter.rate();
+                self.state.metrics.update(|m| m.records_per_second = rate);
+                if config.progress_interval.is_some() {
+                    print_progress(rate, &lag);
+                }
+                meter = Meter::new();
+            }
+            if let Some(every) = config.refresh_topics_interval.filter(|_| !config.once) {
+                if last_refresh.elapsed() >= every {
+                    last_refresh = Instant::now();
+                    let new: Vec<String> = source_admin
+                        .list_topics()
+                        .await?
+                        .iter()
+                        .filter(|t| mirrored(config, t) && !known.contains(t.name.as_str()))
+                        .map(|t| t.name.clone())
+                        .collect();
+                    if !new.is_empty() {
+                        ended = Ended::NewTopics(new);
+                        break;
+                    }
                 }
             }
             if !config.once && last_group_sync.elapsed() >= config.group_sync_interval {
@@ -534,12 +801,12 @@ impl Session<'_> {
         route.close().await?;
         self.sync_groups(&mut source_admin, &mut target_admin, &map)
             .await?;
-        Ok(())
+        Ok(ended)
     }
 
     async fn producer(&self, addr: &str) -> Result<(Producer, smol::Task<()>)> {
         let (producer, driver) = Producer::new(
-            connect(addr, &self.target.connection).await?,
+            connect(addr, self.target).await?,
             self.target.producer.clone(),
             SmolRuntime,
         )?;
@@ -642,14 +909,23 @@ impl Session<'_> {
             delivery.await?;
             map.entry(tp).or_default().apply(&p);
         }
+        let mut copied: BTreeMap<&str, u64> = BTreeMap::new();
         for r in records {
+            *copied.entry(&r.topic).or_default() += 1;
+        }
+        for (topic, n) in &copied {
             *self
                 .state
                 .report
                 .copied
-                .entry(r.topic.to_string())
-                .or_default() += 1;
+                .entry(topic.to_string())
+                .or_default() += n;
         }
+        self.state.metrics.update(|m| {
+            for (topic, n) in &copied {
+                *m.copied.entry(topic.to_string()).or_default() += n;
+            }
+        });
         if !records.is_empty() {
             self.copied_this_session = true;
         }
@@ -710,24 +986,36 @@ impl Meter {
         self.records += n;
     }
 
-    fn print(&mut self, consumer: &Consumer<TcpStream>, positions: &BTreeMap<TopicPartition, i64>) {
-        let secs = self.since.elapsed().as_secs_f64().max(1e-3);
-        let mut line = format!(
-            "mk mirror: {:.0} records/s; lag",
-            self.records as f64 / secs
-        );
-        let mut total = 0;
-        for (tp, position) in positions {
+    /// Records per second since the meter started.
+    fn rate(&self) -> f64 {
+        self.records as f64 / self.since.elapsed().as_secs_f64().max(1e-3)
+    }
+}
+
+/// Records behind the source's high watermark, per partition.
+fn lag(
+    consumer: &Consumer<TcpStream>,
+    positions: &BTreeMap<TopicPartition, i64>,
+) -> BTreeMap<TopicPartition, i64> {
+    positions
+        .iter()
+        .map(|(tp, position)| {
             let lag = consumer
                 .high_watermark(tp)
                 .map_or(0, |h| (h.0 - position).max(0));
-            total += lag;
-            line.push_str(&format!(" {tp}={lag}"));
-        }
-        line.push_str(&format!(" (total {total})"));
-        eprintln!("{line}");
-        *self = Meter::new();
+            (tp.clone(), lag)
+        })
+        .collect()
+}
+
+/// One progress line on stderr: rate and lag.
+fn print_progress(rate: f64, lag: &BTreeMap<TopicPartition, i64>) {
+    let mut line = format!("mk mirror: {rate:.0} records/s; lag");
+    for (tp, n) in lag {
+        line.push_str(&format!(" {tp}={n}"));
     }
+    line.push_str(&format!(" (total {})", lag.values().sum::<i64>()));
+    eprintln!("{line}");
 }
 
 #[cfg(test)]
@@ -780,6 +1068,52 @@ mod tests {
             (kv(&[("linger.ms", "soon")]), false),
         ] {
             assert!(clients(&pairs, source_side, false).is_err(), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn security_settings_go_together_or_are_refused() {
+        let sasl = clients(
+            &kv(&[
+                ("security.protocol", "sasl_plaintext"),
+                ("sasl.mechanisms", "scram-sha-256"),
+                ("sasl.username", "u"),
+                ("sasl.password", "p"),
+            ]),
+            false,
+            false,
+        )
+        .expect("SASL_PLAINTEXT");
+        let config = sasl.connection.sasl.as_ref().expect("SASL on");
+        assert_eq!(
+            (config.mechanism.as_str(), config.username.as_str()),
+            ("SCRAM-SHA-256", "u")
+        );
+        // The consumer and the producer connect with the same credentials.
+        assert!(sasl.consumer.connection.sasl.is_some() && sasl.producer.connection.sasl.is_some());
+        assert!(sasl.tls.is_none());
+        for pairs in [
+            // No password; an unknown mechanism; an unknown protocol.
+            kv(&[("security.protocol", "SASL_SSL"), ("sasl.username", "u")]),
+            kv(&[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "GSSAPI"),
+                ("sasl.username", "u"),
+                ("sasl.password", "p"),
+            ]),
+            kv(&[("security.protocol", "TLS")]),
+            // TLS without a CA, or with one that cannot be read; a setting the protocol
+            // does not use.
+            kv(&[("security.protocol", "SSL")]),
+            kv(&[
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", "/nonexistent/ca.pem"),
+            ]),
+            kv(&[("ssl.ca.location", "/nonexistent/ca.pem")]),
+            kv(&[("security.protocol", "SSL"), ("sasl.password", "p")]),
+        ] {
+            let err = clients(&pairs, true, false).expect_err("refused");
+            assert!(err.to_string().contains("source config"), "{err}");
         }
     }
 

@@ -1,11 +1,11 @@
 //! Topics on the target: the mirror's progress topic, and each mirrored topic created with the
 //! source's partition count and the topic configs the target accepts (I83).
 
+use super::Stream as TcpStream;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use smol::net::TcpStream;
 
 use crate::admin::{self, Admin, TopicMetadata};
 use crate::configs::{ConfigChange, ConfigResource, ConfigSource};
