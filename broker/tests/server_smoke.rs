@@ -1307,3 +1307,133 @@ fn sigterm_answers_a_held_join_with_not_coordinator() {
     let (_, held): (i32, JoinGroupResponse) = member.recv(4);
     assert_eq!(held.error_code, 16, "NOT_COORDINATOR");
 }
+
+/// DescribeGroups at every served version (I142): an unknown group is `Dead` without an error
+/// at v0–5 and GROUP_ID_NOT_FOUND with Kafka's message at v6 (KIP-1043, what Kafka 4's admin
+/// client and MirrorMaker 2 negotiate); a live group is described the same way at v5 and v6,
+/// with its member's instance id, and ApiVersions advertises v6.
+#[test]
+fn describe_groups_v6_answers_unknown_groups_with_group_id_not_found_i142() {
+    let broker = Broker::start_with(1, &["group.initial.rebalance.delay.ms=0"]);
+    let mut client = broker.client();
+    let versions: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let advertised = versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::DescribeGroups as i16)
+        .map(|k| (k.min_version, k.max_version));
+    assert_eq!(advertised, Some((0, 6)));
+
+    let required = join(&mut client, "live", "", 1000);
+    assert_eq!(required.error_code, 79, "MEMBER_ID_REQUIRED");
+    let member = required.member_id.to_string();
+    let joined = join(&mut client, "live", &member, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+
+    let describe = |client: &mut Client, version: i16| {
+        let mut request = kafka_protocol::messages::DescribeGroupsRequest::default();
+        request.groups = vec![
+            GroupId(StrBytes::from_static_str("nobody")),
+            GroupId(StrBytes::from_static_str("live")),
+        ];
+        request.include_authorized_operations = version >= 3;
+        let response: kafka_protocol::messages::DescribeGroupsResponse =
+            client.call(ApiKey::DescribeGroups, version, &request);
+        response
+    };
+    for version in 0..=5 {
+        let response = describe(&mut client, version);
+        let unknown = &response.groups[0];
+        assert_eq!(unknown.group_id.as_str(), "nobody");
+        assert_eq!(unknown.error_code, 0, "v{version}: {unknown:?}");
+        assert_eq!(unknown.group_state.as_str(), "Dead", "v{version}");
+        let live = &response.groups[1];
+        assert_eq!(live.error_code, 0, "v{version}: {live:?}");
+        assert_eq!(live.members.len(), 1, "v{version}");
+        assert_eq!(live.members[0].member_id.as_str(), member, "v{version}");
+    }
+    let response = describe(&mut client, 6);
+    let unknown = &response.groups[0];
+    assert_eq!(unknown.group_id.as_str(), "nobody");
+    assert_eq!(unknown.error_code, 69, "GROUP_ID_NOT_FOUND: {unknown:?}");
+    assert_eq!(
+        unknown.error_message.as_ref().map(|m| m.as_str()),
+        Some("Group nobody not found.")
+    );
+    assert_eq!(
+        unknown.authorized_operations,
+        i32::MIN,
+        "operations omitted"
+    );
+    let live = &response.groups[1];
+    assert_eq!(live.error_code, 0, "{live:?}");
+    assert_eq!(live.error_message, None);
+    assert_eq!(live.group_state.as_str(), "CompletingRebalance");
+    assert_eq!(live.protocol_type.as_str(), "consumer");
+    assert_eq!(live.protocol_data.as_str(), "range");
+    assert_eq!(live.members.len(), 1);
+    assert_eq!(live.members[0].member_id.as_str(), member);
+    assert_eq!(&live.members[0].member_metadata[..], b"subscription");
+}
+
+/// MirrorMaker 2's internal topics on a one-node source (I143): its `createCompactedTopic`
+/// (one partition, `cleanup.policy=compact`) with the default replication factor 3 gets
+/// INVALID_REPLICATION_FACTOR and a message, as from a one-broker Kafka (MM2 then fails the
+/// connector); with 1, as docs/SCALING.md's properties set it, or -1, it is created compacted.
+#[test]
+fn mirror_maker_2_compacted_internal_topics_need_replication_factor_1_i143() {
+    let broker = Broker::start(1);
+    let mut client = broker.client();
+    let compacted = |name: &str, replication_factor: i16| {
+        let mut config = CreatableTopicConfig::default();
+        config.name = StrBytes::from_static_str("cleanup.policy");
+        config.value = Some(StrBytes::from_static_str("compact"));
+        let mut topic = CreatableTopic::default();
+        topic.name = topic_name(name);
+        topic.num_partitions = 1;
+        topic.replication_factor = replication_factor;
+        topic.configs = vec![config];
+        topic
+    };
+    let mut codes = Vec::new();
+    for (name, replication_factor) in [
+        ("mm2-offset-syncs.kafka.internal", 3),
+        ("mm2-offset-syncs.kafka.internal", 1),
+        ("heartbeats", -1),
+    ] {
+        let mut request = CreateTopicsRequest::default();
+        request.timeout_ms = 30_000;
+        request.topics = vec![compacted(name, replication_factor)];
+        let response: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &request);
+        let result = &response.topics[0];
+        if result.error_code == 38 {
+            let message = result.error_message.as_ref().map(|m| m.to_string());
+            assert!(
+                message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("replication factor 3")),
+                "{message:?}"
+            );
+        }
+        codes.push(result.error_code);
+    }
+    assert_eq!(
+        codes,
+        vec![38, 0, 0],
+        "INVALID_REPLICATION_FACTOR, then created"
+    );
+    for name in ["mm2-offset-syncs.kafka.internal", "heartbeats"] {
+        assert_eq!(metadata_partitions(&mut client, name), (0, 1), "{name}");
+        let mut resource = DescribeConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_string(name.to_string());
+        resource.configuration_keys = Some(vec![StrBytes::from_static_str("cleanup.policy")]);
+        let mut describe = DescribeConfigsRequest::default();
+        describe.resources = vec![resource];
+        let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &describe);
+        let config = &response.results[0].configs[0];
+        assert_eq!(config.value.as_ref().map(|v| v.as_str()), Some("compact"));
+        assert_eq!(config.config_source, 1, "a topic config");
+    }
+}
