@@ -10,9 +10,10 @@
 //!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
 //!   requests answered in order, the per-connection in-flight limits (other requests
 //!   `MAX_IN_FLIGHT`, Produce deeper), ListOffsets (earliest, latest, by timestamp inside
-//!   batches, max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
-//!   bad settings exiting with code 2, librdkafka's all-topics Metadata v13 request with its 3
-//!   trailing bytes.
+//!   batches, max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there
+//!   and the leader epochs unchanged (Metadata, OffsetForLeaderEpoch), bad settings exiting with
+//!   code 2, librdkafka's all-topics Metadata v13 request with its 3 trailing bytes, DescribeGroups
+//!   at v0–6 (I142), MirrorMaker 2's compacted internal topics (I143).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -30,6 +31,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
@@ -39,8 +43,8 @@ use kafka_protocol::messages::{
     HeartbeatResponse, InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest,
     JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use minikafka_broker::server::connection::{MAX_IN_FLIGHT, MAX_IN_FLIGHT_PRODUCE};
@@ -635,6 +639,43 @@ fn sigterm_shuts_down_cleanly_and_restart_keeps_the_data() {
         produce_ok(&mut client, "durable", 0, 1, &batch(&["after"], 6)),
         2
     );
+    // Leader epochs are stable across the restart (what mirrors and consumers validate
+    // positions with): Metadata says 0, and epoch 0 ends at each log end offset.
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![{
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name("durable"));
+        t
+    }]);
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    let epochs: Vec<i32> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.leader_epoch)
+        .collect();
+    assert_eq!(epochs, vec![0, 0, 0]);
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = (-1).into();
+    let mut topic = OffsetForLeaderTopic::default();
+    topic.topic = topic_name("durable");
+    topic.partitions = (0..3)
+        .map(|partition| {
+            let mut p = OffsetForLeaderPartition::default();
+            p.partition = partition;
+            p.current_leader_epoch = 0;
+            p.leader_epoch = 0;
+            p
+        })
+        .collect();
+    request.topics = vec![topic];
+    let response: OffsetForLeaderEpochResponse =
+        client.call(ApiKey::OffsetForLeaderEpoch, 4, &request);
+    let ends: Vec<(i16, i32, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+        .collect();
+    assert_eq!(ends, vec![(0, 0, 3), (0, 0, 2), (0, 0, 2)]);
 }
 
 #[test]
