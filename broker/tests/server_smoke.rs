@@ -10,9 +10,10 @@
 //!   byte for byte, long-poll woken by a produce on another connection (I7), pipelined
 //!   requests answered in order, the per-connection in-flight limits (other requests
 //!   `MAX_IN_FLIGHT`, Produce deeper), ListOffsets (earliest, latest, by timestamp inside
-//!   batches, max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there,
-//!   bad settings exiting with code 2, librdkafka's all-topics Metadata v13 request with its 3
-//!   trailing bytes.
+//!   batches, max timestamp), `num.shards` 1 and 2, SIGTERM then restart with the data still there
+//!   and the leader epochs unchanged (Metadata, OffsetForLeaderEpoch), bad settings exiting with
+//!   code 2, librdkafka's all-topics Metadata v13 request with its 3 trailing bytes, DescribeGroups
+//!   at v0–6 (I142), MirrorMaker 2's compacted internal topics (I143).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -30,6 +31,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
@@ -39,8 +43,8 @@ use kafka_protocol::messages::{
     HeartbeatResponse, InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest,
     JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use minikafka_broker::server::connection::{MAX_IN_FLIGHT, MAX_IN_FLIGHT_PRODUCE};
@@ -635,6 +639,43 @@ fn sigterm_shuts_down_cleanly_and_restart_keeps_the_data() {
         produce_ok(&mut client, "durable", 0, 1, &batch(&["after"], 6)),
         2
     );
+    // Leader epochs are stable across the restart (what mirrors and consumers validate
+    // positions with): Metadata says 0, and epoch 0 ends at each log end offset.
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![{
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name("durable"));
+        t
+    }]);
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    let epochs: Vec<i32> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.leader_epoch)
+        .collect();
+    assert_eq!(epochs, vec![0, 0, 0]);
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = (-1).into();
+    let mut topic = OffsetForLeaderTopic::default();
+    topic.topic = topic_name("durable");
+    topic.partitions = (0..3)
+        .map(|partition| {
+            let mut p = OffsetForLeaderPartition::default();
+            p.partition = partition;
+            p.current_leader_epoch = 0;
+            p.leader_epoch = 0;
+            p
+        })
+        .collect();
+    request.topics = vec![topic];
+    let response: OffsetForLeaderEpochResponse =
+        client.call(ApiKey::OffsetForLeaderEpoch, 4, &request);
+    let ends: Vec<(i16, i32, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+        .collect();
+    assert_eq!(ends, vec![(0, 0, 3), (0, 0, 2), (0, 0, 2)]);
 }
 
 #[test]
@@ -1306,4 +1347,134 @@ fn sigterm_answers_a_held_join_with_not_coordinator() {
     assert_eq!(broker.terminate(), Some(0), "clean exit");
     let (_, held): (i32, JoinGroupResponse) = member.recv(4);
     assert_eq!(held.error_code, 16, "NOT_COORDINATOR");
+}
+
+/// DescribeGroups at every served version (I142): an unknown group is `Dead` without an error
+/// at v0–5 and GROUP_ID_NOT_FOUND with Kafka's message at v6 (KIP-1043, what Kafka 4's admin
+/// client and MirrorMaker 2 negotiate); a live group is described the same way at v5 and v6,
+/// with its member's instance id, and ApiVersions advertises v6.
+#[test]
+fn describe_groups_v6_answers_unknown_groups_with_group_id_not_found_i142() {
+    let broker = Broker::start_with(1, &["group.initial.rebalance.delay.ms=0"]);
+    let mut client = broker.client();
+    let versions: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let advertised = versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::DescribeGroups as i16)
+        .map(|k| (k.min_version, k.max_version));
+    assert_eq!(advertised, Some((0, 6)));
+
+    let required = join(&mut client, "live", "", 1000);
+    assert_eq!(required.error_code, 79, "MEMBER_ID_REQUIRED");
+    let member = required.member_id.to_string();
+    let joined = join(&mut client, "live", &member, 1000);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+
+    let describe = |client: &mut Client, version: i16| {
+        let mut request = kafka_protocol::messages::DescribeGroupsRequest::default();
+        request.groups = vec![
+            GroupId(StrBytes::from_static_str("nobody")),
+            GroupId(StrBytes::from_static_str("live")),
+        ];
+        request.include_authorized_operations = version >= 3;
+        let response: kafka_protocol::messages::DescribeGroupsResponse =
+            client.call(ApiKey::DescribeGroups, version, &request);
+        response
+    };
+    for version in 0..=5 {
+        let response = describe(&mut client, version);
+        let unknown = &response.groups[0];
+        assert_eq!(unknown.group_id.as_str(), "nobody");
+        assert_eq!(unknown.error_code, 0, "v{version}: {unknown:?}");
+        assert_eq!(unknown.group_state.as_str(), "Dead", "v{version}");
+        let live = &response.groups[1];
+        assert_eq!(live.error_code, 0, "v{version}: {live:?}");
+        assert_eq!(live.members.len(), 1, "v{version}");
+        assert_eq!(live.members[0].member_id.as_str(), member, "v{version}");
+    }
+    let response = describe(&mut client, 6);
+    let unknown = &response.groups[0];
+    assert_eq!(unknown.group_id.as_str(), "nobody");
+    assert_eq!(unknown.error_code, 69, "GROUP_ID_NOT_FOUND: {unknown:?}");
+    assert_eq!(
+        unknown.error_message.as_ref().map(|m| m.as_str()),
+        Some("Group nobody not found.")
+    );
+    assert_eq!(
+        unknown.authorized_operations,
+        i32::MIN,
+        "operations omitted"
+    );
+    let live = &response.groups[1];
+    assert_eq!(live.error_code, 0, "{live:?}");
+    assert_eq!(live.error_message, None);
+    assert_eq!(live.group_state.as_str(), "CompletingRebalance");
+    assert_eq!(live.protocol_type.as_str(), "consumer");
+    assert_eq!(live.protocol_data.as_str(), "range");
+    assert_eq!(live.members.len(), 1);
+    assert_eq!(live.members[0].member_id.as_str(), member);
+    assert_eq!(&live.members[0].member_metadata[..], b"subscription");
+}
+
+/// MirrorMaker 2's internal topics on a one-node source (I143): its `createCompactedTopic`
+/// (one partition, `cleanup.policy=compact`) with the default replication factor 3 gets
+/// INVALID_REPLICATION_FACTOR and a message, as from a one-broker Kafka (MM2 then fails the
+/// connector); with 1, as docs/SCALING.md's properties set it, or -1, it is created compacted.
+#[test]
+fn mirror_maker_2_compacted_internal_topics_need_replication_factor_1_i143() {
+    let broker = Broker::start(1);
+    let mut client = broker.client();
+    let compacted = |name: &str, replication_factor: i16| {
+        let mut config = CreatableTopicConfig::default();
+        config.name = StrBytes::from_static_str("cleanup.policy");
+        config.value = Some(StrBytes::from_static_str("compact"));
+        let mut topic = CreatableTopic::default();
+        topic.name = topic_name(name);
+        topic.num_partitions = 1;
+        topic.replication_factor = replication_factor;
+        topic.configs = vec![config];
+        topic
+    };
+    let mut codes = Vec::new();
+    for (name, replication_factor) in [
+        ("mm2-offset-syncs.kafka.internal", 3),
+        ("mm2-offset-syncs.kafka.internal", 1),
+        ("heartbeats", -1),
+    ] {
+        let mut request = CreateTopicsRequest::default();
+        request.timeout_ms = 30_000;
+        request.topics = vec![compacted(name, replication_factor)];
+        let response: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &request);
+        let result = &response.topics[0];
+        if result.error_code == 38 {
+            let message = result.error_message.as_ref().map(|m| m.to_string());
+            assert!(
+                message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("replication factor 3")),
+                "{message:?}"
+            );
+        }
+        codes.push(result.error_code);
+    }
+    assert_eq!(
+        codes,
+        vec![38, 0, 0],
+        "INVALID_REPLICATION_FACTOR, then created"
+    );
+    for name in ["mm2-offset-syncs.kafka.internal", "heartbeats"] {
+        assert_eq!(metadata_partitions(&mut client, name), (0, 1), "{name}");
+        let mut resource = DescribeConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_string(name.to_string());
+        resource.configuration_keys = Some(vec![StrBytes::from_static_str("cleanup.policy")]);
+        let mut describe = DescribeConfigsRequest::default();
+        describe.resources = vec![resource];
+        let response: DescribeConfigsResponse = client.call(ApiKey::DescribeConfigs, 4, &describe);
+        let config = &response.results[0].configs[0];
+        assert_eq!(config.value.as_ref().map(|v| v.as_str()), Some("compact"));
+        assert_eq!(config.config_source, 1, "a topic config");
+    }
 }

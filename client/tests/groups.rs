@@ -550,3 +550,42 @@ fn mk_groups_describe_shows_lag_and_reset_offsets_moves_it_unless_dry_run() {
     let listed = ok(&mk(&addr, &["groups", "list"]), "groups list");
     assert!(!listed.lines().any(|l| l == "lag-group"), "{listed}");
 }
+
+/// A group the broker does not know, which DescribeGroups v6 answers GROUP_ID_NOT_FOUND (and
+/// v0–5 `Dead`, I142): `mk groups describe` says it does not exist, and `mk groups
+/// reset-offsets` gives it its first offsets, as for a group that never ran. (kfake also
+/// refuses OffsetFetch of an unknown group with GROUP_ID_NOT_FOUND, read as no offsets.)
+#[test]
+fn mk_groups_describe_and_reset_offsets_of_an_unknown_group() {
+    let broker = GroupBroker::start();
+    let addr = broker.addr().to_string();
+    smol::block_on(broker.create_topic("fresh", 2));
+    produce(&broker, "fresh", 2, 3, "x");
+    let out = mk(&addr, &["groups", "describe", "nobody"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    ok(
+        &mk(
+            &addr,
+            &[
+                "groups",
+                "reset-offsets",
+                "newcomer",
+                "--topic",
+                "fresh",
+                "--to-latest",
+            ],
+        ),
+        "reset-offsets of a new group",
+    );
+    let described = ok(&mk(&addr, &["groups", "describe", "newcomer"]), "describe");
+    let rows = describe_rows(&described);
+    for p in 0..2 {
+        assert_eq!(
+            rows[&p],
+            ("3".into(), "3".into(), "0".into()),
+            "{described}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use minikafka_client::configs::ConfigResource;
+use minikafka_client::configs::{ConfigResource, ConfigSource};
 use minikafka_client::group::admin::{commit_offsets_checked, fetch_offsets, Committer};
 use minikafka_client::{
     admin, Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, ConsumerRecord,
@@ -222,6 +222,10 @@ fn seq(r: &ConsumerRecord) -> usize {
 }
 
 /// Records + compacted topic + configs + group offsets, `--once`, into `target`.
+/// Mirrors a stream, a compacted topic with three configs and a group with `--once`, and
+/// checks it all arrived (I83). Neither target refuses a config here: kfake stores any topic
+/// config at CreateTopics (even `flush.policy`, which a Kafka broker refuses as unknown), so
+/// refusals are tested into minikafka, from kfake, below.
 async fn once_into(target: &str, source: &common::Broker) {
     let n = records_wanted();
     let partitions = 4;
@@ -232,6 +236,8 @@ async fn once_into(target: &str, source: &common::Broker) {
     let table_configs = [
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("retention.ms".to_string(), "604800001".to_string()),
+        // minikafka's own.
+        ("flush.policy".to_string(), "fsync".to_string()),
     ];
     src.create_topic("table", 1, &table_configs)
         .await
@@ -268,6 +274,7 @@ async fn once_into(target: &str, source: &common::Broker) {
     let out = mirror_once(&source.addr, target, &[]);
     let secs = started.elapsed().as_secs_f64();
     let report = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     eprintln!("mirror --once of {n} records in {secs:.2} s:\n{report}");
     assert!(
         report.contains(&format!("copied {n} records of events")),
@@ -309,6 +316,8 @@ async fn once_into(target: &str, source: &common::Broker) {
             "{k}={v} missing on the target: {configs:?}"
         );
     }
+    assert!(!report.contains("config refused"), "{report}");
+    assert!(!stderr.contains("config refused"), "{stderr}");
     let meta = admin::topic_metadata(tgt.connection(), "events", false)
         .await
         .expect("metadata");
@@ -402,9 +411,20 @@ fn a_transactional_source_sends_only_committed_records_and_offsets_translate() {
         let out = mirror_once(&source.addr, &target.addr, &[]);
         let report = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(report.contains("copied 20 records of orders"), "{report}");
+        // Named in the report and on stderr as it happens; the topic is created without it.
+        let refusal = "config refused by the target: orders flush.messages=1";
+        assert!(report.contains(refusal), "{report}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(refusal), "{stderr}");
+        let configs = Admin::new(connection(&target.addr).await)
+            .describe_configs(&ConfigResource::Topic("orders".into()))
+            .await
+            .expect("describe orders on the target");
         assert!(
-            report.contains("config refused by the target: orders flush.messages=1"),
-            "{report}"
+            configs
+                .iter()
+                .all(|c| c.name != "flush.messages" || c.source != ConfigSource::Topic),
+            "{configs:?}"
         );
         let copied = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
         assert_eq!(
@@ -661,10 +681,13 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
     smol::block_on(async {
         produce_events(&source.addr, "events", 2, 4_000).await;
         let extra = ["--sync-group-secs", "1", "--batch-records", "500"];
+        let logs = tempfile::tempdir().expect("temp dir");
+        let stderr_path = logs.path().join("mirror.stderr");
+        let stderr_file = std::fs::File::create(&stderr_path).expect("stderr file");
         let mirror = Running(
             mk().args(mirror_args(&source.addr, &target.addr, &extra))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(stderr_file)
                 .spawn()
                 .expect("start mk mirror"),
         );
@@ -696,6 +719,23 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
             assert!(
                 Instant::now() < deadline + Duration::from_secs(30),
                 "not synced: {on_target:?} vs {committed:?}"
+            );
+            smol::Timer::after(Duration::from_millis(200)).await;
+        }
+        // The progress lines on stderr (every `--progress-secs 1`) reach a lag of zero on
+        // each partition once the mirror has caught up with the producers.
+        let caught_up = "lag events-0=0 events-1=0 (total 0)";
+        loop {
+            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if stderr
+                .lines()
+                .any(|l| l.contains("records/s;") && l.ends_with(caught_up))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline + Duration::from_secs(60),
+                "no progress line with `{caught_up}`: {stderr}"
             );
             smol::Timer::after(Duration::from_millis(200)).await;
         }

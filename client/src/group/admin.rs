@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use minikafka_core::types::Offset;
 
 use super::member_metadata;
@@ -165,7 +166,8 @@ pub struct GroupDescription {
     pub members: Vec<DescribedMember>,
 }
 
-/// Describes `group`.
+/// Describes `group`. A group the coordinator does not know is `Dead` with no members, at
+/// every version: DescribeGroups v6 (KIP-1043) answers it GROUP_ID_NOT_FOUND, v0–5 `Dead`.
 pub async fn describe_group<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     group: &str,
@@ -177,6 +179,15 @@ pub async fn describe_group<S: AsyncRead + AsyncWrite + Unpin>(
         .into_iter()
         .find(|g| g.group_id.0.as_str() == group)
         .ok_or_else(|| Error::Protocol(format!("DescribeGroups answered nothing for {group}")))?;
+    if g.error_code == ResponseError::GroupIdNotFound.code() {
+        return Ok(GroupDescription {
+            group_id: group.to_string(),
+            state: "Dead".to_string(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        });
+    }
     Error::check(g.error_code, || format!("describe group {group}"))?;
     let consumer = g.protocol_type.as_str() == "consumer";
     Ok(GroupDescription {
@@ -220,7 +231,8 @@ pub async fn delete_group<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The committed offsets of `group`: for `partitions`, or every partition it has committed
-/// when `None`. Partitions without a commit are left out.
+/// when `None`. Partitions without a commit are left out; a group the broker does not know
+/// has none.
 pub async fn fetch_offsets<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     group: &str,
@@ -277,6 +289,10 @@ pub async fn fetch_offsets<S: AsyncRead + AsyncWrite + Unpin>(
             .into_iter()
             .find(|g| g.group_id.0.as_str() == group)
             .ok_or_else(|| Error::Protocol(format!("OffsetFetch answered nothing for {group}")))?;
+        if g.error_code == ResponseError::GroupIdNotFound.code() {
+            // kfake's answer for a group it does not know; Kafka's is no offsets, the same.
+            return Ok(BTreeMap::new());
+        }
         Error::check(g.error_code, || format!("fetch offsets of group {group}"))?;
         for t in g.topics {
             for p in t.partitions {

@@ -144,6 +144,8 @@ pub async fn ensure_topic(
     for (key, value) in configs {
         let change = [ConfigChange::Set(key.clone(), value.clone())];
         if let Err(err) = target.alter_configs(&resource, &change, false).await {
+            // Said at once too: a continuous run prints its report only when it ends.
+            eprintln!("mk mirror: config refused by the target: {name} {key}={value}: {err}");
             report.refused_configs.push(RefusedConfig {
                 topic: name.to_string(),
                 name: key,

@@ -1,4 +1,4 @@
-//! Group administration: ListGroups (key 16, v0–5), DescribeGroups (key 15, v0–5) and
+//! Group administration: ListGroups (key 16, v0–5), DescribeGroups (key 15, v0–6) and
 //! DeleteGroups (key 42, v0–2), plus what every group handler shares.
 //!
 //! Contract:
@@ -9,8 +9,9 @@
 //! - ListGroups asks every coordinator (every `__consumer_offsets` partition) and answers
 //!   the union sorted by group id, with the v4 state and v5 type filters applied by them.
 //! - DescribeGroups and DeleteGroups split their groups by coordinator, run the parts in
-//!   parallel and answer in request order. A group no coordinator knows is described as
-//!   `Dead` with no error (v0–5 semantics).
+//!   parallel and answer in request order. A group no coordinator knows (or one of the
+//!   consumer protocol) is described as `Dead` with no error at v0–5, and as
+//!   GROUP_ID_NOT_FOUND with `Group G not found.` at v6 (KIP-1043, I142).
 //! - A coordinator that cannot take a request (shutting down, missing) gives its groups
 //!   NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, which clients retry.
 
@@ -196,6 +197,13 @@ pub async fn list_groups<B: Backend>(
 }
 
 fn described(group: core_group::DescribedGroup, version: i16, with_ops: bool) -> DescribedGroup {
+    if group.error_code == ErrorCode::GROUP_ID_NOT_FOUND && version >= 6 {
+        // v6 (KIP-1043): an unknown group, or one of the consumer protocol, is an error with
+        // Kafka's message and no operations; Kafka 4's admin client reads it (I142).
+        let mut out = describe_error(&group.group_id, group.error_code);
+        out.error_message = Some(str_bytes(&format!("Group {} not found.", group.group_id)));
+        return out;
+    }
     let mut out = DescribedGroup::default();
     out.group_id = GroupId(str_bytes(&group.group_id));
     if group.error_code == ErrorCode::GROUP_ID_NOT_FOUND {

@@ -110,7 +110,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
