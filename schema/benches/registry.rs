@@ -13,7 +13,9 @@
 //!   `auto.register.schemas` sends on every new producer: answered without a write);
 //! - `lookup/by_id`: `GET /schemas/ids/{id}` (what a deserializer sends once per id);
 //! - `lookup/by_schema`: `POST /subjects/{subject}` (a serializer with `use.latest.version` or
-//!   `auto.register.schemas=false`).
+//!   `auto.register.schemas=false`);
+//! - `baseline/json_body`: `serde_json` reading a registration's body into a `Value`, the floor
+//!   of any request with a body, measured in the same run so the figures are read as ratios.
 
 use criterion::{black_box, BatchSize, Criterion, Throughput};
 use minikafka_schema::rest::handle_in_memory;
@@ -124,8 +126,23 @@ fn bench_lookup(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_baseline(c: &mut Criterion) {
+    let mut group = c.benchmark_group("baseline");
+    group.throughput(Throughput::Elements(1));
+    let registration = body(&schema(PRELOADED / 2));
+    group.bench_function("json_body", |b| {
+        b.iter(|| {
+            let value: serde_json::Value =
+                serde_json::from_slice(black_box(&registration)).expect("json");
+            black_box(value)
+        })
+    });
+    group.finish();
+}
+
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
+    bench_baseline(&mut criterion);
     bench_register(&mut criterion);
     bench_lookup(&mut criterion);
     criterion.final_summary();
