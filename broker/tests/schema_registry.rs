@@ -24,7 +24,7 @@
 //!   validating topic takes records framed with a registered id (at once after the
 //!   registration's answer) and null values, and refuses a batch with an unknown id, no magic
 //!   byte or a short value with INVALID_RECORD and KIP-467 `record_errors`; a topic not
-//!   validating takes anything.
+//!   validating takes anything, until AlterConfigs turns validation on.
 
 mod common;
 
@@ -689,6 +689,18 @@ fn a_validating_topic_refuses_records_without_a_registered_schema_id() {
         assert!(errors[0].1.contains("key"), "{errors:?}");
         // A topic not validating takes anything.
         let (code, _, _) = produce_values(&mut client, "free", &[Some(b"plain".to_vec())]);
+        assert_eq!(code, 0);
+        // Turned on at run time (AlterConfigs): the next batch is checked.
+        let alteration =
+            rdkafka::admin::AlterConfig::new(rdkafka::admin::ResourceSpecifier::Topic("free"))
+                .set("confluent.value.schema.validation", "true");
+        let altered =
+            futures::executor::block_on(admin.alter_configs(&[alteration], &admin_options()))
+                .expect("AlterConfigs");
+        assert!(altered.iter().all(Result::is_ok), "{altered:?}");
+        let (code, _, _) = produce_values(&mut client, "free", &[Some(b"plain".to_vec())]);
+        assert_eq!(code, INVALID_RECORD, "validation turned on at run time");
+        let (code, _, _) = produce_values(&mut client, "free", &[Some(good.clone())]);
         assert_eq!(code, 0);
 
         // After a restart the replayed registry still knows the id.
