@@ -9,6 +9,8 @@
 //!   requests the test sent while no other client was connected.
 //! - The HTTP endpoint answers only `GET /metrics`; a garbage or oversized head costs only its
 //!   own connection and the endpoint keeps serving.
+//! - The schema registry's requests are counted by method, route template and status, with
+//!   gauges of its schemas and subjects (I126); no raw subject appears in a label.
 //! - A second broker told to use a metrics address another broker serves refuses to start.
 //! - With `log.format=json` every log line is a JSON object, and a connection the broker
 //!   closes for a bad frame gets one warn line carrying the peer address and the reason.
@@ -371,5 +373,93 @@ fn json_logs_parse_and_name_the_peer_of_a_hostile_connection() {
             }
         }
         assert!(found, "no log line names peer {peer}:\n{output}");
+    });
+}
+
+/// A registry broker's address for the REST API (printed after the Kafka listener's line).
+fn registry_addr(broker: &Broker) -> SocketAddr {
+    let output = broker.output();
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("minikafka: schema registry on http://"))
+        .unwrap_or_else(|| panic!("no registry address printed\n{output}"))
+        .trim()
+        .parse()
+        .expect("a socket address")
+}
+
+/// One registry request with a JSON body: its status.
+fn registry_call(addr: SocketAddr, method: &str, path: &str, body: &str) -> u16 {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    http(addr, head.as_bytes()).0
+}
+
+/// I126: registry requests by method, template and status; schemas and subjects gauges.
+#[test]
+fn schema_registry_requests_and_sizes_are_scraped() {
+    bounded(LIMIT, || {
+        let (broker, metrics) =
+            metrics_broker(&[("schema.registry.listeners", "http://127.0.0.1:0")]);
+        let registry = registry_addr(&broker);
+        let page = scrape(metrics);
+        assert_eq!(get(&page, "minikafka_schema_registry_schemas"), 0.0);
+        assert_eq!(get(&page, "minikafka_schema_registry_subjects"), 0.0);
+        let schema = |name: &str| {
+            format!(r#"{{"schema":"{{\"type\":\"record\",\"name\":\"{name}\",\"fields\":[]}}"}}"#)
+        };
+        assert_eq!(
+            registry_call(registry, "POST", "/subjects/a-value/versions", &schema("A")),
+            200
+        );
+        assert_eq!(
+            registry_call(registry, "POST", "/subjects/b-value/versions", &schema("B")),
+            200
+        );
+        assert_eq!(
+            registry_call(registry, "POST", "/subjects/c-value/versions", &schema("A")),
+            200
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                registry_call(registry, "GET", "/subjects/a-value/versions/1", ""),
+                200
+            );
+        }
+        assert_eq!(
+            registry_call(registry, "GET", "/subjects/nope/versions/1", ""),
+            404
+        );
+        assert_eq!(registry_call(registry, "GET", "/no/such/thing", ""), 404);
+        let page = scrape(metrics);
+        let requests = |method: &str, endpoint: &str, status: u16| {
+            get(
+                &page,
+                &format!(
+                    "minikafka_schema_registry_requests_total{{method=\"{method}\",endpoint=\"{endpoint}\",status=\"{status}\"}}"
+                ),
+            )
+        };
+        assert_eq!(requests("POST", "/subjects/{subject}/versions", 200), 3.0);
+        assert_eq!(
+            requests("GET", "/subjects/{subject}/versions/{version}", 200),
+            3.0
+        );
+        assert_eq!(
+            requests("GET", "/subjects/{subject}/versions/{version}", 404),
+            1.0
+        );
+        assert_eq!(requests("GET", "other", 404), 1.0);
+        // Two schemas (A is shared by two subjects), three subjects.
+        assert_eq!(get(&page, "minikafka_schema_registry_schemas"), 2.0);
+        assert_eq!(get(&page, "minikafka_schema_registry_subjects"), 3.0);
+        assert!(
+            !page
+                .keys()
+                .any(|k| k.contains("a-value") || k.contains("nope")),
+            "a raw subject leaked into a label"
+        );
     });
 }

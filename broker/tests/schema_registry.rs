@@ -14,6 +14,17 @@
 //! - Hostile HTTP costs only its connection (I59): garbage, huge bodies, deep JSON, slow and
 //!   excess connections; the registry keeps answering.
 //! - Hostile records in `_schemas` are skipped with a log line at startup, never a crash (I58).
+//! - Chunked request bodies are read within the same body bound (I128): a chunked
+//!   registration works; an oversized chunked body is 413 and a bad chunk size 400, and the
+//!   registry keeps answering.
+//! - `schema.registry.authentication.method=BASIC` (I127): only a SCRAM user with its password
+//!   gets in (one added at run time too); a wrong password, an unknown user or no header is 401
+//!   with `WWW-Authenticate: Basic` and Confluent's error body.
+//! - `confluent.value.schema.validation` / `confluent.key.schema.validation` (I124, I125): a
+//!   validating topic takes records framed with a registered id (at once after the
+//!   registration's answer) and null values, and refuses a batch with an unknown id, no magic
+//!   byte or a short value with INVALID_RECORD and KIP-467 `record_errors`; a topic not
+//!   validating takes anything, until AlterConfigs turns validation on.
 
 mod common;
 
@@ -22,7 +33,16 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::librdkafka::{admin, admin_options};
+use common::typed::TypedClient;
 use common::{bounded, Broker};
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ApiKey, ProduceRequest,
+    ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 use serde_json::{json, Value};
@@ -539,5 +559,319 @@ fn concurrent_registrations_get_distinct_ids_that_survive_a_restart() {
             );
             assert_eq!((status, &body["id"]), (200, &json!(id)), "{subject}");
         }
+    });
+}
+
+/// The Confluent wire format: magic byte 0, the 4-byte big-endian id, the payload.
+fn framed(id: i32, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8];
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Produce v9 of one batch with `values` (keys `key-N`) to `topic`/0: the partition's error
+/// code, its `record_errors` as `(batch index, message)` and its `error_message`.
+fn produce_values(
+    client: &mut TypedClient,
+    topic: &str,
+    values: &[Option<Vec<u8>>],
+) -> (i16, Vec<(i32, String)>, Option<String>) {
+    let mut builder = BatchBuilder::new();
+    for (i, value) in values.iter().enumerate() {
+        let key = format!("key-{i}");
+        builder.push(&NewRecord {
+            key: Some(key.as_bytes()),
+            value: value.as_deref(),
+            timestamp_ms: 1_000,
+            ..NewRecord::default()
+        });
+    }
+    let mut partition = PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(builder.build(Offset(0)).into());
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 10_000;
+    request.topic_data = vec![t];
+    let response: ProduceResponse = client.call(ApiKey::Produce, 9, &request);
+    let p = &response.responses[0].partition_responses[0];
+    let errors = p
+        .record_errors
+        .iter()
+        .map(|e| {
+            let message = e.batch_index_error_message.as_deref().unwrap_or("");
+            (e.batch_index, message.to_string())
+        })
+        .collect();
+    (
+        p.error_code,
+        errors,
+        p.error_message.as_deref().map(str::to_string),
+    )
+}
+
+/// INVALID_RECORD.
+const INVALID_RECORD: i16 = 87;
+
+/// I124, I125: a validating topic takes only records framed with a registered id (or null),
+/// refusing the batch whole with per-record errors; another topic takes anything.
+#[test]
+fn a_validating_topic_refuses_records_without_a_registered_schema_id() {
+    bounded(LIMIT, || {
+        let broker = start();
+        let addr = registry(&broker);
+        let admin = admin(&broker);
+        let topics = [
+            rdkafka::admin::NewTopic::new("checked", 1, rdkafka::admin::TopicReplication::Fixed(1))
+                .set("confluent.value.schema.validation", "true"),
+            rdkafka::admin::NewTopic::new("keys", 1, rdkafka::admin::TopicReplication::Fixed(1))
+                .set("confluent.key.schema.validation", "true"),
+            rdkafka::admin::NewTopic::new("free", 1, rdkafka::admin::TopicReplication::Fixed(1)),
+        ];
+        let created = futures::executor::block_on(admin.create_topics(&topics, &admin_options()))
+            .expect("CreateTopics");
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        let mut client = TypedClient::connect(broker.addr());
+
+        // Nothing registered yet: id 1 is unknown.
+        let (code, errors, _) = produce_values(&mut client, "checked", &[Some(framed(1, b"x"))]);
+        assert_eq!(code, INVALID_RECORD);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].1.contains("schema id 1"), "{errors:?}");
+
+        // Registered: usable as soon as the registration is answered (I125).
+        let id = id_of(addr, "checked-value", USER_V1) as i32;
+        let good = framed(id, b"\x06ann");
+        let (code, errors, _) = produce_values(
+            &mut client,
+            "checked",
+            &[Some(good.clone()), None, Some(framed(id, b""))],
+        );
+        assert_eq!(
+            (code, errors),
+            (0, vec![]),
+            "a framed value and a tombstone pass"
+        );
+
+        // A batch with an unknown id, no magic byte and a short value: refused whole, each
+        // bad record named with its index; the good ones are named by none.
+        let mut no_magic = good.clone();
+        no_magic[0] = 1;
+        let (code, errors, message) = produce_values(
+            &mut client,
+            "checked",
+            &[
+                Some(good.clone()),
+                Some(framed(id + 100, b"x")),
+                Some(no_magic),
+                Some(vec![0, 0, 0]),
+                Some(good.clone()),
+            ],
+        );
+        assert_eq!(code, INVALID_RECORD);
+        let indexes: Vec<i32> = errors.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indexes, vec![1, 2, 3], "{errors:?}");
+        assert!(
+            errors[0].1.contains(&format!("schema id {}", id + 100)),
+            "{errors:?}"
+        );
+        assert!(errors[1].1.contains("magic byte"), "{errors:?}");
+        assert!(errors[2].1.contains("magic byte"), "{errors:?}");
+        assert!(message.is_some_and(|m| m.contains("3 record(s)")));
+
+        // The key's setting checks keys only (the keys `key-N` are not framed).
+        let (code, errors, _) = produce_values(&mut client, "keys", &[Some(good.clone())]);
+        assert_eq!(code, INVALID_RECORD);
+        assert!(errors[0].1.contains("key"), "{errors:?}");
+        // A topic not validating takes anything.
+        let (code, _, _) = produce_values(&mut client, "free", &[Some(b"plain".to_vec())]);
+        assert_eq!(code, 0);
+        // Turned on at run time (AlterConfigs): the next batch is checked.
+        let alteration =
+            rdkafka::admin::AlterConfig::new(rdkafka::admin::ResourceSpecifier::Topic("free"))
+                .set("confluent.value.schema.validation", "true");
+        let altered =
+            futures::executor::block_on(admin.alter_configs(&[alteration], &admin_options()))
+                .expect("AlterConfigs");
+        assert!(altered.iter().all(Result::is_ok), "{altered:?}");
+        let (code, _, _) = produce_values(&mut client, "free", &[Some(b"plain".to_vec())]);
+        assert_eq!(code, INVALID_RECORD, "validation turned on at run time");
+        let (code, _, _) = produce_values(&mut client, "free", &[Some(good.clone())]);
+        assert_eq!(code, 0);
+
+        // After a restart the replayed registry still knows the id.
+        drop((client, admin));
+        let mut broker = broker;
+        assert!(broker.stop().success());
+        broker.restart();
+        let mut client = TypedClient::connect(broker.addr());
+        let (code, errors, _) = produce_values(&mut client, "checked", &[Some(good)]);
+        assert_eq!((code, errors), (0, vec![]));
+    });
+}
+
+/// A registration sent `Transfer-Encoding: chunked`, in three chunks: status and body.
+fn chunked_registration(addr: SocketAddr, subject: &str, schema: &str) -> (u16, Value) {
+    let body = json!({ "schema": schema }).to_string();
+    let (a, rest) = body.split_at(body.len() / 3);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let mut request = format!(
+        "POST /subjects/{subject}/versions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    for chunk in [a, b, c] {
+        request.push_str(&format!("{:x};note=x\r\n{chunk}\r\n", chunk.len()));
+    }
+    request.push_str("0\r\n\r\n");
+    let (status, body) = parse_response(&exchange(addr, request.as_bytes()));
+    (status, serde_json::from_slice(&body).expect("json"))
+}
+
+/// I128: a chunked body is read like a sized one and bounded the same way.
+#[test]
+fn chunked_bodies_are_read_and_bounded() {
+    bounded(LIMIT, || {
+        let broker = start();
+        let addr = registry(&broker);
+        assert_eq!(
+            chunked_registration(addr, "chunky", USER_V1),
+            (200, json!({ "id": 1 }))
+        );
+        assert_eq!(id_of(addr, "chunky", USER_V1), 1, "the same schema, sized");
+
+        // A chunk announcing more than the body bound: 413 before its data is sent.
+        let huge = format!(
+            "POST /subjects/x/versions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+            minikafka_schema::http::BODY_BYTES_MAX + 1
+        );
+        assert_eq!(parse_response(&exchange(addr, huge.as_bytes())).0, 413);
+        // Many chunks adding up past the bound: 413 too, having kept at most the bound.
+        let mut stream =
+            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        stream
+            .write_all(b"POST /subjects/x/versions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .expect("head");
+        // Eight chunks of 1 MiB fill the bound exactly; the ninth's size line passes it. Nothing
+        // more is sent, so the broker reads all of it before closing (no reset).
+        let chunk = format!("100000\r\n{}\r\n", "a".repeat(0x10_0000));
+        for _ in 0..minikafka_schema::http::BODY_BYTES_MAX / 0x10_0000 {
+            stream
+                .write_all(chunk.as_bytes())
+                .expect("a chunk within the bound");
+        }
+        stream
+            .write_all(b"100000\r\n")
+            .expect("the size line past it");
+        let mut answered = Vec::new();
+        let _ = stream.read_to_end(&mut answered);
+        assert_eq!(parse_response(&answered).0, 413);
+        // A chunk size that is not hex, and one past u64: 400.
+        for bad in ["zz", "ffffffffffffffffffffff"] {
+            let request = format!(
+                "POST /subjects/x/versions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{bad}\r\nabc\r\n0\r\n\r\n"
+            );
+            assert_eq!(
+                parse_response(&exchange(addr, request.as_bytes())).0,
+                400,
+                "{bad}"
+            );
+        }
+        // Transfer-Encoding with Content-Length (request smuggling): 400.
+        let both = b"POST /subjects/x/versions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n";
+        assert_eq!(parse_response(&exchange(addr, both)).0, 400);
+        // The registry answers on.
+        assert_eq!(
+            call(addr, "GET", "/subjects", None),
+            (200, json!(["chunky"]))
+        );
+    });
+}
+
+/// Creates (or replaces) SCRAM-SHA-512 user `user` over the Kafka listener.
+fn scram_user(broker: &Broker, user: &str, password: &str) {
+    use minikafka_core::auth::scram::{ScramCredential, ScramMechanism};
+    let salt = b"registry-test-salt".to_vec();
+    let mut upsertion = ScramCredentialUpsertion::default();
+    upsertion.name = StrBytes::from_string(user.to_string());
+    upsertion.mechanism = 2;
+    upsertion.iterations = 4096;
+    upsertion.salted_password =
+        ScramCredential::salted_password(ScramMechanism::Sha512, password, &salt, 4096).into();
+    upsertion.salt = salt.into();
+    let mut request = AlterUserScramCredentialsRequest::default();
+    request.upsertions = vec![upsertion];
+    let mut client = TypedClient::connect(broker.addr());
+    let response: AlterUserScramCredentialsResponse =
+        client.call(ApiKey::AlterUserScramCredentials, 0, &request);
+    assert_eq!(response.results[0].error_code, 0, "creating {user}");
+}
+
+/// One GET with an optional `Authorization` value: the raw response.
+fn get_with(addr: SocketAddr, path: &str, authorization: Option<&str>) -> Vec<u8> {
+    let auth = authorization.map_or_else(String::new, |a| format!("Authorization: {a}\r\n"));
+    exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+/// I127: BASIC lets in a SCRAM user with its password only; everything else is 401.
+#[test]
+fn basic_auth_checks_the_scram_users() {
+    bounded(LIMIT, || {
+        let broker = Broker::builder()
+            .with("schema.registry.listeners", "http://127.0.0.1:0")
+            .with("schema.registry.authentication.method", "BASIC")
+            .start();
+        let addr = registry(&broker);
+        scram_user(&broker, "alice", "alice-secret");
+        let alice = "Basic YWxpY2U6YWxpY2Utc2VjcmV0";
+        assert_eq!(
+            parse_response(&get_with(addr, "/subjects", Some(alice))).0,
+            200
+        );
+        // "alice:nope", "bob:bob-secret" (no such user yet), a bearer token, nothing.
+        for refused in [
+            Some("Basic YWxpY2U6bm9wZQ=="),
+            Some("Basic Ym9iOmJvYi1zZWNyZXQ="),
+            Some("Bearer x"),
+            None,
+        ] {
+            let answer = get_with(addr, "/subjects", refused);
+            let text = String::from_utf8_lossy(&answer).into_owned();
+            let (status, body) = parse_response(&answer);
+            assert_eq!(status, 401, "{refused:?}: {text}");
+            assert!(
+                text.contains("\r\nWWW-Authenticate: Basic realm=\"SchemaRegistry\"\r\n"),
+                "{text}"
+            );
+            let body: Value = serde_json::from_slice(&body).expect("json");
+            assert_eq!(body, json!({"error_code": 401, "message": "Unauthorized"}));
+        }
+        // A user added at run time gets in at once.
+        scram_user(&broker, "bob", "bob-secret");
+        assert_eq!(
+            parse_response(&get_with(
+                addr,
+                "/subjects",
+                Some("Basic Ym9iOmJvYi1zZWNyZXQ=")
+            ))
+            .0,
+            200
+        );
+        // A write with a body, authenticated.
+        let body = json!({ "schema": USER_V1 }).to_string();
+        let request = format!(
+            "POST /subjects/s/versions HTTP/1.1\r\nHost: t\r\nAuthorization: {alice}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let (status, body) = parse_response(&exchange(addr, request.as_bytes()));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     });
 }

@@ -55,7 +55,7 @@ pub fn schema_records(data: &[u8]) {
 /// a status the API uses and, except for the raw `/schema` reads, a JSON body; and that the
 /// response encodes to an HTTP/1.1 response of the body's length.
 pub fn schema_http(data: &[u8]) {
-    use minikafka_schema::http::{encode_response, parse_head, HeadParse};
+    use minikafka_schema::http::{encode_response, parse_head, ChunkedBody, HeadParse};
     use minikafka_schema::rest::handle_in_memory;
 
     let head = match parse_head(data) {
@@ -67,7 +67,22 @@ pub fn schema_http(data: &[u8]) {
         HeadParse::Incomplete => return,
     };
     let after = &data[head.head_bytes.min(data.len())..];
-    let body = &after[..head.content_length.min(after.len())];
+    // A chunked body (I128): decoding never keeps more than its limit nor uses more than it
+    // was given, and a refusal is 400 or 413.
+    let chunked_body;
+    let body = if head.chunked {
+        const LIMIT: usize = 4096;
+        let mut chunks = ChunkedBody::new(LIMIT);
+        match chunks.feed(after) {
+            Ok((used, _)) => assert!(used <= after.len()),
+            Err(response) => assert!(matches!(response.status, 400 | 413)),
+        }
+        chunked_body = chunks.into_body();
+        assert!(chunked_body.len() <= LIMIT);
+        &chunked_body[..]
+    } else {
+        &after[..head.content_length.min(after.len())]
+    };
 
     let mut registry = Registry::new();
     assert!(registry.replay(SEEDED_KEY, Some(SEEDED_VALUE)).is_ok());

@@ -165,6 +165,7 @@ fn raw(result: Result<RegisteredSchema, RegistryError>) -> Response {
         Ok(schema) => Response {
             status: 200,
             body: schema.schema.into_bytes(),
+            headers: Vec::new(),
         },
         Err(e) => error_response(&e),
     }
@@ -365,6 +366,41 @@ fn route_inner(
         }),
         (_, path) if known_path(path) => done(method_not_allowed()),
         _ => done(not_found()),
+    }
+}
+
+/// The route template `target`'s path matches (`/subjects/{subject}/versions/{version}`),
+/// or `other`: a label of bounded cardinality for the request metrics, whatever the client
+/// sends (the subject, version and id segments are never echoed).
+pub fn endpoint_template(target: &str) -> &'static str {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).take(6).collect();
+    match segments.as_slice() {
+        [] => "/",
+        ["subjects"] => "/subjects",
+        ["subjects", _] => "/subjects/{subject}",
+        ["subjects", _, "versions"] => "/subjects/{subject}/versions",
+        ["subjects", _, "versions", _] => "/subjects/{subject}/versions/{version}",
+        ["subjects", _, "versions", _, "schema"] => "/subjects/{subject}/versions/{version}/schema",
+        ["subjects", _, "versions", _, "referencedby"] => {
+            "/subjects/{subject}/versions/{version}/referencedby"
+        }
+        ["schemas", "types"] => "/schemas/types",
+        ["schemas", "ids", _] => "/schemas/ids/{id}",
+        ["schemas", "ids", _, "schema"] => "/schemas/ids/{id}/schema",
+        ["schemas", "ids", _, "subjects"] => "/schemas/ids/{id}/subjects",
+        ["schemas", "ids", _, "versions"] => "/schemas/ids/{id}/versions",
+        ["config"] => "/config",
+        ["config", _] => "/config/{subject}",
+        ["mode"] => "/mode",
+        ["mode", _] => "/mode/{subject}",
+        ["compatibility", "subjects", _, "versions"] => {
+            "/compatibility/subjects/{subject}/versions"
+        }
+        ["compatibility", "subjects", _, "versions", _] => {
+            "/compatibility/subjects/{subject}/versions/{version}"
+        }
+        _ => "other",
     }
 }
 
@@ -701,5 +737,18 @@ mod tests {
             let response = handle_in_memory(&mut r, method, &target, &body);
             proptest::prop_assert!(matches!(response.status, 200 | 400 | 404 | 405 | 409 | 422 | 500));
         }
+    }
+
+    /// I126: the metrics label is the route's template, never a client's subject or id.
+    #[test]
+    fn endpoints_are_templates_of_bounded_cardinality() {
+        assert_eq!(
+            endpoint_template("/subjects/secret-subject/versions/latest?deleted=true"),
+            "/subjects/{subject}/versions/{version}"
+        );
+        assert_eq!(endpoint_template("/schemas/ids/42"), "/schemas/ids/{id}");
+        assert_eq!(endpoint_template("/"), "/");
+        assert_eq!(endpoint_template("/no/such/path/at/all/x/y"), "other");
+        assert_eq!(endpoint_template("/subjects/a/b"), "other");
     }
 }

@@ -81,6 +81,16 @@ impl State {
         self.schemas.get(&id)
     }
 
+    /// The ids of every stored schema (those `GET /schemas/ids/{id}` answers), ascending.
+    pub fn schema_ids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.schemas.keys().copied()
+    }
+
+    /// How many schemas are stored (each id once, whatever the subjects sharing it).
+    pub fn schema_count(&self) -> usize {
+        self.schemas.len()
+    }
+
     /// The texts of every schema `references` reach, dependencies first, each once; `None`
     /// when one does not resolve or the chain is deeper than [`REFERENCE_DEPTH_MAX`].
     pub fn referenced_texts(&self, references: &[SchemaReference]) -> Option<Vec<String>> {

@@ -29,9 +29,10 @@ import confluent_kafka.schema_registry.protobuf' >/dev/null 2>&1; then
     "$python" -m pip install kafka-python 'confluent-kafka[avro,json,protobuf]' aiokafka pytest faust-streaming
 fi
 
-# kafkajs for test_kafkajs.py (skipped where node is not installed), at the version its
-# package-lock.json pins.
-if command -v npm >/dev/null 2>&1 && [ ! -d "$here/kafkajs/node_modules/kafkajs" ]; then
+# kafkajs and @kafkajs/confluent-schema-registry for test_kafkajs.py (skipped where node is
+# not installed), at the versions its package-lock.json pins.
+if command -v npm >/dev/null 2>&1 && { [ ! -d "$here/kafkajs/node_modules/kafkajs" ] ||
+    [ ! -d "$here/kafkajs/node_modules/@kafkajs/confluent-schema-registry" ]; }; then
     npm ci --prefix "$here/kafkajs" --no-audit --no-fund
 fi
 

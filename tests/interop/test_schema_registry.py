@@ -11,6 +11,8 @@ Contract:
 - ``ProtobufSerializer``/``ProtobufDeserializer`` round trip a message built at run time from a
   descriptor (no protoc): the client registers the schema as a base64 FileDescriptorProto.
 - Ids are global (the same schema under two subjects has one id) and stable across a restart.
+- A topic created with ``confluent.value.schema.validation=true`` takes what ``AvroSerializer``
+  produces and refuses a raw value with INVALID_RECORD (I124).
 
 kfake has no schema registry, hence minikafka only.
 """
@@ -21,7 +23,8 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -192,3 +195,34 @@ def test_protobuf_serializer_round_trip(broker_factory):
     registered = client.get_latest_version("greetings-value")
     assert registered.schema.schema_type == "PROTOBUF"
     assert {wire_id(v) for v in raw} == {registered.schema_id}
+
+
+def test_a_validating_topic_takes_serialized_values_and_refuses_raw_ones(broker_factory):
+    broker = start(broker_factory)
+    client = SchemaRegistryClient({"url": registry_url(broker)})
+    topic = "validated"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"confluent.value.schema.validation": "true"})],
+        operation_timeout=15,
+    )
+    futures[topic].result(30)
+    users = [{"name": "ada", "favorite": 7}]
+    raw, decoded = round_trip(
+        broker, topic, AvroSerializer(client, USER_V1), AvroDeserializer(client), users
+    )
+    assert decoded == users
+    assert wire_id(raw[0]) == client.get_latest_version(f"{topic}-value").schema_id
+
+    # A raw value (no magic byte and id) is refused: the delivery report says INVALID_RECORD.
+    reports = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0})
+    producer.produce(topic, value=b"not avro", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(30) == 0
+    assert len(reports) == 1 and reports[0] is not None
+    assert reports[0].code() == KafkaError.INVALID_RECORD, reports[0]
+    # An unknown id is refused too.
+    reports.clear()
+    producer.produce(topic, value=b"\x00\x00\x00\x27\x10avro", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(30) == 0
+    assert reports[0] is not None and reports[0].code() == KafkaError.INVALID_RECORD, reports

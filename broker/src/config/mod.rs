@@ -114,6 +114,9 @@ pub struct BrokerConfig {
     /// (default `127.0.0.1:8081`, the port every registry client defaults to), or `None`
     /// (turned off with an empty value).
     pub schema_registry_listener: Option<SocketAddr>,
+    /// `schema.registry.authentication.method=BASIC`: the registry's REST API asks for HTTP
+    /// basic auth, checked against the broker's SCRAM users (I127); `NONE` (false) by default.
+    pub schema_registry_basic_auth: bool,
     /// `log.format`: how log lines are written to stderr.
     pub log_format: LogFormat,
     /// The settings given in the properties file or as overrides, keys and values as written
@@ -340,6 +343,7 @@ impl Default for BrokerConfig {
             cleaner: crate::log::cleaner::CleanerSettings::default(),
             metrics_listener: None,
             schema_registry_listener: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
+            schema_registry_basic_auth: false,
             log_format: LogFormat::Text,
             explicit: BTreeMap::new(),
         }

@@ -319,6 +319,28 @@ const fn topic_only(
     }
 }
 
+/// A topic-only `confluent.*.schema.validation` setting (Confluent Server's names; I124):
+/// honoured, a boolean, off by default, not listed by DescribeConfigs unless set.
+const fn schema_validation(name: &'static str, doc: &'static str, apply: ApplyTopic) -> Setting {
+    Setting {
+        name,
+        kind: Kind::Boolean,
+        default: "false",
+        valid: Valid::Bool,
+        scope: Scope::Topic,
+        dynamic: false,
+        synonyms: &[],
+        effect: Effect::Honoured,
+        doc,
+        broker: None,
+        topic: Some(TopicSide {
+            check: Valid::Bool,
+            apply: Some(apply),
+            show: None,
+        }),
+    }
+}
+
 /// A topic side that applies and shows a value.
 const fn honoured(apply: ApplyTopic, show: fn(&LogConfig) -> String) -> TopicSide {
     TopicSide {
@@ -662,6 +684,11 @@ pub static SETTINGS: &[Setting] = &[
         "the built-in schema registry's REST API (Confluent's v1 paths, schemas kept in the _schemas topic); empty turns it off. Failing to bind the default port is logged and the broker runs without a registry; failing to bind another address fails startup",
         |c, _, v| { c.schema_registry_listener = parse_schema_registry_listener(v)?; Ok(()) },
         |c| c.schema_registry_listener.map_or_else(String::new, |a| format!("http://{a}"))),
+    broker("schema.registry.authentication.method", Kind::String, "NONE",
+        Valid::OneOf(&["NONE", "BASIC"]),
+        "BASIC: the schema registry's REST API asks for HTTP basic auth, a user and password of the broker's SCRAM users (SCRAM-SHA-256 or -512 credentials); NONE: open to whoever reaches its address",
+        |c, _, v| { c.schema_registry_basic_auth = v == "BASIC"; Ok(()) },
+        |c| if c.schema_registry_basic_auth { "BASIC" } else { "NONE" }.to_string()),
     broker("log.format", Kind::String, "text", Valid::OneOf(&["text", "json"]),
         "log lines on stderr: text, or json (one object per line); filter with RUST_LOG",
         |c, _, v| {
@@ -1142,6 +1169,12 @@ pub static SETTINGS: &[Setting] = &[
             apply: Some(|l, v| { l.compression.zstd_level = ranged(v, -131_072, 22)?; Ok(()) }),
             show: Some(|l| l.compression.zstd_level.to_string()),
         }),
+    schema_validation("confluent.key.schema.validation",
+        "check that each produced record's key starts with the magic byte 0 and a schema id the built-in registry knows; a batch with one that does not is refused whole (INVALID_RECORD, per-record errors); a null key passes",
+        |l, v| { l.schema_ids.key = bool_value(v)?; Ok(()) }),
+    schema_validation("confluent.value.schema.validation",
+        "check that each produced record's value starts with the magic byte 0 and a schema id the built-in registry knows; a batch with one that does not is refused whole (INVALID_RECORD, per-record errors); a null value (a tombstone) passes",
+        |l, v| { l.schema_ids.value = bool_value(v)?; Ok(()) }),
     topic_only("file.delete.delay.ms", Kind::Long, "60000",
         Effect::NoEffect("not applicable: segments past retention are deleted at once"), Valid::Any,
         "not applicable: segments past retention are deleted at once"),

@@ -71,6 +71,7 @@ pub fn log_config(
         timestamp_type: config.log_message_timestamp_type,
         timestamp_bounds: config.log_message_timestamp_bounds,
         compression: config.compression,
+        schema_ids: Default::default(),
     };
     with_overrides(&base, overrides)
 }
@@ -219,6 +220,8 @@ mod tests {
                 "compression.lz4.level",
                 "compression.type",
                 "compression.zstd.level",
+                "confluent.key.schema.validation",
+                "confluent.value.schema.validation",
                 "delete.retention.ms",
                 "flush.ms",
                 "flush.policy",
@@ -242,6 +245,8 @@ mod tests {
             ("compression.gzip.level", "7"),
             ("compression.lz4.level", "7"),
             ("compression.zstd.level", "7"),
+            ("confluent.key.schema.validation", "true"),
+            ("confluent.value.schema.validation", "true"),
             ("delete.retention.ms", "7"),
             ("max.compaction.lag.ms", "7"),
             ("min.cleanable.dirty.ratio", "0.7"),

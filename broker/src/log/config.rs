@@ -8,7 +8,7 @@
 
 use minikafka_core::compaction::policy::{CleanupPolicy, CompactionConfig};
 use minikafka_core::record::Compression;
-use minikafka_core::record_errors::TimestampBounds;
+use minikafka_core::record_errors::{SchemaIdRule, TimestampBounds};
 
 use super::error::LogError;
 
@@ -114,6 +114,9 @@ pub struct LogConfig {
     /// `compression.type` and the KIP-390 levels: the codec produced batches are stored in
     /// (I87).
     pub compression: CompressionConfig,
+    /// `confluent.key.schema.validation` / `confluent.value.schema.validation`: which parts of
+    /// each produced record must carry a schema id the registry knows (I124; off by default).
+    pub schema_ids: SchemaIdRule,
 }
 
 /// `compression.type` with `compression.{gzip,lz4,zstd}.level`, as Kafka honours them: a
@@ -204,6 +207,7 @@ impl Default for LogConfig {
             timestamp_type: TimestampType::CreateTime,
             timestamp_bounds: TimestampBounds::UNBOUNDED,
             compression: CompressionConfig::default(),
+            schema_ids: SchemaIdRule::default(),
         }
     }
 }

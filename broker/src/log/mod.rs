@@ -40,6 +40,8 @@
 //! - [`producer_ids`]: [`ProducerIdAllocator`], durable producer-id blocks (InitProducerId).
 //! - [`replay`]: reading a whole partition back into a state machine, record by record (how
 //!   the internal topics load at startup).
+//! - [`schema_ids`]: [`KnownSchemaIds`], the registry's ids shared with the produce path's
+//!   schema-id rule (I124).
 
 pub mod atomic_file;
 pub mod cleaner;
@@ -53,6 +55,7 @@ pub mod producers;
 pub mod recover;
 pub mod recovered_sync;
 pub mod replay;
+pub mod schema_ids;
 pub mod segment;
 pub mod start_offset;
 pub mod topics;
@@ -68,6 +71,7 @@ pub use error::LogError;
 pub use partition::{AppendInfo, PartitionLog, ReadResult};
 pub use producer_ids::ProducerIdAllocator;
 pub use recovered_sync::{sync_recovered, RecoveredLog, UnsyncedLog};
+pub use schema_ids::KnownSchemaIds;
 pub use segment::Segment;
 pub use topics::{TopicMeta, TopicStore};
 

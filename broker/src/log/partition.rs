@@ -75,6 +75,7 @@ use super::produced_batch::{recompressed, validate_produced};
 use super::producers::{self, ProducerLoad};
 use super::recover::{open_segment, SegmentRecovery};
 use super::recovered_sync::{RecoveredLog, UnsyncedLog};
+use super::schema_ids::KnownSchemaIds;
 use super::segment::{classify, Segment, SegmentFile};
 use super::start_offset;
 use super::txn_index;
@@ -184,6 +185,9 @@ pub struct PartitionLog<B: Backend> {
     sync_stats: SyncStats,
     /// Produced batches validated ([`validate_produced`]): one per append.
     batch_validations: Cell<u64>,
+    /// The registry's schema ids, for `confluent.*.schema.validation` (I124); the broker's
+    /// shared set once [`Self::use_schema_ids`] is called, else an empty one.
+    schema_ids: RefCell<KnownSchemaIds>,
 }
 
 impl<B: Backend> PartitionLog<B> {
@@ -406,6 +410,7 @@ impl<B: Backend> PartitionLog<B> {
             producer_load,
             sync_stats: SyncStats::new(),
             batch_validations: Cell::new(0),
+            schema_ids: RefCell::new(KnownSchemaIds::new()),
         };
         // A crash while deleting segments below a durable start leaves some behind (I25).
         log.remove_segments_below_start().await?;
@@ -544,6 +549,11 @@ impl<B: Backend> PartitionLog<B> {
         self.batch_validations.get()
     }
 
+    /// Checks produced records' schema ids against `ids` (the broker's shared set, I124).
+    pub fn use_schema_ids(&self, ids: KnownSchemaIds) {
+        *self.schema_ids.borrow_mut() = ids;
+    }
+
     /// Fsync counts (for the metrics endpoint).
     pub fn sync_stats(&self) -> &SyncStats {
         &self.sync_stats
@@ -634,6 +644,7 @@ impl<B: Backend> PartitionLog<B> {
             &self.config.borrow(),
             now_ms,
             &self.batch_validations,
+            &self.schema_ids.borrow(),
         )?;
         // `compression.type` (I87): a batch in another codec is rewritten in the topic's;
         // one already in it (or `producer`) goes on as the request's bytes.

@@ -12,7 +12,9 @@
 //!   trailing bytes), and the topic's record rules (core's [`failing_records`], Kafka's
 //!   `LogValidator`): on a compacted log every record has a key (INVALID_RECORD), and on a
 //!   CreateTime log every timestamp lies in the window of `message.timestamp.before.max.ms` /
-//!   `message.timestamp.after.max.ms` around `now_ms` (INVALID_TIMESTAMP). A batch with a
+//!   `message.timestamp.after.max.ms` around `now_ms` (INVALID_TIMESTAMP), and on a log with
+//!   `confluent.{key,value}.schema.validation` every non-null key/value is framed with a
+//!   schema id in `schema_ids` (INVALID_RECORD, I124). A batch with a
 //!   failing record is refused whole, and the failures travel back for the Produce response's
 //!   `record_errors` ([`LogError::RecordRules`], I61, KIP-467). Compressed records are inflated
 //!   for the rules within the cleaner's bound (I10); records that do not inflate are
@@ -30,7 +32,7 @@ use minikafka_core::record::{
 };
 use minikafka_core::record_errors::{failing_records, RecordRules};
 
-use super::{LogConfig, LogError, Result, TimestampType, MAX_DECOMPRESSED_BYTES};
+use super::{KnownSchemaIds, LogConfig, LogError, Result, TimestampType, MAX_DECOMPRESSED_BYTES};
 use minikafka_codec::KafkaCodecs;
 
 /// Validates `batch`, a producer's batch for a log configured by `config`, at the broker's
@@ -42,6 +44,7 @@ pub fn validate_produced(
     config: &LogConfig,
     now_ms: i64,
     validations: &Cell<u64>,
+    schema_ids: &KnownSchemaIds,
 ) -> Result<BatchHeader> {
     validations.set(validations.get() + 1);
     let opts = ValidateOptions {
@@ -63,7 +66,7 @@ pub fn validate_produced(
     check_single_batch(batch)?;
     let rules = record_rules(config);
     if rules.checks_anything() {
-        check_record_rules(batch, header, &rules, now_ms)?;
+        check_record_rules(batch, header, &rules, now_ms, schema_ids)?;
     }
     Ok(header)
 }
@@ -133,6 +136,7 @@ fn record_rules(config: &LogConfig) -> RecordRules {
         key_required: config.cleanup_policy.compact,
         timestamps: (config.timestamp_type == TimestampType::CreateTime)
             .then_some(config.timestamp_bounds),
+        schema_ids: config.schema_ids,
     }
 }
 
@@ -142,6 +146,7 @@ fn check_record_rules(
     header: BatchHeader,
     rules: &RecordRules,
     now_ms: i64,
+    schema_ids: &KnownSchemaIds,
 ) -> Result<()> {
     let view = BatchView {
         start: 0,
@@ -150,7 +155,11 @@ fn check_record_rules(
     };
     let decoded = batch_records(&view, &mut KafkaCodecs, MAX_DECOMPRESSED_BYTES)
         .map_err(|e| LogError::Undecodable(e.to_string()))?;
-    let failures = failing_records(decoded.facts(), rules, now_ms);
+    let failures = if rules.schema_ids.checks_anything() {
+        schema_ids.with_lookup(|known| failing_records(decoded.facts(), rules, now_ms, known))
+    } else {
+        failing_records(decoded.facts(), rules, now_ms, &|_| false)
+    };
     if failures.is_empty() {
         Ok(())
     } else {
@@ -180,7 +189,7 @@ mod tests {
     const NOW_MS: i64 = 1_000_000;
 
     fn validate(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader> {
-        validate_produced(batch, config, now_ms, &Cell::new(0))
+        validate_produced(batch, config, now_ms, &Cell::new(0), &KnownSchemaIds::new())
     }
 
     fn compacted() -> LogConfig {
@@ -333,5 +342,48 @@ mod tests {
             ..bounded
         };
         assert!(validate(&batch(Some(b"k")), &stamped, NOW_MS).is_ok());
+    }
+
+    /// I124: a validating log refuses a value without a known schema id, names the record,
+    /// and accepts one framed with a known id; the same batch passes a log not validating.
+    #[test]
+    fn a_validating_log_refuses_unknown_schema_ids() {
+        use minikafka_core::record_errors::SchemaIdRule;
+        let validating = LogConfig {
+            schema_ids: SchemaIdRule {
+                key: false,
+                value: true,
+            },
+            ..LogConfig::default()
+        };
+        let ids = KnownSchemaIds::new();
+        ids.replace([3]);
+        let framed = |id: i32| {
+            let mut b = BatchBuilder::new();
+            let mut value = vec![0u8];
+            value.extend_from_slice(&id.to_be_bytes());
+            value.extend_from_slice(b"payload");
+            b.push(&NewRecord {
+                value: Some(&value),
+                timestamp_ms: 1,
+                ..NewRecord::default()
+            });
+            b.build(Offset(0))
+        };
+        let check = |batch: &[u8], config: &LogConfig| {
+            validate_produced(batch, config, NOW_MS, &Cell::new(0), &ids)
+        };
+        assert!(check(&framed(3), &validating).is_ok());
+        let err = check(&framed(4), &validating).expect_err("unknown id");
+        assert_eq!(err.kafka_error_code(), ErrorCode::INVALID_RECORD);
+        let LogError::RecordRules(failures) = err else {
+            panic!("the failing records travel back");
+        };
+        assert_eq!(failures[0].batch_index, 0);
+        assert!(
+            check(&batch(Some(b"k")), &validating).is_err(),
+            "not framed"
+        );
+        assert!(check(&framed(4), &LogConfig::default()).is_ok());
     }
 }

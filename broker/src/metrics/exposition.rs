@@ -331,6 +331,35 @@ pub fn render(snapshot: &BrokerSnapshot) -> String {
         );
     }
 
+    if let Some(registry) = &snapshot.schema_registry {
+        page.family(
+            "minikafka_schema_registry_requests_total",
+            "counter",
+            "Schema registry HTTP requests answered, by method, endpoint (the route's template) and status.",
+        );
+        for ((method, endpoint, status), n) in &registry.requests {
+            let status = status.to_string();
+            let labels = [
+                ("method", *method),
+                ("endpoint", *endpoint),
+                ("status", status.as_str()),
+            ];
+            page.sample("minikafka_schema_registry_requests_total", &labels, n);
+        }
+        page.family(
+            "minikafka_schema_registry_schemas",
+            "gauge",
+            "Schemas the registry stores (each id once).",
+        );
+        page.sample("minikafka_schema_registry_schemas", &[], registry.schemas);
+        page.family(
+            "minikafka_schema_registry_subjects",
+            "gauge",
+            "Subjects with a live version.",
+        );
+        page.sample("minikafka_schema_registry_subjects", &[], registry.subjects);
+    }
+
     // Transactions, summed over the shards hosting coordinators.
     let mut txns = TxnCounts::default();
     for t in snapshot.shards.iter().map(|s| &s.transactions) {
@@ -536,7 +565,16 @@ mod tests {
                 throttle_ms: 1500,
                 throttled: 2,
             }],
+            schema_registry: Some(crate::metrics::registry_counters::RegistrySnapshot {
+                requests: [(("POST", "/subjects/{subject}/versions", 409), 4)].into(),
+                schemas: 3,
+                subjects: 2,
+            }),
         });
+        assert!(page.contains(
+            "minikafka_schema_registry_requests_total{method=\"POST\",endpoint=\"/subjects/{subject}/versions\",status=\"409\"} 4\n"
+        ));
+        assert!(page.contains("minikafka_schema_registry_schemas 3\n"));
         assert!(page.contains("minikafka_records_in_total{topic=\"t\\\"x\",partition=\"0\"} 7\n"));
         assert!(page.contains(
             "minikafka_consumer_group_lag{group=\"g\",topic=\"t\\\"x\",partition=\"0\"} 2\n"

@@ -9,6 +9,8 @@
 //!   Each shard takes those requests on its [`inboxes::MetricsInboxes`] slot.
 //! - [`exposition::render`] turns the snapshots into the Prometheus text format; [`http`]
 //!   judges the request heads. Both pure.
+//! - The schema registry's requests and sizes ([`registry_counters`]) are counted apart,
+//!   shared by all shards (its HTTP listener is off the Kafka path).
 //! - Never: reads a clock (durations are measured by callers on the backend's clock).
 
 pub mod counters;
@@ -16,6 +18,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod http;
 pub mod inboxes;
+pub mod registry_counters;
 pub mod snapshot;
 
 pub use counters::{ConnectionError, ShardMetrics, SyncStats};

@@ -138,6 +138,8 @@ pub struct BrokerSnapshot {
     /// The same, per quota entity now measured (user and client id as Kafka tags them; empty
     /// for a side the entity lacks), for those ever throttled.
     pub throttled_entities: Vec<ThrottledEntity>,
+    /// The schema registry's counts; `None` when it is off (or not loaded yet).
+    pub schema_registry: Option<super::registry_counters::RegistrySnapshot>,
 }
 
 /// One quota entity's throttling (see [`BrokerSnapshot::throttled_entities`]).

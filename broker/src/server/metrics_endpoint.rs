@@ -150,6 +150,7 @@ pub async fn gather<B: Backend>(state: &ShardState<B>) -> BrokerSnapshot {
                 throttled: t.throttled_count,
             })
             .collect(),
+        schema_registry: state.shared.schema_registry_metrics.snapshot(),
     }
 }
 

@@ -455,6 +455,7 @@ impl<B: Backend> ShardState<B> {
             partition = key.partition,
             "partition open"
         );
+        log.use_schema_ids(self.shared.schema_ids.clone());
         let owned = OwnedPartition {
             log: Rc::new(log),
             signal,

@@ -33,8 +33,9 @@ use super::partition_ops::PartitionCall;
 use super::quotas::Quotas;
 use super::scram_store::ScramStore;
 use crate::config::BrokerConfig;
-use crate::log::ProducerIdAllocator;
+use crate::log::{KnownSchemaIds, ProducerIdAllocator};
 use crate::metrics::inboxes::MetricsInboxes;
+use crate::metrics::registry_counters::RegistryMetrics;
 use crate::protocol::SupportedVersions;
 
 /// Key under which a topic's id is stored in its [`crate::log::TopicMeta`] configuration map.
@@ -117,6 +118,11 @@ pub struct Shared {
     /// The address the schema registry's HTTP listener bound (once bound; printed after the
     /// Kafka listener's line so a broker given port 0 can be found).
     pub schema_registry_addr: OnceLock<SocketAddr>,
+    /// The schema ids the registry knows, written by its host and read by every partition's
+    /// produce validation (`confluent.*.schema.validation`, I124).
+    pub schema_ids: KnownSchemaIds,
+    /// The schema registry's request counts and sizes, for the metrics endpoint.
+    pub schema_registry_metrics: RegistryMetrics,
 }
 
 /// Number of distinct barriers (see [`Barrier`]).
@@ -177,6 +183,8 @@ impl Shared {
             producer_ids: ProducerIdAllocator::new(),
             metrics: MetricsInboxes::new(shard_count),
             schema_registry_addr: OnceLock::new(),
+            schema_ids: KnownSchemaIds::new(),
+            schema_registry_metrics: RegistryMetrics::default(),
         }
     }
 

@@ -185,6 +185,18 @@ impl ScramCredential {
         })
     }
 
+    /// Whether `password` is this credential's (HTTP basic auth of the schema registry,
+    /// I127): its StoredKey derived from the stored salt and iterations equals the stored
+    /// one, compared in constant time (I42). Costs one PBKDF2 of `iterations` rounds.
+    pub fn verifies_password(&self, mechanism: ScramMechanism, password: &str) -> bool {
+        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&self.iterations) || self.salt.is_empty() {
+            return false;
+        }
+        let salted = mechanism.hi(password.as_bytes(), &self.salt, self.iterations);
+        let client_key = mechanism.hmac(&salted, b"Client Key");
+        constant_time_eq(&mechanism.hash(&client_key), &self.stored_key)
+    }
+
     /// `Hi(password, salt, iterations)`: what a client sends in AlterUserScramCredentials.
     pub fn salted_password(
         mechanism: ScramMechanism,

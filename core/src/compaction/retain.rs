@@ -27,6 +27,8 @@ pub struct RecordFacts<'a> {
     pub key: Option<&'a [u8]>,
     /// True when its value is null (a tombstone).
     pub is_tombstone: bool,
+    /// Its value, `None` when null (read by the produce path's schema-id rule, I124).
+    pub value: Option<&'a [u8]>,
     /// Its timestamp (CreateTime, or the batch's LogAppendTime).
     pub timestamp_ms: i64,
 }
@@ -98,6 +100,7 @@ mod tests {
             offset: Offset(offset),
             key,
             is_tombstone: tombstone,
+            value: (!tombstone).then_some(b"v".as_slice()),
             timestamp_ms: ts,
         }
     }

@@ -185,6 +185,7 @@ pub fn batch_records(
             end,
             offset: offset.plus(record.offset_delta),
             key: record.key.map(|k| subslice_range(&section, k)),
+            value: record.value.map(|v| subslice_range(&section, v)),
             is_tombstone: record.value.is_none(),
             timestamp_ms,
         });
@@ -221,6 +222,7 @@ struct RecordSpan {
     end: usize,
     offset: Offset,
     key: Option<(usize, usize)>,
+    value: Option<(usize, usize)>,
     is_tombstone: bool,
     timestamp_ms: i64,
 }
@@ -240,6 +242,7 @@ impl DecodedRecords {
             offset: span.offset,
             key: span.key.map(|(s, e)| &self.section[s..e]),
             is_tombstone: span.is_tombstone,
+            value: span.value.map(|(s, e)| &self.section[s..e]),
             timestamp_ms: span.timestamp_ms,
         })
     }

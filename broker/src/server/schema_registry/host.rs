@@ -14,6 +14,10 @@
 //!   uncompressed batch through the shard's local append path (the flush policy applies, so
 //!   an answer means durable under it, I54, I57), and reports the outcome; only then is the
 //!   reply released. A failed append answers 50001 and changes nothing.
+//! - The broker's set of known schema ids (`Shared::schema_ids`, read by the produce path's
+//!   `confluent.*.schema.validation`, I124) is filled after the replay and refreshed after
+//!   each append, before its replies are released: a client told its schema's id can
+//!   produce with it at once (I125).
 //! - Shutdown: the writer finishes the append it is writing (counted in flight, so the
 //!   partition is not closed under it) and stops; writes still waiting get 50001.
 
@@ -69,6 +73,14 @@ impl<B: Backend> RegistryHost<B> {
             subjects = registry.subjects(true).len(),
             "schema registry loaded"
         );
+        state
+            .shared
+            .schema_ids
+            .replace(registry.state().schema_ids());
+        state.shared.schema_registry_metrics.set_sizes(
+            registry.state().schema_count(),
+            registry.subjects(false).len(),
+        );
         let (wake_writer, wake) = async_channel::bounded(1);
         let host = Rc::new(RegistryHost {
             state: Rc::clone(state),
@@ -100,6 +112,22 @@ impl<B: Backend> RegistryHost<B> {
         self.drain();
         rx.await
             .unwrap_or_else(|_| Err(RegistryError::Store("the broker is shutting down".into())))
+    }
+
+    /// Refreshes the shared id set when the machine's changed (I125), and the metrics'
+    /// gauges. A write adds at most
+    /// one id (a new schema) or only removes ids (a permanent delete), so the set changed
+    /// exactly when its size did.
+    fn publish_schema_ids(&self) {
+        let registry = self.registry.borrow();
+        let ids = &self.state.shared.schema_ids;
+        if ids.len() != registry.state().schema_count() {
+            ids.replace(registry.state().schema_ids());
+        }
+        self.state.shared.schema_registry_metrics.set_sizes(
+            registry.state().schema_count(),
+            registry.subjects(false).len(),
+        );
     }
 
     /// Moves the machine's outputs: an append to the writer, replies to their waiters.
@@ -166,6 +194,7 @@ async fn writer<B: Backend>(host: Rc<RegistryHost<B>>, wake: async_channel::Rece
         host.registry
             .borrow_mut()
             .handle_append_done(append.request, outcome);
+        host.publish_schema_ids();
         host.drain();
     }
     // Writes still waiting are answered 50001 when their senders drop.

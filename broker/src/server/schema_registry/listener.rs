@@ -5,17 +5,23 @@
 //! Contract:
 //! - HTTP/1.1 with keep-alive; requests on one connection are answered in order.
 //! - Bounds, so hostile HTTP costs only its own connection (I59): a head of at most
-//!   `http::HEAD_BYTES_MAX` bytes (431), a body of at most `http::BODY_BYTES_MAX` (413), at
+//!   `http::HEAD_BYTES_MAX` bytes (431), a body of at most `http::BODY_BYTES_MAX` (413),
+//!   whether sized by `Content-Length` or chunked (I128), at
 //!   most [`BODY_BUDGET_BYTES`] of bodies held by all connections together (503 past it), at
 //!   most [`CONNECTIONS_MAX`] connections (more are closed at accept), each request read
 //!   within [`REQUEST_TIMEOUT`] of its first byte (slowloris), an idle keep-alive connection
 //!   closed after [`IDLE_TIMEOUT`], a response written within [`WRITE_TIMEOUT`].
+//! - With `schema.registry.authentication.method=BASIC` a request without a SCRAM user's
+//!   user and password is answered 401 (`WWW-Authenticate: Basic`) and the connection
+//!   closed, before its body is read ([`super::auth`], I127).
 //! - Binding: a bind failure of the default address (`127.0.0.1:8081`, which another
 //!   registry or broker on the machine may hold) is logged and the broker runs without a
 //!   registry; of any other configured address it fails startup, as `metrics.listener`.
 //! - The bound address is logged, and printed on stdout right after the `listening on` line
 //!   (`minikafka: schema registry on http://ADDR`, in the same write), so a broker told port
 //!   0 can be found and the first line stays the Kafka listener's.
+//! - Every answer is counted in `minikafka_schema_registry_requests_total` by method, route
+//!   template and status (I126); a head refused before it parsed counts as `other`.
 //! - A write keeps the shard's request count up until it is answered, so shutdown's drain
 //!   waits for it.
 
@@ -27,11 +33,13 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener};
-use minikafka_schema::http::{self, HeadParse, Response};
+use minikafka_schema::http::{self, ChunkedBody, HeadParse, Response};
 use minikafka_schema::rest::{self, Routed};
 
+use super::auth::authenticated;
 use super::host::RegistryHost;
 use crate::config::SCHEMA_REGISTRY_DEFAULT_LISTENER;
+use crate::metrics::registry_counters::method_label;
 use crate::server::shard::ShardState;
 
 /// Most registry connections served at once.
@@ -200,12 +208,18 @@ where
     // Bytes read past the previous request (pipelining), never more than one chunk.
     let mut buf: Vec<u8> = Vec::new();
     loop {
-        let answer = serve_one(listening, &mut stream, &mut buf, peer).await;
+        // The request's metric labels, once its head is read (I126).
+        let mut labels = ("other", "other");
+        let answer = serve_one(listening, &mut stream, &mut buf, peer, &mut labels).await;
         let (response, keep_alive) = match answer {
             Ok(answer) => answer,
             Err(ReadEnd::Close) => break,
             Err(ReadEnd::Answer(response)) => (response, false),
         };
+        state
+            .shared
+            .schema_registry_metrics
+            .request(labels.0, labels.1, response.status);
         let keep_alive = keep_alive && !state.stopping();
         if !write_bounded(
             state,
@@ -227,6 +241,7 @@ async fn serve_one<B: Backend, S>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     peer: SocketAddr,
+    labels: &mut (&'static str, &'static str),
 ) -> Result<(Response, bool), ReadEnd>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -253,8 +268,24 @@ where
             deadline = state.backend.now() + REQUEST_TIMEOUT;
         }
     };
-    // The body, within the connections' shared budget.
-    let length = head.content_length;
+    *labels = (
+        method_label(&head.method),
+        rest::endpoint_template(&head.target),
+    );
+    if state.shared.config.schema_registry_basic_auth
+        && !authenticated(&state.shared.scram_store(), head.authorization.as_deref())
+    {
+        // Before the body is read: an unauthenticated client holds no body budget (I127).
+        tracing::info!(%peer, "schema registry request refused: not authenticated");
+        return Err(ReadEnd::Answer(Response::unauthorized()));
+    }
+    // The body, within the connections' shared budget: a chunked body reserves the most a
+    // body may be (its length is not known before its end, I128).
+    let length = if head.chunked {
+        http::BODY_BYTES_MAX
+    } else {
+        head.content_length
+    };
     let held = listening.body_bytes.get();
     if held.saturating_add(length) > BODY_BUDGET_BYTES {
         return Err(ReadEnd::Answer(Response::error(
@@ -267,17 +298,33 @@ where
     let _reserved = BodyBytes(&listening.body_bytes, length);
     let mut body = buf.split_off(head.head_bytes);
     buf.clear();
+    let complete = |body: &[u8]| !head.chunked && body.len() >= length;
     if head.expect_continue
-        && body.len() < length
+        && !complete(&body)
         && !write_bounded(state, stream, http::CONTINUE).await
     {
         return Err(ReadEnd::Close);
     }
-    while body.len() < length {
-        read_some(state, stream, &mut body, deadline, peer).await?;
+    if head.chunked {
+        let mut chunks = ChunkedBody::new(http::BODY_BYTES_MAX);
+        loop {
+            let (used, done) = chunks.feed(&body).map_err(ReadEnd::Answer)?;
+            body.drain(..used);
+            if done {
+                break;
+            }
+            read_some(state, stream, &mut body, deadline, peer).await?;
+        }
+        // Pipelined bytes past the last chunk start the next request.
+        *buf = body;
+        body = chunks.into_body();
+    } else {
+        while body.len() < length {
+            read_some(state, stream, &mut body, deadline, peer).await?;
+        }
+        // Pipelined bytes past this body start the next request.
+        *buf = body.split_off(length);
     }
-    // Pipelined bytes past this body start the next request.
-    *buf = body.split_off(length);
     let routed = rest::route(
         &listening.host.registry(),
         &head.method,

@@ -8,8 +8,10 @@
 //! - [`host`]: the registry machine on the shard owning `_schemas`-0: replay at startup, its
 //!   writes appended through that shard's append path and answered once durable (I54).
 //! - [`replay`]: `_schemas` read back into the machine at startup, bad records skipped.
+//! - [`auth`]: HTTP basic auth against the broker's SCRAM users (I127).
 //! - [`listener`]: the HTTP listener on that shard's backend, bounded in every dimension.
 
+pub mod auth;
 pub mod host;
 pub mod listener;
 pub mod replay;

@@ -412,3 +412,16 @@ fn a_salted_password_gives_the_same_credential_as_the_password() {
         assert!(ScramCredential::from_salted_password(m, &salted, salt, 4095).is_err());
     }
 }
+
+/// I127: the password a credential was made from verifies; any other does not.
+#[test]
+fn a_credential_verifies_its_password_only() {
+    for mechanism in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        let credential =
+            ScramCredential::from_password(mechanism, "s3cret", b"salty", MIN_ITERATIONS)
+                .expect("credential");
+        assert!(credential.verifies_password(mechanism, "s3cret"));
+        assert!(!credential.verifies_password(mechanism, "s3cret "));
+        assert!(!credential.verifies_password(mechanism, ""));
+    }
+}
