@@ -531,3 +531,35 @@ impl Authenticator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_lasts_the_setting_or_the_token_whichever_is_sooner() {
+        // Neither: no limit (Kafka's default for PLAIN and SCRAM).
+        assert_eq!(session_lifetime_ms(0, 1_000, None), 0);
+        assert_eq!(session_lifetime_ms(5_000, 1_000, None), 5_000);
+        // A token bounds its session even without the setting.
+        assert_eq!(session_lifetime_ms(0, 1_000, Some(4_000)), 3_000);
+        assert_eq!(session_lifetime_ms(5_000, 1_000, Some(4_000)), 3_000);
+        assert_eq!(session_lifetime_ms(2_000, 1_000, Some(4_000)), 2_000);
+        // Already past its exp (allowed by the clock skew): the session ends at once.
+        assert_eq!(session_lifetime_ms(2_000, 5_000, Some(4_000)), 1);
+        assert_eq!(session_lifetime_ms(u64::MAX, 0, None), i64::MAX);
+    }
+
+    #[test]
+    fn refused_tokens_get_kafkas_json() {
+        let scope = ["a".to_string(), "b".to_string()];
+        assert_eq!(
+            oauthbearer_json_error(&OAuthBearerError::MissingScope("b".into()), &scope),
+            r#"{"status":"insufficient_scope", "scope":"[a, b]"}"#
+        );
+        assert_eq!(
+            oauthbearer_json_error(&OAuthBearerError::Time("expired"), &scope),
+            r#"{"status":"invalid_token"}"#
+        );
+    }
+}
