@@ -12,7 +12,9 @@
 //!   Produce (acks=1) at a time on a fresh connection, `sequential_requests` of them, each
 //!   timed from send to answer.
 //! - Output: per protocol the median, min and max over rounds of saturation MB/s and of the
-//!   round's sequential p50; the ratio of each median to PLAINTEXT's. Connecting (TCP, the
+//!   round's sequential p50; the ratio of each median to PLAINTEXT's, and the median (min–max)
+//!   of the per-round ratios (each protocol against PLAINTEXT measured in the same round,
+//!   which a load that drifts between rounds affects less). Connecting (TCP, the
 //!   TLS handshake, SASL) is outside every clock: these are steady-state costs.
 //! - The certificates are made in the scratch directory with the `openssl` commands
 //!   docs/SECURITY.md gives; no key material leaves it.
@@ -349,8 +351,23 @@ pub fn table(figures: &[ProtocolFigures]) -> String {
         .and_then(|b| summary(&b.sequential_p50_us))
         .map(|s| s.median);
     let mut out = String::from(
-        "| Listener | Saturation MB/s (median, min–max) | × PLAINTEXT | Sequential p50 µs (median, min–max) | × PLAINTEXT |\n|---|---|---|---|---|\n",
+        "| Listener | Saturation MB/s (median, min–max) | × PLAINTEXT | per round × PLAINTEXT (median, min–max) | Sequential p50 µs (median, min–max) | × PLAINTEXT | per round × PLAINTEXT |\n|---|---|---|---|---|---|---|\n",
     );
+    // Each round's value over PLAINTEXT's in the same round.
+    let per_round = |mine: &[f64], base: Option<&[f64]>| {
+        let ratios: Vec<f64> = base
+            .map(|b| {
+                mine.iter()
+                    .zip(b)
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(m, b)| m / b)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Summary::of(&ratios).map_or("—".to_string(), |s| {
+            format!("{:.2} ({:.2}–{:.2})", s.median, s.min, s.max)
+        })
+    };
     for f in figures {
         let (Some(sat), Some(p50)) = (summary(&f.saturation_mb_s), summary(&f.sequential_p50_us))
         else {
@@ -361,16 +378,24 @@ pub fn table(figures: &[ProtocolFigures]) -> String {
                 .map_or("—".to_string(), |b| format!("{:.2}", x / b))
         };
         out.push_str(&format!(
-            "| {} | {:.1} ({:.1}–{:.1}) | {} | {:.0} ({:.0}–{:.0}) | {} |\n",
+            "| {} | {:.1} ({:.1}–{:.1}) | {} | {} | {:.0} ({:.0}–{:.0}) | {} | {} |\n",
             f.protocol.name(),
             sat.median,
             sat.min,
             sat.max,
             ratio(sat.median, base_sat),
+            per_round(
+                &f.saturation_mb_s,
+                base.map(|b| b.saturation_mb_s.as_slice())
+            ),
             p50.median,
             p50.min,
             p50.max,
             ratio(p50.median, base_p50),
+            per_round(
+                &f.sequential_p50_us,
+                base.map(|b| b.sequential_p50_us.as_slice())
+            ),
         ));
     }
     out
@@ -396,11 +421,12 @@ mod tests {
         ];
         let table = table(&figures);
         assert!(
-            table.contains("| PLAINTEXT | 100.0 (90.0–110.0) | 1.00 | 50 (40–60) | 1.00 |"),
+            table.contains("| PLAINTEXT | 100.0 (90.0–110.0) | 1.00 | 1.00 (1.00–1.00) | 50 (40–60) | 1.00 | 1.00 (1.00–1.00) |"),
             "{table}"
         );
         assert!(
-            table.contains("| SSL | 80.0 (70.0–85.0) | 0.80 | 60 (55–65) | 1.20 |"),
+            // Per round: 80/100, 70/90, 85/110 and 60/50, 55/40, 65/60.
+            table.contains("| SSL | 80.0 (70.0–85.0) | 0.80 | 0.78 (0.77–0.80) | 60 (55–65) | 1.20 | 1.20 (1.08–1.38) |"),
             "{table}"
         );
     }
