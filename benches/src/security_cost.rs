@@ -6,9 +6,11 @@
 //! - Inputs: [`SecurityOptions`]: the `minikafka` executable, a scratch directory, rounds and
 //!   the size of each measurement.
 //! - Each round measures every protocol once, in an order rotated per round (so no protocol
-//!   always runs first on a cold page cache or last on a full one): saturation, a producer
-//!   on one fresh connection with [`SATURATION_DEPTH`] requests in flight for
-//!   `saturation_s`, in MB/s of record values; then sequential latency, one one-record
+//!   always runs first on a cold page cache or last on a full one), each on a fresh topic
+//!   deleted after it (the disk holds one measurement's records at a time): saturation, a
+//!   producer on one fresh connection with [`SATURATION_DEPTH`] requests in flight for
+//!   `saturation_s` or [`SATURATION_MAX_BYTES`], in MB/s of record values; then sequential
+//!   latency, one one-record
 //!   Produce (acks=1) at a time on a fresh connection, `sequential_requests` of them, each
 //!   timed from send to answer.
 //! - Output: per protocol the median, min and max over rounds of saturation MB/s and of the
@@ -31,14 +33,17 @@ use minikafka_client::{Connection, ConnectionConfig};
 use smol::net::TcpStream;
 
 use crate::error::BenchError;
-use crate::kafka_workloads::{check_produce, create_topic, pre_encode, produce_loop, Limits};
+use crate::kafka_workloads::{
+    check_produce, create_topic, delete_topic, pre_encode, produce_loop, Limits,
+};
 use crate::stats::{percentile, Summary};
 
 /// Requests in flight in the saturation producer.
 pub const SATURATION_DEPTH: usize = 32;
 /// Records per saturation request, and their value size: 100 KB requests.
 const SATURATION_BATCH: (usize, usize) = (100, 1000);
-const TOPIC: &str = "security-cost";
+/// Most record bytes one saturation measurement writes (bounds the disk it uses).
+pub const SATURATION_MAX_BYTES: u64 = 1_000_000_000;
 const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";"#;
 
 /// The listeners measured, in the table's order.
@@ -266,15 +271,16 @@ fn saturation(
     protocol: Protocol,
     addr: SocketAddr,
     tls: &TlsConnector,
+    topic: &str,
     seconds: f64,
 ) -> Result<f64, BenchError> {
     let (records, value_bytes) = SATURATION_BATCH;
-    let pre = pre_encode(TOPIC, 0, value_bytes, records);
+    let pre = pre_encode(topic, 0, value_bytes, records);
     smol::block_on(async {
         let mut conn = connect(protocol, addr, tls, SATURATION_DEPTH).await?;
         let limits = Limits {
             duration: Duration::from_secs_f64(seconds),
-            max_payload_bytes: u64::MAX,
+            max_payload_bytes: SATURATION_MAX_BYTES,
         };
         Ok(produce_loop(&mut conn, &pre, SATURATION_DEPTH, limits)
             .await?
@@ -286,9 +292,10 @@ fn sequential_p50_us(
     protocol: Protocol,
     addr: SocketAddr,
     tls: &TlsConnector,
+    topic: &str,
     requests: usize,
 ) -> Result<f64, BenchError> {
-    let pre = pre_encode(TOPIC, 0, 100, 1);
+    let pre = pre_encode(topic, 0, 100, 1);
     smol::block_on(async {
         let mut conn = connect(protocol, addr, tls, 1).await?;
         let mut samples = Vec::with_capacity(requests);
@@ -313,7 +320,6 @@ pub fn run(opts: &SecurityOptions) -> Result<Vec<ProtocolFigures>, BenchError> {
         None,
     )?)?;
     let broker = start_broker(opts, &pki)?;
-    create_topic(broker.addrs[0], TOPIC, 1)?;
     let mut figures: Vec<ProtocolFigures> = Protocol::ALL
         .iter()
         .map(|&protocol| ProtocolFigures {
@@ -326,8 +332,11 @@ pub fn run(opts: &SecurityOptions) -> Result<Vec<ProtocolFigures>, BenchError> {
         for k in 0..Protocol::ALL.len() {
             let i = (round + k) % Protocol::ALL.len();
             let (protocol, addr) = (Protocol::ALL[i], broker.addrs[i]);
-            let mb_s = saturation(protocol, addr, &tls, opts.saturation_s)?;
-            let p50 = sequential_p50_us(protocol, addr, &tls, opts.sequential_requests)?;
+            let topic = format!("security-cost-{round}-{i}");
+            create_topic(broker.addrs[0], &topic, 1)?;
+            let mb_s = saturation(protocol, addr, &tls, &topic, opts.saturation_s)?;
+            let p50 = sequential_p50_us(protocol, addr, &tls, &topic, opts.sequential_requests)?;
+            delete_topic(broker.addrs[0], &topic)?;
             eprintln!(
                 "round {round} {}: saturation {mb_s:.1} MB/s, sequential p50 {p50:.0} µs",
                 protocol.name()

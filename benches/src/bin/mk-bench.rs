@@ -467,10 +467,13 @@ fn run_security(args: &SecurityArgs) -> Result<(), BenchError> {
         sequential_requests: args.sequential.unwrap_or(sequential),
     };
     let load_at_start = machine::load_avg_1m();
-    let figures = run(&opts)?;
+    let figures = run(&opts);
+    // The broker's data is scratch: up to a measurement's records (see security_cost).
+    let _ = std::fs::remove_dir_all(out.join("data"));
+    let figures = figures?;
     let load_at_end = machine::load_avg_1m();
     let report = format!(
-        "{}\n{} rounds; saturation: one producer, {} requests of 100 × 1000 B records in flight, {} s; sequential: {} one-record Produce requests (acks=1) one at a time. Load average at start {}, at end {}.\n",
+        "{}\n{} rounds; saturation: one producer, {} requests of 100 × 1000 B records in flight, {} s or 1 GB, whichever comes first, on a fresh topic; sequential: {} one-record Produce requests (acks=1) one at a time. Load average at start {}, at end {}.\n",
         table(&figures),
         opts.rounds,
         minikafka_benches::security_cost::SATURATION_DEPTH,
