@@ -188,8 +188,8 @@ pub fn check_produce(response: &ProduceResponse) -> Result<(), BenchError> {
 
 /// Sends `pre` over `conn` with up to `depth` requests in flight until `limits`, then waits
 /// for every answer. The clock runs from the first send to the last answer.
-pub async fn produce_loop(
-    conn: &mut Connection<TcpStream>,
+pub async fn produce_loop<S: futures::AsyncRead + futures::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
     pre: &PreEncoded,
     depth: usize,
     limits: Limits,

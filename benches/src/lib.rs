@@ -40,5 +40,6 @@ pub mod proc_stats;
 pub mod rdkafka_workloads;
 pub mod report;
 pub mod scale_load;
+pub mod security_cost;
 pub mod shard;
 pub mod stats;

@@ -3,8 +3,9 @@
 //! and the text parsers of the security settings and the stored SCRAM credentials.
 //!
 //! Contracts (I40, I47): no input panics; a frame whose API is not ApiVersions or SASL is
-//! refused before authentication; only the right PLAIN password or a SCRAM proof made from
-//! the stored credential's password authenticates; after a refusal nothing more is read.
+//! refused before authentication; only the right PLAIN password, a SCRAM proof made from
+//! the stored credential's password, or an OAUTHBEARER initial response (an unsecured token
+//! valid at the fixed `NOW_MS`, I138) authenticates; after a refusal nothing more is read.
 //! Whatever `ScramStore::decode` accepts re-encodes to text that decodes to the same store;
 //! `listeners` and protocol-map text parses or is refused, never panics.
 
@@ -14,14 +15,17 @@ use minikafka_broker::config::listeners::{parse_endpoints, parse_protocol_map, S
 use minikafka_broker::config::security::parse_mechanisms;
 use minikafka_broker::protocol::{decode_request, SupportedVersions};
 use minikafka_broker::server::handlers::served_versions;
-use minikafka_broker::server::sasl::{Authenticator, Step};
+use minikafka_broker::server::sasl::{Authenticator, Inputs, Step};
 use minikafka_broker::server::scram_store::ScramStore;
 use minikafka_core::auth::jaas;
+use minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig;
 use minikafka_core::auth::plain::PlainUsers;
 use minikafka_core::auth::scram::{ScramCredential, ScramMechanism};
 
 use crate::input::Input;
 
+/// The wall clock the target's OAUTHBEARER validation runs at (2027-01-15).
+const NOW_MS: i64 = 1_800_000_000_000;
 const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
 
 fn fixture() -> &'static (SaslSettings, ScramStore, SupportedVersions) {
@@ -33,8 +37,10 @@ fn fixture() -> &'static (SaslSettings, ScramStore, SupportedVersions) {
                 "PLAIN".into(),
                 "SCRAM-SHA-256".into(),
                 "SCRAM-SHA-512".into(),
+                "OAUTHBEARER".into(),
             ],
             plain: Some(PlainUsers::from_jaas(&entry).expect("PLAIN users")),
+            oauthbearer: Some(UnsecuredValidatorConfig::default()),
         };
         let mut store = ScramStore::default();
         for m in ScramMechanism::ALL {
@@ -75,12 +81,18 @@ pub fn sasl_session(data: &[u8]) {
 fn frames(mut bytes: &[u8]) {
     let (sasl, store, supported) = fixture();
     let mut auth = Authenticator::default();
+    let inputs = Inputs {
+        sasl,
+        scram: store,
+        now_ms: NOW_MS,
+        max_reauth_ms: 0,
+    };
     while bytes.len() >= 2 {
         let len = usize::from(u16::from_be_bytes([bytes[0], bytes[1]])).min(bytes.len() - 2);
         let frame = bytes::Bytes::copy_from_slice(&bytes[2..2 + len]);
         bytes = &bytes[2 + len..];
         let step = if auth.expects_raw_token() {
-            auth.on_raw_token(&frame, sasl, store)
+            auth.on_raw_token(&frame, inputs)
         } else {
             let api_key = Authenticator::api_key_of(&frame);
             let allowed = api_key.is_some_and(Authenticator::allowed_before_authentication);
@@ -89,18 +101,26 @@ fn frames(mut bytes: &[u8]) {
                 return;
             }
             match decode_request(frame.clone(), supported) {
-                Ok(request) => auth.on_request(&request, sasl, store),
+                Ok(request) => auth.on_request(&request, inputs),
                 Err(_) => return,
             }
         };
         match step {
             Step::Refuse(..) => return,
-            Step::Authenticated(_, user) => {
+            Step::Authenticated(_, session) => {
+                let user = session.user;
+                assert!(auth.is_done());
+                let contains = |needle: &[u8]| data_contains(&frame, needle);
+                if contains(b"\x01auth=") {
+                    // OAUTHBEARER: any principal an unsecured token names (I138), never an
+                    // empty one; its session ends at the token's exp.
+                    assert!(!user.trim().is_empty());
+                    assert!(session.lifetime_ms > 0);
+                    return;
+                }
                 // Only the fixture's users exist; authenticating without their password
                 // would need a SHA-256 preimage or a SCRAM proof forgery.
                 assert!(user == "alice" || user == "user", "authenticated {user:?}");
-                assert!(auth.is_done());
-                let contains = |needle: &[u8]| data_contains(&frame, needle);
                 if user == "alice" {
                     assert!(contains(b"alice-secret"), "PLAIN without the password");
                 }
@@ -151,5 +171,37 @@ mod tests {
         ))
         .expect("the committed seed");
         assert_eq!(committed, input, "the seed is this login");
+    }
+
+    /// The OAUTHBEARER seed authenticates (so the fuzzer starts from a login that reaches the
+    /// target's OAUTHBEARER assertions): an unsecured token for `fuzz`, exp in 2100.
+    #[test]
+    fn the_oauthbearer_seed_authenticates() {
+        let seed = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fuzz/corpus/sasl_session/seed-oauthbearer-v1"
+        ))
+        .expect("the committed seed");
+        let (sasl, store, supported) = fixture();
+        let inputs = Inputs {
+            sasl,
+            scram: store,
+            now_ms: NOW_MS,
+            max_reauth_ms: 0,
+        };
+        let mut auth = Authenticator::default();
+        let mut bytes = &seed[1..];
+        let mut user = None;
+        while bytes.len() >= 2 {
+            let len = usize::from(u16::from_be_bytes([bytes[0], bytes[1]]));
+            let frame = bytes::Bytes::copy_from_slice(&bytes[2..2 + len]);
+            bytes = &bytes[2 + len..];
+            let request = decode_request(frame, supported).expect("a request");
+            if let Step::Authenticated(_, session) = auth.on_request(&request, inputs) {
+                user = Some(session.user);
+            }
+        }
+        assert_eq!(user.as_deref(), Some("fuzz"));
+        sasl_session(&seed);
     }
 }

@@ -18,6 +18,10 @@ and its TLS listener are Go API only), so every test here is ``kfake_lacks`` and
 a strict xfail.
 """
 
+import asyncio
+import json
+import pathlib
+import shutil
 import socket
 import struct
 import subprocess
@@ -41,6 +45,10 @@ pytestmark = NO_SASL_IN_KFAKE
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'user_alice="alice-secret" user_bob="bob-secret";'
+)
+OAUTH_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredValidatorRequiredScope="kafka";'
 )
 LIMIT_S = 30
 
@@ -271,11 +279,11 @@ def pki(tmp_path):
     return d
 
 
-@pytest.fixture
-def tls(broker_factory, pki):
-    """PLAINTEXT (admin), TLS (SSL), STLS (SASL_SSL, SCRAM-SHA-512) and MTLS (SSL with
-    ssl.client.auth=required) listeners, the authorizer on with User:ANONYMOUS a super user;
-    (broker, {listener: address})."""
+def _tls_broker(broker_factory, pki, **extra):
+    """PLAINTEXT (admin), TLS (SSL), STLS (SASL_SSL: PLAIN, SCRAM-SHA-512 and OAUTHBEARER with
+    Kafka's unsecured validator requiring scope ``kafka``) and MTLS (SSL with
+    ssl.client.auth=required) listeners, the authorizer on with User:ANONYMOUS, erin (SCRAM)
+    and alice (PLAIN, OAUTHBEARER) super users; (broker, {listener: address})."""
     ports = {name: _free_port() for name in ("TLS", "STLS", "MTLS")}
     broker = broker_factory(**{
         "listeners": "PLAINTEXT://127.0.0.1:{port}," + ",".join(
@@ -287,11 +295,20 @@ def tls(broker_factory, pki):
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(pki / "ca.crt"),
         "listener.name.mtls.ssl.client.auth": "required",
-        "listener.name.stls.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.stls.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.stls.plain.sasl.jaas.config": JAAS,
+        "listener.name.stls.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS;User:erin",
+        "super.users": "User:ANONYMOUS;User:erin;User:alice",
+        **extra,
     })
     return broker, {n: f"127.0.0.1:{p}" for n, p in ports.items()}
+
+
+@pytest.fixture
+def tls(broker_factory, pki):
+    """The listeners of `_tls_broker`."""
+    return _tls_broker(broker_factory, pki)
 
 
 def _ck_tls_round_trip(config, topic, value):
@@ -397,3 +414,225 @@ def test_mutual_tls_principal_is_the_subject_and_acls_apply(tls, pki):
     [refused] = produce({k: v for k, v in client("a").items()
                          if k not in ("ssl.certificate.location", "ssl.key.location")})
     assert refused is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# aiokafka and kafkajs over SSL and SASL_SSL (PLAIN and SCRAM-SHA-512)
+
+HERE = pathlib.Path(__file__).resolve().parent
+KAFKAJS_LIMIT_S = 100
+
+
+def _scram_user(broker, name, password):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    upsert = CkUpsertion(name, CkScramInfo(CkScram.SCRAM_SHA_512, 4096), password.encode())
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(timeout=LIMIT_S)
+
+
+def _aiokafka_round_trip(bootstrap, topic, value, **security):
+    """Produces `value` with aiokafka and reads `topic` partition 0 from the start until it
+    arrives; returns what was read."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    async def run():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **security)
+        await asyncio.wait_for(producer.start(), LIMIT_S)
+        try:
+            await asyncio.wait_for(producer.send_and_wait(topic, value, partition=0), LIMIT_S)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, **security)
+        await asyncio.wait_for(consumer.start(), LIMIT_S)
+        seen = []
+        try:
+            consumer.assign([AioTopicPartition(topic, 0)])
+            deadline = time.monotonic() + LIMIT_S
+            while value not in seen and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                seen.extend(m.value for msgs in batches.values() for m in msgs)
+        finally:
+            await consumer.stop()
+        return seen
+
+    return asyncio.run(run())
+
+
+def _aio_ssl(pki):
+    from aiokafka.helpers import create_ssl_context
+
+    return create_ssl_context(cafile=str(pki / "ca.crt"))
+
+
+def test_aiokafka_over_ssl_and_sasl_ssl_plain_and_scram(tls, pki):
+    broker, addrs = tls
+    _topic(broker, "aio-secure")
+    _scram_user(broker, "erin", "erin-secret")
+    assert b"aio ssl" in _aiokafka_round_trip(
+        addrs["TLS"], "aio-secure", b"aio ssl", security_protocol="SSL", ssl_context=_aio_ssl(pki))
+    for mechanism, user, password in (("PLAIN", "alice", "alice-secret"),
+                                      ("SCRAM-SHA-512", "erin", "erin-secret")):
+        value = f"aio {mechanism}".encode()
+        seen = _aiokafka_round_trip(
+            addrs["STLS"], "aio-secure", value, security_protocol="SASL_SSL",
+            ssl_context=_aio_ssl(pki), sasl_mechanism=mechanism,
+            sasl_plain_username=user, sasl_plain_password=password)
+        assert value in seen, (mechanism, seen)
+    # A wrong password: aiokafka's start fails with the broker's refusal.
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError as AioError
+
+    async def wrong():
+        producer = AIOKafkaProducer(
+            bootstrap_servers=addrs["STLS"], security_protocol="SASL_SSL",
+            ssl_context=_aio_ssl(pki), sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username="erin", sasl_plain_password="wrong", request_timeout_ms=10000)
+        try:
+            await asyncio.wait_for(producer.start(), LIMIT_S)
+        finally:
+            await producer.stop()
+
+    with pytest.raises(AioError):
+        asyncio.run(wrong())
+    assert 'SCRAM-SHA-512 authentication of "erin" failed' in broker.output()
+
+
+@pytest.fixture
+def node():
+    path = shutil.which("node")
+    if path is None:
+        pytest.skip("node is not installed")
+    if not (HERE / "kafkajs" / "node_modules" / "kafkajs").is_dir():
+        pytest.fail("kafkajs is not installed: `npm ci --prefix tests/interop/kafkajs` (run.sh does it)")
+    return path
+
+
+def _kafkajs(node, bootstrap, topic, value, security):
+    """Runs kafkajs/security.js; (exit status, its report)."""
+    done = subprocess.run(
+        [node, str(HERE / "kafkajs" / "security.js"), bootstrap, topic, value, json.dumps(security)],
+        capture_output=True, text=True, timeout=KAFKAJS_LIMIT_S, check=False)
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"kafkajs printed nothing:\n{done.stderr}"
+    return done.returncode, json.loads(lines[-1])
+
+
+def test_kafkajs_over_ssl_and_sasl_ssl_plain_and_scram(tls, pki, node):
+    broker, addrs = tls
+    _topic(broker, "kjs-secure")
+    _scram_user(broker, "erin", "erin-secret")
+    ca = str(pki / "ca.crt")
+    runs = [
+        (addrs["TLS"], "kjs ssl", {"ca": ca}),
+        (addrs["STLS"], "kjs plain",
+         {"ca": ca, "sasl": {"mechanism": "plain", "username": "alice", "password": "alice-secret"}}),
+        (addrs["STLS"], "kjs scram",
+         {"ca": ca, "sasl": {"mechanism": "scram-sha-512", "username": "erin",
+                             "password": "erin-secret"}}),
+    ]
+    for bootstrap, value, security in runs:
+        rc, report = _kafkajs(node, bootstrap, "kjs-secure", value, security)
+        assert rc == 0 and report["produced"] and value in report["seen"], (value, report)
+    rc, report = _kafkajs(node, addrs["STLS"], "kjs-secure", "never", {
+        "ca": ca, "sasl": {"mechanism": "scram-sha-512", "username": "erin", "password": "wrong"}})
+    assert rc == 1 and not report["produced"], report
+    assert "SASL" in report["error"] or "uthentication" in report["error"], report
+    assert 'SCRAM-SHA-512 authentication of "erin" failed' in broker.output()
+
+
+# ---------------------------------------------------------------------------------------------
+# OAUTHBEARER (unsecured JWTs, Kafka's default validator) and KIP-368 re-authentication
+
+
+def _ck_oauth(addrs, pki, principal, scope="kafka", life_s=3600):
+    """librdkafka's own unsecured JWT (``enable.sasl.oauthbearer.unsecure.jwt``), as a Kafka
+    user configures it for development."""
+    return {
+        "bootstrap.servers": addrs["STLS"],
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki / "ca.crt"),
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": f"principal={principal} scope={scope} lifeSeconds={life_s}",
+    }
+
+
+def test_confluent_kafka_oauthbearer_unsecured_jwt(tls, pki):
+    broker, addrs = tls
+    _topic(broker, "oauth")
+    _ck_tls_round_trip(_ck_oauth(addrs, pki, "alice"), "oauth", b"oauthbearer over tls")
+    assert 'user="alice"' in broker.output() or "user=alice" in broker.output()
+    # A token without the scope the listener requires: Kafka's JSON error reaches the client.
+    failures = []
+    producer = Producer({**_ck_oauth(addrs, pki, "alice", scope="other"),
+                         "error_cb": failures.append})
+    deadline = time.monotonic() + LIMIT_S
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in failures):
+        assert time.monotonic() < deadline, f"no authentication error: {failures}"
+        producer.poll(0.2)
+    refusal = next(e for e in failures if e.code() == KafkaError._AUTHENTICATION)
+    assert "insufficient_scope" in refusal.str(), refusal.str()
+    assert "OAUTHBEARER token refused" in broker.output()
+
+
+def test_kafkajs_and_aiokafka_oauthbearer(tls, pki, node):
+    from aiokafka.abc import AbstractTokenProvider
+
+    broker, addrs = tls
+    _topic(broker, "oauth-js")
+    now = time.time()
+
+    def token(sub):
+        import base64
+
+        def part(obj):
+            return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+        return f"{part({'alg': 'none'})}.{part({'sub': sub, 'exp': now + 600, 'scope': 'kafka'})}."
+
+    rc, report = _kafkajs(node, addrs["STLS"], "oauth-js", "kjs oauth", {
+        "ca": str(pki / "ca.crt"), "sasl": {"mechanism": "oauthbearer", "token": token("alice")}})
+    assert rc == 0 and "kjs oauth" in report["seen"], report
+
+    class Provider(AbstractTokenProvider):
+        async def token(self):
+            return token("alice")
+
+    seen = _aiokafka_round_trip(
+        addrs["STLS"], "oauth-js", b"aio oauth", security_protocol="SASL_SSL",
+        ssl_context=_aio_ssl(pki), sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=Provider())
+    assert b"aio oauth" in seen, seen
+
+
+def test_confluent_kafka_reauthenticates_before_its_session_expires(broker_factory, pki):
+    """KIP-368: with connections.max.reauth.ms=2000 librdkafka re-authenticates on its
+    connections (SCRAM-SHA-512 and OAUTHBEARER) and keeps producing; none is closed for an
+    expired session."""
+    broker, addrs = _tls_broker(broker_factory, pki, **{"connections.max.reauth.ms": "2000"})
+    _topic(broker, "reauth")
+    _scram_user(broker, "erin", "erin-secret")
+    configs = {
+        "scram": {
+            "bootstrap.servers": addrs["STLS"], "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki / "ca.crt"), "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "erin", "sasl.password": "erin-secret",
+        },
+        "oauth": _ck_oauth(addrs, pki, "alice"),
+    }
+    for name, config in configs.items():
+        producer = Producer({**config, "linger.ms": 0})
+        errors = []
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 7:
+            producer.produce("reauth", f"{name} {n}".encode(), on_delivery=lambda e, m: errors.append(e))
+            n += 1
+            assert producer.flush(LIMIT_S) == 0
+            time.sleep(0.25)
+        assert errors == [None] * n, errors
+    log = broker.output()
+    assert log.count("re-authenticated") >= 4, log
+    assert 'user="erin"' in log and "session expired" not in log, log

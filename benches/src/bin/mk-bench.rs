@@ -17,6 +17,10 @@
 //!   [--value-bytes N] [--data-dir PATH] [--doc docs/BENCHMARKS.md]`: partitions × connections on
 //!   fresh brokers: produce, consume, p99, RSS and restart as curves (see
 //!   `minikafka_benches::kafka_experiment::scale`).
+//! - `mk-bench security [--quick] [--out DIR] [--minikafka-bin PATH] [--rounds N]
+//!   [--saturation-s S] [--sequential N]`: PLAINTEXT, SSL and SASL_SSL listeners of one
+//!   broker, alternating: saturation and sequential p50 with our client (see
+//!   `minikafka_benches::security_cost`).
 //!
 //! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
 //! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
@@ -57,10 +61,36 @@ enum Command {
     /// The librdkafka workloads on our broker and a peer broker, alternating over
     /// repetitions, with each run's broker CPU and peak RSS and the same-run baselines.
     SideBySide(SideBySideArgs),
+    /// PLAINTEXT, SSL and SASL_SSL listeners of one broker, measured alternating in the same
+    /// run with our client: producer saturation and sequential p50, and their ratios.
+    Security(SecurityArgs),
     /// Partitions (1–4,000) × connections (1–1,000), each point on a fresh broker: produce
     /// and consume throughput, p99 latency, broker CPU per record, peak RSS and the restart
     /// after kill -9, as curves.
     Scale(ScaleArgs),
+}
+
+#[derive(Debug, Args)]
+struct SecurityArgs {
+    /// One short round (a smoke test; seconds).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the broker's data, its log, the certificates and `security.md`
+    /// (default: target/mk-bench/security).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The `minikafka` executable (default: the one next to mk-bench).
+    #[arg(long)]
+    minikafka_bin: Option<PathBuf>,
+    /// Rounds, each measuring every listener once in a rotated order (default 5).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seconds of each saturation measurement (default 3).
+    #[arg(long)]
+    saturation_s: Option<f64>,
+    /// One-record Produce requests per sequential measurement (default 2000).
+    #[arg(long)]
+    sequential: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -220,6 +250,7 @@ fn main() -> ExitCode {
         Command::Kafka(args) => ("kafka", run_kafka(&args)),
         Command::SideBySide(args) => ("side-by-side", run_side_by_side(&args)),
         Command::Scale(args) => ("scale", run_scale(&args)),
+        Command::Security(args) => ("security", run_security(&args)),
         Command::Log(args) => ("log", run_log(&args)),
     };
     match result {
@@ -412,6 +443,48 @@ fn our_broker_bin(given: &Option<PathBuf>) -> Result<PathBuf, BenchError> {
             )
         }),
     }
+}
+
+fn run_security(args: &SecurityArgs) -> Result<(), BenchError> {
+    use minikafka_benches::security_cost::{run, table, SecurityOptions};
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/mk-bench/security"));
+    if out.join("data").exists() {
+        std::fs::remove_dir_all(out.join("data"))?;
+    }
+    let (rounds, saturation_s, sequential) = if args.quick {
+        (1, 0.5, 200)
+    } else {
+        (5, 3.0, 2000)
+    };
+    let opts = SecurityOptions {
+        bin: our_broker_bin(&args.minikafka_bin)?,
+        scratch: out.clone(),
+        rounds: args.rounds.unwrap_or(rounds),
+        saturation_s: args.saturation_s.unwrap_or(saturation_s),
+        sequential_requests: args.sequential.unwrap_or(sequential),
+    };
+    let load_at_start = machine::load_avg_1m();
+    let figures = run(&opts);
+    // The broker's data is scratch: up to a measurement's records (see security_cost).
+    let _ = std::fs::remove_dir_all(out.join("data"));
+    let figures = figures?;
+    let load_at_end = machine::load_avg_1m();
+    let report = format!(
+        "{}\n{} rounds; saturation: one producer, {} requests of 100 × 1000 B records in flight, {} s or 1 GB, whichever comes first, on a fresh topic; sequential: {} one-record Produce requests (acks=1) one at a time. Load average at start {}, at end {}.\n",
+        table(&figures),
+        opts.rounds,
+        minikafka_benches::security_cost::SATURATION_DEPTH,
+        opts.saturation_s,
+        opts.sequential_requests,
+        load_at_start.map_or("unknown".into(), |l| format!("{l:.2}")),
+        load_at_end.map_or("unknown".into(), |l| format!("{l:.2}")),
+    );
+    std::fs::write(out.join("security.md"), &report)?;
+    print!("{report}");
+    Ok(())
 }
 
 fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {

@@ -79,6 +79,8 @@ pub struct SaslSettings {
     pub mechanisms: Vec<String>,
     /// PLAIN's users, from the listener's `PlainLoginModule` JAAS entry.
     pub plain: Option<PlainUsers>,
+    /// OAUTHBEARER's unsecured validator options (set when OAUTHBEARER is enabled).
+    pub oauthbearer: Option<minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig>,
 }
 
 /// Kafka's default `listener.security.protocol.map`: each protocol names itself.

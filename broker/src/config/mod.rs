@@ -67,6 +67,8 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: u64,
+    /// `connections.max.reauth.ms` (KIP-368; 0: sessions have no configured limit).
+    pub connections_max_reauth_ms: u64,
     /// `quota.window.num` samples of `quota.window.size.seconds`: the window client quota
     /// rates are measured over, and the longest throttle (I81).
     pub quota_window: minikafka_core::quota::Window,
@@ -326,6 +328,7 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             connections_max_idle_ms: 600_000,
+            connections_max_reauth_ms: 0,
             quota_window: minikafka_core::quota::Window::default(),
             socket_send_buffer_bytes: Some(102_400),
             max_connections: i32::MAX as usize,

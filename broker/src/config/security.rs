@@ -5,19 +5,27 @@
 //!
 //! Contract:
 //! - Input: the listeners and every setting given (keys as written).
-//! - Output: each SASL listener's enabled mechanisms and PLAIN users, or an error naming the
-//!   setting that is missing or wrong (a PLAIN listener without users does not start).
+//! - Output: each SASL listener's enabled mechanisms, PLAIN users and OAUTHBEARER validator
+//!   options, or an error naming the setting that is missing or wrong (a PLAIN listener
+//!   without users does not start). OAUTHBEARER needs no JAAS entry: without one (or with
+//!   an `OAuthBearerLoginModule` entry without `unsecuredValidator*` options) Kafka's
+//!   unsecured validator runs with its defaults.
 //! - Never: keeps a password anywhere but in [`PlainUsers`] (whose `Debug` hides them).
 
 use std::collections::BTreeMap;
 
 use minikafka_core::auth::jaas;
+use minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig;
 use minikafka_core::auth::plain::PlainUsers;
 
 use super::listeners::{Listener, SaslSettings};
 
 /// The SASL mechanisms this broker serves.
-pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// Kafka's OAUTHBEARER login module, whose options configure the unsecured validator.
+pub const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 
 /// The settings a `listener.name.<listener>.` prefix may precede.
 pub const PER_LISTENER: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
@@ -142,9 +150,36 @@ pub fn resolve(
                 .map_err(|e| (key.clone(), hidden(), e.to_string()))?;
             plain = Some(users);
         }
-        listener.sasl = SaslSettings { mechanisms, plain };
+        let mut oauthbearer = None;
+        if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            oauthbearer = Some(oauthbearer_validator(settings, listener)?);
+        }
+        listener.sasl = SaslSettings {
+            mechanisms,
+            plain,
+            oauthbearer,
+        };
     }
     Ok(())
+}
+
+/// OAUTHBEARER's unsecured validator options for `listener`: from its
+/// `OAuthBearerLoginModule` JAAS entry if it has one, else Kafka's defaults (an entry of
+/// another login module, say PLAIN's given unprefixed, is not OAUTHBEARER's).
+fn oauthbearer_validator(
+    settings: &BTreeMap<String, String>,
+    listener: &Listener,
+) -> Result<UnsecuredValidatorConfig, (String, String, String)> {
+    let Some((key, text)) = jaas_for(settings, listener, "OAUTHBEARER") else {
+        return Ok(UnsecuredValidatorConfig::default());
+    };
+    let hidden = || "[hidden]".to_string();
+    let entry = jaas::parse_single(text).map_err(|e| (key.clone(), hidden(), e.to_string()))?;
+    if entry.login_module != OAUTHBEARER_LOGIN_MODULE {
+        return Ok(UnsecuredValidatorConfig::default());
+    }
+    UnsecuredValidatorConfig::from_options(&entry.options)
+        .map_err(|e| (key, hidden(), e.to_string()))
 }
 
 #[cfg(test)]
@@ -232,6 +267,70 @@ mod tests {
             .expect_err("no kerberos")
             .contains("GSSAPI"));
         assert!(parse_mechanisms("FOO").is_err());
+        assert_eq!(
+            parse_mechanisms("oauthbearer").expect("ok"),
+            ["OAUTHBEARER"]
+        );
         assert!(parse_mechanisms("").is_err());
+    }
+}
+
+#[cfg(test)]
+mod oauthbearer_tests {
+    use super::*;
+    use crate::config::listeners::SecurityProtocol;
+
+    #[test]
+    fn oauthbearer_takes_its_login_modules_options_or_the_defaults() {
+        let listener = || Listener {
+            name: std::sync::Arc::from("SASL_SSL"),
+            protocol: SecurityProtocol::SaslSsl,
+            bind: "127.0.0.1:0".parse().expect("addr"),
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 0,
+            sasl: SaslSettings::default(),
+            tls: None,
+        };
+        let oauth = ["OAUTHBEARER".to_string()];
+        let mut ls = vec![listener()];
+        resolve(&mut ls, &BTreeMap::new(), &oauth).expect("no JAAS needed");
+        assert_eq!(
+            ls[0].sasl.oauthbearer,
+            Some(UnsecuredValidatorConfig::default())
+        );
+
+        let given: BTreeMap<String, String> = [(
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config".to_string(),
+            format!("{OAUTHBEARER_LOGIN_MODULE} required unsecuredValidatorRequiredScope=\"read,write\" unsecuredValidatorAllowableClockSkewMs=\"500\";"),
+        )]
+        .into();
+        let mut ls = vec![listener()];
+        resolve(&mut ls, &given, &oauth).expect("ok");
+        let config = ls[0].sasl.oauthbearer.clone().expect("validator");
+        assert_eq!(config.required_scope, ["read", "write"]);
+        assert_eq!(config.allowable_clock_skew_ms, 500);
+
+        // PLAIN's entry given unprefixed is not OAUTHBEARER's.
+        let given: BTreeMap<String, String> = [(
+            "sasl.jaas.config".to_string(),
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";"#
+                .to_string(),
+        )]
+        .into();
+        let mut ls = vec![listener()];
+        resolve(&mut ls, &given, &oauth).expect("ok");
+        assert_eq!(
+            ls[0].sasl.oauthbearer,
+            Some(UnsecuredValidatorConfig::default())
+        );
+
+        let given: BTreeMap<String, String> = [(
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config".to_string(),
+            format!("{OAUTHBEARER_LOGIN_MODULE} required unsecuredValidatorAllowableClockSkewMs=\"soon\";"),
+        )]
+        .into();
+        let mut ls = vec![listener()];
+        let (key, _, _) = resolve(&mut ls, &given, &oauth).expect_err("a bad option");
+        assert_eq!(key, "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config");
     }
 }

@@ -35,6 +35,9 @@ pub enum ConnectionError {
     Authentication,
     /// The TLS handshake failed or timed out (not TLS, a refused certificate).
     Tls,
+    /// A request came after the SASL session expired without re-authentication (KIP-368,
+    /// Kafka's `expired-connections-killed-count`).
+    SessionExpired,
 }
 
 impl ConnectionError {
@@ -48,6 +51,7 @@ impl ConnectionError {
             ConnectionError::Io => "io",
             ConnectionError::Authentication => "authentication",
             ConnectionError::Tls => "tls",
+            ConnectionError::SessionExpired => "session_expired",
         }
     }
 }

@@ -38,7 +38,7 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener, BackendStream};
 
 use super::handlers::{self, Outcome};
-use super::sasl::{Authenticator, Step};
+use super::sasl::{Authenticator, Inputs, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
 use super::session::{KafkaPrincipal, RequestContext};
 use super::shard::{InFlight, ShardState};
@@ -70,6 +70,9 @@ const PRODUCE_API_KEY: [u8; 2] = 0i16.to_be_bytes();
 /// a few large requests or many small ones in flight. Without it a producer's 32 pipelined
 /// 1 MB requests held 32 MB of frames (the consume run's fill).
 pub const MAX_UNANSWERED_REQUEST_BYTES: usize = 1 << 20;
+/// The shortest time between two re-authentications of a connection (Kafka's
+/// `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`); a SaslHandshake sooner is served as usual.
+const MIN_REAUTHENTICATION_INTERVAL: Duration = Duration::from_secs(1);
 /// Bytes read from the socket per call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -208,6 +211,10 @@ async fn read_loop<B: Backend, S: BackendStream>(
         .protocol
         .uses_sasl()
         .then(Authenticator::default);
+    // KIP-368 (I139): when the session ends; past it, any request but a re-authentication's
+    // SaslHandshake closes the connection.
+    let mut session_expiry: Option<minikafka_core::clock::MonoTime> = None;
+    let mut last_reauthentication: Option<minikafka_core::clock::MonoTime> = None;
     let mut decoder = FrameDecoder::new(if auth.is_some() {
         config.socket_request_max_bytes.min(MAX_SASL_MESSAGE_BYTES)
     } else {
@@ -227,14 +234,47 @@ async fn read_loop<B: Backend, S: BackendStream>(
                     if !until_unmuted(state, &ctx.throttle, &writer_done).await {
                         return;
                     }
+                    if let Some(authenticator) = auth.as_mut().filter(|a| a.is_done()) {
+                        let now = state.backend.now();
+                        // As Kafka: a session without an expiry has nothing to renew (the
+                        // handshake is answered ILLEGAL_SASL_STATE), and at most one
+                        // re-authentication starts per second.
+                        let reauthentication = session_expiry.is_some()
+                            && Authenticator::api_key_of(&frame)
+                                == Some(kafka_protocol::messages::ApiKey::SaslHandshake as i16)
+                            && last_reauthentication.is_none_or(|at| {
+                                now.saturating_duration_since(at) >= MIN_REAUTHENTICATION_INTERVAL
+                            });
+                        if reauthentication {
+                            last_reauthentication = Some(now);
+                            authenticator.begin_reauthentication();
+                        } else if session_expiry.is_some_and(|at| now >= at) {
+                            tracing::info!(%peer, listener = &*ctx.listener, principal = %ctx.principal, "SASL session expired without re-authentication; closing connection");
+                            state
+                                .metrics
+                                .connection_error(ConnectionError::SessionExpired);
+                            let _ = tx.send(Pending::Close).await;
+                            return;
+                        }
+                    }
                     if let Some(authenticator) = auth.as_mut().filter(|a| !a.is_done()) {
                         let step = sasl_step(state, authenticator, &frame, sasl);
                         let serve = matches!(step, Step::Serve);
                         let (answer, close) = match step {
                             Step::Serve => (None, false),
                             Step::Answer(bytes) => (Some(bytes), false),
-                            Step::Authenticated(bytes, user) => {
-                                tracing::info!(%peer, listener = &*ctx.listener, user, "authenticated");
+                            Step::Authenticated(bytes, session) => {
+                                let user = session.user;
+                                let lifetime_ms = session.lifetime_ms;
+                                if session_expiry.is_some() {
+                                    tracing::info!(%peer, listener = &*ctx.listener, user, lifetime_ms, "re-authenticated");
+                                } else {
+                                    tracing::info!(%peer, listener = &*ctx.listener, user, lifetime_ms, "authenticated");
+                                }
+                                session_expiry = (lifetime_ms > 0).then(|| {
+                                    state.backend.now()
+                                        + Duration::from_millis(lifetime_ms.unsigned_abs())
+                                });
                                 ctx.principal = Rc::new(KafkaPrincipal::user(user));
                                 decoder = FrameDecoder::new(config.socket_request_max_bytes);
                                 (Some(bytes), false)
@@ -330,8 +370,14 @@ fn sasl_step<B: Backend>(
     sasl: &crate::config::listeners::SaslSettings,
 ) -> Step {
     let scram = state.shared.scram_store();
+    let inputs = Inputs {
+        sasl,
+        scram: &scram,
+        now_ms: state.backend.wall_clock_ms(),
+        max_reauth_ms: state.shared.config.connections_max_reauth_ms,
+    };
     if authenticator.expects_raw_token() {
-        return authenticator.on_raw_token(frame, sasl, &scram);
+        return authenticator.on_raw_token(frame, inputs);
     }
     let Some(api_key) = Authenticator::api_key_of(frame) else {
         return Step::Refuse(None, "a frame too short for a request header".into());
@@ -346,7 +392,7 @@ fn sasl_step<B: Backend>(
         return Step::Serve;
     }
     match decode_request(frame.clone(), &state.shared.supported) {
-        Ok(request) => authenticator.on_request(&request, sasl, &scram),
+        Ok(request) => authenticator.on_request(&request, inputs),
         Err(e) => Step::Refuse(None, e.to_string()),
     }
 }
