@@ -37,6 +37,7 @@ pub mod machine;
 pub mod net_baselines;
 pub mod plots;
 pub mod proc_stats;
+pub mod rdkafka_txn;
 pub mod rdkafka_workloads;
 pub mod report;
 pub mod scale_load;

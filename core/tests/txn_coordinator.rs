@@ -28,7 +28,11 @@ fn fresh(d: &mut Driver, id: &str) -> (i64, i16) {
 
 #[test]
 fn a_committed_transaction_writes_commit_markers_after_its_prepare_record_then_completes() {
-    let mut d = Driver::new(config());
+    // With the hold off, as Kafka (I134's hold is tested on its own below).
+    let mut d = Driver::new(TxnConfig {
+        hold_while_completing_ms: 0,
+        ..config()
+    });
     let (pid, epoch) = fresh(&mut d, "tx");
     assert_eq!(epoch, 0);
     assert_eq!(d.durable("tx").map(|v| v.state), Some(TxnState::Empty));
@@ -53,7 +57,7 @@ fn a_committed_transaction_writes_commit_markers_after_its_prepare_record_then_c
     d.complete_append(true);
     assert_eq!(end_answer(&d.answers[&token]).error_code, ErrorCode::NONE);
     assert_eq!(d.held_markers.len(), 1);
-    // While the markers are written, the transaction is busy.
+    // While the markers are written, the transaction is busy (the hold is off).
     let r = d.call(add("tx", pid, epoch, &[("a", 0)]));
     assert_eq!(add_codes(&r), vec![ErrorCode::CONCURRENT_TRANSACTIONS]);
     d.settle();
@@ -267,7 +271,11 @@ fn r_with(error_code: ErrorCode, producer_id: i64, producer_epoch: i16) -> EndTx
 
 #[test]
 fn end_txn_v5_at_an_exhausted_epoch_hands_over_to_a_new_producer_id() {
-    let mut d = Driver::new(config());
+    // With the hold off, as Kafka (I134's hold for the new id is tested on its own below).
+    let mut d = Driver::new(TxnConfig {
+        hold_while_completing_ms: 0,
+        ..config()
+    });
     let ongoing = TxnLogValue {
         producer_id: 7,
         previous_producer_id: -1,
@@ -653,4 +661,224 @@ fn records_of_states_never_stored_are_refused_at_replay() {
     }
     assert!(c.replay(&key, Some(&[0, 1, 2])).is_err());
     assert!(c.durable_state().is_empty());
+}
+
+// ---------------------------------------------------------------- I134: the held request
+
+/// A transaction of `pid` with `a-0`, committed with EndTxn `version`; returns when its
+/// Prepare record is durable and EndTxn answered (its markers not yet written), with the
+/// ids EndTxn handed back.
+fn committing(d: &mut Driver, id: &str, version: i16) -> (i64, i16) {
+    let (pid, epoch) = fresh(d, id);
+    assert_eq!(
+        add_codes(&d.call(add(id, pid, epoch, &[("a", 0)]))),
+        vec![ErrorCode::NONE]
+    );
+    let token = d.send(end(id, pid, epoch, true, version));
+    d.complete_append(true);
+    let r = end_answer(&d.answers[&token]).clone();
+    assert_eq!(r.error_code, ErrorCode::NONE);
+    assert_eq!(
+        d.durable(id).map(|v| v.state),
+        Some(TxnState::PrepareCommit)
+    );
+    assert_eq!(d.held_markers.len(), 1);
+    if version >= 5 {
+        (r.producer_id, r.producer_epoch)
+    } else {
+        (pid, epoch)
+    }
+}
+
+fn is_complete(record: &TxnRecord) -> bool {
+    record.value.as_ref().is_some_and(|v| {
+        matches!(
+            TxnLogValue::decode(v).expect("value").state,
+            TxnState::CompleteCommit | TxnState::CompleteAbort
+        )
+    })
+}
+
+#[test]
+fn i134_the_next_transactions_adds_wait_for_the_complete_record_then_join_in_order() {
+    for version in [4, 5] {
+        let mut d = Driver::new(config());
+        let (pid, epoch) = committing(&mut d, "tx", version);
+        // The next transaction starts while the markers are written: held, not refused.
+        let first = d.send(add("tx", pid, epoch, &[("b", 0)]));
+        let second = d.send(add_offsets("tx", pid, epoch, "g"));
+        assert!(!d.answers.contains_key(&first));
+        assert!(!d.answers.contains_key(&second));
+        // Markers durable, the Complete record in flight: still held.
+        d.complete_markers(&[]);
+        assert_eq!(d.held.len(), 1);
+        assert!(!d.answers.contains_key(&first));
+        assert!(!d.answers.contains_key(&second));
+        // The Complete record is durable: the first is handled, its Ongoing record appended;
+        // the second waits for that record (one in flight per id, I33), then joins.
+        d.complete_append(true);
+        assert!(is_complete(d.log.last().expect("log")));
+        let complete_at = d.log.len();
+        assert!(
+            !d.answers.contains_key(&first),
+            "answered before durable (I37)"
+        );
+        d.complete_append(true);
+        assert_eq!(add_codes(&d.answers[&first]), vec![ErrorCode::NONE]);
+        d.settle();
+        assert_eq!(
+            d.answers[&second],
+            TxnResponse::AddOffsetsToTxn(AddOffsetsToTxnResponse {
+                error_code: ErrorCode::NONE
+            })
+        );
+        let v = d.durable("tx").expect("durable");
+        assert_eq!(v.state, TxnState::Ongoing);
+        assert_eq!(v.producer_epoch, epoch);
+        let offsets = minikafka_core::group::group_partition("g", 50);
+        assert_eq!(
+            partitions_of(&v),
+            [
+                TopicPartition::new("b", 0),
+                TopicPartition::new(CONSUMER_OFFSETS_TOPIC, offsets)
+            ]
+            .into_iter()
+            .collect()
+        );
+        // Nothing of the next transaction was written before the Complete record.
+        assert!(d.log[..complete_at - 1].iter().all(|r| !partitions_of(
+            &TxnLogValue::decode(r.value.as_ref().expect("value")).expect("value")
+        )
+        .contains(&TopicPartition::new("b", 0))));
+        d.check_replay();
+    }
+}
+
+#[test]
+fn i134_a_held_request_past_its_bound_is_told_to_retry_and_changes_nothing() {
+    let mut d = Driver::new(TxnConfig {
+        hold_while_completing_ms: 1_000,
+        ..config()
+    });
+    let (pid, epoch) = committing(&mut d, "tx", 4);
+    let token = d.send(add("tx", pid, epoch, &[("b", 0)]));
+    d.advance(999);
+    assert!(!d.answers.contains_key(&token));
+    d.advance(1);
+    assert_eq!(
+        add_codes(&d.answers[&token]),
+        vec![ErrorCode::CONCURRENT_TRANSACTIONS]
+    );
+    d.settle();
+    let v = d.durable("tx").expect("durable");
+    assert_eq!(v.state, TxnState::CompleteCommit);
+    assert!(partitions_of(&v).is_empty());
+    // The retry, now that the transaction is complete, is taken at once.
+    assert_eq!(
+        add_codes(&d.call(add("tx", pid, epoch, &[("b", 0)]))),
+        vec![ErrorCode::NONE]
+    );
+}
+
+#[test]
+fn i134_held_requests_are_bounded() {
+    let mut d = Driver::new(TxnConfig {
+        max_held_requests: 1,
+        ..config()
+    });
+    let (pid, epoch) = committing(&mut d, "tx", 4);
+    let held = d.send(add("tx", pid, epoch, &[("b", 0)]));
+    let refused = d.send(add("tx", pid, epoch, &[("b", 1)]));
+    assert!(!d.answers.contains_key(&held));
+    assert_eq!(
+        add_codes(&d.answers[&refused]),
+        vec![ErrorCode::CONCURRENT_TRANSACTIONS]
+    );
+    d.settle();
+    assert_eq!(add_codes(&d.answers[&held]), vec![ErrorCode::NONE]);
+}
+
+#[test]
+fn i134_a_fenced_or_foreign_producer_is_not_held() {
+    // EndTxn v5 bumped the epoch: a zombie at the old epoch is fenced at once.
+    let mut d = Driver::new(config());
+    let (pid, epoch) = committing(&mut d, "tx", 5);
+    let stale = d.send(add("tx", pid, epoch - 1, &[("b", 0)]));
+    assert_eq!(
+        add_codes(&d.answers[&stale]),
+        vec![ErrorCode::PRODUCER_FENCED]
+    );
+    let stale = d.send(add_offsets("tx", pid, epoch - 1, "g"));
+    assert_eq!(
+        d.answers[&stale],
+        TxnResponse::AddOffsetsToTxn(AddOffsetsToTxnResponse {
+            error_code: ErrorCode::PRODUCER_FENCED
+        })
+    );
+    let foreign = d.send(add("tx", pid + 100, 0, &[("b", 0)]));
+    assert_eq!(
+        add_codes(&d.answers[&foreign]),
+        vec![ErrorCode::INVALID_PRODUCER_ID_MAPPING]
+    );
+    d.settle();
+    assert_eq!(
+        d.durable("tx").map(|v| v.state),
+        Some(TxnState::CompleteCommit)
+    );
+}
+
+#[test]
+fn i134_a_held_request_is_checked_again_when_released() {
+    // EndTxn v5 at an exhausted epoch: the Prepare record is at (7, MAX) and the next
+    // transaction uses a new producer id. The new id's add waits and joins; an add of the
+    // old id at the Prepare record's epoch was held too, and once the Complete record moved
+    // the id to the new producer id it is answered as Kafka answers the old id then.
+    let mut d = Driver::new(config());
+    let ongoing = TxnLogValue {
+        producer_id: 7,
+        previous_producer_id: -1,
+        next_producer_id: -1,
+        producer_epoch: i16::MAX - 1,
+        timeout_ms: 30_000,
+        state: TxnState::Ongoing,
+        partitions: Some(vec![minikafka_core::txn::records::TopicPartitions {
+            topic: "a".into(),
+            partitions: vec![0],
+        }]),
+        last_update_ms: 0,
+        start_ms: 0,
+        client_transaction_version: 2,
+    };
+    d.log.push(TxnRecord {
+        key: TxnLogKey {
+            transactional_id: "tx".into(),
+        }
+        .encode(),
+        value: Some(ongoing.encode()),
+    });
+    d.crash();
+    let token = d.send(end("tx", 7, i16::MAX - 1, true, 5));
+    d.complete_append(true);
+    let r = end_answer(&d.answers[&token]).clone();
+    assert_eq!(r.error_code, ErrorCode::NONE);
+    let new_pid = r.producer_id;
+    let old = d.send(add("tx", 7, i16::MAX, &[("a", 2)]));
+    let new = d.send(add("tx", new_pid, 0, &[("a", 1)]));
+    assert!(!d.answers.contains_key(&old));
+    assert!(!d.answers.contains_key(&new));
+    d.settle();
+    assert_eq!(
+        add_codes(&d.answers[&old]),
+        vec![ErrorCode::INVALID_PRODUCER_ID_MAPPING]
+    );
+    assert_eq!(add_codes(&d.answers[&new]), vec![ErrorCode::NONE]);
+    let v = d.durable("tx").expect("durable");
+    assert_eq!(
+        (v.state, v.producer_id, v.producer_epoch),
+        (TxnState::Ongoing, new_pid, 0)
+    );
+    assert_eq!(
+        partitions_of(&v),
+        [TopicPartition::new("a", 1)].into_iter().collect()
+    );
 }

@@ -13,6 +13,8 @@
 //! - I35: along the durable log, each producer id's epoch never decreases, a producer id
 //!   never moves to another transactional id, and a request whose epoch is behind the
 //!   durable epoch is never answered NONE (except EndTxn v5's recognised retry);
+//! - I134: an add sent while its transactional id was completing is answered NONE only
+//!   after a Complete record of that id is durable (it was held, not refused);
 //! - I34: after every step, a fresh coordinator fed the durable log has the same state;
 //! - liveness: after the run, with every append and marker succeeding and the clock past
 //!   every timeout, each request not lost to a crash is answered and no id is left prepared.
@@ -112,6 +114,9 @@ enum Sent {
         epoch: i16,
         pid: i64,
         parts: Vec<TopicPartition>,
+        /// The durable log's length when it was sent, and whether its transactional id was
+        /// then completing (a Prepare record durable): such a request may be held (I134).
+        sent_at: (usize, bool),
     },
     End {
         id: usize,
@@ -166,6 +171,15 @@ impl Run {
         }
     }
 
+    /// The durable log's length now, and whether `id` is completing (I134).
+    fn sent_at(&self, id: usize) -> (usize, bool) {
+        let completing = self
+            .d
+            .durable(IDS[id])
+            .is_some_and(|v| v.state.is_prepare());
+        (self.d.log.len(), completing)
+    }
+
     fn step(&mut self, op: &Op) {
         match op {
             Op::Init { id, recover } => {
@@ -184,6 +198,7 @@ impl Run {
                     .iter()
                     .map(|tp| (tp.topic.as_str(), tp.partition))
                     .collect();
+                let sent_at = self.sent_at(*id);
                 let t = self.d.send(add(IDS[*id], pid, epoch, &named));
                 self.sent.insert(
                     t,
@@ -192,6 +207,7 @@ impl Run {
                         epoch,
                         pid,
                         parts,
+                        sent_at,
                     },
                 );
             }
@@ -202,6 +218,7 @@ impl Run {
                     CONSUMER_OFFSETS_TOPIC,
                     minikafka_core::group::group_partition(&group, 50),
                 );
+                let sent_at = self.sent_at(*id);
                 let t = self.d.send(add_offsets(IDS[*id], pid, epoch, &group));
                 self.sent.insert(
                     t,
@@ -210,6 +227,7 @@ impl Run {
                         epoch,
                         pid,
                         parts: vec![tp],
+                        sent_at,
                     },
                 );
             }
@@ -337,6 +355,7 @@ impl Run {
                         epoch,
                         pid,
                         parts,
+                        sent_at: (log_at_send, completing),
                     },
                     _,
                 ) => {
@@ -347,6 +366,21 @@ impl Run {
                         TxnResponse::AddOffsetsToTxn(r) => r.error_code == ErrorCode::NONE,
                         other => panic!("answer {other:?}"),
                     };
+                    if ok && completing {
+                        // I134: sent while its id was completing, answered NONE only once
+                        // a Complete record of that id is durable.
+                        let completed = self.d.log[log_at_send..].iter().any(|r| {
+                            TxnLogKey::decode(&r.key).expect("key").transactional_id == IDS[id]
+                                && r.value.as_ref().is_some_and(|v| {
+                                    let v = TxnLogValue::decode(v).expect("value");
+                                    matches!(
+                                        v.state,
+                                        TxnState::CompleteCommit | TxnState::CompleteAbort
+                                    )
+                                })
+                        });
+                        assert!(completed, "I134: a held request answered before Complete");
+                    }
                     if ok {
                         self.check_not_fenced(pid, epoch);
                         let v = self.d.durable(IDS[id]).expect("durable");

@@ -165,7 +165,9 @@ struct SideBySideArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Run only these workloads (comma-separated: saturation, sequential, outstanding,
-    /// consume, end_to_end, restart), e.g. to profile one; default every one.
+    /// consume, end_to_end, restart; and, never by default, txn_commit_1, txn_commit_100,
+    /// txn_commit_10k, txn_read_committed, or `txn` for those four), e.g. to profile one;
+    /// default every one but the transactional ones.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Run only the durable runs (`fsync`) or only the others (`none`); default both.
@@ -534,10 +536,13 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
             .only
             .iter()
             .map(|slug| {
-                Workload::from_slug(slug)
+                Workload::from_group_slug(slug)
                     .ok_or_else(|| BenchError::Broker(format!("--only: no workload `{slug}`")))
             })
-            .collect::<Result<_, _>>()?,
+            .collect::<Result<Vec<Vec<Workload>>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect(),
         durable: args.flush.as_deref().map(|f| f == "fsync"),
     };
     let filesystem = machine::filesystem_of(&scratch);

@@ -175,6 +175,37 @@ pub fn evaluate(runs: &[RunRecord], baselines: &[BaselineRun]) -> Vec<Target> {
             ),
         ));
     }
+    // Issue 21: transactions, against the peer's durable mode (`--only txn`).
+    for workload in [
+        Workload::TxnCommit1,
+        Workload::TxnCommit100,
+        Workload::TxnCommit10k,
+    ] {
+        out.push(ratio_goal(
+            runs,
+            workload,
+            "committed",
+            true,
+            Bound::AtLeast(1.5),
+            format!("{}, durable: ≥ 1.5 × peer", workload.slug()),
+        ));
+        out.push(ratio_goal(
+            runs,
+            workload,
+            "commit p50",
+            true,
+            Bound::AtMost(0.65),
+            format!("{} commit p50, durable: ≤ 0.65 × peer", workload.slug()),
+        ));
+    }
+    out.push(ratio_goal(
+        runs,
+        Workload::TxnReadCommitted,
+        "consumed",
+        true,
+        Bound::AtLeast(1.5),
+        "txn_read_committed, durable: ≥ 1.5 × peer".into(),
+    ));
     for goal in [
         "startup time independent of the size of sealed segments (see the startup section)",
         "io_uring backend ≥ portable on every row (`mk-bench kafka --backend`, both builds)",

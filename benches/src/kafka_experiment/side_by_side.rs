@@ -25,6 +25,7 @@ use crate::broker_proc::PeerCommand;
 use crate::kafka_experiment::restart;
 use crate::plots::Series;
 use crate::proc_stats;
+use crate::rdkafka_txn;
 use crate::rdkafka_workloads::{consume_assigned, produce_count};
 use crate::report::fmt_figure;
 
@@ -72,7 +73,17 @@ pub struct SideBySideSizes {
     pub tcp_duration: Duration,
     /// Size of the fio fdatasync job (4 KiB per sync).
     pub fio_sync_bytes: u64,
+    /// Length of each transactional producer run (`txn_commit_*`).
+    pub txn_duration: Duration,
+    /// Value size of the transactional runs.
+    pub txn_value_bytes: usize,
+    /// Records written in transactions of [`TXN_FILL_PER_TXN`], then read, by
+    /// `txn_read_committed`.
+    pub txn_consume_records: u64,
 }
+
+/// Records per transaction of the read_committed run's fill.
+pub const TXN_FILL_PER_TXN: u64 = 1_000;
 
 impl SideBySideSizes {
     /// The comparison's sizes: 1 M × 256 B saturation and consume, 10k msg/s of 100 B.
@@ -94,6 +105,9 @@ impl SideBySideSizes {
             restart_partitions: 4000,
             tcp_duration: Duration::from_secs(1),
             fio_sync_bytes: 8 << 20,
+            txn_duration: Duration::from_secs(3),
+            txn_value_bytes: 100,
+            txn_consume_records: 200_000,
         }
     }
 
@@ -110,6 +124,8 @@ impl SideBySideSizes {
             restart_partitions: 100,
             tcp_duration: Duration::from_millis(200),
             fio_sync_bytes: 256 << 10,
+            txn_duration: Duration::from_millis(500),
+            txn_consume_records: 20_000,
             ..SideBySideSizes::full()
         }
     }
@@ -159,6 +175,15 @@ pub enum Workload {
     /// Many partitions, one record each, the broker killed with SIGKILL and started again:
     /// time until Metadata answers.
     Restart,
+    /// A librdkafka transactional producer committing every record.
+    TxnCommit1,
+    /// The same, committing every 100 records.
+    TxnCommit100,
+    /// The same, committing every 10,000 records.
+    TxnCommit10k,
+    /// librdkafka's consumer at `isolation.level=read_committed`, assigned the partition,
+    /// reading transactions of [`TXN_FILL_PER_TXN`] records from the start.
+    TxnReadCommitted,
 }
 
 impl Workload {
@@ -172,9 +197,41 @@ impl Workload {
         Workload::Restart,
     ];
 
+    /// The transactional workloads: not in [`Workload::ALL`] (the default run and the CI
+    /// smoke), chosen with `--only txn` (or one by one).
+    pub const TXN: [Workload; 4] = [
+        Workload::TxnCommit1,
+        Workload::TxnCommit100,
+        Workload::TxnCommit10k,
+        Workload::TxnReadCommitted,
+    ];
+
+    /// Every workload there is, in table order.
+    pub fn every() -> impl Iterator<Item = Workload> {
+        Workload::ALL.into_iter().chain(Workload::TXN)
+    }
+
     /// The workload whose [`Workload::slug`] is `slug`.
     pub fn from_slug(slug: &str) -> Option<Workload> {
-        Workload::ALL.into_iter().find(|w| w.slug() == slug)
+        Workload::every().find(|w| w.slug() == slug)
+    }
+
+    /// The workloads `slug` names: one, or every transactional one for `txn`.
+    pub fn from_group_slug(slug: &str) -> Option<Vec<Workload>> {
+        if slug == "txn" {
+            return Some(Workload::TXN.to_vec());
+        }
+        Workload::from_slug(slug).map(|w| vec![w])
+    }
+
+    /// Records per transaction of a `txn_commit_*` workload.
+    pub fn records_per_txn(self) -> Option<u64> {
+        match self {
+            Workload::TxnCommit1 => Some(1),
+            Workload::TxnCommit100 => Some(100),
+            Workload::TxnCommit10k => Some(10_000),
+            _ => None,
+        }
     }
 
     /// Short name for files and data directories.
@@ -186,6 +243,10 @@ impl Workload {
             Workload::Consume => "consume",
             Workload::EndToEnd => "end_to_end",
             Workload::Restart => "restart",
+            Workload::TxnCommit1 => "txn_commit_1",
+            Workload::TxnCommit100 => "txn_commit_100",
+            Workload::TxnCommit10k => "txn_commit_10k",
+            Workload::TxnReadCommitted => "txn_read_committed",
         }
     }
 
@@ -218,6 +279,18 @@ impl Workload {
             Workload::Restart => format!(
                 "restart after kill -9 with {} partitions (1 record each), until Metadata answers",
                 s.restart_partitions
+            ),
+            Workload::TxnCommit1 | Workload::TxnCommit100 | Workload::TxnCommit10k => format!(
+                "librdkafka transactional producer committing every {} record(s) of {} B for {:?}",
+                count_label(self.records_per_txn().unwrap_or(0)),
+                s.txn_value_bytes,
+                s.txn_duration
+            ),
+            Workload::TxnReadCommitted => format!(
+                "librdkafka consume at read_committed, {} × {} B in transactions of {}, assigned",
+                count_label(s.txn_consume_records),
+                s.txn_value_bytes,
+                count_label(TXN_FILL_PER_TXN)
             ),
         }
     }
@@ -499,6 +572,52 @@ fn run_one(
             // Per-record CPU means nothing for a restart: count no records.
             (0, metrics, None)
         }
+        Workload::TxnCommit1 | Workload::TxnCommit100 | Workload::TxnCommit10k => {
+            let per_txn = workload.records_per_txn().unwrap_or(1);
+            let before = cpu_now();
+            let run = rdkafka_txn::produce_transactions(
+                &bootstrap,
+                &topic,
+                &format!("mk-bench-{topic}"),
+                s.txn_value_bytes,
+                per_txn,
+                s.txn_duration,
+            )?;
+            let cpu = cpu_delta(before, cpu_now());
+            let metrics = vec![
+                metric("committed", "records/s", run.per_s()),
+                metric(
+                    "commit p50",
+                    "µs",
+                    percentile_us(&run.commit_ns, 0.5, f64::NAN),
+                ),
+                metric(
+                    "commit p99",
+                    "µs",
+                    percentile_us(&run.commit_ns, 0.99, f64::NAN),
+                ),
+            ];
+            (run.records, metrics, cpu)
+        }
+        Workload::TxnReadCommitted => {
+            rdkafka_txn::fill_transactions(
+                &bootstrap,
+                &topic,
+                &format!("mk-bench-fill-{topic}"),
+                s.txn_value_bytes,
+                s.txn_consume_records,
+                TXN_FILL_PER_TXN,
+            )?;
+            let before = cpu_now();
+            let (records, elapsed_s) =
+                rdkafka_txn::consume_read_committed(&bootstrap, &topic, s.txn_consume_records)?;
+            let cpu = cpu_delta(before, cpu_now());
+            (
+                records,
+                vec![metric("consumed", "records/s", records as f64 / elapsed_s)],
+                cpu,
+            )
+        }
     };
     if let Some(cpu) = cpu_s.filter(|_| records > 0) {
         metrics.push(metric(CPU_PER_RECORD, "µs", cpu * 1e6 / records as f64));
@@ -546,8 +665,13 @@ pub fn run(
             None => vec![true, false],
         };
         for durable in durabilities {
-            for workload in Workload::ALL {
-                if !opts.workloads.is_empty() && !opts.workloads.contains(&workload) {
+            for workload in Workload::every() {
+                let chosen = if opts.workloads.is_empty() {
+                    Workload::ALL.contains(&workload)
+                } else {
+                    opts.workloads.contains(&workload)
+                };
+                if !chosen {
                     continue;
                 }
                 for contender in &order {
@@ -632,8 +756,7 @@ fn heading(runs: &[RunRecord], side: Side, durable: bool) -> String {
 /// The side-by-side table: one line per workload and figure; durable then non-durable
 /// columns, each ours, the peer, and ours ÷ peer (medians).
 pub fn table_markdown(runs: &[RunRecord], sizes: &SideBySideSizes) -> String {
-    let titles: Vec<(String, String)> = Workload::ALL
-        .iter()
+    let titles: Vec<(String, String)> = Workload::every()
         .map(|w| (w.slug().to_owned(), w.title(sizes)))
         .collect();
     let title_of = |slug: &str| {

@@ -250,6 +250,10 @@ pub struct TxnSettings {
     /// `transaction.partition.verification.enable` (KIP-890 part 1): a transactional produce
     /// is checked against the coordinator's partitions of the transaction.
     pub partition_verification: bool,
+    /// `transaction.hold.while.completing.ms` (ours): how long the next transaction's
+    /// AddPartitionsToTxn/AddOffsetsToTxn waits for the previous one's Complete record
+    /// instead of being refused CONCURRENT_TRANSACTIONS (I134); 0 refuses at once, as Kafka.
+    pub hold_while_completing_ms: i64,
 }
 
 impl Default for TxnSettings {
@@ -263,6 +267,7 @@ impl Default for TxnSettings {
             abort_timed_out_interval_ms: 10_000,
             remove_expired_interval_ms: 3_600_000,
             partition_verification: true,
+            hold_while_completing_ms: 5_000,
         }
     }
 }

@@ -27,6 +27,15 @@ impl TypedClient {
         }
     }
 
+    /// Waits up to `timeout` (not the default bound) for each answer: for a long-poll
+    /// whose wake-up, not its own deadline, must end it.
+    #[allow(dead_code)]
+    pub fn set_read_timeout(&mut self, timeout: std::time::Duration) {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("set the read timeout");
+    }
+
     /// Sends `request` as `api_key` v`version` and returns the decoded response.
     pub fn call<Q: Encodable, R: Decodable + HeaderVersion>(
         &mut self,

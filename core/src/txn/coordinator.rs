@@ -116,6 +116,11 @@ pub enum TimeoutReason {
         /// The transactional id.
         transactional_id: String,
     },
+    /// Answer CONCURRENT_TRANSACTIONS to this id's requests held past their bound (I134).
+    HoldExpired {
+        /// The transactional id.
+        transactional_id: String,
+    },
 }
 
 /// Where fresh producer ids come from: the broker's durable allocator (ids reserved in
@@ -146,10 +151,38 @@ struct Entry {
     last_epoch: i16,
     /// Partitions whose markers failed and are written again at the retry timer.
     marker_retry: Option<Vec<TopicPartition>>,
+    /// Requests of the next transaction waiting for this one to complete, in arrival order
+    /// (I134).
+    held: VecDeque<Held>,
+}
+
+impl Entry {
+    fn new(durable: Option<TxnLogValue>) -> Entry {
+        Entry {
+            durable,
+            pending: None,
+            last_epoch: -1,
+            marker_retry: None,
+            held: VecDeque::new(),
+        }
+    }
+}
+
+/// An AddPartitionsToTxn (one transaction of it) or AddOffsetsToTxn held until the previous
+/// transaction of its producer completes (I134), then handled again as if it had just come.
+#[derive(Clone, Debug)]
+struct Held {
+    producer_id: i64,
+    producer_epoch: i16,
+    wanted: BTreeSet<TopicPartition>,
+    /// `Completion::AddPartitions` or `Completion::AddOffsets`: whom to answer.
+    completion: Completion,
+    /// Answered CONCURRENT_TRANSACTIONS if still held at this time.
+    deadline: Millis,
 }
 
 /// What to do once an append's outcome is known.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 enum Completion {
     /// Answer InitProducerId with the new id and epoch.
     Init(RequestToken),
@@ -200,6 +233,8 @@ pub struct Coordinator {
     markers_in_flight: BTreeMap<MarkerId, String>,
     responses: VecDeque<(RequestToken, TxnResponse)>,
     batches: BTreeMap<RequestToken, Batch>,
+    /// Requests held over all ids (I134, bounded by `max_held_requests`).
+    held_count: usize,
     next_append: u64,
     next_marker: u64,
 }
@@ -223,6 +258,7 @@ impl Coordinator {
             markers_in_flight: BTreeMap::new(),
             responses: VecDeque::new(),
             batches: BTreeMap::new(),
+            held_count: 0,
             next_append: 0,
             next_marker: 0,
         }
@@ -362,6 +398,7 @@ impl Coordinator {
             entry.pending = None;
         }
         let txn_id = p.transactional_id;
+        let txn_id_for_release = txn_id.clone();
         match result {
             Ok(()) => {
                 let value = p.value;
@@ -449,6 +486,8 @@ impl Coordinator {
                 }
             }
         }
+        // I134: the transaction may have completed; held requests go on.
+        self.release_held(&txn_id_for_release, now);
     }
 
     /// The markers of write `id` are durable on their partitions, except those in `retry`
@@ -517,6 +556,9 @@ impl Coordinator {
                 TimeoutReason::CompleteRetry { transactional_id } => {
                     self.markers_done(&transactional_id, now)
                 }
+                TimeoutReason::HoldExpired { transactional_id } => {
+                    self.expire_held(&transactional_id, now)
+                }
             }
         }
     }
@@ -575,15 +617,7 @@ impl Coordinator {
                 start_ms: -1,
                 client_transaction_version: 0,
             };
-            self.entries.insert(
-                id.to_string(),
-                Entry {
-                    durable: None,
-                    pending: None,
-                    last_epoch: -1,
-                    marker_retry: None,
-                },
-            );
+            self.entries.insert(id.to_string(), Entry::new(None));
             self.append(id, Some(value), -1, Completion::Init(token));
             return Ok(());
         };
@@ -664,11 +698,11 @@ impl Coordinator {
                 Err(self.verify_partitions(&txn))
             } else {
                 let wanted: BTreeSet<TopicPartition> = txn.partitions.iter().cloned().collect();
-                self.add_to_transaction(
+                self.add_or_hold(
                     &txn.transactional_id,
                     txn.producer_id,
                     txn.producer_epoch,
-                    &wanted,
+                    wanted,
                     Completion::AddPartitions { token, index },
                     now,
                 )
@@ -742,11 +776,11 @@ impl Coordinator {
     fn add_offsets(&mut self, token: RequestToken, r: AddOffsetsToTxnRequest, now: Millis) {
         let partition = group_partition(&r.group_id, self.config.offsets_topic_partitions);
         let wanted = BTreeSet::from([TopicPartition::new(CONSUMER_OFFSETS_TOPIC, partition)]);
-        let result = self.add_to_transaction(
+        let result = self.add_or_hold(
             &r.transactional_id,
             r.producer_id,
             r.producer_epoch,
-            &wanted,
+            wanted,
             Completion::AddOffsets(token),
             now,
         );
@@ -755,6 +789,125 @@ impl Coordinator {
                 token,
                 TxnResponse::AddOffsetsToTxn(AddOffsetsToTxnResponse { error_code }),
             );
+        }
+    }
+
+    /// AddPartitionsToTxn / AddOffsetsToTxn: `Ok` when a record was appended or the request
+    /// is held (I134; the answer follows with `completion`), else the code to answer now.
+    fn add_or_hold(
+        &mut self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        wanted: BTreeSet<TopicPartition>,
+        completion: Completion,
+        now: Millis,
+    ) -> Result<(), ErrorCode> {
+        match self.add_to_transaction(id, producer_id, producer_epoch, &wanted, completion, now) {
+            Err(ErrorCode::CONCURRENT_TRANSACTIONS)
+                if self.may_hold(id, producer_id, producer_epoch) =>
+            {
+                let deadline = now.saturating_add(self.config.hold_while_completing_ms);
+                let held = Held {
+                    producer_id,
+                    producer_epoch,
+                    wanted,
+                    completion,
+                    deadline,
+                };
+                if let Some(entry) = self.entries.get_mut(id) {
+                    entry.held.push_back(held);
+                    self.held_count += 1;
+                    self.timers.insert((
+                        deadline,
+                        TimeoutReason::HoldExpired {
+                            transactional_id: id.to_string(),
+                        },
+                    ));
+                }
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Whether a request refused CONCURRENT_TRANSACTIONS may wait instead (I134): its
+    /// transaction is completing (a Prepare record is durable), or requests that came
+    /// before it wait already (arrival order); it is the producer's (its id and epoch, or
+    /// the id the completing transaction hands over to: a fenced producer never waits); and
+    /// the bound on held requests leaves room.
+    fn may_hold(&self, id: &str, producer_id: i64, producer_epoch: i16) -> bool {
+        if self.config.hold_while_completing_ms == 0
+            || self.held_count >= self.config.max_held_requests
+        {
+            return false;
+        }
+        let Some(entry) = self.entries.get(id) else {
+            return false;
+        };
+        let Some(current) = entry.durable.as_ref() else {
+            return false;
+        };
+        let completing = current.state.is_prepare();
+        let ours = check_producer(current, producer_id, producer_epoch).is_ok()
+            || (completing && current.next_producer_id == producer_id);
+        ours && (completing || !entry.held.is_empty())
+    }
+
+    /// Handles again, in arrival order, the requests held for `id` (I134), once its
+    /// transaction is complete and no record of it is in flight; stops at the first that
+    /// appends a record (the next waits for that one).
+    fn release_held(&mut self, id: &str, now: Millis) {
+        loop {
+            let Some(entry) = self.entries.get_mut(id) else {
+                return;
+            };
+            let completing = entry.durable.as_ref().is_none_or(|v| v.state.is_prepare());
+            if completing || entry.pending.is_some() {
+                return;
+            }
+            let Some(held) = entry.held.pop_front() else {
+                return;
+            };
+            self.held_count = self.held_count.saturating_sub(1);
+            let result = self.add_to_transaction(
+                id,
+                held.producer_id,
+                held.producer_epoch,
+                &held.wanted,
+                held.completion,
+                now,
+            );
+            if let Err(code) = result {
+                self.answer_completion(held.completion, code);
+            }
+        }
+    }
+
+    /// Answers CONCURRENT_TRANSACTIONS to `id`'s held requests whose bound has passed
+    /// (I134: the client retries, as Kafka's would).
+    fn expire_held(&mut self, id: &str, now: Millis) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let (expired, kept): (VecDeque<Held>, VecDeque<Held>) =
+            entry.held.drain(..).partition(|h| h.deadline <= now);
+        entry.held = kept;
+        for held in expired {
+            self.held_count = self.held_count.saturating_sub(1);
+            self.answer_completion(held.completion, ErrorCode::CONCURRENT_TRANSACTIONS);
+        }
+    }
+
+    /// Answers an AddPartitionsToTxn transaction or an AddOffsetsToTxn with `code`.
+    fn answer_completion(&mut self, completion: Completion, code: ErrorCode) {
+        match completion {
+            Completion::AddPartitions { token, index } => self.batch_done(token, index, code),
+            Completion::AddOffsets(token) => self.respond(
+                token,
+                TxnResponse::AddOffsetsToTxn(AddOffsetsToTxnResponse { error_code: code }),
+            ),
+            other => debug_assert!(false, "only adds are held: {other:?}"),
         }
     }
 
@@ -1240,15 +1393,20 @@ impl Coordinator {
     fn apply(&mut self, id: &str, value: Option<TxnLogValue>) {
         match value {
             None => {
-                self.entries.remove(id);
+                if let Some(entry) = self.entries.remove(id) {
+                    // Never happens (an id is expired only with nothing held), but a held
+                    // request is always answered.
+                    for held in entry.held {
+                        self.held_count = self.held_count.saturating_sub(1);
+                        self.answer_completion(held.completion, ErrorCode::CONCURRENT_TRANSACTIONS);
+                    }
+                }
             }
             Some(v) => {
-                let entry = self.entries.entry(id.to_string()).or_insert(Entry {
-                    durable: None,
-                    pending: None,
-                    last_epoch: -1,
-                    marker_retry: None,
-                });
+                let entry = self
+                    .entries
+                    .entry(id.to_string())
+                    .or_insert_with(|| Entry::new(None));
                 entry.durable = Some(v);
                 entry.marker_retry = None;
             }

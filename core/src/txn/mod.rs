@@ -49,7 +49,8 @@
 //! changes only by applying records (I34), with the same code at replay and when an append is
 //! reported durable; a failed append changes nothing and fails the answer that waited for it.
 //! Requests see only durable state; while an id's record is in flight, requests that would
-//! change it get CONCURRENT_TRANSACTIONS (I33). Transient: the record in flight, markers in
+//! change it get CONCURRENT_TRANSACTIONS (I33), except the next transaction's first
+//! AddPartitionsToTxn/AddOffsetsToTxn while the previous one completes, which waits (I134). Transient: the record in flight, markers in
 //! flight, Kafka's `lastProducerEpoch` (not in the record, in Kafka either).
 //!
 //! # The two phases
@@ -61,12 +62,25 @@
 //! ignores a marker it already has). EndTxn is answered when the Prepare record is durable,
 //! as in Kafka.
 //!
+//! # The next transaction, while the last one completes (I134)
+//!
+//! A client starts its next transaction as soon as EndTxn is answered, while the markers
+//! and the Complete record are still being written. Kafka answers its AddPartitionsToTxn
+//! (and AddOffsetsToTxn) CONCURRENT_TRANSACTIONS, and clients back off (librdkafka 20 ms)
+//! and retry: under `flush.policy=fsync` most commits paid that backoff. Here such a
+//! request (its producer id and epoch checked first, so a fenced producer is answered at
+//! once) is held, and handled again, in arrival order, once the Complete record is durable;
+//! one that waits longer than `hold_while_completing_ms`, or beyond `max_held_requests`, is
+//! answered CONCURRENT_TRANSACTIONS as Kafka would.
+//!
 //! # Invariants (docs/DESIGN.md, "Transaction coordinator")
 //! I30 transitions follow Kafka's valid-previous table ([`state`]); I31 no marker before its
 //! Prepare record is durable; I32 Complete only after every marker; I33 one record in flight
 //! per id; I34 state is the replay of the records; I35 a fenced epoch is never accepted
 //! again; I36 markers carry the Prepare record's result; I37 answers after durability; I38
-//! bounded memory and decoding; I39 producer ids only from the allocator, rotations recorded.
+//! bounded memory and decoding; I39 producer ids only from the allocator, rotations recorded;
+//! I134 a request held while the previous transaction completes is answered only after its
+//! Complete record is durable, or CONCURRENT_TRANSACTIONS at its bound.
 
 mod coordinator;
 pub mod messages;
@@ -105,6 +119,14 @@ pub struct TxnConfig {
     /// Partitions one transaction may hold (ours; Kafka has none): beyond it,
     /// AddPartitionsToTxn gets INVALID_REQUEST. Default 10,000.
     pub max_partitions_per_transaction: usize,
+    /// How long an AddPartitionsToTxn/AddOffsetsToTxn of the producer's next transaction
+    /// waits for the previous one to complete before it is answered CONCURRENT_TRANSACTIONS
+    /// (ours; Kafka answers at once, I134). 0 answers at once, as Kafka. Default 5,000, below
+    /// every client's request timeout.
+    pub hold_while_completing_ms: i64,
+    /// Requests held that way at once, per coordinator (ours, I38): beyond it they are
+    /// answered CONCURRENT_TRANSACTIONS at once. Default 10,000.
+    pub max_held_requests: usize,
 }
 
 impl Default for TxnConfig {
@@ -118,6 +140,8 @@ impl Default for TxnConfig {
             retry_backoff_ms: 100,
             max_transactional_ids: 100_000,
             max_partitions_per_transaction: 10_000,
+            hold_while_completing_ms: 5_000,
+            max_held_requests: 10_000,
         }
     }
 }
@@ -129,6 +153,7 @@ impl TxnConfig {
         self.expiration_check_interval_ms = self.expiration_check_interval_ms.max(1);
         self.abort_timed_out_interval_ms = self.abort_timed_out_interval_ms.max(1);
         self.retry_backoff_ms = self.retry_backoff_ms.max(1);
+        self.hold_while_completing_ms = self.hold_while_completing_ms.max(0);
         self
     }
 }

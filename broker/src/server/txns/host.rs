@@ -82,6 +82,7 @@ pub fn txn_config(config: &BrokerConfig) -> TxnConfig {
         transactional_id_expiration_ms: t.id_expiration_ms,
         expiration_check_interval_ms: t.remove_expired_interval_ms,
         abort_timed_out_interval_ms: t.abort_timed_out_interval_ms,
+        hold_while_completing_ms: t.hold_while_completing_ms,
         offsets_topic_partitions: config.offsets_topic_num_partitions,
         ..TxnConfig::default()
     }
