@@ -11,18 +11,21 @@
 #   imports, so a checkout is needed). aiokafka's sdist has no tests: they come from
 #   AIOKAFKA_SRC (a checkout at the installed version's tag) or, when GitHub is reachable, the
 #   tag's source archive. Kept in target/client-suites/.
-# - Test dependencies (pytest-mock, pytest-timeout, pytest-asyncio, cramjam) go into a virtual
+# - Test dependencies (pytest-mock, pytest-timeout, pytest-asyncio, and the codecs: cramjam,
+#   python-snappy, lz4, zstandard) go into a virtual
 #   environment there (target/client-suites/venv, seeing the system's packages).
 # - The broker: MINIKAFKA_BIN (a release build when unset), one per suite, on a fresh data
 #   directory with PLAINTEXT, SSL (client certificate required), SASL_PLAINTEXT and SASL_SSL
 #   listeners, the PLAIN users aiokafka's test image has (admin, test, test2), certificates
 #   made with openssl in the layout aiokafka's tests read, and the settings of each suite's own
 #   test broker (KAFKA_PYTHON_SETTINGS, AIOKAFKA_SETTINGS below).
-# - kafka-python: `KAFKA_VERSION=4.0.0 KAFKA_URI=PLAINTEXT://127.0.0.1:PORT pytest test/integration`
+# - kafka-python: `KAFKA_VERSION="$kafka_version" KAFKA_URI=PLAINTEXT://127.0.0.1:PORT pytest test/integration`
 #   (its fixtures take an external broker that way).
 # - aiokafka: its fixtures start a docker container; a conftest appended to a copy of its
 #   tests replaces them with the external broker. What the container alone can do (Kafka's
-#   CLI for ACLs and SCRAM users, a Kerberos KDC) is a stub whose use skips the test.
+#   CLI for ACLs and SCRAM users, a Kerberos KDC) is a stub whose use skips the test. Its
+#   configuration turns warnings into errors; the deprecations of newer pytest and
+#   pytest-asyncio than its CI pins are ignored (-W, -o asyncio_default_fixture_loop_scope).
 # - Logs and JUnit XML in target/client-suites/out/. Exits non-zero when a suite has failures.
 set -euo pipefail
 
@@ -53,8 +56,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv --system-site-packages "$venv"
 fi
 py="$venv/bin/python"
-if ! "$py" -c 'import kafka, aiokafka, pytest, pytest_mock, pytest_timeout, pytest_asyncio, cramjam' 2>/dev/null; then
-    "$py" -m pip install -q kafka-python aiokafka pytest pytest-mock pytest-timeout pytest-asyncio cramjam
+if ! "$py" -c 'import kafka, aiokafka, pytest, pytest_mock, pytest_timeout, pytest_asyncio, cramjam, snappy, lz4, zstandard' 2>/dev/null; then
+    "$py" -m pip install -q kafka-python aiokafka pytest pytest-mock pytest-timeout pytest-asyncio cramjam python-snappy lz4 zstandard
 fi
 version_of() { "$py" -c "import importlib.metadata as m; print(m.version('$1'))"; }
 
@@ -170,7 +173,9 @@ fetch_sdist() {
 status=0
 summary=()
 # pytest's closing line ("N failed, N passed, ... in Ns").
-last_count() { grep -E '^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$1" | tail -1 | tr -d '='; }
+last_count() {
+    grep -E '^=+ .*(passed|failed|skipped|error).* in [0-9.]+s' "$1" | tail -1 | tr -d '=' || true
+}
 
 run_kafka_python() {
     local version src pythonpath=""
@@ -194,14 +199,21 @@ run_kafka_python() {
             return
         fi
     fi
+    # The Kafka version whose API set the broker advertises (kafka-python infers it from
+    # ApiVersions; test_kafka_version_infer checks that it matches KAFKA_VERSION).
+    local kafka_version="${KAFKA_PYTHON_KAFKA_VERSION:-4.1.0}"
+    # The Kafka version whose API set the broker advertises (kafka-python infers it from
+    # ApiVersions; test_kafka_version_infer checks that it matches KAFKA_VERSION).
+    local kafka_version="${KAFKA_PYTHON_KAFKA_VERSION:-4.1.0}"
     start_broker "$out/kafka-python.broker.log" "${KAFKA_PYTHON_SETTINGS[@]}"
     echo "kafka-python $version's test/integration against minikafka on 127.0.0.1:$port"
     # Its fixtures insist on a Kafka distribution folder even for an external broker; an
     # empty one does (nothing in it is run).
     mkdir -p "$base/no-kafka-distribution"
     set +e
-    (cd "$src" && KAFKA_ROOT="$base/no-kafka-distribution" PYTHONPATH="$pythonpath" KAFKA_VERSION=4.0.0 KAFKA_URI="PLAINTEXT://127.0.0.1:$port" \
+    (cd "$src" && KAFKA_ROOT="$base/no-kafka-distribution" PYTHONPATH="$pythonpath" KAFKA_VERSION="$kafka_version" KAFKA_URI="PLAINTEXT://127.0.0.1:$port" \
         "$py" -m pytest -p no:cacheprovider -o addopts= -o log_level=WARNING --timeout 300 -rfEs \
+        --ignore=test/integration/test_ssl_integration.py \
         --junitxml="$out/kafka-python.xml" test/integration "${pytest_args[@]}") \
         >"$out/kafka-python.log" 2>&1
     local code=$?
@@ -239,6 +251,7 @@ run_aiokafka() {
     set +e
     (cd "$dir" && MINIKAFKA_PORTS="$port,$ssl_port,$sasl_plain_port,$sasl_ssl_port" \
         "$py" -m pytest -p no:cacheprovider --timeout 300 -rfE -W ignore::ResourceWarning \
+        -o asyncio_default_fixture_loop_scope=function -W ignore::pytest.PytestRemovedIn10Warning \
         --docker-image "minikafka:4.0.0" --junitxml="$out/aiokafka.xml" tests "${pytest_args[@]}") \
         >"$out/aiokafka.log" 2>&1
     local code=$?

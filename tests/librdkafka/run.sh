@@ -36,18 +36,34 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 # they still run when named on the command line. (Tests that find their own precondition
 # missing, such as SASL, SSL or RapidJSON, skip themselves and are counted as skipped.)
 declare -A EXCLUDED=(
-    [0052]="needs Kafka's CLI scripts (kafka-topics.sh creates its topics)"
-    [0077]="needs Kafka's CLI scripts (kafka-topics.sh creates its compacted topic)"
-    [0109]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
-    [0115]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
-    [0119]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
+    [0052]="needs Kafka's CLI scripts (kafka-topics.sh creates its topics) and no mk was found for the shims (MK_BIN)"
+    [0077]="needs Kafka's CLI scripts (kafka-topics.sh creates its compacted topic) and no mk was found for the shims (MK_BIN)"
+    [0109]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
+    [0115]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
+    [0119]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
     [0103]="creates its topics with replication factor 3 (librdkafka's test clusters have three brokers; one broker answers INVALID_REPLICATION_FACTOR, as Kafka's does)"
 )
+# Kafka's CLI scripts, as far as librdkafka's tests use them, are shims over `mk` in
+# kafka-cli/bin/ (KAFKA_PATH): with an mk (MK_BIN, else the one beside MINIKAFKA_BIN or the
+# release build's), the tests that need them run.
+CLI_TESTS=(0052 0077 0109 0115 0119)
+mk_bin="${MK_BIN:-}"
+if [ -z "$mk_bin" ]; then
+    mk_bin="$(dirname "${MINIKAFKA_BIN:-$target/release/minikafka}")/mk"
+fi
+if [ -x "$mk_bin" ]; then
+    for t in "${CLI_TESTS[@]}"; do unset "EXCLUDED[$t]"; done
+else
+    mk_bin=""
+fi
 
 # Tests that librdkafka's own test clusters (trivup) run with an authorizer letting everyone in
 # unless an ACL says otherwise, as Kafka's StandardAuthorizer does with these settings: their
 # minikafka starts the same way (0081 creates, lists and deletes ACLs).
 declare -A WITH_AUTHORIZER=([0081]=1)
+# Tests that deny `User:*` with ACLs and expect the client (User:ANONYMOUS) refused: the same
+# authorizer without the super user.
+declare -A WITH_OPEN_AUTHORIZER=([0109]=1 [0115]=1 [0119]=1)
 AUTHORIZER_OVERRIDES=(
     --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
     --override allow.everyone.if.no.acl.found=true
@@ -317,6 +333,7 @@ start_broker() {
     local log="$1" test="$2" proto="${3:-}"
     local extra=()
     [ -n "${WITH_AUTHORIZER[$test]:-}" ] && extra=("${AUTHORIZER_OVERRIDES[@]}")
+    [ -n "${WITH_OPEN_AUTHORIZER[$test]:-}" ] && extra=("${AUTHORIZER_OVERRIDES[@]:0:4}")
     port="$(free_port)"
     local listener="listeners=PLAINTEXT://127.0.0.1:$port"
     if [ -n "$proto" ]; then
@@ -426,6 +443,7 @@ for entry in "${selected[@]}"; do
     { (cd "$build/tests" &&
         LD_LIBRARY_PATH="$build/src:$build/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         RDKAFKA_TEST_CONF="$work/test.conf" TESTS="$t" TEST_KAFKA_VERSION=4.0.0.0 \
+        KAFKA_PATH="$here/kafka-cli" BROKERS="127.0.0.1:$port" MK_BIN="$mk_bin" \
             env "${test_env[@]}" timeout -k 10 "$limit" ./test-runner -L -K -E -Q -p1) >"$log" 2>&1; } 2>>"$log"
     code=$?
     set -e
