@@ -111,7 +111,7 @@ SASL_PLAINTEXT_TESTS=(0001 0135 0142)
 # Tests that fail over security for a reason that is not the broker's, each with the reason;
 # --security leaves them out unless named (docs/CONFORMANCE.md has the details).
 declare -A SECURITY_EXCLUDED=(
-    [0097]="librdkafka classifies a failed TLS handshake as _SSL or _TRANSPORT depending on which of its own code paths (handshake or POLLOUT) sees it first; the test accepts only _SSL. Over SASL_SSL it fails where the client's own verify callback rejects the broker's certificate (the broker is not consulted); over SSL with a client certificate required, rustls answers an untrusted one with TLS 1.3's certificate_required alert (116), which the client reads after its side of the handshake (_TRANSPORT), where the test expects Java's bad_certificate (42)"
+    [0097]="librdkafka classifies a failed TLS handshake as _SSL or _TRANSPORT depending on which of its own code paths (handshake or POLLOUT) sees it first; the test accepts only _SSL. Over SASL_SSL it fails where the client's own verify callback rejects the broker's certificate (the broker is not consulted); over SSL with a client certificate required, the broker's refusal of an untrusted one arrives after the client's side of a TLS 1.3 handshake (_TRANSPORT), and rustls's alert is certificate_required (116) where the test also insists on Java's bad_certificate (42)"
 )
 
 mode="${1:-}"
