@@ -103,7 +103,7 @@ PY
 
 # --security: the tests that skip themselves without TLS or SASL, and the --ci subset (the
 # client's main paths) over SASL_SSL; a few over SSL with a client certificate the broker
-# requires (0097 checks that an untrusted one is refused there) and over SASL_PLAINTEXT.
+# requires (mutual TLS) and over SASL_PLAINTEXT.
 SECURITY_TESTS=(0097 0126 0135 0142)
 SASL_SSL_TESTS=("${SECURITY_TESTS[@]}" "${CI_TESTS[@]}" 0030 0040 0056)
 SSL_TESTS=(0001 0012 0019)
