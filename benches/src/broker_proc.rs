@@ -95,6 +95,11 @@ impl BrokerHandle {
         self.child.as_ref().map(Child::id)
     }
 
+    /// The data directory of a child broker (`None` for an external one).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
     /// The `host:port` text librdkafka's `bootstrap.servers` takes.
     pub fn bootstrap(&self) -> String {
         self.addr.to_string()

@@ -153,9 +153,19 @@ pub async fn connect(
 
 /// Creates `topic` with `partitions` partitions.
 pub fn create_topic(addr: SocketAddr, topic: &str, partitions: i32) -> Result<(), BenchError> {
+    create_topic_with(addr, topic, partitions, &[])
+}
+
+/// Creates `topic` with `partitions` partitions and the topic settings `configs`.
+pub fn create_topic_with(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Result<(), BenchError> {
     smol::block_on(async {
         let mut admin = Admin::new(connect(addr, 1).await?);
-        admin.create_topic(topic, partitions, &[]).await?;
+        admin.create_topic(topic, partitions, configs).await?;
         Ok(())
     })
 }

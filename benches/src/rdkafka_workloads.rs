@@ -144,9 +144,21 @@ pub fn producer_config(bootstrap: &str, settings: RdSettings) -> Vec<(&'static s
 type Rd = ThreadedProducer<Reports>;
 
 fn producer(bootstrap: &str, settings: RdSettings) -> Result<Rd, BenchError> {
+    producer_with(bootstrap, settings, &[])
+}
+
+/// A producer with [`producer_config`] and then `extra` (later keys win).
+fn producer_with(
+    bootstrap: &str,
+    settings: RdSettings,
+    extra: &[(&str, String)],
+) -> Result<Rd, BenchError> {
     let mut config = ClientConfig::new();
     for (key, value) in producer_config(bootstrap, settings) {
         config.set(key, value);
+    }
+    for (key, value) in extra {
+        config.set(*key, value);
     }
     Ok(config.create_with_context(Reports::default())?)
 }
@@ -250,6 +262,40 @@ pub fn produce_count(
     let start = Instant::now();
     for _ in 0..records {
         enqueue(&producer, topic, &value)?;
+    }
+    producer.flush(FLUSH_TIMEOUT)?;
+    let elapsed_s = start.elapsed().as_secs_f64();
+    producer.context().check()?;
+    let acked = producer.context().ok.load(Ordering::Acquire) - before;
+    if acked != records {
+        return Err(BenchError::Check(format!(
+            "{records} records sent but {acked} acknowledged"
+        )));
+    }
+    Ok(Acked { records, elapsed_s })
+}
+
+/// As [`produce_count`], with the values taken in turn from `values` (which must not be empty)
+/// and `extra` producer settings (e.g. `compression.type`) after [`producer_config`]'s.
+pub fn produce_values(
+    bootstrap: &str,
+    topic: &str,
+    values: &[Vec<u8>],
+    records: u64,
+    settings: RdSettings,
+    extra: &[(&str, String)],
+) -> Result<Acked, BenchError> {
+    if values.is_empty() {
+        return Err(BenchError::Check("produce_values: no values".into()));
+    }
+    let producer = producer_with(bootstrap, settings, extra)?;
+    enqueue(&producer, topic, &values[0])?;
+    producer.flush(FLUSH_TIMEOUT)?;
+    producer.context().check()?;
+    let before = producer.context().ok.load(Ordering::Acquire);
+    let start = Instant::now();
+    for (_, value) in (0..records).zip(values.iter().cycle()) {
+        enqueue(&producer, topic, value)?;
     }
     producer.flush(FLUSH_TIMEOUT)?;
     let elapsed_s = start.elapsed().as_secs_f64();

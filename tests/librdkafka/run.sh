@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # librdkafka's own regression suite as minikafka's conformance test (docs/CONFORMANCE.md).
 #
-# Usage: tests/librdkafka/run.sh --ci | --all | NNNN [NNNN ...]
-#   --ci    a subset that fits in about six minutes on two cores, the build included (.ci/run)
-#   --all   every test that talks to a broker, less the exclusions listed below with their reason
-#   NNNN    the named tests only (exclusions do not apply: ask for one to see it fail)
+# Usage: tests/librdkafka/run.sh --ci | --all | --security [NNNN ...] | NNNN [NNNN ...]
+#   --ci        a subset that fits in about six minutes on two cores, the build included (.ci/run)
+#   --all       every test that talks to a broker, less the exclusions listed below with their reason
+#   --security  the tests over SASL_SSL, SSL with client certificates (mTLS) and SASL_PLAINTEXT,
+#               with a second runner built with OpenSSL and librdkafka's builtin SASL (PLAIN,
+#               SCRAM) and certificates made at run time with openssl; not in CI (minutes).
+#               Numbers after it run those tests over SASL_SSL only.
+#   NNNN        the named tests only (exclusions do not apply: ask for one to see it fail)
 #
 # Builds librdkafka's test runner from the sources the rdkafka-sys crate vendors (Cargo's
 # registry source cache; `cargo fetch` brings them when missing) in a copy under
@@ -32,18 +36,34 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 # they still run when named on the command line. (Tests that find their own precondition
 # missing, such as SASL, SSL or RapidJSON, skip themselves and are counted as skipped.)
 declare -A EXCLUDED=(
-    [0052]="needs Kafka's CLI scripts (kafka-topics.sh creates its topics)"
-    [0077]="needs Kafka's CLI scripts (kafka-topics.sh creates its compacted topic)"
-    [0109]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
-    [0115]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
-    [0119]="needs Kafka's CLI scripts (kafka-acls.sh) and an authorizer: waits for the security issue"
+    [0052]="needs Kafka's CLI scripts (kafka-topics.sh creates its topics) and no mk was found for the shims (MK_BIN)"
+    [0077]="needs Kafka's CLI scripts (kafka-topics.sh creates its compacted topic) and no mk was found for the shims (MK_BIN)"
+    [0109]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
+    [0115]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
+    [0119]="needs Kafka's CLI scripts (kafka-acls.sh) and no mk was found for the shims (MK_BIN)"
     [0103]="creates its topics with replication factor 3 (librdkafka's test clusters have three brokers; one broker answers INVALID_REPLICATION_FACTOR, as Kafka's does)"
 )
+# Kafka's CLI scripts, as far as librdkafka's tests use them, are shims over `mk` in
+# kafka-cli/bin/ (KAFKA_PATH): with an mk (MK_BIN, else the one beside MINIKAFKA_BIN or the
+# release build's), the tests that need them run.
+CLI_TESTS=(0052 0077 0109 0115 0119)
+mk_bin="${MK_BIN:-}"
+if [ -z "$mk_bin" ]; then
+    mk_bin="$(dirname "${MINIKAFKA_BIN:-$target/release/minikafka}")/mk"
+fi
+if [ -x "$mk_bin" ]; then
+    for t in "${CLI_TESTS[@]}"; do unset "EXCLUDED[$t]"; done
+else
+    mk_bin=""
+fi
 
 # Tests that librdkafka's own test clusters (trivup) run with an authorizer letting everyone in
 # unless an ACL says otherwise, as Kafka's StandardAuthorizer does with these settings: their
 # minikafka starts the same way (0081 creates, lists and deletes ACLs).
 declare -A WITH_AUTHORIZER=([0081]=1)
+# Tests that deny `User:*` with ACLs and expect the client (User:ANONYMOUS) refused: the same
+# authorizer without the super user.
+declare -A WITH_OPEN_AUTHORIZER=([0109]=1 [0115]=1 [0119]=1)
 AUTHORIZER_OVERRIDES=(
     --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
     --override allow.everyone.if.no.acl.found=true
@@ -81,12 +101,25 @@ for number in sorted(reasons):
 PY
 }
 
+# --security: the tests that skip themselves without TLS or SASL, and the --ci subset (the
+# client's main paths) over SASL_SSL; a few over SSL with a client certificate the broker
+# requires (mutual TLS) and over SASL_PLAINTEXT.
+SECURITY_TESTS=(0097 0126 0135 0142)
+SASL_SSL_TESTS=("${SECURITY_TESTS[@]}" "${CI_TESTS[@]}" 0030 0040 0056)
+SSL_TESTS=(0001 0012 0019)
+SASL_PLAINTEXT_TESTS=(0001 0135 0142)
+# Tests that fail over security for a reason that is not the broker's, each with the reason;
+# --security leaves them out unless named (docs/CONFORMANCE.md has the details).
+declare -A SECURITY_EXCLUDED=(
+    [0097]="librdkafka classifies a failed TLS handshake as _SSL or _TRANSPORT depending on which of its own code paths (handshake or POLLOUT) sees it first; the test accepts only _SSL. Over SASL_SSL it fails where the client's own verify callback rejects the broker's certificate (the broker is not consulted); over SSL with a client certificate required, the broker's refusal of an untrusted one arrives after the client's side of a TLS 1.3 handshake (_TRANSPORT), and rustls's alert is certificate_required (116) where the test also insists on Java's bad_certificate (42)"
+)
+
 mode="${1:-}"
 case "$mode" in
-    --ci | --all) ;;
+    --ci | --all | --security) ;;
     [0-9][0-9][0-9][0-9]) ;;
     *)
-        echo "usage: $0 --ci | --all | NNNN [NNNN ...]" >&2
+        echo "usage: $0 --ci | --all | --security [NNNN ...] | NNNN [NNNN ...]" >&2
         exit 2
         ;;
 esac
@@ -111,10 +144,21 @@ if [ -z "$src" ] || [ ! -f "$src/tests/test.c" ]; then
     exit 1
 fi
 
-build="$target/librdkafka-tests/$version"
 # Unoptimized: the compile takes a quarter of the time (the build dominates a --ci run), and
 # what the tests check does not depend on the client's speed. Debug symbols stay, for gdb.
-configure_args=(--disable-ssl --disable-gssapi --disable-sasl --disable-curl --disable-optimization)
+# --security builds a second runner beside the first, with OpenSSL (libssl-dev) and the
+# builtin SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER; GSSAPI and curl stay out).
+if [ "$mode" = --security ]; then
+    build="$target/librdkafka-tests/$version-security"
+    configure_args=(--enable-ssl --disable-gssapi --disable-curl --disable-optimization)
+    if ! pkg-config --exists libssl 2>/dev/null; then
+        echo "run.sh: --security needs OpenSSL's headers: apt-get install libssl-dev pkg-config" >&2
+        exit 1
+    fi
+else
+    build="$target/librdkafka-tests/$version"
+    configure_args=(--disable-ssl --disable-gssapi --disable-sasl --disable-curl --disable-optimization)
+fi
 if [ ! -f "$build/.built" ] || [ "$(cat "$build/.built")" != "${configure_args[*]}" ]; then
     echo "building librdkafka $version's test runner in $build (once)"
     rm -rf "$build"
@@ -147,6 +191,24 @@ if [ "$mode" = --all ]; then
     echo "${#selected[@]} tests selected, $excluded excluded"
 elif [ "$mode" = --ci ]; then
     selected=("${CI_TESTS[@]}")
+elif [ "$mode" = --security ]; then
+    shift
+    # Each entry is PROTOCOL:NNNN.
+    selected=()
+    if [ $# -gt 0 ]; then
+        for t in "$@"; do selected+=("SASL_SSL:$t"); done
+    else
+        for t in "${SASL_SSL_TESTS[@]}"; do
+            if [ -n "${SECURITY_EXCLUDED[$t]:-}" ]; then
+                echo "$t excluded over SASL_SSL: ${SECURITY_EXCLUDED[$t]}"
+            else
+                selected+=("SASL_SSL:$t")
+            fi
+        done
+        for t in "${SSL_TESTS[@]}"; do selected+=("SSL:$t"); done
+        for t in "${SASL_PLAINTEXT_TESTS[@]}"; do selected+=("SASL_PLAINTEXT:$t"); done
+        echo "${#selected[@]} test runs selected, ${#SECURITY_EXCLUDED[@]} excluded"
+    fi
 else
     selected=("$@")
 fi
@@ -184,18 +246,114 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# --- Security (--security): certificates made once per run, the listeners, test.conf -----------
+
+certs=""
+# The client key's password (the key is encrypted, as librdkafka's test clusters make it).
+KEY_PASSWORD=minikafka-test
+SASL_USER=alice
+SASL_PASSWORD=alice-secret
+# Makes a CA, the broker's key and chain (for 127.0.0.1 and localhost) and a client key and
+# certificate signed by the CA in $certs, in the forms 0097_ssl_verify loads (PEM, DER, PKCS#12).
+make_certs() {
+    certs="$(mktemp -d)"
+    (
+        cd "$certs"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -keyout ca.key -out ca.crt \
+            -subj "/CN=minikafka conformance CA"
+        openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=localhost"
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >broker.ext
+        openssl x509 -req -in broker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile broker.ext -out broker.crt
+        cat broker.key broker.crt >broker.pem
+        openssl req -newkey rsa:2048 -passout "pass:$KEY_PASSWORD" -keyout client.key \
+            -out client.csr -subj "/O=minikafka/CN=$SASL_USER"
+        printf 'extendedKeyUsage=clientAuth\n' >client.ext
+        openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile client.ext -out client.crt
+        openssl x509 -in client.crt -outform der -out client.der
+        openssl pkey -in client.key -passin "pass:$KEY_PASSWORD" -outform der -out client.key.der
+        openssl x509 -in ca.crt -outform der -out ca.der
+        openssl pkcs12 -export -in client.crt -inkey client.key -passin "pass:$KEY_PASSWORD" \
+            -certfile ca.crt -out client.p12 -passout "pass:$KEY_PASSWORD"
+    ) >"$out/certs.log" 2>&1 || {
+        cat "$out/certs.log" >&2
+        echo "run.sh: openssl could not make the test certificates" >&2
+        exit 1
+    }
+}
+
+# The broker's settings for the four listeners: TLS on SSL and SASL_SSL (a client certificate
+# required on SSL only, as librdkafka's test clusters do), PLAIN users on both SASL listeners.
+security_overrides() {
+    local plain="$1" ssl="$2" sasl_ssl="$3" sasl_plain="$4"
+    printf '%s\n' \
+        "listeners=PLAINTEXT://127.0.0.1:$plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl,SASL_PLAINTEXT://127.0.0.1:$sasl_plain" \
+        "ssl.keystore.type=PEM" \
+        "ssl.keystore.location=$certs/broker.pem" \
+        "listener.name.ssl.ssl.truststore.type=PEM" \
+        "listener.name.ssl.ssl.truststore.location=$certs/ca.crt" \
+        "listener.name.ssl.ssl.client.auth=required" \
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER=\"$SASL_PASSWORD\";"
+}
+
+# test.conf's lines for a client of the listener speaking $1.
+security_conf() {
+    local proto="$1"
+    echo "security.protocol=$proto"
+    case "$proto" in
+        SSL | SASL_SSL)
+            printf '%s\n' "ssl.ca.location=$certs/ca.crt" \
+                "ssl.certificate.location=$certs/client.crt" \
+                "ssl.key.location=$certs/client.key" "ssl.key.password=$KEY_PASSWORD"
+            ;;
+    esac
+    case "$proto" in
+        SASL_*)
+            printf '%s\n' "sasl.mechanism=PLAIN" "sasl.username=$SASL_USER" \
+                "sasl.password=$SASL_PASSWORD"
+            ;;
+    esac
+}
+
+# The environment 0097_ssl_verify reads (trivup sets it for librdkafka's own clusters): the
+# client's certificate and key in each encoding, the CAs, the key's password.
+security_env() {
+    printf '%s\n' "SSL_pkcs=$certs/client.p12" "SSL_pub_der=$certs/client.der" \
+        "SSL_pub_pem=$certs/client.crt" "SSL_priv_der=$certs/client.key.der" \
+        "SSL_priv_pem=$certs/client.key" "SSL_ca_der=$certs/ca.der" \
+        "SSL_all_cas_pem=$certs/ca.crt" "SSL_password=$KEY_PASSWORD" "SSL_client_auth=required"
+}
+
 broker_pid=""
 work=""
 # Starts a broker for test $2 on a free port with a fresh data directory; sets broker_pid and
-# port.
+# port. With a protocol $3 (--security), it has the four listeners and port is $3's.
 start_broker() {
-    local log="$1" test="$2"
+    local log="$1" test="$2" proto="${3:-}"
     local extra=()
     [ -n "${WITH_AUTHORIZER[$test]:-}" ] && extra=("${AUTHORIZER_OVERRIDES[@]}")
+    [ -n "${WITH_OPEN_AUTHORIZER[$test]:-}" ] && extra=("${AUTHORIZER_OVERRIDES[@]:0:4}")
     port="$(free_port)"
+    local listener="listeners=PLAINTEXT://127.0.0.1:$port"
+    if [ -n "$proto" ]; then
+        local ssl sasl_ssl sasl_plain line
+        ssl="$(free_port)" sasl_ssl="$(free_port)" sasl_plain="$(free_port)"
+        while IFS= read -r line; do
+            case "$line" in
+                listeners=*) listener="$line" ;;
+                *) extra+=(--override "$line") ;;
+            esac
+        done < <(security_overrides "$port" "$ssl" "$sasl_ssl" "$sasl_plain")
+        case "$proto" in
+            SSL) port="$ssl" ;;
+            SASL_SSL) port="$sasl_ssl" ;;
+            SASL_PLAINTEXT) port="$sasl_plain" ;;
+        esac
+    fi
     mkdir -p "$work/data"
     if [ "$kind" = minikafka ]; then
-        "$broker_bin" --override "listeners=PLAINTEXT://127.0.0.1:$port" \
+        "$broker_bin" --override "$listener" \
             --override "log.dirs=$work/data" --override num.partitions=4 \
             --override "schema.registry.listeners=" "${extra[@]}" \
             </dev/null >"$log" 2>&1 &
@@ -233,12 +391,20 @@ stop_broker() {
 cleanup() {
     stop_broker
     if [ -n "$work" ]; then rm -rf "$work"; fi
+    if [ -n "$certs" ]; then rm -rf "$certs"; fi
 }
 trap cleanup EXIT
 
 out="${LIBRDKAFKA_TEST_OUT:-$target/librdkafka-tests/out}"
 mkdir -p "$out"
 echo "librdkafka $version test runner against $kind ($broker_bin); logs in $out"
+if [ "$mode" = --security ]; then
+    if [ "$kind" != minikafka ]; then
+        echo "run.sh: --security starts minikafka's listeners; kfake has none" >&2
+        exit 2
+    fi
+    make_certs
+fi
 
 # --- The tests ----------------------------------------------------------------------------------
 
@@ -246,24 +412,39 @@ passed=0
 failed=0
 skipped=0
 failures=()
-for t in "${selected[@]}"; do
+for entry in "${selected[@]}"; do
+    # --security's entries are PROTOCOL:NNNN; the label names the logs and the report's lines.
+    proto=""
+    t="$entry"
+    label="$t"
+    if [[ "$entry" == *:* ]]; then
+        proto="${entry%%:*}"
+        t="${entry#*:}"
+        label="$proto-$t"
+    fi
     work="$(mktemp -d)"
-    log="$out/$t.log"
-    if ! start_broker "$out/$t.broker.log" "$t"; then
-        echo "$t FAILED (the broker did not start)"
+    log="$out/$label.log"
+    if ! start_broker "$out/$label.broker.log" "$t" "$proto"; then
+        echo "$label FAILED (the broker did not start)"
         failed=$((failed + 1))
-        failures+=("$t")
+        failures+=("$label")
         rm -rf "$work"
         continue
     fi
     printf 'bootstrap.servers=127.0.0.1:%s\n' "$port" >"$work/test.conf"
+    test_env=()
+    if [ -n "$proto" ]; then
+        security_conf "$proto" >>"$work/test.conf"
+        mapfile -t test_env < <(security_env)
+    fi
     started=$SECONDS
     set +e
     # The outer redirection keeps the shell's own "Aborted" notice (a failed assertion) in the log.
     { (cd "$build/tests" &&
         LD_LIBRARY_PATH="$build/src:$build/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         RDKAFKA_TEST_CONF="$work/test.conf" TESTS="$t" TEST_KAFKA_VERSION=4.0.0.0 \
-            timeout -k 10 "$limit" ./test-runner -L -K -E -Q -p1) >"$log" 2>&1; } 2>>"$log"
+        KAFKA_PATH="$here/kafka-cli" BROKERS="127.0.0.1:$port" MK_BIN="$mk_bin" \
+            env "${test_env[@]}" timeout -k 10 "$limit" ./test-runner -L -K -E -Q -p1) >"$log" 2>&1; } 2>>"$log"
     code=$?
     set -e
     took=$((SECONDS - started))
@@ -279,7 +460,7 @@ for t in "${selected[@]}"; do
     first_failure="$(grep -m1 -A1 '^.*### Test .* failed at' "$log" | tail -1 | tr -d '\033' | cut -c1-160 || true)"
     if [ "$broker_alive" = no ]; then
         verdict=FAILED
-        why=" (the broker died: see $t.broker.log)"
+        why=" (the broker died: see $label.broker.log)"
     elif [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
         verdict=FAILED
         why=" (timed out after $limit s)"
@@ -296,7 +477,7 @@ for t in "${selected[@]}"; do
         verdict=PASSED
         why=""
     fi
-    echo "$t $names$verdict in ${took}s$why"
+    echo "$label $names$verdict in ${took}s$why"
     if [ "$verdict" = FAILED ] && [ -n "$first_failure" ]; then
         echo "     first failure: $first_failure"
     fi
@@ -305,7 +486,7 @@ for t in "${selected[@]}"; do
         SKIPPED) skipped=$((skipped + 1)) ;;
         FAILED)
             failed=$((failed + 1))
-            failures+=("$t")
+            failures+=("$label")
             ;;
     esac
 done

@@ -21,6 +21,10 @@
 //!   [--saturation-s S] [--sequential N]`: PLAINTEXT, SSL and SASL_SSL listeners of one
 //!   broker, alternating: saturation and sequential p50 with our client (see
 //!   `minikafka_benches::security_cost`).
+//! - `mk-bench recompress [--quick] [--out DIR] [--minikafka-bin PATH] [--producer-codec C]
+//!   [--topic-codecs producer,gzip,..] [--records N] [--value-bytes N] [--reps N]`: what a
+//!   topic's `compression.type` costs when the broker must recompress the producer's batches,
+//!   against the copy-free append (see `minikafka_benches::kafka_experiment::recompress`).
 //!
 //! Writes CSV, JSON Lines, Markdown and `meta.json` under `--out`, prints the Markdown table
 //! to stdout and progress to stderr. Exits 2 when fio is missing (with how to install it),
@@ -35,6 +39,7 @@ use minikafka_benches::broker_proc::{self, BrokerSource, PeerCommand};
 use minikafka_benches::error::BenchError;
 use minikafka_benches::fio::{self, FioError};
 use minikafka_benches::kafka_experiment::goals;
+use minikafka_benches::kafka_experiment::recompress::{self, RecompressOptions};
 use minikafka_benches::kafka_experiment::scale::{self, ScaleOptions, ScaleSizes};
 use minikafka_benches::kafka_experiment::side_by_side::{
     self, SideBySideOptions, SideBySideSizes, Workload,
@@ -68,6 +73,38 @@ enum Command {
     /// and consume throughput, p99 latency, broker CPU per record, peak RSS and the restart
     /// after kill -9, as curves.
     Scale(ScaleArgs),
+    /// A topic `compression.type` other than the producer's codec (the broker recompresses)
+    /// against `producer` (copy-free): records/s, broker CPU and log bytes per record.
+    Recompress(RecompressArgs),
+}
+
+#[derive(Debug, Args)]
+struct RecompressArgs {
+    /// Few records, one repetition (a smoke test; seconds).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the results (default: target/mk-bench/recompress).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The `minikafka` executable (default: the one next to mk-bench).
+    #[arg(long)]
+    minikafka_bin: Option<PathBuf>,
+    /// The producer's `compression.type` (none, gzip, snappy, lz4, zstd).
+    #[arg(long, default_value = "none")]
+    producer_codec: String,
+    /// The topics' `compression.type`s (comma-separated; `producer` is the copy-free
+    /// baseline the others are compared with).
+    #[arg(long, value_delimiter = ',')]
+    topic_codecs: Vec<String>,
+    /// Records per run (default 200,000; 5,000 with --quick).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Value size of every record (default 200 B).
+    #[arg(long, default_value_t = 200)]
+    value_bytes: usize,
+    /// Repetitions of every case (default 3; 1 with --quick).
+    #[arg(long)]
+    reps: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -254,6 +291,7 @@ fn main() -> ExitCode {
         Command::Scale(args) => ("scale", run_scale(&args)),
         Command::Security(args) => ("security", run_security(&args)),
         Command::Log(args) => ("log", run_log(&args)),
+        Command::Recompress(args) => ("recompress", run_recompress(&args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -662,6 +700,55 @@ fn write_doc_section(
         ))
     })?;
     std::fs::write(doc, new)?;
+    Ok(())
+}
+
+fn run_recompress(args: &RecompressArgs) -> Result<(), BenchError> {
+    let mut topic_codecs = args.topic_codecs.clone();
+    if topic_codecs.is_empty() {
+        topic_codecs = recompress::DEFAULT_TOPIC_CODECS
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect();
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target/mk-bench/recompress"));
+    let scratch = std::env::temp_dir().join(format!("mk-bench-recompress-{}", std::process::id()));
+    let opts = RecompressOptions {
+        broker_bin: our_broker_bin(&args.minikafka_bin)?,
+        scratch: scratch.clone(),
+        producer_codec: args.producer_codec.clone(),
+        topic_codecs,
+        records: args
+            .records
+            .unwrap_or(if args.quick { 5_000 } else { 200_000 })
+            .max(1),
+        value_bytes: args.value_bytes.max(1),
+        reps: args.reps.unwrap_or(if args.quick { 1 } else { 3 }).max(1),
+    };
+    eprintln!(
+        "mk-bench recompress: producer codec {}, topics {}, {} records × {} reps, results to {}",
+        opts.producer_codec,
+        opts.topic_codecs.join(","),
+        opts.records,
+        opts.reps,
+        out.display()
+    );
+    let result = recompress::run(&opts, &mut |line| eprintln!("  {line}"));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let runs = result?;
+    std::fs::create_dir_all(&out)?;
+    let mut jsonl = String::new();
+    for run in &runs {
+        jsonl.push_str(&serde_json::to_string(run)?);
+        jsonl.push('\n');
+    }
+    std::fs::write(out.join("recompress_runs.jsonl"), jsonl)?;
+    let table = recompress::table_markdown(&runs, &opts);
+    std::fs::write(out.join("recompress.md"), &table)?;
+    print!("{table}");
     Ok(())
 }
 

@@ -46,6 +46,7 @@ mod latency;
 mod output;
 mod produce;
 mod rdkafka_saturation;
+pub mod recompress;
 pub mod restart;
 pub mod scale;
 mod scaling;
