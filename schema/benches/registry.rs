@@ -2,7 +2,7 @@
 //! (`rest::handle_in_memory`: the JSON body parsed, the schema parsed and canonicalized, the
 //! compatibility checked, the `_schemas` records built and applied), without sockets or disk:
 //! what the registry's shard spends per request beside HTTP framing and the durable append
-//! (which the flush policy prices, docs/BENCHMARKS.md "Log append").
+//! (which the flush policy prices, docs/BENCHMARKS.md "Partition log").
 //!
 //! - `register/new_subject`: a new Avro schema under a new subject (a new id), the registry
 //!   holding `PRELOADED` schemas at the start and growing by one per iteration (to about
