@@ -457,6 +457,84 @@ fn client_certificates_name_the_principal_and_acls_apply_to_it() {
 }
 
 #[test]
+fn principal_mapping_rules_name_the_principal_acls_grant() {
+    bounded(TEST_LIMIT, || {
+        let pki = pki();
+        let broker = Broker::builder()
+            .listener("SSL")
+            .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
+            .with("ssl.truststore.location", &text(&pki.path("ca.pem")))
+            .with("ssl.client.auth", "required")
+            // Kafka's syntax: the first rule whose pattern matches the whole subject wins;
+            // CN=b,O=test matches none and is refused (I140).
+            .with(
+                "listener.name.ssl.ssl.principal.mapping.rules",
+                "RULE:^CN=(a),O=(.*?)$/$1@$2/U, RULE:^CN=c,.*$/c/",
+            )
+            .with("authorizer.class.name", STANDARD)
+            .with("super.users", "User:ANONYMOUS")
+            .start();
+        smol::block_on(async {
+            let mut admin = admin(&broker).await;
+            admin.create_topic("orders", 1, &[]).await.expect("create");
+            let allow = |principal: &str, operation| AclBinding {
+                resource_type: ResourceType::Topic,
+                pattern_type: PatternType::Literal,
+                resource_name: "orders".into(),
+                principal: principal.into(),
+                host: "*".into(),
+                operation,
+                permission: Permission::Allow,
+            };
+            admin
+                .create_acls(&[
+                    allow("User:A@TEST", Operation::Write),
+                    allow("User:A@TEST", Operation::Describe),
+                    // The unmapped subject is not who the client is any more.
+                    allow("User:CN=b,O=test", Operation::Write),
+                    allow("User:CN=b,O=test", Operation::Describe),
+                ])
+                .await
+                .expect("create ACLs");
+            let addr = broker.listener_addr("SSL");
+            let mut conn_a = connect(addr, Some(&pki.client(Some("a"))), None)
+                .await
+                .expect("CN=a maps to A@TEST");
+            assert_eq!(produce(&mut conn_a, "orders", b"a").await.0, 0);
+            assert!(
+                connect(addr, Some(&pki.client(Some("b"))), None)
+                    .await
+                    .is_err(),
+                "a subject no rule maps is refused"
+            );
+        });
+        // Without the ACL for the mapped name the same certificate is denied: the grant above
+        // is what let it write.
+        let other = Broker::builder()
+            .listener("SSL")
+            .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
+            .with("ssl.truststore.location", &text(&pki.path("ca.pem")))
+            .with("ssl.client.auth", "required")
+            .with(
+                "ssl.principal.mapping.rules",
+                "RULE:^CN=(a),O=(.*?)$/$1@$2/L,DEFAULT",
+            )
+            .with("authorizer.class.name", STANDARD)
+            .with("super.users", "User:ANONYMOUS")
+            .start();
+        smol::block_on(async {
+            let mut admin = admin(&other).await;
+            admin.create_topic("orders", 1, &[]).await.expect("create");
+            let addr = other.listener_addr("SSL");
+            let mut conn_a = connect(addr, Some(&pki.client(Some("a"))), None)
+                .await
+                .expect("CN=a maps to a@test");
+            assert_eq!(produce(&mut conn_a, "orders", b"a").await.0, TOPIC_DENIED);
+        });
+    });
+}
+
+#[test]
 fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
     let pki = pki();
     let enc = pki.path("encrypted.pem");
@@ -507,6 +585,13 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
                 ),
             ],
             "does not fit",
+        ),
+        (
+            vec![
+                keystore.clone(),
+                "listener.name.ssl.ssl.principal.mapping.rules=RULE:^CN=(.*)$/$1".into(),
+            ],
+            "listener.name.ssl.ssl.principal.mapping.rules",
         ),
     ];
     for (settings, expected) in cases {

@@ -20,6 +20,7 @@
 //!   any record into a transaction coordinator never panics.
 //! - A SASL message (PLAIN, SCRAM, OAUTHBEARER) that parses re-encodes to the same value; the
 //!   SCRAM machine never authenticates without the password (I40, I42).
+//! - `ssl.principal.mapping.rules` text never panics; rules that parse map or refuse (I140, I141).
 //! - A stored ACL file that decodes re-encodes to the same ACL set (I49).
 //! - A `_schemas` record that decodes re-encodes to the same record, and replaying any record
 //!   into a schema registry never panics.
@@ -57,6 +58,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
+    ("ssl_principal", sasl::ssl_principal),
     ("sasl_session", sasl_session::sasl_session),
     ("schema_records", schema::schema_records),
     ("schema_http", schema::schema_http),

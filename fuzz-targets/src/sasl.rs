@@ -19,6 +19,7 @@ use minikafka_core::auth::scram::{
     client_proof, from_saslname, parse_client_final, parse_client_first, to_saslname,
     ScramCredential, ScramError, ScramMechanism, ScramOutput, ScramServer,
 };
+use minikafka_core::auth::ssl_principal::PrincipalMapper;
 use minikafka_core::auth::{jaas, MAX_SASL_MESSAGE_BYTES};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -194,5 +195,23 @@ pub fn oauthbearer(data: &[u8]) {
                 assert!(token.scope.contains(scope));
             }
         }
+    }
+}
+
+/// `ssl_principal`: `ssl.principal.mapping.rules` text, a NUL, then a certificate subject.
+/// No rule text panics when parsed (I141); rules that parse map any subject to a name or refuse
+/// it (I140); the same rules with `,DEFAULT` appended, when they parse, refuse no subject.
+pub fn ssl_principal(data: &[u8]) {
+    let (rules, dn) = match data.iter().position(|b| *b == 0) {
+        Some(at) => (&data[..at], &data[at + 1..]),
+        None => (data, &b"CN=a,O=b"[..]),
+    };
+    let rules = String::from_utf8_lossy(rules);
+    let dn = String::from_utf8_lossy(dn);
+    if let Ok(mapper) = PrincipalMapper::parse(&rules) {
+        let _ = mapper.map(&dn);
+    }
+    if let Ok(mapper) = PrincipalMapper::parse(&format!("{rules},DEFAULT")) {
+        assert!(mapper.map(&dn).is_ok(), "DEFAULT last refuses {dn:?}");
     }
 }

@@ -9,7 +9,8 @@
 //! - Output: each TLS listener's [`TlsSettings`]: the certificate chain and key (PEM, from
 //!   `ssl.keystore.location` or the inline `ssl.keystore.certificate.chain` /
 //!   `ssl.keystore.key`), the trusted CAs of client certificates (`ssl.truststore.*`), the
-//!   client-certificate policy (`ssl.client.auth`), the protocol versions
+//!   client-certificate policy (`ssl.client.auth`) and how a certificate names its principal
+//!   (`ssl.principal.mapping.rules`, I141), the protocol versions
 //!   (`ssl.enabled.protocols`) and cipher suites (`ssl.cipher.suites`).
 //! - Errors name the setting and say what to do: a JKS or PKCS12 store, an encrypted key, a
 //!   missing or unreadable file, a file without a key or certificate, a key that does not
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use minikafka_core::auth::ssl_principal::PrincipalMapper;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
@@ -78,6 +80,9 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
     /// Where the key and chain came from (a path, or `inline`), for log lines.
     pub keystore: String,
+    /// `ssl.principal.mapping.rules`: a verified certificate's subject to its principal's
+    /// name (I140).
+    pub principal_mapper: PrincipalMapper,
 }
 
 impl fmt::Debug for TlsSettings {
@@ -150,13 +155,10 @@ pub fn check_protocol(value: &str) -> Result<(), String> {
     }
 }
 
-/// Checks `ssl.principal.mapping.rules`: only Kafka's default (the subject as written).
+/// Checks `ssl.principal.mapping.rules` (Kafka's `RULE:pattern/replacement/[LU]` and
+/// `DEFAULT`, parsed by `minikafka_core::auth::ssl_principal`; I141).
 pub fn check_mapping_rules(value: &str) -> Result<(), String> {
-    if value.trim() == "DEFAULT" {
-        Ok(())
-    } else {
-        Err("only DEFAULT (the certificate subject, RFC 2253) is supported".into())
-    }
+    PrincipalMapper::parse(value).map(drop)
 }
 
 /// The cipher suites of `provider` named by `ssl.cipher.suites` (IANA names, as Java writes
@@ -334,9 +336,10 @@ pub fn load(
             check_store_type(v).map_err(|why| fail(&k, v, why))?;
         }
     }
-    if let Some((k, v)) = get("ssl.principal.mapping.rules") {
-        check_mapping_rules(v).map_err(|why| fail(&k, v, why))?;
-    }
+    let principal_mapper = match get("ssl.principal.mapping.rules") {
+        Some((k, v)) => PrincipalMapper::parse(v).map_err(|why| fail(&k, v, why))?,
+        None => PrincipalMapper::default(),
+    };
     if let Some((k, v)) = get("ssl.protocol") {
         check_protocol(v).map_err(|why| fail(&k, v, why))?;
     }
@@ -501,6 +504,7 @@ pub fn load(
         server: Arc::new(server),
         client_auth,
         keystore,
+        principal_mapper,
     })
 }
 
@@ -541,7 +545,8 @@ mod tests {
         );
         assert!(ClientAuth::parse("sometimes").is_err());
         assert!(check_mapping_rules("DEFAULT").is_ok());
-        assert!(check_mapping_rules("RULE:^CN=(.*?)$/$1/").is_err());
+        assert!(check_mapping_rules("RULE:^CN=(.*?)$/$1/").is_ok());
+        assert!(check_mapping_rules("RULE:^CN=(.*?)$/$1").is_err());
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! - Input: an accepted stream and the listener's loaded [`TlsSettings`].
 //! - Output: the encrypted stream (futures-rustls drives a sans-IO `rustls::ServerConnection`
 //!   over any futures-io stream, `!Send` ones included) and, when the client presented a
-//!   certificate the truststore vouches for, its principal `User:<subject DN, RFC 2253>`
-//!   (Kafka's default principal builder).
+//!   certificate the truststore vouches for, its principal: `User:` and the subject DN
+//!   (RFC 2253) mapped by the listener's `ssl.principal.mapping.rules` (Kafka's default
+//!   principal builder); a subject no rule maps refuses the connection (I140).
 //! - No Kafka request is read before the handshake completes (I90); the principal comes from
 //!   the chain rustls verified and from nothing the client says later (I92).
 //! - Bounded: the handshake must end within [`HANDSHAKE_TIMEOUT`] (a client that stalls or
@@ -51,6 +52,9 @@ pub enum HandshakeError {
     Failed(io::Error),
     /// The verified client certificate's subject could not be read.
     Subject(String),
+    /// No `ssl.principal.mapping.rules` rule maps the subject: Kafka refuses the
+    /// connection, so does the broker (I140).
+    NoMatchingRule(String),
 }
 
 impl fmt::Display for HandshakeError {
@@ -64,6 +68,7 @@ impl fmt::Display for HandshakeError {
             HandshakeError::Stopping => f.write_str("shutting down"),
             HandshakeError::Failed(e) => write!(f, "TLS handshake failed: {e}"),
             HandshakeError::Subject(why) => write!(f, "client certificate subject: {why}"),
+            HandshakeError::NoMatchingRule(why) => f.write_str(why),
         }
     }
 }
@@ -87,9 +92,14 @@ pub async fn accept<B: Backend, S: AsyncRead + AsyncWrite + Unpin>(
     };
     // rustls hands out peer certificates only once its verifier accepted the chain (I92).
     let principal = match stream.get_ref().1.peer_certificates() {
-        Some([leaf, ..]) => Some(KafkaPrincipal::user(
-            subject_rfc2253(leaf).map_err(HandshakeError::Subject)?,
-        )),
+        Some([leaf, ..]) => {
+            let subject = subject_rfc2253(leaf).map_err(HandshakeError::Subject)?;
+            let name = tls
+                .principal_mapper
+                .map(&subject)
+                .map_err(|e| HandshakeError::NoMatchingRule(e.to_string()))?;
+            Some(KafkaPrincipal::user(name))
+        }
         _ => None,
     };
     Ok((stream, principal))

@@ -20,6 +20,8 @@
 //!   syntax, and the server as a machine ([`scram::ScramServer`]).
 //! - [`oauthbearer`]: OAUTHBEARER's client initial response (RFC 7628) and Kafka's unsecured
 //!   JWT validator.
+//! - [`ssl_principal`]: Kafka's `ssl.principal.mapping.rules`, a client certificate's subject
+//!   to a principal name (I140, I141).
 //! - [`acl_filter`]: ACL filters (DescribeAcls, DeleteAcls) and the checks of a new ACL.
 //! - [`acl`]: the ACL decision (principal, host, resource, operation → allow/deny) with
 //!   Kafka's `StandardAuthorizer` semantics.
@@ -32,6 +34,7 @@ pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod ssl_principal;
 
 /// The largest SASL message any mechanism here accepts: Kafka's default
 /// `sasl.server.max.receive.size` (512 KiB). Longer input is refused before it is parsed (I40).
