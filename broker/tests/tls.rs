@@ -20,6 +20,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use minikafka_client::acls::{AclBinding, Operation, PatternType, Permission, ResourceType};
 use minikafka_client::admin::Admin;
+use minikafka_client::configs::{ConfigChange, ConfigResource};
 use minikafka_client::connection::{Connection, ConnectionConfig};
 use minikafka_client::sasl::SaslConfig;
 use minikafka_client::tls::{MaybeTls, TlsConfig, TlsConnector};
@@ -616,4 +617,109 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
             "a key echoed: {stderr}"
         );
     }
+}
+
+/// A TLS connection and the subject of the certificate the broker presented on it.
+async fn connect_seeing(addr: SocketAddr, tls: &TlsConnector) -> (String, Connection<Stream>) {
+    let stream = tls
+        .connect("127.0.0.1", tcp(addr).await)
+        .await
+        .expect("TLS handshake");
+    let MaybeTls::Tls(ref inner) = stream else {
+        panic!("not a TLS connection");
+    };
+    let chain = inner
+        .get_ref()
+        .1
+        .peer_certificates()
+        .expect("server certificate");
+    let subject = minikafka_broker::server::tls::subject_rfc2253(&chain[0]).expect("subject");
+    let conn = Connection::connect(stream, ConnectionConfig::default())
+        .await
+        .expect("ApiVersions");
+    (subject, conn)
+}
+
+#[test]
+fn a_keystore_altered_at_run_time_serves_new_handshakes_and_a_bad_one_is_refused() {
+    bounded(TEST_LIMIT, || {
+        let pki = pki();
+        let location = "listener.name.ssl.ssl.keystore.location";
+        let broker = Broker::builder()
+            .listener("SSL")
+            .with("node.id", "1")
+            .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
+            .start();
+        let addr = broker.listener_addr("SSL");
+        let client = pki.client(None);
+        let set = |key: &str, value: &str| vec![ConfigChange::Set(key.into(), value.into())];
+        let this_broker = ConfigResource::Broker(Some(1));
+        smol::block_on(async {
+            let mut admin = admin(&broker).await;
+            admin.create_topic("orders", 1, &[]).await.expect("create");
+            let (subject, mut old) = connect_seeing(addr, &client).await;
+            assert_eq!(subject, "CN=broker,O=test");
+
+            // A second certificate, picked up by the next handshake (I145).
+            pki.issue("broker2", "broker2", &["127.0.0.1", "localhost"]);
+            let second = text(&pki.path("broker2.pem"));
+            admin
+                .alter_configs(&this_broker, &set("ssl.keystore.location", &second), false)
+                .await
+                .expect("alter the keystore");
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker2,O=test");
+            // The open connection keeps its own and is still served.
+            assert_eq!(produce(&mut old, "orders", b"old").await.0, 0);
+
+            // A bad file is refused before anything changes (I144).
+            let bad = pki.path("bad.pem");
+            std::fs::write(&bad, "not a keystore").expect("write");
+            let refused = admin
+                .alter_configs(&this_broker, &set(location, &text(&bad)), false)
+                .await
+                .expect_err("a file without a key");
+            let why = format!("{refused}");
+            assert!(why.contains("keystore in force is kept"), "{why}");
+            let missing = admin
+                .alter_configs(&this_broker, &set(location, "/nonexistent.pem"), true)
+                .await
+                .expect_err("a missing file");
+            assert!(format!("{missing}").contains("cannot read"), "{missing}");
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker2,O=test");
+
+            // Validate-only changes nothing; the cluster default and mixed requests are refused.
+            admin
+                .alter_configs(
+                    &this_broker,
+                    &set(location, &text(&pki.path("broker.pem"))),
+                    true,
+                )
+                .await
+                .expect("validate only");
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker2,O=test");
+            assert!(admin
+                .alter_configs(
+                    &ConfigResource::Broker(None),
+                    &set(location, &second),
+                    false
+                )
+                .await
+                .is_err());
+            let mut mixed = set(location, &second);
+            mixed.push(ConfigChange::Set("log.retention.ms".into(), "1000".into()));
+            assert!(admin
+                .alter_configs(&this_broker, &mixed, false)
+                .await
+                .is_err());
+
+            // A certificate renewed in place: the same setting to the same path again is read
+            // again.
+            pki.issue("broker2", "broker3", &["127.0.0.1", "localhost"]);
+            admin
+                .alter_configs(&this_broker, &set("ssl.keystore.location", &second), false)
+                .await
+                .expect("re-read");
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker3,O=test");
+        });
+    });
 }

@@ -578,7 +578,7 @@ pub static SETTINGS: &[Setting] = &[
         |c| explicit_or(c, "ssl.keystore.type", "PEM")),
     broker("ssl.keystore.location", Kind::String, "",
         Valid::Any,
-        "a PEM file holding the TLS listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and its certificate chain, leaf first; read at startup",
+        "a PEM file holding the TLS listener's private key (unencrypted PKCS#8, PKCS#1 or SEC1) and its certificate chain, leaf first; read at startup, and again when altered on the broker at run time (AlterConfigs, per listener too): new handshakes use the new file, a bad one is refused",
         |_, _, _| Ok(()),
         |c| explicit_or(c, "ssl.keystore.location", "")),
     broker("ssl.keystore.certificate.chain", Kind::Password, "",

@@ -19,6 +19,9 @@
 //!   The new state must apply, and every topic's log configuration under it must be valid;
 //!   then it is stored (atomic, durable), published, every topic's registry entry republished
 //!   with its configuration parsed under it, and every live partition reconfigured.
+//! - Broker keystores (`ssl.keystore.location`, per listener too) are altered on their own:
+//!   loaded and checked, then used by new handshakes, not stored (`keystore_reload`, I144,
+//!   I145).
 //! - A crash after the store and before the reconfiguration loses nothing: startup opens every
 //!   partition with the stored settings.
 
@@ -31,6 +34,7 @@ use minikafka_core::error_code::ErrorCode;
 
 use super::dynamic_config::{self, check_dynamic_key, DynamicKeyError, Scope};
 use super::group_configs;
+use super::keystore_reload;
 use super::shard::ShardState;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX};
 use super::topics::{
@@ -279,7 +283,38 @@ pub async fn alter_broker<B: Backend>(
 ) -> Result<(), AdminError> {
     let shared = Arc::clone(&state.shared);
     let scope = broker_scope(resource_name, shared.config.node_id)?;
-    for key in alteration.keys() {
+    let keys = alteration.keys();
+    let keystore_keys = keys
+        .iter()
+        .filter(|k| keystore_reload::is_keystore_key(&shared.config, k))
+        .count();
+    if keystore_keys > 0 {
+        if keystore_keys != keys.len() {
+            return Err(invalid_request(
+                "alter ssl.keystore.location in a request of its own".into(),
+            ));
+        }
+        if scope != Scope::Broker {
+            return Err(invalid_request(format!(
+                "a keystore is altered per broker: name the resource {}",
+                shared.config.node_id
+            )));
+        }
+        let _admin = shared.admin_lock.lock().await;
+        let current = shared.reloaded_keystores();
+        let locations = altered(&current.locations, alteration, |_| None)?;
+        let next = keystore_reload::reload(&shared.config, locations)?;
+        if !validate_only {
+            for (listener, tls) in shared.config.listeners.iter().zip(&next.tls) {
+                if let Some(tls) = tls {
+                    tracing::info!(listener = &*listener.name, keystore = %tls.keystore, "TLS keystore reloaded");
+                }
+            }
+            shared.set_reloaded_keystores(next);
+        }
+        return Ok(());
+    }
+    for key in keys {
         check_dynamic_key(key).map_err(|e| match e {
             DynamicKeyError::ReadOnly(_) => invalid_request(e.to_string()),
             DynamicKeyError::Unknown(_) => invalid_config(e.to_string()),

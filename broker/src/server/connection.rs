@@ -117,7 +117,8 @@ pub async fn serve<B: Backend>(
     }
     let on = &state.shared.config.listeners[listener];
     let mut ctx = RequestContext::anonymous(on, peer);
-    let Some(tls) = on.tls.clone() else {
+    // A keystore altered at run time applies from the next handshake on (I145).
+    let Some(tls) = state.shared.listener_tls(listener) else {
         return serve_stream(state, stream, ctx, listener, slot).await;
     };
     match super::tls::accept(&state, &tls, stream).await {

@@ -66,6 +66,7 @@ pub mod group_configs;
 pub mod groups;
 pub mod handlers;
 pub mod internal_topic;
+pub mod keystore_reload;
 pub mod lifecycle;
 pub mod metrics_endpoint;
 pub mod partition_ops;

@@ -29,6 +29,7 @@ use uuid::Uuid;
 use super::acl_store::AclSet;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
+use super::keystore_reload::ReloadedKeystores;
 use super::partition_ops::PartitionCall;
 use super::quotas::Quotas;
 use super::scram_store::ScramStore;
@@ -80,6 +81,8 @@ pub struct Shared {
     /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
     /// replaced whole under a short write; changes are serialized by the admin lock.
     dynamic: RwLock<Arc<DynamicBrokerConfig>>,
+    /// The keystores altered at run time, replaced whole like `dynamic` (I144, I145).
+    keystores: RwLock<Arc<ReloadedKeystores>>,
     /// The SCRAM credentials, replaced whole like `dynamic` (writes hold `admin_lock`).
     scram: RwLock<Arc<ScramStore>>,
     /// The group configurations (resource type GROUP), replaced whole like `dynamic`.
@@ -166,6 +169,7 @@ impl Shared {
             clean_shutdown,
             topics: RwLock::new(BTreeMap::new()),
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
+            keystores: RwLock::new(Arc::new(ReloadedKeystores::default())),
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
             acls: RwLock::new(Arc::new(AclSet::default())),
             scram: RwLock::new(Arc::new(ScramStore::default())),
@@ -252,6 +256,22 @@ impl Shared {
     /// [`dynamic_config::apply`](super::dynamic_config::apply)).
     pub fn set_dynamic_config(&self, dynamic: DynamicBrokerConfig) {
         *self.dynamic.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(dynamic);
+    }
+
+    /// The keystores altered at run time.
+    pub fn reloaded_keystores(&self) -> Arc<ReloadedKeystores> {
+        Arc::clone(&self.keystores.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the keystores altered at run time (already loaded and checked: I144).
+    pub fn set_reloaded_keystores(&self, keystores: ReloadedKeystores) {
+        *self.keystores.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keystores);
+    }
+
+    /// The TLS configuration a new connection on `listener` is handshaken with (I145).
+    pub fn listener_tls(&self, listener: usize) -> Option<crate::config::tls::TlsSettings> {
+        self.reloaded_keystores()
+            .listener_tls(&self.config, listener)
     }
 
     /// The SCRAM credentials in force.
