@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+use rdkafka::ClientContext;
 
 use crate::error::BenchError;
+use crate::rdkafka_workloads::consume_from_start;
 
 /// Longest one transactional call (init, commit) may take.
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -215,41 +215,25 @@ pub fn consume_read_committed(
     topic: &str,
     records: u64,
 ) -> Result<(u64, f64), BenchError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "mk-bench-read-committed")
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        .set("socket.nagle.disable", "true")
-        .create()?;
-    let mut assignment = TopicPartitionList::new();
-    assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
-    let start = Instant::now();
-    consumer.assign(&assignment)?;
-    let (mut seen, mut last_offset) = (0u64, -1i64);
-    let mut last_progress = Instant::now();
-    while seen < records {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(message)) => {
-                if message.offset() <= last_offset {
-                    return Err(BenchError::Check(format!(
-                        "offset {} after {last_offset}",
-                        message.offset()
-                    )));
-                }
-                last_offset = message.offset();
-                seen += 1;
-                last_progress = Instant::now();
-            }
-            Some(Err(e)) => return Err(e.into()),
-            None if last_progress.elapsed() > TXN_TIMEOUT => {
+    let mut last_offset = -1i64;
+    let elapsed_s = consume_from_start(
+        bootstrap,
+        topic,
+        (
+            "mk-bench-read-committed",
+            &[("isolation.level", "read_committed")],
+        ),
+        records,
+        TXN_TIMEOUT,
+        |_, offset| {
+            if offset <= last_offset {
                 return Err(BenchError::Check(format!(
-                    "no record for {TXN_TIMEOUT:?} after {seen} of {records}"
+                    "offset {offset} after {last_offset}"
                 )));
             }
-            None => {}
-        }
-    }
-    Ok((seen, start.elapsed().as_secs_f64()))
+            last_offset = offset;
+            Ok(())
+        },
+    )?;
+    Ok((records, elapsed_s))
 }

@@ -253,26 +253,14 @@ pub fn produce_count(
     records: u64,
     settings: RdSettings,
 ) -> Result<Acked, BenchError> {
-    let producer = producer(bootstrap, settings)?;
-    let value = vec![b'c'; value_bytes];
-    enqueue(&producer, topic, &value)?;
-    producer.flush(FLUSH_TIMEOUT)?;
-    producer.context().check()?;
-    let before = producer.context().ok.load(Ordering::Acquire);
-    let start = Instant::now();
-    for _ in 0..records {
-        enqueue(&producer, topic, &value)?;
-    }
-    producer.flush(FLUSH_TIMEOUT)?;
-    let elapsed_s = start.elapsed().as_secs_f64();
-    producer.context().check()?;
-    let acked = producer.context().ok.load(Ordering::Acquire) - before;
-    if acked != records {
-        return Err(BenchError::Check(format!(
-            "{records} records sent but {acked} acknowledged"
-        )));
-    }
-    Ok(Acked { records, elapsed_s })
+    produce_values(
+        bootstrap,
+        topic,
+        &[vec![b'c'; value_bytes]],
+        records,
+        settings,
+        &[],
+    )
 }
 
 /// As [`produce_count`], with the values taken in turn from `values` (which must not be empty)
@@ -314,44 +302,73 @@ pub fn produce_values(
 /// order (I1). Returns the records and the seconds from the assignment to the last one.
 /// librdkafka wants a `group.id` even for an assigned consumer; nothing is committed.
 pub fn consume_assigned(bootstrap: &str, topic: &str, records: u64) -> Result<Acked, BenchError> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let elapsed_s = consume_from_start(
+        bootstrap,
+        topic,
+        ("mk-bench-assigned", &[]),
+        records,
+        FLUSH_TIMEOUT,
+        |next, offset| {
+            if offset == next as i64 {
+                Ok(())
+            } else {
+                Err(BenchError::Check(format!(
+                    "consumed offset {offset} where {next} was next (I1)"
+                )))
+            }
+        },
+    )?;
+    Ok(Acked { records, elapsed_s })
+}
+
+/// The consumer loop of [`consume_assigned`] and the read_committed reader: a librdkafka
+/// consumer with `group.id` `consumer.0` and the settings `consumer.1`, assigned partition 0
+/// of `topic` from its start, polls until `records` records came, handing each one's number
+/// (from 0) and offset to `check_offset`; no record for `idle_limit` is an error. Returns the
+/// seconds from the assignment to the last record.
+pub(crate) fn consume_from_start(
+    bootstrap: &str,
+    topic: &str,
+    consumer: (&str, &[(&str, &str)]),
+    records: u64,
+    idle_limit: Duration,
+    mut check_offset: impl FnMut(u64, i64) -> Result<(), BenchError>,
+) -> Result<f64, BenchError> {
+    let (group_id, extra) = consumer;
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
-        .set("group.id", "mk-bench-assigned")
+        .set("group.id", group_id)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .set("socket.nagle.disable", "true")
-        .create()?;
+        .set("socket.nagle.disable", "true");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    let consumer: BaseConsumer = config.create()?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
     let start = Instant::now();
     consumer.assign(&assignment)?;
-    let mut next = 0u64;
+    let mut seen = 0u64;
     let mut last_progress = Instant::now();
-    while next < records {
+    while seen < records {
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
-                if message.offset() != next as i64 {
-                    return Err(BenchError::Check(format!(
-                        "consumed offset {} where {next} was next (I1)",
-                        message.offset()
-                    )));
-                }
-                next += 1;
+                check_offset(seen, message.offset())?;
+                seen += 1;
                 last_progress = Instant::now();
             }
             Some(Err(e)) => return Err(e.into()),
-            None if last_progress.elapsed() > FLUSH_TIMEOUT => {
+            None if last_progress.elapsed() > idle_limit => {
                 return Err(BenchError::Check(format!(
-                    "no record for {FLUSH_TIMEOUT:?} after {next} of {records}"
+                    "no record for {idle_limit:?} after {seen} of {records}"
                 )));
             }
             None => {}
         }
     }
-    Ok(Acked {
-        records,
-        elapsed_s: start.elapsed().as_secs_f64(),
-    })
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// `count` writes one at a time (each waits for its delivery report before the next is

@@ -23,6 +23,7 @@ use minikafka_core::auth::scram::{client_proof, ScramCredential, ScramMechanism}
 use common::librdkafka::{
     consumer, create_topics, expect_all_ok, read_partition, Rec, TestProducer,
 };
+use common::sasl::{authenticate, handshake, metadata, offered_then_plain};
 use common::typed::TypedClient;
 use common::{bounded, Broker};
 
@@ -60,30 +61,11 @@ fn scrape(addr: std::net::SocketAddr, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }
 
-fn handshake(client: &mut TypedClient, mechanism: &str) -> Option<SaslHandshakeResponse> {
-    let mut request = SaslHandshakeRequest::default();
-    request.mechanism = StrBytes::from_string(mechanism.to_string());
-    client.try_call(ApiKey::SaslHandshake, 1, &request)
-}
-
-fn authenticate(client: &mut TypedClient, bytes: &[u8]) -> Option<SaslAuthenticateResponse> {
-    let mut request = SaslAuthenticateRequest::default();
-    request.auth_bytes = Bytes::copy_from_slice(bytes);
-    client.try_call(ApiKey::SaslAuthenticate, 2, &request)
-}
-
-fn metadata(client: &mut TypedClient) -> Option<MetadataResponse> {
-    let mut request = MetadataRequest::default();
-    request.topics = Some(Vec::new());
-    client.try_call(ApiKey::Metadata, 12, &request)
-}
-
+/// A PLAIN login; the handshake offers every enabled mechanism.
 fn plain_login(client: &mut TypedClient, user: &str, password: &str) -> SaslAuthenticateResponse {
-    let hs = handshake(client, "PLAIN").expect("handshake answered");
-    assert_eq!(hs.error_code, 0);
-    let names: Vec<String> = hs.mechanisms.iter().map(|m| m.to_string()).collect();
-    assert_eq!(names, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
-    authenticate(client, format!("\0{user}\0{password}").as_bytes()).expect("answered")
+    let (offered, answer) = offered_then_plain(client, user, password);
+    assert_eq!(offered, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
+    answer
 }
 
 #[test]

@@ -319,7 +319,7 @@ fn a_long_poll_returns_as_soon_as_a_record_arrives() {
         broker.create_topic("longpoll", 1).await;
         let tp = TopicPartition::new("longpoll", 0);
         let config = minikafka_client::ConsumerConfig {
-            max_wait: Duration::from_secs(10),
+            max_wait: Duration::from_secs(30),
             ..minikafka_client::ConsumerConfig::default()
         };
         let mut consumer = minikafka_client::Consumer::connect(broker.stream().await, config)
@@ -345,8 +345,10 @@ fn a_long_poll_returns_as_soon_as_a_record_arrives() {
         assert_eq!(delivery.offset, Some(Offset(0)));
         assert_eq!(records.len(), 1, "the parked fetch returns the new record");
         assert_eq!(records[0].value.as_deref(), Some(&b"wake up"[..]));
+        // Woken at the append (300 ms in), not at max_wait (30 s): the bound sits far from
+        // both, so a loaded machine cannot make one look like the other.
         assert!(
-            waited < Duration::from_secs(5),
+            waited < Duration::from_secs(15),
             "long-poll answered after {waited:?}, not at the append"
         );
         drop(producer);

@@ -26,6 +26,59 @@ fn fresh(d: &mut Driver, id: &str) -> (i64, i16) {
     (r.producer_id, r.producer_epoch)
 }
 
+/// Producer 7's record at its last bumpable epoch (`i16::MAX - 1`, I39) in `state`, with
+/// `partitions` in the transaction and the client's transaction version `version`.
+fn at_the_last_epoch(
+    state: TxnState,
+    partitions: Vec<minikafka_core::txn::records::TopicPartitions>,
+    version: i16,
+) -> TxnLogValue {
+    TxnLogValue {
+        producer_id: 7,
+        previous_producer_id: -1,
+        next_producer_id: -1,
+        producer_epoch: i16::MAX - 1,
+        timeout_ms: 30_000,
+        state,
+        partitions: Some(partitions),
+        last_update_ms: 0,
+        start_ms: 0,
+        client_transaction_version: version,
+    }
+}
+
+/// Appends `value` as `id`'s record to the log and restarts the coordinator on it.
+fn load_stored(d: &mut Driver, id: &str, value: &TxnLogValue) {
+    d.log.push(TxnRecord {
+        key: TxnLogKey {
+            transactional_id: id.into(),
+        }
+        .encode(),
+        value: Some(value.encode()),
+    });
+    d.crash();
+}
+
+/// A loaded KIP-890 transaction of producer 7 at its last bumpable epoch, ongoing on a-0,
+/// committed with EndTxn v5 (the epoch it would bump to is exhausted): the answer, once the
+/// Prepare record is durable.
+fn end_v5_at_an_exhausted_epoch(d: &mut Driver) -> EndTxnResponse {
+    let partitions = vec![minikafka_core::txn::records::TopicPartitions {
+        topic: "a".into(),
+        partitions: vec![0],
+    }];
+    load_stored(
+        d,
+        "tx",
+        &at_the_last_epoch(TxnState::Ongoing, partitions, 2),
+    );
+    let token = d.send(end("tx", 7, i16::MAX - 1, true, 5));
+    d.complete_append(true);
+    let r = end_answer(&d.answers[&token]).clone();
+    assert_eq!(r.error_code, ErrorCode::NONE);
+    r
+}
+
 #[test]
 fn a_committed_transaction_writes_commit_markers_after_its_prepare_record_then_completes() {
     // With the hold off, as Kafka (I134's hold is tested on its own below).
@@ -179,26 +232,8 @@ fn kip_360_recovery_bumps_the_current_epoch_and_a_retry_gets_the_same_answer() {
 fn an_exhausted_epoch_moves_the_producer_to_a_new_id() {
     let mut d = Driver::new(config());
     // A stored id at the last bumpable epoch.
-    let near = TxnLogValue {
-        producer_id: 7,
-        previous_producer_id: -1,
-        next_producer_id: -1,
-        producer_epoch: i16::MAX - 1,
-        timeout_ms: 30_000,
-        state: TxnState::CompleteCommit,
-        partitions: Some(vec![]),
-        last_update_ms: 0,
-        start_ms: 0,
-        client_transaction_version: 0,
-    };
-    d.log.push(TxnRecord {
-        key: TxnLogKey {
-            transactional_id: "tx".into(),
-        }
-        .encode(),
-        value: Some(near.encode()),
-    });
-    d.crash();
+    let near = at_the_last_epoch(TxnState::CompleteCommit, vec![], 0);
+    load_stored(&mut d, "tx", &near);
     let r = d.call(init("tx", 30_000, None));
     let r = init_answer(&r);
     assert_eq!(r.error_code, ErrorCode::NONE);
@@ -208,14 +243,7 @@ fn an_exhausted_epoch_moves_the_producer_to_a_new_id() {
     assert_eq!(v.previous_producer_id, 7, "I39: the rotation is recorded");
 
     // No producer id ready: retriable, nothing written.
-    d.log.push(TxnRecord {
-        key: TxnLogKey {
-            transactional_id: "tx2".into(),
-        }
-        .encode(),
-        value: Some(near.encode()),
-    });
-    d.crash();
+    load_stored(&mut d, "tx2", &near);
     d.ids_ready = false;
     let before = d.log.len();
     let r = d.call(init("tx2", 30_000, None));
@@ -276,33 +304,7 @@ fn end_txn_v5_at_an_exhausted_epoch_hands_over_to_a_new_producer_id() {
         hold_while_completing_ms: 0,
         ..config()
     });
-    let ongoing = TxnLogValue {
-        producer_id: 7,
-        previous_producer_id: -1,
-        next_producer_id: -1,
-        producer_epoch: i16::MAX - 1,
-        timeout_ms: 30_000,
-        state: TxnState::Ongoing,
-        partitions: Some(vec![minikafka_core::txn::records::TopicPartitions {
-            topic: "a".into(),
-            partitions: vec![0],
-        }]),
-        last_update_ms: 0,
-        start_ms: 0,
-        client_transaction_version: 2,
-    };
-    d.log.push(TxnRecord {
-        key: TxnLogKey {
-            transactional_id: "tx".into(),
-        }
-        .encode(),
-        value: Some(ongoing.encode()),
-    });
-    d.crash();
-    let token = d.send(end("tx", 7, i16::MAX - 1, true, 5));
-    d.complete_append(true);
-    let r = end_answer(&d.answers[&token]).clone();
-    assert_eq!(r.error_code, ErrorCode::NONE);
+    let r = end_v5_at_an_exhausted_epoch(&mut d);
     assert_eq!(r.producer_epoch, 0);
     let new_pid = r.producer_id;
     assert_ne!(new_pid, 7);
@@ -834,33 +836,7 @@ fn i134_a_held_request_is_checked_again_when_released() {
     // old id at the Prepare record's epoch was held too, and once the Complete record moved
     // the id to the new producer id it is answered as Kafka answers the old id then.
     let mut d = Driver::new(config());
-    let ongoing = TxnLogValue {
-        producer_id: 7,
-        previous_producer_id: -1,
-        next_producer_id: -1,
-        producer_epoch: i16::MAX - 1,
-        timeout_ms: 30_000,
-        state: TxnState::Ongoing,
-        partitions: Some(vec![minikafka_core::txn::records::TopicPartitions {
-            topic: "a".into(),
-            partitions: vec![0],
-        }]),
-        last_update_ms: 0,
-        start_ms: 0,
-        client_transaction_version: 2,
-    };
-    d.log.push(TxnRecord {
-        key: TxnLogKey {
-            transactional_id: "tx".into(),
-        }
-        .encode(),
-        value: Some(ongoing.encode()),
-    });
-    d.crash();
-    let token = d.send(end("tx", 7, i16::MAX - 1, true, 5));
-    d.complete_append(true);
-    let r = end_answer(&d.answers[&token]).clone();
-    assert_eq!(r.error_code, ErrorCode::NONE);
+    let r = end_v5_at_an_exhausted_epoch(&mut d);
     let new_pid = r.producer_id;
     let old = d.send(add("tx", 7, i16::MAX, &[("a", 2)]));
     let new = d.send(add("tx", new_pid, 0, &[("a", 1)]));

@@ -64,19 +64,24 @@ def reader(broker, isolation, **extra):
 
 def read_all(broker, topic, partitions, isolation, settle_s=2.0):
     """Everything ``isolation`` lets a consumer read from ``topic``, as (partition, offset,
-    value): read until nothing new arrived for ``settle_s`` (bounded by WAIT_S)."""
-    consumer = reader(broker, isolation)
+    value): read until every partition reported its end (its LSO for read_committed) and
+    nothing new arrived for ``settle_s`` (bounded by WAIT_S). The end, not the quiet time
+    alone, decides: a consumer slow to start on a loaded machine is quiet too."""
+    consumer = reader(broker, isolation, **{"enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out = []
+        at_end = set()
         deadline = time.monotonic() + WAIT_S
         quiet_since = time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - quiet_since < settle_s:
+        while len(at_end) < partitions or time.monotonic() - quiet_since < settle_s:
+            assert time.monotonic() < deadline, f"{topic}: ends of {sorted(at_end)} only, read {out}"
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
             if msg.error():
                 assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
                 continue
             out.append((msg.partition(), msg.offset(), msg.value()))
             quiet_since = time.monotonic()

@@ -24,6 +24,12 @@ from offset 0 to its high watermark, and :func:`check` compares: every acknowled
 acknowledged offset; every partition's offsets are dense from 0; no value appears twice
 (values are unique per record, so a second copy is a duplicate the producer's retry made).
 
+Then, with no more kills, the group member consumes on to every partition's high watermark
+(kills every few hundred milliseconds can keep it from ever finishing a join, so the cycles
+alone may consume nothing), and :func:`check_group_read` asserts that what it consumed over
+the whole run, resuming from its commits after each restart, covers every acknowledged record:
+a commit past a record it never read would skip that record for good.
+
 The kill points and keys come from one seeded RNG; the seed is printed, and ``--seed`` replays
 the same schedule (which records are in flight at a kill still depends on timing). Exit status 0 means
 every check passed, 1 that one failed (the problems are printed), 2 a usage or setup error.
@@ -52,6 +58,7 @@ START_LIMIT_S = 60
 FINAL_FLUSH_LIMIT_S = 120
 READ_LIMIT_S = 120
 ACK_LIMIT_S = 60
+GROUP_DRAIN_LIMIT_S = 120
 
 
 class Broker:
@@ -214,6 +221,29 @@ def check(acked, stored):
     return problems
 
 
+def check_group_read(acked, consumed):
+    """Returns the problems found comparing acknowledged records with the group's reads.
+
+    ``acked``: (partition, offset, key, value) per acknowledged record. ``consumed``:
+    (partition, offset) -> value, every record the group member consumed over the run
+    (after each restart it resumes from its committed offsets). Checked: the member read
+    something, and every acknowledged record, at its offset with its value: its commits never
+    skipped a record and it did not stop short of the end.
+    """
+    if acked and not consumed:
+        return [f"the group consumed nothing of {len(acked)} acknowledged records"]
+    problems = []
+    for partition, offset, _, value in acked:
+        got = consumed.get((partition, offset))
+        if got is None:
+            problems.append(f"group missed: acknowledged {value!r} at partition {partition} offset {offset}")
+        elif got != value:
+            problems.append(
+                f"group read {got!r} at partition {partition} offset {offset}, acknowledged {value!r}"
+            )
+    return problems
+
+
 def check_commits(last_acked, sent_since, observed):
     """Returns the problems found comparing the group's commits with the offsets read back.
 
@@ -266,6 +296,7 @@ class GroupConsumer:
         self.commits_failed = 0
         self.since_commit = 0
         self.position = {}
+        self.read = {}
         self.checks = 0
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap,
@@ -291,16 +322,18 @@ class GroupConsumer:
                 self.last_acked[tp.partition] = tp.offset
                 self.sent_since.pop(tp.partition, None)
 
-    def poll(self):
-        """Consumes what is there (without blocking) and commits every `commit_every` records."""
+    def poll(self, timeout=0):
+        """Consumes what is there (waiting up to ``timeout`` for the first record) and commits
+        every `commit_every` records."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        msg = self.consumer.poll(0)
+        msg = self.consumer.poll(timeout)
         while msg is not None:
             if not msg.error():
                 self.consumed += 1
                 self.since_commit += 1
                 self.position[msg.partition()] = msg.offset() + 1
+                self.read[(msg.partition(), msg.offset())] = msg.value()
             msg = self.consumer.poll(0)
         if self.since_commit >= self.commit_every and self.position and not self.in_flight:
             offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.position.items())]
@@ -328,6 +361,17 @@ class GroupConsumer:
         observed = {tp.partition: tp.offset for tp in committed if tp.error is None and tp.offset >= 0}
         self.checks += 1
         return check_commits(self.last_acked, self.sent_since, observed)
+
+    def drain(self, highs):
+        """Consumes, with the broker up for good, until its position reached every partition's
+        high watermark in ``highs``; raises RuntimeError after GROUP_DRAIN_LIMIT_S."""
+        deadline = time.monotonic() + GROUP_DRAIN_LIMIT_S
+        while any(self.position.get(p, 0) < high for p, high in highs.items()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the group did not consume to the high watermarks {highs} within "
+                    f"{GROUP_DRAIN_LIMIT_S} s: positions {dict(sorted(self.position.items()))}")
+            self.poll(0.2)
 
     def close(self):
         self.consumer.close()
@@ -489,6 +533,14 @@ def run(args):
                 raise RuntimeError(f"after the last restart: {commit_problems[0]}")
         stored, highs = read_back(broker.bootstrap, args.partitions)
         if group is not None:
+            consumed_in_cycles = group.consumed
+            drain_began = time.monotonic()
+            group.drain(highs)
+            drain_s = time.monotonic() - drain_began
+            group_problems = check_group_read(acked, group.read)
+            if group_problems:
+                raise RuntimeError(f"after the last restart: {group_problems[0]} "
+                                   f"({len(group_problems)} problems)")
             # While the broker is up: librdkafka's close leaves the group through the
             # coordinator, and with the coordinator gone it can wait for it indefinitely.
             group.close()
@@ -504,7 +556,9 @@ def run(args):
           f"{n_stored} stored (high watermarks {[highs[p] for p in range(args.partitions)]})")
     print(f"restart to ready over {len(ready_times)} starts: {summary(ready_times)}")
     if group is not None:
-        print(f"group consumer: {group.consumed} records consumed, {group.commits_acked} commits acknowledged "
+        print(f"group consumer: {group.consumed} records consumed ({consumed_in_cycles} during the cycles, "
+              f"the rest in {drain_s:.1f} s after the last restart), every acknowledged record among them; "
+              f"{group.commits_acked} commits acknowledged "
               f"({group.commits_failed} refused or failed, retried by the next), committed offsets checked "
               f"after {group.checks} restarts: each the last acknowledged commit or one sent after it; last acknowledged "
               f"{dict(sorted(group.last_acked.items()))}")

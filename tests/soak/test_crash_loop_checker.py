@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from crash_loop import check, check_commits  # noqa: E402
+from crash_loop import check, check_commits, check_group_read  # noqa: E402
 
 
 def sound():
@@ -99,3 +99,37 @@ def test_commit_missing_after_a_restart_is_caught():
 def test_invented_commit_is_caught():
     problems = check_commits({}, {}, {2: 7})
     assert problems and "partition 2" in problems[0], problems
+
+
+def group_read(acked):
+    """What a group member that read every acknowledged record consumed."""
+    return {(p, o): v for (p, o, _, v) in acked}
+
+
+def test_group_that_read_every_acknowledged_record_passes():
+    acked, _ = sound()
+    consumed = group_read(acked)
+    consumed[(0, 3)] = b"c1-r9"  # an unacknowledged record it also read is no fault
+    assert check_group_read(acked, consumed) == []
+
+
+def test_group_that_consumed_nothing_is_caught():
+    acked, _ = sound()
+    problems = check_group_read(acked, {})
+    assert len(problems) == 1 and "consumed nothing" in problems[0], problems
+
+
+def test_group_that_skipped_a_record_is_caught():
+    acked, _ = sound()
+    consumed = group_read(acked)
+    del consumed[(1, 1)]  # a commit past a record the member never read
+    problems = check_group_read(acked, consumed)
+    assert problems == ["group missed: acknowledged b'c0-r3' at partition 1 offset 1"], problems
+
+
+def test_group_that_read_another_value_is_caught():
+    acked, _ = sound()
+    consumed = group_read(acked)
+    consumed[(0, 2)] = b"c9-r9"
+    problems = check_group_read(acked, consumed)
+    assert len(problems) == 1 and "acknowledged b'c1-r0'" in problems[0], problems

@@ -11,12 +11,14 @@
 //!   spawned it ends (`PR_SET_PDEATHSIG`), so a timed-out or panicking test leaves no broker
 //!   behind. When the dropping thread is panicking, the broker's output is printed.
 //! - The harness itself never talks the Kafka protocol; the clients tests use are beside it:
-//!   [`librdkafka`] (helpers for the `rdkafka` crate) and [`raw`] (raw framing over a `TcpStream`).
+//!   [`librdkafka`] (helpers for the `rdkafka` crate), [`raw`] (raw framing over a `TcpStream`),
+//!   [`typed`] (typed requests over it) and [`sasl`] (SASL logins over [`typed`]).
 
 #![allow(dead_code)]
 
 pub mod librdkafka;
 pub mod raw;
+pub mod sasl;
 pub mod typed;
 
 use std::fs::{File, OpenOptions};
