@@ -171,7 +171,9 @@ fn retries_stop_after_max_block() {
         init_producer_id: VecDeque::from(vec![51; 10_000]),
         ..Script::default()
     };
-    let (result, seen) = init_against(script, Duration::from_millis(200));
+    // 2 s of max_block: room for the first try's round trips on a loaded machine, and with
+    // the 10 ms backoff far fewer tries than the script holds.
+    let (result, seen) = init_against(script, Duration::from_secs(2));
     let err = result.expect_err("still CONCURRENT_TRANSACTIONS at the deadline");
     assert_eq!(err.kafka_code(), Some(51), "{err}");
     assert!(err.is_abortable_transaction_error(), "{err}");
