@@ -22,7 +22,7 @@ use crate::consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo,
 };
 use crate::error::{Error, Result};
-use crate::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
+use crate::producer::{Connector, DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use crate::sasl::SaslConfig;
 use crate::tls::{MaybeTls, TlsConfig, TlsConnector};
 use crate::{Offset, SmolRuntime};
@@ -671,25 +671,9 @@ impl Session<'_> {
         topics.push(PROGRESS_TOPIC);
         topics.dedup();
         let leaders = route::leaders(target_admin.connection(), &topics).await?;
-        if config.exactly_once {
-            // One transactional producer talks to `--target` alone: refuse a target whose
-            // leaders are on several brokers at once (I123), rather than restart on
-            // NOT_LEADER_OR_FOLLOWER until the restarts run out.
-            let nodes: std::collections::BTreeSet<&i32> = leaders.leader.values().collect();
-            if nodes.len() > 1 {
-                return Err(Error::InvalidArgument(format!(
-                    "--exactly-once needs every mirrored partition and {PROGRESS_TOPIC} led by \
-                     the one --target broker; this target's leaders are on {} brokers ({}). \
-                     Mirror at-least-once (without --exactly-once) into it",
-                    nodes.len(),
-                    nodes
-                        .iter()
-                        .map(|n| leaders.brokers[n].as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-        } else {
+        if !config.exactly_once {
+            // With --exactly-once the one transactional producer follows the leaders and the
+            // coordinators itself (I162).
             let mut by_node: BTreeMap<i32, usize> = BTreeMap::new();
             for (tp, node) in &leaders.leader {
                 let index = match by_node.get(node) {
@@ -804,12 +788,21 @@ impl Session<'_> {
         Ok(ended)
     }
 
+    /// A producer on the target at `addr`. The transactional one (--exactly-once) is routed:
+    /// `addr` bootstraps it and it connects to every leader and coordinator the target names
+    /// (I162); the at-least-once ones send everything to `addr` (see [`Route`]).
     async fn producer(&self, addr: &str) -> Result<(Producer, smol::Task<()>)> {
-        let (producer, driver) = Producer::new(
-            connect(addr, self.target).await?,
-            self.target.producer.clone(),
-            SmolRuntime,
-        )?;
+        let conn = connect(addr, self.target).await?;
+        let (producer, driver) = if self.config.exactly_once {
+            let clients = self.target.clone();
+            let connector: Connector<TcpStream> = Box::new(move |addr: String| {
+                let clients = clients.clone();
+                Box::pin(async move { connect(&addr, &clients).await })
+            });
+            Producer::new_routed(conn, connector, self.target.producer.clone(), SmolRuntime)?
+        } else {
+            Producer::new(conn, self.target.producer.clone(), SmolRuntime)?
+        };
         Ok((producer, smol::spawn(driver.run())))
     }
 
