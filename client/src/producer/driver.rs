@@ -12,7 +12,10 @@
 //! answered NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE goes back on the ready queue in its
 //! sequence order (same producer id, epoch and sequence: the broker that did not write it
 //! cannot have a copy) and the leaders are asked again after `txn_retry_backoff`; it fails
-//! after retrying for `max_block`.
+//! after retrying for `max_block`. The retry keeps a partition's order with
+//! `max_in_flight_per_partition` 1 (the default). With more, a later batch can reach the new
+//! leader before the retried one: a transactional producer's is refused there
+//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; a plain producer's is written first.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{poll_fn, Future};

@@ -49,8 +49,9 @@ pub(super) struct Links<S> {
     nodes: BTreeMap<i32, Connection<S>>,
     /// Broker id to `host:port`, from Metadata and FindCoordinator answers.
     addrs: BTreeMap<i32, String>,
-    /// Each partition's leader, from the last Metadata answer that named it.
-    leaders: HashMap<(String, i32), i32>,
+    /// Each partition's leader by topic and partition, from the last Metadata answer that
+    /// named it (looked up by `&str`: the dispatch loop asks once per ready batch).
+    leaders: HashMap<String, HashMap<i32, i32>>,
     /// (key type, key) to the coordinator's broker id.
     coordinators: BTreeMap<(i8, String), i32>,
 }
@@ -155,12 +156,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
             if t.partitions.is_empty() {
                 return Err(Error::UnknownTopicOrPartition(topic.to_string()));
             }
+            let leaders = self.leaders.entry(topic.to_string()).or_default();
+            leaders.clear();
             for p in &t.partitions {
-                let key = (topic.to_string(), p.partition_index);
                 if p.leader_id.0 >= 0 {
-                    self.leaders.insert(key, p.leader_id.0);
-                } else {
-                    self.leaders.remove(&key);
+                    leaders.insert(p.partition_index, p.leader_id.0);
                 }
             }
             counts.push(t.partitions.len() as i32);
@@ -174,8 +174,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
         if !self.routed() {
             return Ok(Some(Link::Bootstrap));
         }
-        match self.leaders.get(&(topic.to_string(), partition)) {
-            Some(&id) => self.open(id).await.map(Some),
+        match self.leader_id(topic, partition) {
+            Some(id) => self.open(id).await.map(Some),
             None => Ok(None),
         }
     }
@@ -185,8 +185,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
         if !self.routed() {
             return Some(Link::Bootstrap);
         }
-        let id = *self.leaders.get(&(topic.to_string(), partition))?;
+        let id = self.leader_id(topic, partition)?;
         self.nodes.contains_key(&id).then_some(Link::Node(id))
+    }
+
+    fn leader_id(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.leaders.get(topic)?.get(&partition).copied()
     }
 
     /// Forgets every leader: the next dispatch asks Metadata again.
