@@ -244,6 +244,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
 
     /// Polls the first in-flight request of each connection (a connection answers in order).
     fn poll_in_flight(&mut self, cx: &mut Context<'_>) -> Poll<(usize, Result<ProduceResponse>)> {
+        if !self.links.routed() {
+            // One connection: only its oldest request can be answered next.
+            let Some(front) = self.in_flight.front() else {
+                return Poll::Pending;
+            };
+            return self
+                .links
+                .bootstrap()
+                .poll_receive(cx, &front.ticket)
+                .map(|result| (0, result));
+        }
         let mut polled: Vec<Link> = Vec::new();
         for (i, sent) in self.in_flight.iter().enumerate() {
             if polled.contains(&sent.link) {
