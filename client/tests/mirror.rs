@@ -1231,6 +1231,7 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
         "the leaders never moved: {stderr}"
     );
     assert_eq!(s.cuts.load(SeqCst), 1, "the connections were never cut");
+    assert_eq!(s.reads_not_leader_before_move.load(SeqCst), 0, "{stderr}");
     for (node, accepted) in s.produces_forwarded.iter().enumerate() {
         assert!(accepted.load(SeqCst) > 0, "broker {node} led nothing");
     }
@@ -1278,6 +1279,8 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
     let proxy = ClusterProxy::start(
         &target.addr,
         ProxyPlan {
+            // The progress topic is led by broker 1, not the bootstrap broker 0.
+            leader_shift: 1,
             move_leaders_at: Some(10),
             move_coordinators_at: Some(4),
             ..ProxyPlan::new(3)
@@ -1316,15 +1319,20 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
         v.iter().map(|a| a.load(SeqCst)).collect()
     };
     let (produced, txn) = (load(&c.produces_forwarded), load(&c.txn_forwarded));
+    let reads = load(&c.reads_forwarded);
     let summary = format!(
-        "produce per broker {produced:?}, txn per broker {txn:?}, not_leader {}, \
-         not_coordinator {}",
+        "produce per broker {produced:?}, txn per broker {txn:?}, reads per broker {reads:?}, \
+         not_leader {}, not_coordinator {}, reads not_leader {}",
         c.not_leader.load(SeqCst),
-        c.not_coordinator.load(SeqCst)
+        c.not_coordinator.load(SeqCst),
+        c.reads_not_leader.load(SeqCst)
     );
     eprintln!("{summary}");
     assert_eq!(c.not_leader_before_move.load(SeqCst), 0, "{summary}");
     assert_eq!(c.not_coordinator_before_move.load(SeqCst), 0, "{summary}");
+    // The progress was read from its leader, broker 1; no read reached a wrong broker.
+    assert_eq!(c.reads_not_leader.load(SeqCst), 0, "{summary}");
+    assert!(reads[1] > 0, "{summary}");
     assert_eq!(c.leader_moves.load(SeqCst), 1, "{summary}");
     assert_eq!(c.coordinator_moves.load(SeqCst), 1, "{summary}");
     assert!(c.not_leader.load(SeqCst) > 0, "{summary}");

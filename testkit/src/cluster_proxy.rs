@@ -7,15 +7,17 @@
 //!   (node id = index + 1), and forwards every request of every connection to `upstream` over a
 //!   connection of its own, answers in request order.
 //! - Metadata answers are rewritten: the brokers are the proxy's ports, and partition `p` of
-//!   every topic is led by pretended broker `(p + shift) % nodes`. FindCoordinator answers name
+//!   every topic is led by pretended broker `(p + shift) % nodes` (`shift` starts at
+//!   `leader_shift` and grows by one at each move). FindCoordinator answers name
 //!   pretended broker `txn_coordinator` for transactional ids and `group_coordinator` for
 //!   groups.
 //! - A request that reaches the wrong pretended broker is answered by the proxy, as a real
 //!   follower or non-coordinator would, and is not forwarded: Produce for a partition this
 //!   broker does not lead gets NOT_LEADER_OR_FOLLOWER; InitProducerId, AddPartitionsToTxn,
 //!   AddOffsetsToTxn and EndTxn away from the transaction coordinator, and TxnOffsetCommit away
-//!   from the group coordinator, get NOT_COORDINATOR. (Fetch, ListOffsets and the other group
-//!   requests are forwarded from any port: the clients under test read from one broker.)
+//!   from the group coordinator, get NOT_COORDINATOR; Fetch and ListOffsets for a partition this
+//!   broker does not lead get NOT_LEADER_OR_FOLLOWER for each of their partitions. (The other
+//!   group requests — OffsetCommit, OffsetFetch, ListGroups — are forwarded from any port.)
 //! - Connections are cut ([`ClusterProxy::cut_connections`], or at the
 //!   `cut_connections_at`-th Produce, which is not forwarded).
 //! - Leaders move ([`ClusterProxy::move_leaders`], or at the `move_leaders_at`-th Produce) and
@@ -35,6 +37,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -57,6 +63,8 @@ const MAX_FRAME: usize = 100 * 1024 * 1024;
 pub struct ProxyPlan {
     /// Pretended brokers (ports).
     pub nodes: usize,
+    /// Partition `p` is led by broker `(p + leader_shift) % nodes` at the start.
+    pub leader_shift: usize,
     /// Index of the transaction coordinator at the start.
     pub txn_coordinator: usize,
     /// Index of the group coordinator at the start.
@@ -75,6 +83,7 @@ impl ProxyPlan {
     pub fn new(nodes: usize) -> ProxyPlan {
         ProxyPlan {
             nodes,
+            leader_shift: 0,
             txn_coordinator: 1 % nodes,
             group_coordinator: nodes - 1,
             move_leaders_at: None,
@@ -95,6 +104,12 @@ pub struct Counters {
     pub not_leader: AtomicUsize,
     /// Of those, how many came before any leader moved (a routing mistake of the client).
     pub not_leader_before_move: AtomicUsize,
+    /// Fetch and ListOffsets requests answered NOT_LEADER_OR_FOLLOWER.
+    pub reads_not_leader: AtomicUsize,
+    /// Of those, how many came before any leader moved (a routing mistake).
+    pub reads_not_leader_before_move: AtomicUsize,
+    /// Fetch and ListOffsets requests forwarded, per pretended broker.
+    pub reads_forwarded: Vec<AtomicUsize>,
     /// Transactional requests (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn)
     /// forwarded, per pretended broker.
     pub txn_forwarded: Vec<AtomicUsize>,
@@ -191,14 +206,16 @@ impl ClusterProxy {
         let counters = Counters {
             produces_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             txn_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
+            reads_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             txn_offset_commits_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             ..Counters::default()
         };
+        let leader_shift = plan.leader_shift;
         let shared = Arc::new(Shared {
             upstream: upstream.to_string(),
             ports: ports.clone(),
             plan,
-            shift: AtomicUsize::new(0),
+            shift: AtomicUsize::new(leader_shift),
             coordinator_shift: AtomicUsize::new(0),
             leaders_moved: AtomicBool::new(false),
             coordinators_moved: AtomicBool::new(false),
@@ -330,7 +347,90 @@ fn judge(node: usize, frame: &[u8], shared: &Shared) -> Verdict {
         Verdict::Answer(answer)
     };
     let txn_here = node == shared.txn_coordinator();
+    let read_not_leader = |answer: Vec<u8>| {
+        c.reads_not_leader.fetch_add(1, SeqCst);
+        if !shared.leaders_moved.load(SeqCst) {
+            c.reads_not_leader_before_move.fetch_add(1, SeqCst);
+        }
+        Verdict::Answer(answer)
+    };
     match api_key {
+        FetchRequest::KEY => {
+            let Some((header, request)) = decode::<FetchRequest>(frame) else {
+                return refused();
+            };
+            let wrong = request.topics.iter().any(|t| {
+                t.partitions
+                    .iter()
+                    .any(|p| shared.leader(p.partition) != node)
+            });
+            if !wrong {
+                c.reads_forwarded[node].fetch_add(1, SeqCst);
+                return Verdict::Forward;
+            }
+            let response = FetchResponse::default().with_responses(
+                request
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        PartitionData::default()
+                                            .with_partition_index(p.partition)
+                                            .with_error_code(NOT_LEADER)
+                                            .with_high_watermark(-1)
+                                            .with_last_stable_offset(-1)
+                                            .with_log_start_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+            read_not_leader(encode(header.correlation_id, version, &response))
+        }
+        ListOffsetsRequest::KEY => {
+            let Some((header, request)) = decode::<ListOffsetsRequest>(frame) else {
+                return refused();
+            };
+            let wrong = request.topics.iter().any(|t| {
+                t.partitions
+                    .iter()
+                    .any(|p| shared.leader(p.partition_index) != node)
+            });
+            if !wrong {
+                c.reads_forwarded[node].fetch_add(1, SeqCst);
+                return Verdict::Forward;
+            }
+            let response = ListOffsetsResponse::default().with_topics(
+                request
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        ListOffsetsPartitionResponse::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(NOT_LEADER)
+                                            .with_timestamp(-1)
+                                            .with_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+            read_not_leader(encode(header.correlation_id, version, &response))
+        }
         ProduceRequest::KEY => {
             let Some((header, request)) = decode::<ProduceRequest>(frame) else {
                 return refused();

@@ -26,7 +26,9 @@
 //!   transactional requests to the transaction coordinator, TxnOffsetCommit to the group
 //!   coordinator, each over its own connection; a moved leader or coordinator is looked up
 //!   again and the request retried inside the transaction, without a restart (this replaced
-//!   I123's refusal of such targets).
+//!   I123's refusal of such targets). In both modes the progress is read from the progress
+//!   topic's leader and the stable offsets from each partition's; the group sync still talks
+//!   to the given address only.
 //! - Security (I121): each side's `k=v` settings carry librdkafka's `security.protocol`,
 //!   `sasl.*` and `ssl.*`; every connection of that side runs TLS and SASL with them. A failed
 //!   authentication or a refused certificate ends the run (not retried).
