@@ -1269,7 +1269,8 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
 /// and the transactional requests to the transaction coordinator (a third broker), each over
 /// its own connection (nothing reaches a wrong broker while nothing moves); when every leader
 /// moves mid-transaction and then both coordinators move, NOT_LEADER_OR_FOLLOWER and
-/// NOT_COORDINATOR are retried inside the transaction, without a restart. The target's
+/// NOT_COORDINATOR are retried inside the transaction, without a restart. The progress is read
+/// from its leader and the group's offsets are synced at its coordinator. The target's
 /// read_committed view is the source's records exactly once, in order, and a source group's
 /// position arrives translated onto the same record (I162, I84).
 #[test]
@@ -1279,8 +1280,10 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
     let proxy = ClusterProxy::start(
         &target.addr,
         ProxyPlan {
-            // The progress topic is led by broker 1, not the bootstrap broker 0.
+            // The progress topic is led by broker 1, not the bootstrap broker 0; both
+            // coordinators are broker 1, then broker 2.
             leader_shift: 1,
+            group_coordinator: 1,
             move_leaders_at: Some(10),
             move_coordinators_at: Some(4),
             ..ProxyPlan::new(3)
@@ -1319,9 +1322,10 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
         v.iter().map(|a| a.load(SeqCst)).collect()
     };
     let (produced, txn) = (load(&c.produces_forwarded), load(&c.txn_forwarded));
-    let reads = load(&c.reads_forwarded);
+    let (reads, group) = (load(&c.reads_forwarded), load(&c.group_offsets_forwarded));
     let summary = format!(
         "produce per broker {produced:?}, txn per broker {txn:?}, reads per broker {reads:?}, \
+         group offsets per broker {group:?}, \
          not_leader {}, not_coordinator {}, reads not_leader {}",
         c.not_leader.load(SeqCst),
         c.not_coordinator.load(SeqCst),
@@ -1333,6 +1337,9 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
     // The progress was read from its leader, broker 1; no read reached a wrong broker.
     assert_eq!(c.reads_not_leader.load(SeqCst), 0, "{summary}");
     assert!(reads[1] > 0, "{summary}");
+    // The group's offsets were fetched and committed at its coordinator, broker 2 by then.
+    assert_eq!(group[0], 0, "{summary}");
+    assert!(group[2] > 0, "{summary}");
     assert_eq!(c.leader_moves.load(SeqCst), 1, "{summary}");
     assert_eq!(c.coordinator_moves.load(SeqCst), 1, "{summary}");
     assert!(c.not_leader.load(SeqCst) > 0, "{summary}");

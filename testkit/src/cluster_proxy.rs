@@ -16,8 +16,9 @@
 //!   broker does not lead gets NOT_LEADER_OR_FOLLOWER; InitProducerId, AddPartitionsToTxn,
 //!   AddOffsetsToTxn and EndTxn away from the transaction coordinator, and TxnOffsetCommit away
 //!   from the group coordinator, get NOT_COORDINATOR; Fetch and ListOffsets for a partition this
-//!   broker does not lead get NOT_LEADER_OR_FOLLOWER for each of their partitions. (The other
-//!   group requests — OffsetCommit, OffsetFetch, ListGroups — are forwarded from any port.)
+//!   broker does not lead get NOT_LEADER_OR_FOLLOWER for each of their partitions; OffsetCommit
+//!   and OffsetFetch away from the group coordinator get NOT_COORDINATOR. (The other group
+//!   requests — membership, ListGroups, DescribeGroups — are forwarded from any port.)
 //! - Connections are cut ([`ClusterProxy::cut_connections`], or at the
 //!   `cut_connections_at`-th Produce, which is not forwarded).
 //! - Leaders move ([`ClusterProxy::move_leaders`], or at the `move_leaders_at`-th Produce) and
@@ -42,6 +43,10 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -115,6 +120,8 @@ pub struct Counters {
     pub txn_forwarded: Vec<AtomicUsize>,
     /// TxnOffsetCommit requests forwarded, per pretended broker.
     pub txn_offset_commits_forwarded: Vec<AtomicUsize>,
+    /// OffsetCommit and OffsetFetch requests forwarded, per pretended broker.
+    pub group_offsets_forwarded: Vec<AtomicUsize>,
     /// Requests answered NOT_COORDINATOR.
     pub not_coordinator: AtomicUsize,
     /// Of those, how many came before any coordinator moved (a routing mistake).
@@ -207,6 +214,7 @@ impl ClusterProxy {
             produces_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             txn_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             reads_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
+            group_offsets_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             txn_offset_commits_forwarded: (0..plan.nodes).map(|_| AtomicUsize::new(0)).collect(),
             ..Counters::default()
         };
@@ -354,7 +362,65 @@ fn judge(node: usize, frame: &[u8], shared: &Shared) -> Verdict {
         }
         Verdict::Answer(answer)
     };
+    let group_here = node == shared.group_coordinator();
     match api_key {
+        OffsetCommitRequest::KEY => {
+            let Some((header, request)) = decode::<OffsetCommitRequest>(frame) else {
+                return refused();
+            };
+            if group_here {
+                c.group_offsets_forwarded[node].fetch_add(1, SeqCst);
+                return Verdict::Forward;
+            }
+            let response = OffsetCommitResponse::default().with_topics(
+                request
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(NOT_COORDINATOR)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+            not_coordinator(encode(header.correlation_id, version, &response))
+        }
+        OffsetFetchRequest::KEY => {
+            let Some((header, request)) = decode::<OffsetFetchRequest>(frame) else {
+                return refused();
+            };
+            if group_here {
+                c.group_offsets_forwarded[node].fetch_add(1, SeqCst);
+                return Verdict::Forward;
+            }
+            // v8+ answers per group; older versions carry one top-level error.
+            let response = if version >= 8 {
+                OffsetFetchResponse::default().with_groups(
+                    request
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            OffsetFetchResponseGroup::default()
+                                .with_group_id(g.group_id.clone())
+                                .with_error_code(NOT_COORDINATOR)
+                        })
+                        .collect(),
+                )
+            } else {
+                OffsetFetchResponse::default().with_error_code(NOT_COORDINATOR)
+            };
+            not_coordinator(encode(header.correlation_id, version, &response))
+        }
         FetchRequest::KEY => {
             let Some((header, request)) = decode::<FetchRequest>(frame) else {
                 return refused();

@@ -27,8 +27,8 @@
 //!   coordinator, each over its own connection; a moved leader or coordinator is looked up
 //!   again and the request retried inside the transaction, without a restart (this replaced
 //!   I123's refusal of such targets). In both modes the progress is read from the progress
-//!   topic's leader and the stable offsets from each partition's; the group sync still talks
-//!   to the given address only.
+//!   topic's leader and the stable offsets from each partition's, and each group is synced
+//!   at its coordinator.
 //! - Security (I121): each side's `k=v` settings carry librdkafka's `security.protocol`,
 //!   `sasl.*` and `ssl.*`; every connection of that side runs TLS and SASL with them. A failed
 //!   authentication or a refused certificate ends the run (not retried).

@@ -827,9 +827,11 @@ impl Session<'_> {
         target: &mut Admin<TcpStream>,
         map: &OffsetMap,
     ) -> Result<()> {
+        let clients = self.target;
         let synced = groups::sync_groups(
             source.connection(),
             target.connection(),
+            |addr: String| async move { connect(&addr, clients).await },
             &self.config.groups,
             map,
         )
