@@ -334,7 +334,10 @@ fn encode<R: Encodable + HeaderVersion>(correlation_id: i32, version: i16, body:
 /// What to do with one request.
 enum Verdict {
     Forward,
+    /// The proxy's own answer (empty when it could not be encoded: the connection closes).
     Answer(Vec<u8>),
+    /// Refused without an answer (an acks=0 Produce at a non-leader).
+    Drop,
     Close,
 }
 
@@ -523,7 +526,7 @@ fn judge(node: usize, frame: &[u8], shared: &Shared) -> Verdict {
                 c.not_leader_before_move.fetch_add(1, SeqCst);
             }
             if request.acks == 0 {
-                return Verdict::Answer(Vec::new());
+                return Verdict::Drop;
             }
             let response = ProduceResponse::default().with_responses(
                 request
@@ -704,9 +707,9 @@ fn serve(node: usize, client: TcpStream, shared: &Arc<Shared>) {
         let version = i16::from_be_bytes([frame[2], frame[3]]);
         match judge(node, &frame, shared) {
             Verdict::Close => break,
+            Verdict::Drop => continue,
             Verdict::Answer(answer) => {
-                // acks=0 Produce: no answer expected.
-                if !answer.is_empty() && tx.send(Reply::Own(answer)).is_err() {
+                if answer.is_empty() || tx.send(Reply::Own(answer)).is_err() {
                     break;
                 }
                 continue;
