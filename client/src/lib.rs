@@ -68,7 +68,7 @@ pub use consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo, TopicPartition,
 };
 pub use producer::{
-    Acks, ConsumerGroupMetadata, Delivery, Producer, ProducerConfig, ProducerRecord,
+    Acks, Connector, ConsumerGroupMetadata, Delivery, Producer, ProducerConfig, ProducerRecord,
 };
 pub use runtime::Runtime;
 #[cfg(feature = "smol")]

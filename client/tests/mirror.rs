@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use minikafka_client::configs::{ConfigResource, ConfigSource};
 use minikafka_client::group::admin::{commit_offsets_checked, fetch_offsets, Committer};
 use minikafka_client::{
-    admin, Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, ConsumerRecord,
-    GroupConfig, GroupConsumer, IsolationLevel, Offset, OffsetReset, OffsetSpec, Producer,
-    ProducerConfig, ProducerRecord, SmolRuntime, TopicPartition,
+    admin, Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, ConsumerGroupMetadata,
+    ConsumerRecord, GroupConfig, GroupConsumer, IsolationLevel, Offset, OffsetReset, OffsetSpec,
+    Producer, ProducerConfig, ProducerRecord, SmolRuntime, TopicPartition,
 };
+use minikafka_testkit::cluster_proxy::{ClusterProxy, ProxyPlan};
 use smol::net::TcpStream;
+use std::sync::atomic::Ordering::SeqCst;
 
 /// A kfake-runner process on an ephemeral port with its own data directory; killed on drop.
 struct Kfake {
@@ -1166,309 +1168,6 @@ fn security_on_both_sides_ssl_with_a_client_certificate_into_sasl_ssl_scram() {
     }
 }
 
-/// A test double for a target of several brokers, since none exists here (kfake-runner is one
-/// broker): a TCP proxy with one port per pretended broker, all in front of one real minikafka.
-/// It rewrites Metadata (and FindCoordinator) answers so that partition `p` of every topic is
-/// led by pretended broker `(p + shift) % nodes`, each advertised at its own proxy port, and
-/// answers a Produce that reaches a port not leading one of its partitions with
-/// NOT_LEADER_OR_FOLLOWER, as a real follower would. On the `flip_at`-th Produce request every
-/// leader moves (`shift` + 1); on the `drop_at`-th every proxied connection is cut.
-mod leader_proxy {
-    use std::io::{Read, Write};
-    use std::net::{Shutdown, TcpListener, TcpStream};
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-    use std::sync::{mpsc, Arc, Mutex};
-
-    use bytes::{Bytes, BytesMut};
-    use kafka_protocol::messages::produce_response::{
-        PartitionProduceResponse, TopicProduceResponse,
-    };
-    use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-
-    /// What the proxy saw and did.
-    #[derive(Default)]
-    pub struct Shared {
-        upstream: String,
-        ports: Vec<u16>,
-        flip_at: usize,
-        drop_at: usize,
-        shift: AtomicUsize,
-        flipped: AtomicBool,
-        /// Produce requests seen.
-        pub produces: AtomicUsize,
-        /// Produce requests forwarded, per pretended broker.
-        pub accepted: Vec<AtomicUsize>,
-        /// Produce requests answered NOT_LEADER_OR_FOLLOWER.
-        pub misrouted: AtomicUsize,
-        /// Of those, how many came before any leader moved (a routing mistake).
-        pub misrouted_before_flip: AtomicUsize,
-        /// Times every connection was cut.
-        pub drops: AtomicUsize,
-        conns: Mutex<Vec<TcpStream>>,
-    }
-
-    impl Shared {
-        fn leader(&self, partition: i32) -> usize {
-            (partition as usize + self.shift.load(SeqCst)) % self.ports.len()
-        }
-    }
-
-    /// The running proxy; its threads end with the test process.
-    pub struct Proxy {
-        /// `127.0.0.1:PORT` of each pretended broker (node id = index + 1).
-        pub addrs: Vec<String>,
-        /// Counters.
-        pub shared: Arc<Shared>,
-    }
-
-    impl Proxy {
-        pub fn start(upstream: &str, nodes: usize, flip_at: usize, drop_at: usize) -> Proxy {
-            let listeners: Vec<TcpListener> = (0..nodes)
-                .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-                .collect();
-            let ports: Vec<u16> = listeners
-                .iter()
-                .map(|l| l.local_addr().expect("addr").port())
-                .collect();
-            let shared = Arc::new(Shared {
-                upstream: upstream.to_string(),
-                ports: ports.clone(),
-                flip_at,
-                drop_at,
-                accepted: (0..nodes).map(|_| AtomicUsize::new(0)).collect(),
-                ..Shared::default()
-            });
-            for (node, listener) in listeners.into_iter().enumerate() {
-                let shared = Arc::clone(&shared);
-                std::thread::spawn(move || {
-                    for client in listener.incoming().flatten() {
-                        let shared = Arc::clone(&shared);
-                        std::thread::spawn(move || serve(node, client, &shared));
-                    }
-                });
-            }
-            Proxy {
-                addrs: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
-                shared,
-            }
-        }
-    }
-
-    fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len)?;
-        let mut frame = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
-        s.read_exact(&mut frame)?;
-        Ok(frame)
-    }
-
-    fn write_frame(s: &mut TcpStream, frame: &[u8]) -> std::io::Result<()> {
-        s.write_all(&(frame.len() as i32).to_be_bytes())?;
-        s.write_all(frame)
-    }
-
-    /// What the client gets next, in request order.
-    enum Reply {
-        /// The real broker's answer to a forwarded request.
-        Upstream { api_key: i16, version: i16 },
-        /// The proxy's own answer.
-        Own(Vec<u8>),
-    }
-
-    fn serve(node: usize, client: TcpStream, shared: &Arc<Shared>) {
-        let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
-            return;
-        };
-        let _ = client.set_nodelay(true);
-        let _ = upstream.set_nodelay(true);
-        {
-            let mut conns = shared.conns.lock().expect("lock");
-            conns.push(client.try_clone().expect("clone"));
-            conns.push(upstream.try_clone().expect("clone"));
-        }
-        let (tx, rx) = mpsc::channel::<Reply>();
-        let (mut to_client, mut from_upstream) = (
-            client.try_clone().expect("clone"),
-            upstream.try_clone().expect("clone"),
-        );
-        let writer_shared = Arc::clone(shared);
-        std::thread::spawn(move || {
-            for reply in rx {
-                let frame = match reply {
-                    Reply::Own(frame) => frame,
-                    Reply::Upstream { api_key, version } => match read_frame(&mut from_upstream) {
-                        Ok(frame) => rewrite(&writer_shared, api_key, version, frame),
-                        Err(_) => break,
-                    },
-                };
-                if write_frame(&mut to_client, &frame).is_err() {
-                    break;
-                }
-            }
-            let _ = to_client.shutdown(Shutdown::Both);
-        });
-        let (mut client, mut upstream) = (client, upstream);
-        while let Ok(frame) = read_frame(&mut client) {
-            if frame.len() < 8 {
-                break;
-            }
-            let api_key = i16::from_be_bytes([frame[0], frame[1]]);
-            let version = i16::from_be_bytes([frame[2], frame[3]]);
-            if api_key == ProduceRequest::KEY {
-                let seen = shared.produces.fetch_add(1, SeqCst) + 1;
-                if seen == shared.flip_at {
-                    shared.shift.fetch_add(1, SeqCst);
-                    shared.flipped.store(true, SeqCst);
-                }
-                if seen == shared.drop_at {
-                    shared.drops.fetch_add(1, SeqCst);
-                    for c in shared.conns.lock().expect("lock").drain(..) {
-                        let _ = c.shutdown(Shutdown::Both);
-                    }
-                    break;
-                }
-                let mut buf = Bytes::from(frame.clone());
-                let header =
-                    RequestHeader::decode(&mut buf, ProduceRequest::header_version(version))
-                        .expect("produce header");
-                let request = ProduceRequest::decode(&mut buf, version).expect("produce body");
-                let wrong = request.topic_data.iter().any(|t| {
-                    t.partition_data
-                        .iter()
-                        .any(|p| shared.leader(p.index) != node)
-                });
-                if wrong {
-                    shared.misrouted.fetch_add(1, SeqCst);
-                    if !shared.flipped.load(SeqCst) {
-                        shared.misrouted_before_flip.fetch_add(1, SeqCst);
-                    }
-                    if request.acks != 0 {
-                        let _ = tx.send(Reply::Own(not_leader(&header, &request, version)));
-                    }
-                    continue;
-                }
-                shared.accepted[node].fetch_add(1, SeqCst);
-            }
-            if write_frame(&mut upstream, &frame).is_err() {
-                break;
-            }
-            let acks_zero = api_key == ProduceRequest::KEY && frame_acks_zero(&frame, version);
-            if !acks_zero && tx.send(Reply::Upstream { api_key, version }).is_err() {
-                break;
-            }
-        }
-        let _ = upstream.shutdown(Shutdown::Both);
-        let _ = client.shutdown(Shutdown::Both);
-    }
-
-    fn frame_acks_zero(frame: &[u8], version: i16) -> bool {
-        let mut buf = Bytes::from(frame.to_vec());
-        RequestHeader::decode(&mut buf, ProduceRequest::header_version(version))
-            .ok()
-            .and_then(|_| ProduceRequest::decode(&mut buf, version).ok())
-            .is_some_and(|r| r.acks == 0)
-    }
-
-    fn encode<R: Encodable + HeaderVersion>(
-        correlation_id: i32,
-        version: i16,
-        body: &R,
-    ) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        ResponseHeader::default()
-            .with_correlation_id(correlation_id)
-            .encode(&mut out, R::header_version(version))
-            .expect("header");
-        body.encode(&mut out, version).expect("body");
-        out.to_vec()
-    }
-
-    /// NOT_LEADER_OR_FOLLOWER (6) for every partition of the request.
-    fn not_leader(header: &RequestHeader, request: &ProduceRequest, version: i16) -> Vec<u8> {
-        let response = ProduceResponse::default().with_responses(
-            request
-                .topic_data
-                .iter()
-                .map(|t| {
-                    TopicProduceResponse::default()
-                        .with_name(t.name.clone())
-                        .with_partition_responses(
-                            t.partition_data
-                                .iter()
-                                .map(|p| {
-                                    PartitionProduceResponse::default()
-                                        .with_index(p.index)
-                                        .with_error_code(6)
-                                        .with_base_offset(-1)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        );
-        encode(header.correlation_id, version, &response)
-    }
-
-    /// Metadata: the pretended brokers and leaders; FindCoordinator: the first pretended
-    /// broker. Other answers pass unchanged.
-    fn rewrite(shared: &Shared, api_key: i16, version: i16, frame: Vec<u8>) -> Vec<u8> {
-        let node_id = |i: usize| BrokerId(i as i32 + 1);
-        if api_key == MetadataRequest::KEY {
-            let mut buf = Bytes::from(frame);
-            let header =
-                ResponseHeader::decode(&mut buf, MetadataResponse::header_version(version))
-                    .expect("metadata header");
-            let mut response = MetadataResponse::decode(&mut buf, version).expect("metadata");
-            response.brokers = shared
-                .ports
-                .iter()
-                .enumerate()
-                .map(|(i, port)| {
-                    metadata_response::MetadataResponseBroker::default()
-                        .with_node_id(node_id(i))
-                        .with_host(StrBytes::from_static_str("127.0.0.1"))
-                        .with_port(i32::from(*port))
-                })
-                .collect();
-            response.controller_id = node_id(0);
-            for t in &mut response.topics {
-                for p in &mut t.partitions {
-                    let leader = node_id(shared.leader(p.partition_index));
-                    p.leader_id = leader;
-                    p.replica_nodes = vec![leader];
-                    p.isr_nodes = vec![leader];
-                }
-            }
-            return encode(header.correlation_id, version, &response);
-        }
-        if api_key == FindCoordinatorRequest::KEY {
-            let mut buf = Bytes::from(frame);
-            let header =
-                ResponseHeader::decode(&mut buf, FindCoordinatorResponse::header_version(version))
-                    .expect("find coordinator header");
-            let mut response =
-                FindCoordinatorResponse::decode(&mut buf, version).expect("find coordinator");
-            let host = StrBytes::from_static_str("127.0.0.1");
-            let port = i32::from(shared.ports[0]);
-            if response.error_code == 0 {
-                response.node_id = node_id(0);
-                response.host = host.clone();
-                response.port = port;
-            }
-            for c in &mut response.coordinators {
-                if c.error_code == 0 {
-                    c.node_id = node_id(0);
-                    c.host = host.clone();
-                    c.port = port;
-                }
-            }
-            return encode(header.correlation_id, version, &response);
-        }
-        frame
-    }
-}
-
 /// Is `target` the source's records once each, in order, with runs repeated (at-least-once
 /// re-copies after a restart)? Returns the number of repeated records.
 fn duplicates_of_in_order(source: &[usize], target: &[usize]) -> usize {
@@ -1490,22 +1189,30 @@ fn duplicates_of_in_order(source: &[usize], target: &[usize]) -> usize {
     repeated
 }
 
-/// A target of two brokers (the proxy above): the at-least-once mirror sends each partition to
-/// its leader over its own connection (no Produce reaches a non-leader while leaders stay put),
-/// leaders that move mid-stream answer NOT_LEADER_OR_FOLLOWER and the session restarts with the
-/// new leaders, every connection cut mid-stream restarts it too; nothing is lost, order is kept
-/// and repeats are bounded by one window per restart (I86). `--exactly-once` into that target
-/// is refused at once with the reason, not retried (I123).
+/// A target of two brokers (the test kit's `ClusterProxy` in front of one minikafka, since no
+/// multi-broker Kafka exists here): the at-least-once mirror sends each partition to its leader
+/// over its own connection (no Produce reaches a non-leader while leaders stay put), leaders
+/// that move mid-stream answer NOT_LEADER_OR_FOLLOWER and the session restarts with the new
+/// leaders, every connection cut mid-stream restarts it too; nothing is lost, order is kept and
+/// repeats are bounded by one window per restart (I86).
 #[test]
 fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothing() {
     let source = common::Broker::start();
     let target = common::Broker::start();
-    let proxy = leader_proxy::Proxy::start(&target.addr, 2, 8, 40);
+    let proxy = ClusterProxy::start(
+        &target.addr,
+        ProxyPlan {
+            move_leaders_at: Some(8),
+            cut_connections_at: Some(40),
+            ..ProxyPlan::new(2)
+        },
+    )
+    .expect("proxy");
     let (n, partitions, window) = (20_000, 4, 500);
     smol::block_on(produce_events(&source.addr, "spread", partitions, n));
     let window_arg = window.to_string();
     let limit = Duration::from_secs(120);
-    let mut args = mirror_args(
+    let args = mirror_args(
         &source.addr,
         &proxy.addrs[0],
         &["--once", "--batch-records", &window_arg],
@@ -1517,15 +1224,15 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
     );
     assert!(out.status.success(), "{report}\n{stderr}");
     eprintln!("{report}{stderr}");
-    let s = &proxy.shared;
-    use std::sync::atomic::Ordering::SeqCst;
-    assert_eq!(s.misrouted_before_flip.load(SeqCst), 0, "{stderr}");
+    let s = proxy.counters();
+    assert_eq!(s.not_leader_before_move.load(SeqCst), 0, "{stderr}");
     assert!(
-        s.misrouted.load(SeqCst) > 0,
+        s.not_leader.load(SeqCst) > 0,
         "the leaders never moved: {stderr}"
     );
-    assert_eq!(s.drops.load(SeqCst), 1, "the connections were never cut");
-    for (node, accepted) in s.accepted.iter().enumerate() {
+    assert_eq!(s.cuts.load(SeqCst), 1, "the connections were never cut");
+    assert_eq!(s.reads_not_leader_before_move.load(SeqCst), 0, "{stderr}");
+    for (node, accepted) in s.produces_forwarded.iter().enumerate() {
         assert!(accepted.load(SeqCst) > 0, "broker {node} led nothing");
     }
     let restarts: usize = report
@@ -1555,15 +1262,208 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
             );
         }
     });
-    args.push("--exactly-once".into());
-    let out = mk_bounded(&args, limit);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("--exactly-once needs every mirrored partition"),
-        "{stderr}"
+}
+
+/// `--exactly-once` into a target of three brokers (the test kit's `ClusterProxy` in front of
+/// one minikafka): the one transactional producer sends each partition's records to its leader
+/// and the transactional requests to the transaction coordinator (a third broker), each over
+/// its own connection (nothing reaches a wrong broker while nothing moves); when every leader
+/// moves mid-transaction and then both coordinators move, NOT_LEADER_OR_FOLLOWER and
+/// NOT_COORDINATOR are retried inside the transaction, without a restart. The progress is read
+/// from its leader and the group's offsets are synced at its coordinator. The target's
+/// read_committed view is the source's records exactly once, in order, and a source group's
+/// position arrives translated onto the same record (I162, I84).
+#[test]
+fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
+    let source = common::Broker::start();
+    let target = common::Broker::start();
+    let proxy = ClusterProxy::start(
+        &target.addr,
+        ProxyPlan {
+            // The progress topic is led by broker 1, not the bootstrap broker 0; both
+            // coordinators are broker 1, then broker 2.
+            leader_shift: 1,
+            group_coordinator: 1,
+            move_leaders_at: Some(10),
+            move_coordinators_at: Some(4),
+            ..ProxyPlan::new(3)
+        },
+    )
+    .expect("proxy");
+    let (n, partitions) = (6_000, 3);
+    let tp1 = TopicPartition::new("eos3", 1);
+    smol::block_on(async {
+        produce_events(&source.addr, "eos3", partitions, n).await;
+        let mut src = connection(&source.addr).await;
+        let committed = BTreeMap::from([(tp1.clone(), Offset(700))]);
+        commit_offsets_checked(&mut src, "readers", &Committer::admin(), &committed)
+            .await
+            .expect("commit on the source");
+    });
+    let args = mirror_args(
+        &source.addr,
+        &proxy.addrs[0],
+        &["--once", "--exactly-once", "--batch-records", "500"],
     );
-    assert!(!stderr.contains("restarting"), "{stderr}");
+    let out = mk_bounded(&args, Duration::from_secs(120));
+    let (report, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{report}\n{stderr}");
+    eprintln!("{report}{stderr}");
+    // The report names restarts only when there were some; stderr says each.
+    assert!(
+        !report.contains("restarts after retriable errors") && !stderr.contains("restarting"),
+        "moves are retried inside the transaction, not by a restart: {report}{stderr}"
+    );
+    let c = proxy.counters();
+    let load = |v: &[std::sync::atomic::AtomicUsize]| -> Vec<usize> {
+        v.iter().map(|a| a.load(SeqCst)).collect()
+    };
+    let (produced, txn) = (load(&c.produces_forwarded), load(&c.txn_forwarded));
+    let (reads, group) = (load(&c.reads_forwarded), load(&c.group_offsets_forwarded));
+    let summary = format!(
+        "produce per broker {produced:?}, txn per broker {txn:?}, reads per broker {reads:?}, \
+         group offsets per broker {group:?}, \
+         not_leader {}, not_coordinator {}, reads not_leader {}",
+        c.not_leader.load(SeqCst),
+        c.not_coordinator.load(SeqCst),
+        c.reads_not_leader.load(SeqCst)
+    );
+    eprintln!("{summary}");
+    assert_eq!(c.not_leader_before_move.load(SeqCst), 0, "{summary}");
+    assert_eq!(c.not_coordinator_before_move.load(SeqCst), 0, "{summary}");
+    // The progress was read from its leader, broker 1; no read reached a wrong broker.
+    assert_eq!(c.reads_not_leader.load(SeqCst), 0, "{summary}");
+    assert!(reads[1] > 0, "{summary}");
+    // The group's offsets were fetched and committed at its coordinator, broker 2 by then.
+    assert_eq!(group[0], 0, "{summary}");
+    assert!(group[2] > 0, "{summary}");
+    assert_eq!(c.leader_moves.load(SeqCst), 1, "{summary}");
+    assert_eq!(c.coordinator_moves.load(SeqCst), 1, "{summary}");
+    assert!(c.not_leader.load(SeqCst) > 0, "{summary}");
+    assert!(c.not_coordinator.load(SeqCst) > 0, "{summary}");
+    assert!(produced.iter().all(|&p| p > 0), "{summary}");
+    // The transaction coordinator was broker 1, then broker 2; never the bootstrap broker 0.
+    assert_eq!(txn[0], 0, "{summary}");
+    assert!(txn[1] > 0 && txn[2] > 0, "{summary}");
+    assert_eq!(c.refused_frames.load(SeqCst), 0, "{summary}");
+    smol::block_on(async {
+        for p in 0..partitions {
+            let tp = TopicPartition::new("eos3", p);
+            let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
+                .await
+                .iter()
+                .map(seq)
+                .collect();
+            let b = read_all(&target.addr, &tp, IsolationLevel::ReadCommitted).await;
+            assert_eq!(a.len(), n / partitions as usize);
+            assert_eq!(b.iter().map(seq).collect::<Vec<_>>(), a, "{tp}");
+            if p == 1 {
+                // Source offset 700 is seq 2101; the translated target offset names it.
+                let mut tgt = connection(&target.addr).await;
+                let on_target = fetch_offsets(&mut tgt, "readers", None)
+                    .await
+                    .expect("fetch on the target");
+                let at = on_target[&tp1];
+                let record = b.iter().find(|r| r.offset == at).expect("a record there");
+                assert_eq!(seq(record), a[700], "{report}");
+            }
+        }
+    });
+}
+
+/// The routed transactional producer through the client API (I162): TxnOffsetCommit goes to
+/// the group coordinator (a broker of its own), the other transactional requests to the
+/// transaction coordinator, Produce to the leaders; after leaders and coordinators move
+/// between two transactions, the next one meets NOT_LEADER_OR_FOLLOWER and NOT_COORDINATOR,
+/// follows them and commits. Records and the group's offset arrive once each.
+#[test]
+fn a_routed_transactional_producer_commits_offsets_at_the_group_coordinator() {
+    let target = common::Broker::start();
+    let proxy = ClusterProxy::start(&target.addr, ProxyPlan::new(3)).expect("proxy");
+    let input = TopicPartition::new("in", 0);
+    smol::block_on(async {
+        let mut admin = Admin::new(connection(&target.addr).await);
+        admin.create_topic("in", 1, &[]).await.expect("create in");
+        admin.create_topic("out", 3, &[]).await.expect("create out");
+        let connector: minikafka_client::Connector<TcpStream> =
+            Box::new(|addr: String| Box::pin(async move { Ok(connection(&addr).await) }));
+        let config = ProducerConfig {
+            transactional_id: Some("routed-1".into()),
+            ..ProducerConfig::default()
+        };
+        let (producer, driver) = Producer::new_routed(
+            connection(&proxy.addrs[0]).await,
+            connector,
+            config,
+            SmolRuntime,
+        )
+        .expect("producer");
+        let task = smol::spawn(driver.run());
+        producer.init_transactions().await.expect("init");
+        let rounds = 4;
+        for round in 0..rounds {
+            if round == 2 {
+                proxy.move_leaders();
+                proxy.move_coordinators();
+            }
+            producer.begin_transaction().await.expect("begin");
+            let mut sent = Vec::new();
+            for i in 0..30 {
+                let r = ProducerRecord::new("out", format!("{round}-{i}")).with_partition(i % 3);
+                sent.push(producer.send(r).await.expect("send"));
+            }
+            let offsets = BTreeMap::from([(input.clone(), Offset(10 * (round + 1)))]);
+            producer
+                .send_offsets_to_transaction(offsets, ConsumerGroupMetadata::new("g"))
+                .await
+                .expect("send offsets");
+            producer.commit_transaction().await.expect("commit");
+            for d in sent {
+                d.await.expect("delivered");
+            }
+        }
+        drop(producer);
+        task.await;
+        let c = proxy.counters();
+        let summary =
+            format!(
+            "produce {:?}, txn {:?}, txn offset commits {:?}, not_leader {}, not_coordinator {}",
+            c.produces_forwarded, c.txn_forwarded, c.txn_offset_commits_forwarded,
+            c.not_leader.load(SeqCst), c.not_coordinator.load(SeqCst)
+        );
+        assert_eq!(c.not_leader_before_move.load(SeqCst), 0, "{summary}");
+        assert_eq!(c.not_coordinator_before_move.load(SeqCst), 0, "{summary}");
+        assert!(c.not_leader.load(SeqCst) > 0, "{summary}");
+        assert!(c.not_coordinator.load(SeqCst) > 0, "{summary}");
+        // The group coordinator was broker 2, then broker 0.
+        let commits: Vec<usize> = c
+            .txn_offset_commits_forwarded
+            .iter()
+            .map(|a| a.load(SeqCst))
+            .collect();
+        assert_eq!(commits, vec![2, 0, 2], "{summary}");
+        let mut tgt = connection(&target.addr).await;
+        let on_target = fetch_offsets(&mut tgt, "g", None).await.expect("fetch");
+        assert_eq!(on_target[&input], Offset(10 * rounds), "{summary}");
+        for p in 0..3 {
+            let tp = TopicPartition::new("out", p);
+            let got = read_all(&target.addr, &tp, IsolationLevel::ReadCommitted).await;
+            let mut want = Vec::new();
+            for round in 0..rounds {
+                for i in (p..30).step_by(3) {
+                    want.push(format!("{round}-{i}"));
+                }
+            }
+            let got: Vec<String> = got
+                .iter()
+                .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into())
+                .collect();
+            assert_eq!(got, want, "{tp}");
+        }
+    });
 }
 
 /// Fetches `GET path` from the metrics endpoint: the status line and the body.

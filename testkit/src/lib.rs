@@ -20,8 +20,11 @@
 //!   planned.
 //! - [`log`]: the partition log suites, one module per suite (basics, recovery, coalescing,
 //!   producers, time index, faults), and [`log_suite_tests!`].
+//! - [`cluster_proxy`]: [`cluster_proxy::ClusterProxy`], a pretend cluster of several brokers
+//!   in front of one real broker, for clients that must follow leaders and coordinators.
 
 pub mod backend;
 pub mod check;
+pub mod cluster_proxy;
 pub mod fault;
 pub mod log;

@@ -1,7 +1,10 @@
 //! Consumer positions: committed group offsets on the source, translated through the offset map
-//! and committed on the target for groups with no member there (I85).
+//! and committed on the target for groups with no member there (I85). Each group is read and
+//! committed at its coordinator on the target, as FindCoordinator names it (I162): on a cluster
+//! only that broker knows the group's state and offsets.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use super::Stream as TcpStream;
 use kafka_protocol::ResponseError;
@@ -31,13 +34,21 @@ pub struct GroupSync {
 }
 
 /// Syncs every source group matching `groups` whose commits touch a mirrored partition.
-pub async fn sync_groups(
+/// `target` answers FindCoordinator; `connect` opens a connection to a coordinator's
+/// `host:port` (one per coordinator and call).
+pub async fn sync_groups<F, Fut>(
     source: &mut Connection<TcpStream>,
     target: &mut Connection<TcpStream>,
+    connect: F,
     groups: &Regex,
     map: &OffsetMap,
-) -> Result<Vec<GroupSync>> {
+) -> Result<Vec<GroupSync>>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<Connection<TcpStream>>>,
+{
     let mut out = Vec::new();
+    let mut coordinators: BTreeMap<String, Connection<TcpStream>> = BTreeMap::new();
     for listed in group_admin::list_groups(source).await? {
         if !groups.is_match(&listed.group_id) {
             continue;
@@ -62,7 +73,23 @@ pub async fn sync_groups(
         if translated.is_empty() && sync.untranslated.is_empty() {
             continue;
         }
-        match commit_on_target(target, &listed.group_id, translated).await {
+        let addr = match group_admin::find_coordinator_of(target, &listed.group_id, 0).await {
+            Ok(c) => format!("{}:{}", c.host, c.port),
+            Err(err) if err.kafka_code().is_some() => {
+                sync.skipped = Some(err.to_string());
+                out.push(sync);
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        if !coordinators.contains_key(&addr) {
+            let conn = connect(addr.clone()).await?;
+            coordinators.insert(addr.clone(), conn);
+        }
+        let Some(coordinator) = coordinators.get_mut(&addr) else {
+            continue;
+        };
+        match commit_on_target(coordinator, &listed.group_id, translated).await {
             Ok(Ok(committed)) => sync.committed = committed,
             Ok(Err(state)) => sync.skipped = Some(format!("active on the target ({state})")),
             Err(err) => sync.skipped = Some(err.to_string()),

@@ -21,9 +21,14 @@
 //! - Targets with several brokers (module `route`): at-least-once sends each partition's records
 //!   to its leader, one producer per leading broker, found with Metadata at the start of each
 //!   session; a moved leader (NOT_LEADER_OR_FOLLOWER) restarts the session, which asks again.
-//!   With `exactly_once` one transactional producer talks to the given address only (this
-//!   crate's transactions need the coordinator and the leaders on one broker), so a target
-//!   whose leaders are on several brokers is refused at the session's start (I123).
+//!   With `exactly_once` one routed transactional producer (I162) is bootstrapped from the
+//!   given address and follows the target itself: Produce to each partition's leader,
+//!   transactional requests to the transaction coordinator, TxnOffsetCommit to the group
+//!   coordinator, each over its own connection; a moved leader or coordinator is looked up
+//!   again and the request retried inside the transaction, without a restart (this replaced
+//!   I123's refusal of such targets). In both modes the progress is read from the progress
+//!   topic's leader and the stable offsets from each partition's, and each group is synced
+//!   at its coordinator.
 //! - Security (I121): each side's `k=v` settings carry librdkafka's `security.protocol`,
 //!   `sasl.*` and `ssl.*`; every connection of that side runs TLS and SASL with them. A failed
 //!   authentication or a refused certificate ends the run (not retried).

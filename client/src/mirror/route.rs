@@ -1,6 +1,8 @@
 //! Leaders on the target: which broker leads each partition, so that the at-least-once mirror
-//! sends every partition's records to its leader (one producer per leading broker). A leader
-//! that moves answers NOT_LEADER_OR_FOLLOWER; the session restarts and asks again.
+//! sends every partition's records to its leader (one producer per leading broker), and both
+//! modes read the progress and the stable offsets from the leaders. A leader that moves
+//! answers NOT_LEADER_OR_FOLLOWER; the session restarts and asks again. (The exactly-once
+//! producer follows the leaders itself, I162.)
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,17 @@ pub struct Leaders {
     pub brokers: BTreeMap<i32, String>,
     /// Each partition's leader.
     pub leader: BTreeMap<TopicPartition, i32>,
+}
+
+impl Leaders {
+    /// `host:port` of `tp`'s leader, or `fallback` when Metadata named none.
+    pub fn addr_of(&self, tp: &TopicPartition, fallback: &str) -> String {
+        self.leader
+            .get(tp)
+            .and_then(|node| self.brokers.get(node))
+            .cloned()
+            .unwrap_or_else(|| fallback.to_string())
+    }
 }
 
 /// Asks the target for the leaders of every partition of `topics`; a partition without a

@@ -22,7 +22,7 @@ use crate::consumer::{
     Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo,
 };
 use crate::error::{Error, Result};
-use crate::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
+use crate::producer::{Connector, DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use crate::sasl::SaslConfig;
 use crate::tls::{MaybeTls, TlsConfig, TlsConnector};
 use crate::{Offset, SmolRuntime};
@@ -522,21 +522,31 @@ async fn connect(addr: &str, clients: &Clients) -> Result<Connection<TcpStream>>
 /// watermark), for at most `timeout` plus a margin; `true` when it had to wait. Kafka's InitProducerId aborts the previous
 /// incarnation's open transaction at once; kfake leaves it open until its timeout aborts it,
 /// and a commit by the new incarnation before that would commit the killed one's records too.
+/// Each partition is asked of its leader (`target` when Metadata named none).
 async fn wait_for_stable_target(
-    conn: &mut Connection<TcpStream>,
+    clients: &Clients,
+    leaders: &route::Leaders,
+    target: &str,
     partitions: &[TopicPartition],
     timeout: Duration,
 ) -> Result<bool> {
     let deadline = Instant::now() + timeout + Duration::from_secs(5);
     let mut waited = false;
-    let mut by_topic: BTreeMap<&str, Vec<(i32, OffsetSpec)>> = BTreeMap::new();
+    let mut by_leader: BTreeMap<(String, &str), Vec<(i32, OffsetSpec)>> = BTreeMap::new();
     for tp in partitions {
-        by_topic
-            .entry(&tp.topic)
+        by_leader
+            .entry((leaders.addr_of(tp, target), &tp.topic))
             .or_default()
             .push((tp.partition, OffsetSpec::Latest));
     }
-    for (topic, queries) in by_topic {
+    let mut conns: BTreeMap<String, Connection<TcpStream>> = BTreeMap::new();
+    for ((addr, topic), queries) in by_leader {
+        if !conns.contains_key(&addr) {
+            conns.insert(addr.clone(), connect(&addr, clients).await?);
+        }
+        let Some(conn) = conns.get_mut(&addr) else {
+            continue;
+        };
         loop {
             let stable = admin::list_offsets_at(conn, topic, &queries, 1).await?;
             let end = admin::list_offsets_at(conn, topic, &queries, 0).await?;
@@ -653,7 +663,14 @@ impl Session<'_> {
             }
             self.state.ends = Some(ends);
         }
-        let mut map = load_progress(&config.target, self.target).await?;
+        // Reads on the target go to the leaders Metadata names (I162): the progress topic's
+        // for the progress, each partition's for its stable offset.
+        let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+        topics.push(PROGRESS_TOPIC);
+        topics.dedup();
+        let leaders = route::leaders(target_admin.connection(), &topics).await?;
+        let progress_at = leaders.addr_of(&TopicPartition::new(PROGRESS_TOPIC, 0), &config.target);
+        let mut map = load_progress(&progress_at, self.target).await?;
         let mut consumer = Consumer::new(
             connect(&config.source, self.source).await?,
             self.source.consumer.clone(),
@@ -667,29 +684,9 @@ impl Session<'_> {
         let (mut producer, mut driver) = self.producer(&config.target).await?;
         // At-least-once: one more producer per other broker leading a mirrored partition.
         let mut route = Route::default();
-        let mut topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
-        topics.push(PROGRESS_TOPIC);
-        topics.dedup();
-        let leaders = route::leaders(target_admin.connection(), &topics).await?;
-        if config.exactly_once {
-            // One transactional producer talks to `--target` alone: refuse a target whose
-            // leaders are on several brokers at once (I123), rather than restart on
-            // NOT_LEADER_OR_FOLLOWER until the restarts run out.
-            let nodes: std::collections::BTreeSet<&i32> = leaders.leader.values().collect();
-            if nodes.len() > 1 {
-                return Err(Error::InvalidArgument(format!(
-                    "--exactly-once needs every mirrored partition and {PROGRESS_TOPIC} led by \
-                     the one --target broker; this target's leaders are on {} brokers ({}). \
-                     Mirror at-least-once (without --exactly-once) into it",
-                    nodes.len(),
-                    nodes
-                        .iter()
-                        .map(|n| leaders.brokers[n].as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-        } else {
+        if !config.exactly_once {
+            // With --exactly-once the one transactional producer follows the leaders and the
+            // coordinators itself (I162).
             let mut by_node: BTreeMap<i32, usize> = BTreeMap::new();
             for (tp, node) in &leaders.leader {
                 let index = match by_node.get(node) {
@@ -711,7 +708,9 @@ impl Session<'_> {
             waiting.push(TopicPartition::new(PROGRESS_TOPIC, 0));
             let timeout =
                 Duration::from_millis(self.target.producer.transaction_timeout_ms.max(0) as u64);
-            if wait_for_stable_target(target_admin.connection(), &waiting, timeout).await? {
+            if wait_for_stable_target(self.target, &leaders, &config.target, &waiting, timeout)
+                .await?
+            {
                 // The old transaction ended by timeout, which bumps the epoch (fencing the
                 // producer just initialised): start again with a fresh one.
                 drop(producer);
@@ -804,12 +803,21 @@ impl Session<'_> {
         Ok(ended)
     }
 
+    /// A producer on the target at `addr`. The transactional one (--exactly-once) is routed:
+    /// `addr` bootstraps it and it connects to every leader and coordinator the target names
+    /// (I162); the at-least-once ones send everything to `addr` (see [`Route`]).
     async fn producer(&self, addr: &str) -> Result<(Producer, smol::Task<()>)> {
-        let (producer, driver) = Producer::new(
-            connect(addr, self.target).await?,
-            self.target.producer.clone(),
-            SmolRuntime,
-        )?;
+        let conn = connect(addr, self.target).await?;
+        let (producer, driver) = if self.config.exactly_once {
+            let clients = self.target.clone();
+            let connector: Connector<TcpStream> = Box::new(move |addr: String| {
+                let clients = clients.clone();
+                Box::pin(async move { connect(&addr, &clients).await })
+            });
+            Producer::new_routed(conn, connector, self.target.producer.clone(), SmolRuntime)?
+        } else {
+            Producer::new(conn, self.target.producer.clone(), SmolRuntime)?
+        };
         Ok((producer, smol::spawn(driver.run())))
     }
 
@@ -819,9 +827,11 @@ impl Session<'_> {
         target: &mut Admin<TcpStream>,
         map: &OffsetMap,
     ) -> Result<()> {
+        let clients = self.target;
         let synced = groups::sync_groups(
             source.connection(),
             target.connection(),
+            |addr: String| async move { connect(&addr, clients).await },
             &self.config.groups,
             map,
         )

@@ -4,8 +4,20 @@
 //! the clock (`Instant::now()`, the wall clock for timestamps) and sleeps through the
 //! [`Runtime`]. A transactional producer's calls run here too, in channel order with the
 //! records (bookkeeping in `txn`, requests in `txn_io`).
+//!
+//! Connections (module `links`, I162): on one node everything goes over the connection the
+//! producer was built on. A routed producer (built with a [`Connector`](super::Connector))
+//! sends each Produce to the partition's leader, as the last Metadata answer named it, one
+//! request per broker connection, and the transactional requests to the coordinators. A batch
+//! answered NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE goes back on the ready queue in its
+//! sequence order (same producer id, epoch and sequence: the broker that did not write it
+//! cannot have a copy) and the leaders are asked again after `txn_retry_backoff`; it fails
+//! after retrying for `max_block`. The retry keeps a partition's order with
+//! `max_in_flight_per_partition` 1 (the default). With more, a later batch can reach the new
+//! leader before the retried one: a transactional producer's is refused there
+//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; a plain producer's is written first.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,15 +30,17 @@ use futures_io::{AsyncRead, AsyncWrite};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use minikafka_core::record::{compute_crc, Compression, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
 
+use super::links::{Link, Links};
 use super::txn::TxnManager;
 use super::txn_io::{self, Retry};
 use super::{Accumulator, Acks, Command, Delivery, ProducerConfig, Reply, SealedBatch, TxnOp};
 use crate::admin;
 use crate::compression;
-use crate::connection::{Connection, InFlight};
+use crate::connection::InFlight;
 use crate::error::{Error, Result};
 use crate::partitioner::Partitioner;
 use crate::runtime::Runtime;
@@ -38,22 +52,27 @@ struct ReadyBatch {
     bytes: Bytes,
     waiters: Vec<Reply>,
     seq: u64,
+    /// Set at its first retry (routed producers): when retrying stops.
+    retry_until: Option<Instant>,
 }
 
 struct SentRequest {
+    link: Link,
     ticket: InFlight<ProduceRequest>,
     batches: Vec<ReadyBatch>,
 }
 
 enum Event {
     Command(Option<Command>),
-    Response(Result<ProduceResponse>),
+    Response(usize, Result<ProduceResponse>),
     Timer,
 }
 
 /// The producer's work loop: spawn [`ProducerDriver::run`] on your executor.
 pub struct ProducerDriver<S, R: Runtime> {
-    conn: Connection<S>,
+    links: Links<S>,
+    /// A batch met a moved leader: ask Metadata again (after a backoff) before the next send.
+    metadata_stale: bool,
     runtime: R,
     config: ProducerConfig,
     rx: Pin<Box<async_channel::Receiver<Command>>>,
@@ -97,13 +116,14 @@ fn is_fatal(err: &Error) -> bool {
 impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     /// A driver for the handles whose commands arrive on `rx`, over `conn`.
     pub(super) fn new(
-        conn: Connection<S>,
+        links: Links<S>,
         runtime: R,
         rx: async_channel::Receiver<Command>,
         config: ProducerConfig,
     ) -> Self {
         ProducerDriver {
-            conn,
+            links,
+            metadata_stale: false,
             runtime,
             rx: Box::pin(rx),
             rx_closed: false,
@@ -165,17 +185,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             match poll_fn(|cx| self.poll_event(cx)).await {
                 Event::Command(Some(cmd)) => self.handle(cmd).await?,
                 Event::Command(None) => self.rx_closed = true,
-                Event::Response(result) => self.on_response(result)?,
+                Event::Response(index, result) => self.on_response(index, result)?,
                 Event::Timer => self.timer = None,
             }
         }
     }
 
-    /// Answers the oldest in-flight request's records from its response.
-    fn on_response(&mut self, result: Result<ProduceResponse>) -> Result<()> {
+    /// Answers the records of in-flight request `index` from its response; on a routed
+    /// producer, batches whose leader moved go back on the ready queue.
+    fn on_response(&mut self, index: usize, result: Result<ProduceResponse>) -> Result<()> {
         let sent = self
             .in_flight
-            .pop_front()
+            .remove(index)
             .ok_or_else(|| Error::Protocol("response without request".into()))?;
         for b in &sent.batches {
             let key = (b.topic.clone(), b.partition);
@@ -187,18 +208,80 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             }
         }
         let txn = &mut self.txn;
-        complete(result?, sent.batches, |err| match txn {
-            Some(m) => m.on_batch_failed(err),
-            None => err,
-        });
+        let routed = self.links.routed();
+        let max_block = self.config.max_block;
+        let now = Instant::now();
+        let again = complete(
+            result?,
+            sent.batches,
+            |b, code| {
+                if !routed || !is_leader_moved(code) {
+                    return false;
+                }
+                *b.retry_until.get_or_insert(now + max_block) > now
+            },
+            |err| match txn {
+                Some(m) => m.on_batch_failed(err),
+                None => err,
+            },
+        );
+        if !again.is_empty() {
+            tracing::debug!(batches = again.len(), "leader moved; asking Metadata again");
+            self.links.forget_leaders();
+            self.metadata_stale = true;
+            for b in again {
+                // Back in sequence order: before every later batch of its partition.
+                let at = self
+                    .ready
+                    .iter()
+                    .position(|r| r.seq > b.seq)
+                    .unwrap_or(self.ready.len());
+                self.ready.insert(at, b);
+            }
+        }
         Ok(())
+    }
+
+    /// Polls the first in-flight request of each connection (a connection answers in order).
+    fn poll_in_flight(&mut self, cx: &mut Context<'_>) -> Poll<(usize, Result<ProduceResponse>)> {
+        if !self.links.routed() {
+            // One connection: only its oldest request can be answered next.
+            let Some(front) = self.in_flight.front() else {
+                return Poll::Pending;
+            };
+            return self
+                .links
+                .bootstrap()
+                .poll_receive(cx, &front.ticket)
+                .map(|result| (0, result));
+        }
+        let mut polled: Vec<Link> = Vec::new();
+        for (i, sent) in self.in_flight.iter().enumerate() {
+            if polled.contains(&sent.link) {
+                continue;
+            }
+            polled.push(sent.link);
+            let conn = match self.links.conn(sent.link) {
+                Ok(conn) => conn,
+                Err(err) => return Poll::Ready((i, Err(err))),
+            };
+            if let Poll::Ready(result) = conn.poll_receive(cx, &sent.ticket) {
+                return Poll::Ready((i, result));
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Waits for the next answer of any connection and handles it.
+    async fn next_response(&mut self) -> Result<()> {
+        let (index, result) = poll_fn(|cx| self.poll_in_flight(cx)).await;
+        self.on_response(index, result)
     }
 
     /// Waits for every in-flight request's response.
     async fn drain_in_flight(&mut self) -> Result<()> {
-        while let Some(front) = self.in_flight.front() {
-            let result = poll_fn(|cx| self.conn.poll_receive(cx, &front.ticket)).await;
-            self.on_response(result)?;
+        while !self.in_flight.is_empty() {
+            self.next_response().await?;
         }
         Ok(())
     }
@@ -216,11 +299,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 // Nothing in flight yet nothing sent: the ready batches were failed instead.
                 continue;
             }
-            let front = self.in_flight.front().map(|r| &r.ticket);
-            if let Some(ticket) = front {
-                let result = poll_fn(|cx| self.conn.poll_receive(cx, ticket)).await;
-                self.on_response(result)?;
-            }
+            self.next_response().await?;
         }
     }
 
@@ -249,9 +328,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 }
                 let retry = Retry::new(&self.runtime, &self.config);
                 retry
-                    .find_coordinator(&mut self.conn, m.transactional_id(), 1)
+                    .find_coordinator(&mut self.links, m.transactional_id(), 1)
                     .await?;
-                match txn_io::init_producer_id(&mut self.conn, &retry, m, false).await {
+                match txn_io::init_producer_id(&mut self.links, &retry, m, false).await {
                     Ok((pid, epoch)) => m.on_initialized(pid, epoch),
                     Err(err) if is_fatal(&err) => return Err(err),
                     Err(err) => return Ok(Err(m.on_error(err))),
@@ -264,7 +343,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     return Ok(Err(e));
                 }
                 let retry = Retry::new(&self.runtime, &self.config);
-                match txn_io::send_offsets(&mut self.conn, &retry, m, &offsets, &group).await {
+                match txn_io::send_offsets(&mut self.links, &retry, m, &offsets, &group).await {
                     Ok(()) => Ok(Ok(())),
                     Err(err) if is_fatal(&err) => Err(err),
                     Err(err) => Ok(Err(m.on_error(err))),
@@ -286,7 +365,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 }
                 let retry = Retry::new(&self.runtime, &self.config);
                 if m.has_started() {
-                    match txn_io::end_txn(&mut self.conn, &retry, m, true).await {
+                    match txn_io::end_txn(&mut self.links, &retry, m, true).await {
                         Ok(()) => {}
                         Err(err) if is_fatal(&err) => return Err(err),
                         Err(err) => return Ok(Err(m.on_error(err))),
@@ -317,12 +396,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     *m = back;
                 }
                 drained?;
+                // Batches that met a moved leader while draining went back on the queue.
+                fail_batches(self.ready.drain(..).collect(), &dropped);
                 if let Err(e) = m.check_abort() {
                     return Ok(Err(e));
                 }
                 let retry = Retry::new(&self.runtime, &self.config);
                 if m.has_started() {
-                    match txn_io::end_txn(&mut self.conn, &retry, m, false).await {
+                    match txn_io::end_txn(&mut self.links, &retry, m, false).await {
                         Ok(()) => {}
                         Err(err) if is_fatal(&err) => return Err(err),
                         Err(err) => return Ok(Err(m.on_error(err))),
@@ -331,7 +412,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 m.on_completed();
                 if m.needs_epoch_bump() {
                     // A failed batch may have left the broker's sequences ahead of ours (KIP-360).
-                    match txn_io::init_producer_id(&mut self.conn, &retry, m, true).await {
+                    match txn_io::init_producer_id(&mut self.links, &retry, m, true).await {
                         Ok((pid, epoch)) => m.on_initialized(pid, epoch),
                         Err(err) if is_fatal(&err) => return Err(err),
                         Err(err) => return Ok(Err(m.on_error(err))),
@@ -343,10 +424,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
-        if let Some(front) = self.in_flight.front() {
-            if let Poll::Ready(result) = self.conn.poll_receive(cx, &front.ticket) {
-                return Poll::Ready(Event::Response(result));
-            }
+        if let Poll::Ready((index, result)) = self.poll_in_flight(cx) {
+            return Poll::Ready(Event::Response(index, result));
         }
         if !self.rx_closed {
             if let Poll::Ready(cmd) = self.rx.as_mut().poll_next(cx) {
@@ -365,10 +444,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
         if let Some(&n) = self.partition_counts.get(topic) {
             return Ok(n);
         }
-        let meta =
-            admin::topic_metadata(&mut self.conn, topic, self.config.allow_auto_topic_creation)
-                .await?;
-        let n = meta.partition_count();
+        let auto = self.config.allow_auto_topic_creation;
+        let n = if self.links.routed() {
+            // Routed: the same answer says the leaders.
+            self.links.refresh_metadata(&[topic], auto).await?[0]
+        } else {
+            admin::topic_metadata(self.links.bootstrap(), topic, auto)
+                .await?
+                .partition_count()
+        };
         self.partition_counts.insert(topic.to_string(), n);
         Ok(n)
     }
@@ -479,6 +563,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     bytes: Bytes::from(bytes),
                     waiters: batch.waiters,
                     seq: batch.seq,
+                    retry_until: None,
                 }),
                 Err(err) => {
                     for w in batch.waiters {
@@ -495,14 +580,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     async fn dispatch(&mut self) -> Result<()> {
         let acks = self.config.acks;
         let per_partition = self.config.max_in_flight_per_partition;
+        if self.links.routed() && !self.ready.is_empty() {
+            self.route_ready().await?;
+        }
         while acks == Acks::None || self.in_flight.len() < self.config.connection.max_in_flight {
             let mut batches: Vec<ReadyBatch> = Vec::new();
             let mut blocked: Vec<(String, i32)> = Vec::new();
             let mut request_bytes = 0;
+            // One request goes to one broker: the leader of its first batch (I162).
+            let mut link: Option<Link> = None;
             let mut i = 0;
             while i < self.ready.len() {
                 let b = &self.ready[i];
                 let key = (b.topic.clone(), b.partition);
+                let leader = self.links.leader_now(&b.topic, b.partition);
+                if leader.is_none() || (link.is_some() && leader != link) {
+                    // Leaderless (route_ready failed it or asks again) or another broker's.
+                    blocked.push(key);
+                    i += 1;
+                    continue;
+                }
                 let at_limit = acks != Acks::None
                     && self.partition_in_flight.get(&key).copied().unwrap_or(0) >= per_partition;
                 let taken = batches
@@ -519,13 +616,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     break;
                 }
                 request_bytes += b.bytes.len();
+                link = leader;
                 if let Some(b) = self.ready.remove(i) {
                     batches.push(b);
                 }
             }
-            if batches.is_empty() {
+            let Some(link) = link.filter(|_| !batches.is_empty()) else {
                 break;
-            }
+            };
             if let Some(m) = self.txn.as_mut() {
                 if let Err(e) = m.check_in_transaction() {
                     // The transaction failed: nothing more of it goes out.
@@ -542,7 +640,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 }
                 if !new.is_empty() {
                     let retry = Retry::new(&self.runtime, &self.config);
-                    match txn_io::add_partitions(&mut self.conn, &retry, m, &new).await {
+                    match txn_io::add_partitions(&mut self.links, &retry, m, &new).await {
                         Ok(()) => m.on_partitions_added(new),
                         Err(err) if is_fatal(&err) => {
                             fail_batches(batches, &err);
@@ -590,7 +688,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 .with_timeout_ms(self.config.request_timeout_ms)
                 .with_topic_data(topics);
             if acks == Acks::None {
-                if let Err(err) = self.conn.send_without_response(&request).await {
+                if let Err(err) = self.links.conn(link)?.send_without_response(&request).await {
                     fail_batches(batches, &err);
                     return Err(err);
                 }
@@ -603,8 +701,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     }
                 }
             } else {
-                match self.conn.send(&request).await {
-                    Ok(ticket) => self.in_flight.push_back(SentRequest { ticket, batches }),
+                match self.links.conn(link)?.send(&request).await {
+                    Ok(ticket) => self.in_flight.push_back(SentRequest {
+                        link,
+                        ticket,
+                        batches,
+                    }),
                     Err(err) => {
                         fail_batches(batches, &err);
                         return Err(err);
@@ -613,6 +715,69 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             }
         }
         Ok(())
+    }
+
+    /// Routed producers: makes sure every ready batch's leader is known and connected, asking
+    /// Metadata again (after `txn_retry_backoff` when a leader just moved) until it is, for at
+    /// most `max_block`; the batches of a partition still without a leader then fail.
+    async fn route_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + self.config.max_block;
+        loop {
+            let mut missing = self.metadata_stale;
+            if !missing {
+                for b in &self.ready {
+                    if self.links.leader(&b.topic, b.partition).await?.is_none() {
+                        missing = true;
+                        break;
+                    }
+                }
+            }
+            if !missing {
+                return Ok(());
+            }
+            if self.metadata_stale {
+                self.runtime.sleep(self.config.txn_retry_backoff).await;
+                self.metadata_stale = false;
+            }
+            let topics: BTreeSet<&str> = self.ready.iter().map(|b| b.topic.as_str()).collect();
+            let topics: Vec<&str> = topics.into_iter().collect();
+            match self.links.refresh_metadata(&topics, false).await {
+                Ok(_) => {}
+                Err(err) if is_fatal(&err) => return Err(err),
+                Err(err) => tracing::debug!(%err, "metadata refresh failed; retrying"),
+            }
+            let mut leaderless = false;
+            for b in &self.ready {
+                if self.links.leader(&b.topic, b.partition).await?.is_none() {
+                    leaderless = true;
+                }
+            }
+            if !leaderless {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let err = Error::Kafka {
+                    error: ResponseError::LeaderNotAvailable,
+                    code: ResponseError::LeaderNotAvailable.code(),
+                    context: format!(
+                        "no leader after {:?} of Metadata retries",
+                        self.config.max_block
+                    ),
+                };
+                let (failed, kept): (Vec<ReadyBatch>, Vec<ReadyBatch>) = self
+                    .ready
+                    .drain(..)
+                    .partition(|b| self.links.leader_now(&b.topic, b.partition).is_none());
+                self.ready = kept.into();
+                let err = match self.txn.as_mut() {
+                    Some(m) => m.on_batch_failed(err),
+                    None => err,
+                };
+                fail_batches(failed, &err);
+                return Ok(());
+            }
+            self.metadata_stale = true;
+        }
     }
 
     /// Answers each flush whose batches are all answered.
@@ -686,20 +851,36 @@ fn mark_transactional(batch: &mut [u8]) {
     batch[CRC_AT..CRC_START].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// Answers each batch's records from the Produce response; `on_error` maps a batch's error
-/// (and tells the transaction about it) before its records get it.
+/// NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE: the batch was not written, and another
+/// broker leads (or soon will lead) its partition.
+fn is_leader_moved(code: i16) -> bool {
+    code == ResponseError::NotLeaderOrFollower.code()
+        || code == ResponseError::LeaderNotAvailable.code()
+}
+
+/// Answers each batch's records from the Produce response; a batch whose error `retry` accepts
+/// is returned to be sent again instead; `on_error` maps a batch's error (and tells the
+/// transaction about it) before its records get it.
 fn complete(
     response: ProduceResponse,
     batches: Vec<ReadyBatch>,
+    mut retry: impl FnMut(&mut ReadyBatch, i16) -> bool,
     mut on_error: impl FnMut(Error) -> Error,
-) {
-    for b in batches {
+) -> Vec<ReadyBatch> {
+    let mut again = Vec::new();
+    for mut b in batches {
         let answer = response
             .responses
             .iter()
             .filter(|t| t.name.0.as_str() == b.topic)
             .flat_map(|t| t.partition_responses.iter())
             .find(|p| p.index == b.partition);
+        if let Some(p) = answer {
+            if p.error_code != 0 && retry(&mut b, p.error_code) {
+                again.push(b);
+                continue;
+            }
+        }
         let result = match answer {
             None => Err(Error::Protocol(format!(
                 "Produce response has no answer for {}-{}",
@@ -731,6 +912,7 @@ fn complete(
             }
         }
     }
+    again
 }
 
 #[cfg(test)]

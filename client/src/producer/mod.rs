@@ -24,7 +24,8 @@
 //!   `Instant::now()` and sleeps through the [`Runtime`]. It ends once every handle is dropped
 //!   and everything queued is answered, or at the first connection error (which fails every
 //!   pending record).
-//! - Never: retries (a failed batch fails its records), or spawns tasks itself.
+//! - Never: retries (a failed batch fails its records; routed producers excepted, below), or
+//!   spawns tasks itself.
 //! - Transactions (with `transactional_id` set; KIP-98 as the Java client and librdkafka run
 //!   them): [`Producer::init_transactions`] finds the transaction coordinator and gets a
 //!   producer id and epoch (fencing older producers of the same id);
@@ -37,15 +38,26 @@
 //!   [`Error::Transaction`]: fatal (fenced: drop the producer) or abortable (abort, then go
 //!   on). Coordinator requests retry CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
 //!   COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR every `txn_retry_backoff` for up to
-//!   `max_block`. The coordinators must be the broker this producer is connected to (one node).
+//!   `max_block`.
+//! - Brokers: built with [`Producer::new`] or [`Producer::connect`], the one connection must
+//!   lead every partition and be both coordinators (one node). Built with
+//!   [`Producer::new_routed`] and a [`Connector`], it follows the cluster (module `links`,
+//!   I162): Metadata names each partition's leader, which gets that partition's Produce
+//!   requests over its own connection; FindCoordinator names the transaction coordinator
+//!   (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and the group coordinator
+//!   (TxnOffsetCommit); NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE re-send the batch (same
+//!   sequence) to the leader Metadata names next, NOT_COORDINATOR looks the coordinator up
+//!   again. This is the one retry of a Produce, and only routed producers make it.
 
 mod accumulator;
 mod driver;
+mod links;
 pub mod txn;
 mod txn_io;
 
 pub use accumulator::{Accumulator, BatchConfig, SealedBatch};
 pub use driver::ProducerDriver;
+pub use links::Connector;
 pub use txn::ConsumerGroupMetadata;
 
 use std::collections::BTreeMap;
@@ -63,6 +75,7 @@ use crate::connection::{Connection, ConnectionConfig};
 use crate::consumer::TopicPartition;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
+use links::Links;
 
 /// How many acknowledgements the broker must have before answering a Produce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,9 +299,38 @@ impl Producer {
         Producer::new(conn, config, runtime)
     }
 
-    /// Builds the handle and driver over a negotiated connection.
+    /// Builds the handle and driver over a negotiated connection to a broker that leads every
+    /// partition it will send to and coordinates its transactions (one node).
     pub fn new<S, R>(
         conn: Connection<S>,
+        config: ProducerConfig,
+        runtime: R,
+    ) -> Result<(Producer, ProducerDriver<S, R>)>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+        R: Runtime,
+    {
+        Producer::build(Links::new(conn, None), config, runtime)
+    }
+
+    /// Builds the handle and driver for a cluster: `bootstrap` answers Metadata and
+    /// FindCoordinator, and `connector` opens a connection to each broker those answers name
+    /// (partition leaders, coordinators) when it is first needed (I162).
+    pub fn new_routed<S, R>(
+        bootstrap: Connection<S>,
+        connector: Connector<S>,
+        config: ProducerConfig,
+        runtime: R,
+    ) -> Result<(Producer, ProducerDriver<S, R>)>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+        R: Runtime,
+    {
+        Producer::build(Links::new(bootstrap, Some(connector)), config, runtime)
+    }
+
+    fn build<S, R>(
+        links: Links<S>,
         config: ProducerConfig,
         runtime: R,
     ) -> Result<(Producer, ProducerDriver<S, R>)>
@@ -311,7 +353,7 @@ impl Producer {
             ));
         }
         let (tx, rx) = async_channel::bounded(config.queue_capacity);
-        let driver = ProducerDriver::new(conn, runtime, rx, config);
+        let driver = ProducerDriver::new(links, runtime, rx, config);
         Ok((Producer { tx }, driver))
     }
 

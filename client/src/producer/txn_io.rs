@@ -21,12 +21,11 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use minikafka_core::types::Offset;
 
+use super::links::{Link, Links};
 use super::txn::{is_retriable_coordinator_code, ConsumerGroupMetadata, TxnManager};
 use super::ProducerConfig;
-use crate::connection::Connection;
 use crate::consumer::TopicPartition;
 use crate::error::{Error, Result};
-use crate::group::admin::find_coordinator_of;
 use crate::runtime::Runtime;
 
 fn txn_id(m: &TxnManager) -> TransactionalId {
@@ -58,7 +57,7 @@ impl<'a, R: Runtime> Retry<'a, R> {
     /// otherwise or once `max_block` has passed.
     async fn again<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        conn: &mut Connection<S>,
+        links: &mut Links<S>,
         code: i16,
         key: (&str, i8),
         context: impl Fn() -> String,
@@ -77,22 +76,27 @@ impl<'a, R: Runtime> Retry<'a, R> {
         if code == ResponseError::NotCoordinator.code()
             || code == ResponseError::CoordinatorNotAvailable.code()
         {
-            self.find_coordinator(conn, key.0, key.1).await?;
+            if links.routed() {
+                // The next try looks it up again (I162).
+                links.forget_coordinator(key.0, key.1);
+            } else {
+                self.find_coordinator(links, key.0, key.1).await?;
+            }
         }
         Ok(true)
     }
 
-    /// Looks the coordinator of `key` up until it is known (this client speaks to one broker,
-    /// which must be that coordinator).
+    /// Looks the coordinator of `key` up until it is known and returns its link (on one node
+    /// the bootstrap broker, which must be that coordinator).
     pub(super) async fn find_coordinator<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        conn: &mut Connection<S>,
+        links: &mut Links<S>,
         key: &str,
         key_type: i8,
-    ) -> Result<()> {
+    ) -> Result<Link> {
         loop {
-            match find_coordinator_of(conn, key, key_type).await {
-                Ok(_) => return Ok(()),
+            match links.find_coordinator(key, key_type).await {
+                Ok(link) => return Ok(link),
                 Err(err)
                     if err.kafka_code().is_some_and(is_retriable_coordinator_code)
                         && Instant::now() < self.deadline =>
@@ -103,18 +107,32 @@ impl<'a, R: Runtime> Retry<'a, R> {
             }
         }
     }
+
+    /// The coordinator of `key`: as last found, or looked up now.
+    async fn coordinator<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        links: &mut Links<S>,
+        key: &str,
+        key_type: i8,
+    ) -> Result<Link> {
+        match links.coordinator(key, key_type).await? {
+            Some(link) => Ok(link),
+            None => self.find_coordinator(links, key, key_type).await,
+        }
+    }
 }
 
 /// InitProducerId for the transactional id: a new producer id and epoch, or (KIP-360, `bump`)
 /// the current id with the next epoch. Returns `(producer_id, epoch)`.
 pub(super) async fn init_producer_id<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
-    conn: &mut Connection<S>,
+    links: &mut Links<S>,
     retry: &Retry<'_, R>,
     m: &TxnManager,
     bump: bool,
 ) -> Result<(i64, i16)> {
     let (mut pid, mut epoch) = if bump { m.producer() } else { (-1, -1) };
-    if bump && conn.version_of::<InitProducerIdRequest>()? < 3 {
+    let link = retry.coordinator(links, m.transactional_id(), 1).await?;
+    if bump && links.conn(link)?.version_of::<InitProducerIdRequest>()? < 3 {
         // Without KIP-360 the bump is a fresh InitProducerId, which fences nobody but us.
         (pid, epoch) = (-1, -1);
     }
@@ -124,11 +142,12 @@ pub(super) async fn init_producer_id<S: AsyncRead + AsyncWrite + Unpin, R: Runti
             .with_transaction_timeout_ms(retry.config.transaction_timeout_ms)
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch);
-        let response = conn.request(&request).await?;
+        let link = retry.coordinator(links, m.transactional_id(), 1).await?;
+        let response = links.conn(link)?.request(&request).await?;
         let context = || format!("InitProducerId for {}", m.transactional_id());
         if !retry
             .again(
-                conn,
+                links,
                 response.error_code,
                 (m.transactional_id(), 1),
                 context,
@@ -145,7 +164,7 @@ pub(super) async fn init_producer_id<S: AsyncRead + AsyncWrite + Unpin, R: Runti
 
 /// AddPartitionsToTxn for `partitions`; fails with the first partition's error.
 pub(super) async fn add_partitions<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
-    conn: &mut Connection<S>,
+    links: &mut Links<S>,
     retry: &Retry<'_, R>,
     m: &TxnManager,
     partitions: &[(String, i32)],
@@ -170,7 +189,8 @@ pub(super) async fn add_partitions<S: AsyncRead + AsyncWrite + Unpin, R: Runtime
                     })
                     .collect(),
             );
-        let response = conn.request(&request).await?;
+        let link = retry.coordinator(links, m.transactional_id(), 1).await?;
+        let response = links.conn(link)?.request(&request).await?;
         // The first real failure; OPERATION_NOT_ATTEMPTED only says another partition failed.
         let mut failed = (0i16, String::new());
         for t in &response.results_by_topic_v3_and_below {
@@ -186,7 +206,7 @@ pub(super) async fn add_partitions<S: AsyncRead + AsyncWrite + Unpin, R: Runtime
         let (code, where_) = failed;
         let context = || format!("AddPartitionsToTxn {where_}");
         if !retry
-            .again(conn, code, (m.transactional_id(), 1), context)
+            .again(links, code, (m.transactional_id(), 1), context)
             .await?
         {
             return Ok(());
@@ -196,7 +216,7 @@ pub(super) async fn add_partitions<S: AsyncRead + AsyncWrite + Unpin, R: Runtime
 
 /// AddOffsetsToTxn for `group`, then TxnOffsetCommit of `offsets` to the group coordinator.
 pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
-    conn: &mut Connection<S>,
+    links: &mut Links<S>,
     retry: &Retry<'_, R>,
     m: &mut TxnManager,
     offsets: &BTreeMap<TopicPartition, Offset>,
@@ -210,11 +230,12 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch)
             .with_group_id(group_id.clone());
-        let response = conn.request(&request).await?;
+        let link = retry.coordinator(links, m.transactional_id(), 1).await?;
+        let response = links.conn(link)?.request(&request).await?;
         let context = || format!("AddOffsetsToTxn for group {}", group.group_id);
         if !retry
             .again(
-                conn,
+                links,
                 response.error_code,
                 (m.transactional_id(), 1),
                 context,
@@ -225,7 +246,7 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
         }
     }
     m.on_offsets_added();
-    retry.find_coordinator(conn, &group.group_id, 0).await?;
+    retry.find_coordinator(links, &group.group_id, 0).await?;
     let mut by_topic: BTreeMap<&str, Vec<TxnOffsetCommitRequestPartition>> = BTreeMap::new();
     for (tp, offset) in offsets {
         by_topic.entry(&tp.topic).or_default().push(
@@ -254,7 +275,8 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
                     })
                     .collect(),
             );
-        let response = conn.request(&request).await?;
+        let link = retry.coordinator(links, &group.group_id, 0).await?;
+        let response = links.conn(link)?.request(&request).await?;
         let mut failed = (0i16, String::new());
         for t in &response.topics {
             for p in &t.partitions {
@@ -269,7 +291,7 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
         let (code, where_) = failed;
         let context = || format!("TxnOffsetCommit of {where_} for group {}", group.group_id);
         if !retry
-            .again(conn, code, (&group.group_id, 0), context)
+            .again(links, code, (&group.group_id, 0), context)
             .await?
         {
             return Ok(());
@@ -279,7 +301,7 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
 
 /// EndTxn: commit (`committed`) or abort the open transaction.
 pub(super) async fn end_txn<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
-    conn: &mut Connection<S>,
+    links: &mut Links<S>,
     retry: &Retry<'_, R>,
     m: &TxnManager,
     committed: bool,
@@ -291,7 +313,8 @@ pub(super) async fn end_txn<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch)
             .with_committed(committed);
-        let response = conn.request(&request).await?;
+        let link = retry.coordinator(links, m.transactional_id(), 1).await?;
+        let response = links.conn(link)?.request(&request).await?;
         let context = || {
             format!(
                 "EndTxn ({}) for {}",
@@ -301,7 +324,7 @@ pub(super) async fn end_txn<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
         };
         if !retry
             .again(
-                conn,
+                links,
                 response.error_code,
                 (m.transactional_id(), 1),
                 context,
