@@ -211,8 +211,9 @@ async fn read_file<B: Backend>(
     }
 }
 
-/// Makes the segment's `.txnindex` hold exactly `entries` (none: no file).
-async fn rewrite<B: Backend>(
+/// Makes the segment's `.txnindex` hold exactly `entries` (none: no file), atomically: the
+/// rebuild at open, and the cleaner for the segment it swaps in (I154).
+pub async fn rewrite<B: Backend>(
     backend: &B,
     dir: &Path,
     base: Offset,
