@@ -80,13 +80,26 @@ fn produce(client: &mut TypedClient, topic: &str, records: Vec<u8>) -> (i16, i64
     (p.error_code, p.base_offset)
 }
 
-/// WriteTxnMarkers v1 of one marker for `topic`/0: the partition's error code.
+/// WriteTxnMarkers v1 of one marker for `topic`/0 at coordinator epoch 3: the partition's
+/// error code.
 fn write_marker(
     client: &mut TypedClient,
     topic: &str,
     producer_id: i64,
     epoch: i16,
     commit: bool,
+) -> i16 {
+    write_marker_at(client, topic, producer_id, epoch, commit, 3)
+}
+
+/// [`write_marker`] from the coordinator epoch `coordinator_epoch`.
+fn write_marker_at(
+    client: &mut TypedClient,
+    topic: &str,
+    producer_id: i64,
+    epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
 ) -> i16 {
     let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
     t.name = name(topic);
@@ -95,7 +108,7 @@ fn write_marker(
     marker.producer_id = producer_id.into();
     marker.producer_epoch = epoch;
     marker.transaction_result = commit;
-    marker.coordinator_epoch = 3;
+    marker.coordinator_epoch = coordinator_epoch;
     marker.topics = vec![t];
     let mut request = WriteTxnMarkersRequest::default();
     request.markers = vec![marker];
@@ -450,6 +463,79 @@ fn a_restart_after_sigkill_rebuilds_the_lso_and_the_txnindex() {
         // Producer 2's transaction survived as ongoing: its marker still ends it.
         assert_eq!(write_marker(&mut c, "r", 2, 0, true), 0);
         assert_eq!(latest(&mut c, "r", 1), 5);
+    });
+}
+
+/// The coordinator epochs DescribeProducers reports for `topic`/0, by producer id.
+fn coordinator_epochs(client: &mut TypedClient, topic: &str) -> Vec<(i64, i32)> {
+    let mut t = describe_producers_request::TopicRequest::default();
+    t.name = name(topic);
+    t.partition_indexes = vec![0];
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![t];
+    let response: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &request);
+    let mut out: Vec<_> = response.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|s| (s.producer_id.0, s.coordinator_epoch))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The coordinator epoch in markers (I72): a marker carries it in its control record's value,
+/// and a partition refuses one whose coordinator epoch is below the last it saw for that
+/// producer with TRANSACTION_COORDINATOR_FENCED (52), leaving the transaction open; the
+/// fence survives a kill -9 (rebuilt from the markers in the log) and a clean restart (the
+/// transaction-state checkpoint).
+#[test]
+fn a_marker_from_an_older_coordinator_epoch_is_fenced() {
+    bounded(LIMIT, || {
+        const FENCED: i16 = ErrorCode::TRANSACTION_COORDINATOR_FENCED.code();
+        assert_eq!(FENCED, 52);
+        let mut broker = Broker::builder().with("flush.policy", "fsync").start();
+        create_topics(&broker, &[("f", 1)]);
+        let mut c = TypedClient::connect(broker.addr());
+        assert_eq!(produce(&mut c, "f", batch(7, 0, 0, &["a"], true)), (0, 0));
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 5), 0); // offset 1
+        assert_eq!(coordinator_epochs(&mut c, "f"), [(7, 5)]);
+        // The control record's value: version 0, then the coordinator epoch.
+        let read = fetch_request("f", 1, 0, 0);
+        let response: FetchResponse = c.call(ApiKey::Fetch, 12, &read);
+        let records = response.responses[0].partitions[0]
+            .records
+            .clone()
+            .expect("records");
+        let marker = decode_marker(&records).expect("a marker at 1");
+        assert_eq!((marker.producer_id, marker.coordinator_epoch), (7, 5));
+
+        // The next transaction: a marker from coordinator epoch 4 is fenced, the
+        // transaction stays open (the LSO stays at its first offset).
+        assert_eq!(produce(&mut c, "f", batch(7, 0, 1, &["b"], true)), (0, 2));
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 4), FENCED);
+        assert_eq!(latest(&mut c, "f", 1), 2);
+
+        for restart in ["kill -9", "clean stop"] {
+            drop(c);
+            if restart == "kill -9" {
+                broker.kill9();
+            } else {
+                assert!(broker.stop().success(), "clean stop");
+            }
+            broker.restart();
+            c = TypedClient::connect(broker.addr());
+            assert_eq!(
+                write_marker_at(&mut c, "f", 7, 0, false, 4),
+                FENCED,
+                "after {restart}"
+            );
+            assert_eq!(latest(&mut c, "f", 1), 2, "after {restart}");
+        }
+        // The same or a newer coordinator epoch ends it.
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 6), 0); // offset 3
+        assert_eq!(latest(&mut c, "f", 1), 4);
+        assert_eq!(coordinator_epochs(&mut c, "f"), [(7, 6)]);
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 5), FENCED);
     });
 }
 
