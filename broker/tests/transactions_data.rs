@@ -21,11 +21,12 @@ use minikafka_core::control_batch::decode_marker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::record::{compute_crc, BatchBuilder, BatchHeader, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
+use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset as RdOffset, TopicPartitionList};
 
-use common::librdkafka::{consumer, create_topics};
+use common::librdkafka::{admin, admin_options, consumer, create_topics};
 use common::typed::TypedClient;
 use common::{bounded, Broker};
 
@@ -599,4 +600,95 @@ fn read_values(consumer: &BaseConsumer, topic: &str, count: usize) -> Vec<String
         }
     }
     out
+}
+
+/// One batch of `(key, value)` records for `producer_id` (epoch 0) from `sequence`,
+/// transactional or not (`producer_id` -1: a plain batch).
+fn keyed_batch(producer_id: i64, sequence: i32, records: &[(&str, &str)], txn: bool) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.producer_id = producer_id;
+    b.producer_epoch = if producer_id < 0 { -1 } else { 0 };
+    b.base_sequence = if producer_id < 0 { -1 } else { sequence };
+    for (key, value) in records {
+        b.push(&NewRecord {
+            key: Some(key.as_bytes()),
+            value: Some(value.as_bytes()),
+            timestamp_ms: common::librdkafka::now_ms(),
+            ..NewRecord::default()
+        });
+    }
+    let mut bytes = b.build(Offset(0));
+    if txn {
+        set_attributes(&mut bytes, 0x10);
+    }
+    bytes
+}
+
+/// Compaction and transaction markers end to end (I154): on a compacted topic the broker's
+/// cleaner drops an aborted transaction's record, then its ABORT marker once
+/// `delete.retention.ms` has passed, and with it the aborted range; a later committed
+/// transaction of the same producer stays readable by librdkafka's read_committed consumer
+/// (a range left without its marker would make it skip that producer's batches), and the
+/// COMMIT marker of a transaction whose record survives stays.
+#[test]
+fn compaction_removes_a_spent_abort_marker_and_read_committed_keeps_the_later_commit() {
+    bounded(LIMIT, || {
+        let broker = Broker::builder()
+            .with("log.cleaner.backoff.ms", "100")
+            .start();
+        let admin = admin(&broker);
+        let topic = NewTopic::new("cm", 1, TopicReplication::Fixed(1))
+            .set("cleanup.policy", "compact")
+            .set("segment.ms", "200")
+            .set("min.cleanable.dirty.ratio", "0.01")
+            .set("delete.retention.ms", "300");
+        let results = futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
+            .expect("CreateTopics");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let mut c = TypedClient::connect(broker.addr());
+        let p = |c: &mut TypedClient, bytes| produce(c, "cm", bytes);
+        assert_eq!(
+            p(&mut c, keyed_batch(20, 0, &[("k1", "aborted")], true)),
+            (0, 0)
+        );
+        assert_eq!(write_marker(&mut c, "cm", 20, 0, false), 0); // offset 1
+        assert_eq!(
+            p(&mut c, keyed_batch(20, 1, &[("k2", "committed")], true)),
+            (0, 2)
+        );
+        assert_eq!(write_marker(&mut c, "cm", 20, 0, true), 0); // offset 3
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k3", "plain")], false)),
+            (0, 4)
+        );
+        std::thread::sleep(Duration::from_millis(250)); // segment.ms passes: the next append rolls
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k4", "next")], false)),
+            (0, 5)
+        );
+        let before = fetch(&mut c, "cm", 0, 1);
+        assert_eq!(before.aborted, Some(vec![(20, 0)]));
+
+        // Bounded wait: the aborted record and then its marker go; the commit's stays.
+        let want = vec![(2, 2, false), (3, 3, true), (4, 4, false), (5, 5, false)];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut got = fetch(&mut c, "cm", 0, 0).batches;
+        while got != want {
+            assert!(Instant::now() < deadline, "batches left: {got:?}");
+            std::thread::sleep(Duration::from_millis(100));
+            got = fetch(&mut c, "cm", 0, 0).batches;
+        }
+        let committed = fetch(&mut c, "cm", 0, 1);
+        assert!(
+            committed.aborted.clone().unwrap_or_default().is_empty(),
+            "an aborted range outlived its marker: {:?}",
+            committed.aborted
+        );
+        assert_eq!(committed.values, ["committed", "plain", "next"]);
+        let consumer = consumer(&broker, &[("isolation.level", "read_committed")]);
+        assert_eq!(
+            read_values(&consumer, "cm", 3),
+            ["committed", "plain", "next"]
+        );
+    });
 }
