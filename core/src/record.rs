@@ -365,7 +365,9 @@ pub fn stamp_delete_horizon(batch: &[u8], horizon_ms: i64) -> Option<Vec<u8>> {
         return None;
     }
     let records = batch.get(HEADER_BYTES..header.total_bytes())?;
-    let mut out = Vec::with_capacity(records.len() + 8 * header.records_count.max(0) as usize);
+    // Sized by the bytes present, never by the header's count (I10): a record grows by at
+    // most the few bytes of a longer timestamp delta and length.
+    let mut out = Vec::with_capacity(records.len().saturating_mul(2));
     let mut pos = 0usize;
     let mut count = 0i32;
     while pos < records.len() {
