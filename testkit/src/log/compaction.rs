@@ -543,6 +543,155 @@ pub async fn check_compaction_drops_aborted_transactions_below_the_lso<B: Backen
     Ok(())
 }
 
+/// The workload of the marker checks: producer 2's committed `k1` at 0 (superseded at 4),
+/// producer 1's aborted `k2` at 1, COMMIT at 2, ABORT at 3, plain `k3` at 5; a roll, and `k4`
+/// at 6 in the active segment.
+async fn write_txn_marker_workload<B: Backend>(log: &PartitionLog<B>) -> Check {
+    use minikafka_core::control_batch::{ControlType, TxnMarker};
+    let marker = |producer_id, control_type| TxnMarker {
+        producer_id,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        control_type,
+    };
+    let append = |bytes: Vec<u8>| log.append(bytes, NOW_MS);
+    append(transactional_batch(2, 0, "k1", "committed"))
+        .await
+        .step("txn 2")?;
+    append(transactional_batch(1, 0, "k2", "aborted"))
+        .await
+        .step("txn 1")?;
+    log.append_marker(marker(2, ControlType::Commit), NOW_MS)
+        .await
+        .step("commit")?;
+    log.append_marker(marker(1, ControlType::Abort), NOW_MS)
+        .await
+        .step("abort")?;
+    append(keyed_batch(&[("k1", Some("new"))], NOW_MS))
+        .await
+        .step("k1 again")?;
+    append(keyed_batch(&[("k3", Some("v"))], NOW_MS))
+        .await
+        .step("k3")?;
+    log.roll_now(NOW_MS).await.step("roll")?;
+    append(keyed_batch(&[("k4", Some("v"))], NOW_MS))
+        .await
+        .step("active")?;
+    Ok(())
+}
+
+/// The transaction state agrees with the log (I154, I68, I70): nothing ongoing (no
+/// transactional batch left without its marker), and every aborted range a read_committed
+/// read would report ends at a marker still in the log.
+async fn markers_consistent<B: Backend>(log: &PartitionLog<B>) -> Check {
+    ensure(log.last_stable_offset() == log.high_watermark(), || {
+        format!(
+            "LSO {} below the high watermark {}: a transaction without its marker",
+            log.last_stable_offset(),
+            log.high_watermark()
+        )
+    })?;
+    let markers = control_offsets(log).await?;
+    for range in log.aborted_transactions(Offset(0), log.high_watermark()) {
+        ensure(
+            markers.iter().any(|(at, _)| *at == range.last_offset),
+            || format!("aborted range {range:?} has no marker in the log"),
+        )?;
+    }
+    Ok(())
+}
+
+/// A crash (or an I/O error the broker lives through, then a clean stop) at every filesystem
+/// step of the cleaning that removes the markers (I154, I24): the reopened log is the old one
+/// (markers present) or the new one (markers gone), the transaction state agrees with it
+/// (nothing ongoing, no aborted range without its marker), and it takes appends.
+pub async fn check_marker_removal_crash_at_every_step<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    let cfg = compacted_config();
+    let horizon = NOW_MS + cfg.compaction.delete_retention_ms;
+    // The log with both markers stamped, closed cleanly.
+    let prepare = |sub: std::path::PathBuf| {
+        let cfg = cfg.clone();
+        async move {
+            let log = open(backend, &sub, &cfg, false).await?;
+            write_txn_marker_workload(&log).await?;
+            let stamped = clean_once(backend, &log, NOW_MS)
+                .await?
+                .ok_or("not cleaned")?;
+            ensure(stamped.counts.markers_stamped == 2, || {
+                format!("stamping cleaning: {:?}", stamped.counts)
+            })?;
+            log.close().await.step("close")?;
+            Ok::<_, String>(())
+        }
+    };
+    let total_ops = {
+        let sub = dir.join("count");
+        prepare(sub.clone()).await?;
+        let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+        let log = open(&faulty, &sub, &cfg, true).await?;
+        let before = faulty.plan().op_count();
+        let removed = clean_once(&faulty, &log, horizon)
+            .await?
+            .ok_or("not cleaned")?;
+        ensure(removed.counts.markers_removed == 2, || {
+            format!("removing cleaning: {:?}", removed.counts)
+        })?;
+        faulty.plan().op_count() - before
+    };
+    let (old, new) = (vec![2, 3, 4, 5, 6], vec![4, 5, 6]);
+    let (mut saw_old, mut saw_new) = (false, false);
+    for n in 0..=total_ops {
+        for lives_on in [false, true] {
+            let sub = dir.join(format!("crash-{n}-{lives_on}"));
+            prepare(sub.clone()).await?;
+            let plan = FaultPlan::new();
+            let faulty = FaultyBackend::new(backend.clone(), plan.clone());
+            let log = open(&faulty, &sub, &cfg, true).await?;
+            plan.fail_after(n);
+            let _ = clean_once(&faulty, &log, horizon).await;
+            let what = format!("fault at op {n} (lives on: {lives_on})");
+            let clean_close = if lives_on {
+                plan.heal();
+                markers_consistent(&log).await.step(&what)?;
+                log.close().await.is_ok()
+            } else {
+                false
+            };
+            drop(log);
+            let log = open(backend, &sub, &cfg, clean_close)
+                .await
+                .step(&format!("reopen after a {what}"))?;
+            markers_consistent(&log).await.step(&what)?;
+            let offsets: Vec<i64> = read_rows(&log).await?.iter().map(|r| r.0).collect();
+            if offsets == old {
+                saw_old = true;
+            } else if offsets == new {
+                saw_new = true;
+            } else {
+                return Err(format!("{what}: rows at {offsets:?}"));
+            }
+            let hw = log.high_watermark();
+            let info = log
+                .append(keyed_batch(&[("k0", Some("after"))], NOW_MS), NOW_MS)
+                .await
+                .step("append after recovery")?;
+            ensure(info.base_offset == hw, || {
+                format!("{what}: append off the end")
+            })?;
+            drop(log);
+            backend.remove_dir_all(&sub).await.step("cleanup")?;
+        }
+    }
+    ensure(saw_old && saw_new, || {
+        format!(
+            "expected both outcomes over {total_ops} fault points (old {saw_old}, new {saw_new})"
+        )
+    })
+}
+
 /// `(offset, delete horizon)` of every control batch of `log`.
 async fn control_offsets<B: Backend>(
     log: &PartitionLog<B>,
@@ -582,39 +731,10 @@ pub async fn check_compaction_removes_markers_past_the_delete_horizon<B: Backend
     backend: &B,
     dir: &Path,
 ) -> Check {
-    use minikafka_core::control_batch::{ControlType, TxnMarker};
-    let marker = |producer_id, control_type| TxnMarker {
-        producer_id,
-        producer_epoch: 0,
-        coordinator_epoch: 0,
-        control_type,
-    };
     let cfg = compacted_config();
     let retention = cfg.compaction.delete_retention_ms;
     let log = open(backend, dir, &cfg, false).await?;
-    let append = |bytes: Vec<u8>| log.append(bytes, NOW_MS);
-    append(transactional_batch(2, 0, "k1", "committed"))
-        .await
-        .step("txn 2")?;
-    append(transactional_batch(1, 0, "k2", "aborted"))
-        .await
-        .step("txn 1")?;
-    log.append_marker(marker(2, ControlType::Commit), NOW_MS)
-        .await
-        .step("commit")?;
-    log.append_marker(marker(1, ControlType::Abort), NOW_MS)
-        .await
-        .step("abort")?;
-    append(keyed_batch(&[("k1", Some("new"))], NOW_MS))
-        .await
-        .step("k1 again")?;
-    append(keyed_batch(&[("k3", Some("v"))], NOW_MS))
-        .await
-        .step("k3")?;
-    log.roll_now(NOW_MS).await.step("roll")?;
-    append(keyed_batch(&[("k4", Some("v"))], NOW_MS))
-        .await
-        .step("active")?;
+    write_txn_marker_workload(&log).await?;
     let offsets = |rows: &[Row]| rows.iter().map(|r| r.0).collect::<Vec<i64>>();
     let aborted_ranges =
         |log: &PartitionLog<B>| log.aborted_transactions(Offset(0), log.last_stable_offset());

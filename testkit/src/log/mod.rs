@@ -100,6 +100,7 @@ macro_rules! log_check_names {
             check_fault_enospc,
             check_fault_eio_on_sync_goes_offline,
             check_compaction_crash_at_every_step,
+            check_marker_removal_crash_at_every_step,
             check_fault_crash_during_deletion,
         ] }
     };
