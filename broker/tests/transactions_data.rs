@@ -132,6 +132,8 @@ struct Fetched {
     batches: Vec<(i64, i64, bool)>,
     /// Data record values in order (control records left out).
     values: Vec<String>,
+    /// Each control batch: (offset, the delete horizon a cleaner wrote into it).
+    horizons: Vec<(i64, Option<i64>)>,
 }
 
 fn fetch_request(topic: &str, offset: i64, isolation: i8, wait_ms: i32) -> FetchRequest {
@@ -169,6 +171,7 @@ fn fetch_waiting(
     let bytes = p.records.clone().unwrap_or_default();
     let mut batches = Vec::new();
     let mut values = Vec::new();
+    let mut horizons = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let header = BatchHeader::parse(&bytes[at..]).expect("a batch header");
@@ -180,6 +183,7 @@ fn fetch_waiting(
         ));
         if header.is_control() {
             decode_marker(whole).expect("a marker");
+            horizons.push((header.base_offset.0, header.delete_horizon_ms()));
         } else {
             let view = minikafka_core::record::validate_batch(whole).expect("valid");
             assert_eq!(view.records_count as usize, {
@@ -206,6 +210,7 @@ fn fetch_waiting(
         }),
         batches,
         values,
+        horizons,
     }
 }
 
@@ -690,5 +695,63 @@ fn compaction_removes_a_spent_abort_marker_and_read_committed_keeps_the_later_co
             read_values(&consumer, "cm", 3),
             ["committed", "plain", "next"]
         );
+    });
+}
+
+/// A marker stamped with its delete horizon (KIP-534, I154) by the broker's cleaner, once its
+/// transaction's record was superseded, stays until `delete.retention.ms` (a day here) and
+/// librdkafka reads across it under both isolation levels.
+#[test]
+fn librdkafka_reads_across_a_marker_stamped_with_its_delete_horizon() {
+    bounded(LIMIT, || {
+        let broker = Broker::builder()
+            .with("log.cleaner.backoff.ms", "100")
+            .start();
+        let admin = admin(&broker);
+        let topic = NewTopic::new("cs", 1, TopicReplication::Fixed(1))
+            .set("cleanup.policy", "compact")
+            .set("segment.ms", "200")
+            .set("min.cleanable.dirty.ratio", "0.01");
+        let results = futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
+            .expect("CreateTopics");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let mut c = TypedClient::connect(broker.addr());
+        let p = |c: &mut TypedClient, bytes| produce(c, "cs", bytes);
+        let start = common::librdkafka::now_ms();
+        assert_eq!(
+            p(&mut c, keyed_batch(30, 0, &[("k1", "old")], true)),
+            (0, 0)
+        );
+        assert_eq!(write_marker(&mut c, "cs", 30, 0, true), 0); // offset 1
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k1", "new")], false)),
+            (0, 2)
+        );
+        std::thread::sleep(Duration::from_millis(250)); // segment.ms passes: the next append rolls
+        assert_eq!(p(&mut c, keyed_batch(-1, 0, &[("k2", "x")], false)), (0, 3));
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut read = fetch(&mut c, "cs", 0, 0);
+        while read.batches != [(1, 1, true), (2, 2, false), (3, 3, false)] {
+            assert!(
+                Instant::now() < deadline,
+                "batches left: {:?}",
+                read.batches
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            read = fetch(&mut c, "cs", 0, 0);
+        }
+        let horizon = read.horizons[0]
+            .1
+            .expect("the marker carries a delete horizon");
+        let day = 86_400_000;
+        assert!(
+            horizon >= start + day && horizon <= common::librdkafka::now_ms() + day,
+            "horizon {horizon} is not a day after the cleaning"
+        );
+        for isolation in ["read_committed", "read_uncommitted"] {
+            let consumer = consumer(&broker, &[("isolation.level", isolation)]);
+            assert_eq!(read_values(&consumer, "cs", 2), ["new", "x"], "{isolation}");
+        }
     });
 }
