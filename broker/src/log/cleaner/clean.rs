@@ -466,7 +466,7 @@ pub async fn clean_partition<B: Backend>(
             .filter(|a| !gone.contains(a))
             .copied()
             .collect();
-        txn_index::rewrite(backend, &dir, range.base, &kept, false).await?;
+        txn_index::write_cleaned(backend, &dir, range.base, &kept).await?;
         swap::commit(backend, &dir, range).await?;
         let old_bases: Vec<Offset> = members.iter().map(|s| s.base_offset()).collect();
         swap::finish(backend, &dir, range, &old_bases).await?;
