@@ -666,13 +666,14 @@ fn compaction_removes_a_spent_abort_marker_and_read_committed_keeps_the_later_co
             p(&mut c, keyed_batch(-1, 0, &[("k3", "plain")], false)),
             (0, 4)
         );
+        // Before the roll nothing is sealed, so nothing is cleaned yet.
+        let before = fetch(&mut c, "cm", 0, 1);
+        assert_eq!(before.aborted, Some(vec![(20, 0)]));
         std::thread::sleep(Duration::from_millis(250)); // segment.ms passes: the next append rolls
         assert_eq!(
             p(&mut c, keyed_batch(-1, 0, &[("k4", "next")], false)),
             (0, 5)
         );
-        let before = fetch(&mut c, "cm", 0, 1);
-        assert_eq!(before.aborted, Some(vec![(20, 0)]));
 
         // Bounded wait: the aborted record and then its marker go; the commit's stays.
         let want = vec![(2, 2, false), (3, 3, true), (4, 4, false), (5, 5, false)];
