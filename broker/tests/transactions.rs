@@ -448,3 +448,40 @@ fn an_open_transaction_survives_kill_9_and_is_aborted_by_its_timeout() {
         assert_eq!(init_settled(&mut c, "tx-t", 2_000), (NONE, pid, 2));
     });
 }
+
+/// The coordinator's bounds on transactional-id state are settings (I38): with
+/// `transaction.max.transactional.ids=2` on one coordinator a third id is
+/// COORDINATOR_NOT_AVAILABLE (retriable) while the first two keep working, and with
+/// `transaction.max.partitions.per.transaction=2` a third partition is INVALID_REQUEST while
+/// the transaction keeps its two and commits.
+#[test]
+fn the_coordinator_caps_are_settings() {
+    bounded(TEST_LIMIT, || {
+        let broker = Broker::builder()
+            .with("transaction.state.log.num.partitions", "1")
+            .with("transaction.max.transactional.ids", "2")
+            .with("transaction.max.partitions.per.transaction", "2")
+            .start();
+        let mut c = TypedClient::connect(broker.addr());
+        create_topic(&mut c, "caps", 3);
+        let a = init_settled(&mut c, "cap-a", 60_000);
+        let b = init_settled(&mut c, "cap-b", 60_000);
+        assert_eq!((a.0, b.0), (0, 0));
+        assert_eq!(
+            init(&mut c, "cap-c", 60_000).0,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
+        );
+        // A known id is not a new one.
+        let a = init_settled(&mut c, "cap-a", 60_000);
+        assert_eq!(a.0, 0);
+        let pe = (a.1, a.2);
+        let codes = add_partitions(&mut c, 3, "cap-a", pe, &[("caps", 0), ("caps", 1)]);
+        assert!(codes.iter().all(|r| r.2 == 0), "{codes:?}");
+        let codes = add_partitions(&mut c, 3, "cap-a", pe, &[("caps", 2)]);
+        assert_eq!(
+            codes,
+            [("caps".to_string(), 2, ErrorCode::INVALID_REQUEST.code())]
+        );
+        assert_eq!(end_txn(&mut c, 3, "cap-a", pe, true), 0);
+    });
+}

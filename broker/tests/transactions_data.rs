@@ -21,11 +21,12 @@ use minikafka_core::control_batch::decode_marker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::record::{compute_crc, BatchBuilder, BatchHeader, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
+use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset as RdOffset, TopicPartitionList};
 
-use common::librdkafka::{consumer, create_topics};
+use common::librdkafka::{admin, admin_options, consumer, create_topics};
 use common::typed::TypedClient;
 use common::{bounded, Broker};
 
@@ -80,13 +81,26 @@ fn produce(client: &mut TypedClient, topic: &str, records: Vec<u8>) -> (i16, i64
     (p.error_code, p.base_offset)
 }
 
-/// WriteTxnMarkers v1 of one marker for `topic`/0: the partition's error code.
+/// WriteTxnMarkers v1 of one marker for `topic`/0 at coordinator epoch 3: the partition's
+/// error code.
 fn write_marker(
     client: &mut TypedClient,
     topic: &str,
     producer_id: i64,
     epoch: i16,
     commit: bool,
+) -> i16 {
+    write_marker_at(client, topic, producer_id, epoch, commit, 3)
+}
+
+/// [`write_marker`] from the coordinator epoch `coordinator_epoch`.
+fn write_marker_at(
+    client: &mut TypedClient,
+    topic: &str,
+    producer_id: i64,
+    epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
 ) -> i16 {
     let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
     t.name = name(topic);
@@ -95,7 +109,7 @@ fn write_marker(
     marker.producer_id = producer_id.into();
     marker.producer_epoch = epoch;
     marker.transaction_result = commit;
-    marker.coordinator_epoch = 3;
+    marker.coordinator_epoch = coordinator_epoch;
     marker.topics = vec![t];
     let mut request = WriteTxnMarkersRequest::default();
     request.markers = vec![marker];
@@ -118,6 +132,8 @@ struct Fetched {
     batches: Vec<(i64, i64, bool)>,
     /// Data record values in order (control records left out).
     values: Vec<String>,
+    /// Each control batch: (offset, the delete horizon a cleaner wrote into it).
+    horizons: Vec<(i64, Option<i64>)>,
 }
 
 fn fetch_request(topic: &str, offset: i64, isolation: i8, wait_ms: i32) -> FetchRequest {
@@ -155,6 +171,7 @@ fn fetch_waiting(
     let bytes = p.records.clone().unwrap_or_default();
     let mut batches = Vec::new();
     let mut values = Vec::new();
+    let mut horizons = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let header = BatchHeader::parse(&bytes[at..]).expect("a batch header");
@@ -166,6 +183,7 @@ fn fetch_waiting(
         ));
         if header.is_control() {
             decode_marker(whole).expect("a marker");
+            horizons.push((header.base_offset.0, header.delete_horizon_ms()));
         } else {
             let view = minikafka_core::record::validate_batch(whole).expect("valid");
             assert_eq!(view.records_count as usize, {
@@ -192,6 +210,7 @@ fn fetch_waiting(
         }),
         batches,
         values,
+        horizons,
     }
 }
 
@@ -453,6 +472,79 @@ fn a_restart_after_sigkill_rebuilds_the_lso_and_the_txnindex() {
     });
 }
 
+/// The coordinator epochs DescribeProducers reports for `topic`/0, by producer id.
+fn coordinator_epochs(client: &mut TypedClient, topic: &str) -> Vec<(i64, i32)> {
+    let mut t = describe_producers_request::TopicRequest::default();
+    t.name = name(topic);
+    t.partition_indexes = vec![0];
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![t];
+    let response: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &request);
+    let mut out: Vec<_> = response.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|s| (s.producer_id.0, s.coordinator_epoch))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The coordinator epoch in markers (I72): a marker carries it in its control record's value,
+/// and a partition refuses one whose coordinator epoch is below the last it saw for that
+/// producer with TRANSACTION_COORDINATOR_FENCED (52), leaving the transaction open; the
+/// fence survives a kill -9 (rebuilt from the markers in the log) and a clean restart (the
+/// transaction-state checkpoint).
+#[test]
+fn a_marker_from_an_older_coordinator_epoch_is_fenced() {
+    bounded(LIMIT, || {
+        const FENCED: i16 = ErrorCode::TRANSACTION_COORDINATOR_FENCED.code();
+        assert_eq!(FENCED, 52);
+        let mut broker = Broker::builder().with("flush.policy", "fsync").start();
+        create_topics(&broker, &[("f", 1)]);
+        let mut c = TypedClient::connect(broker.addr());
+        assert_eq!(produce(&mut c, "f", batch(7, 0, 0, &["a"], true)), (0, 0));
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 5), 0); // offset 1
+        assert_eq!(coordinator_epochs(&mut c, "f"), [(7, 5)]);
+        // The control record's value: version 0, then the coordinator epoch.
+        let read = fetch_request("f", 1, 0, 0);
+        let response: FetchResponse = c.call(ApiKey::Fetch, 12, &read);
+        let records = response.responses[0].partitions[0]
+            .records
+            .clone()
+            .expect("records");
+        let marker = decode_marker(&records).expect("a marker at 1");
+        assert_eq!((marker.producer_id, marker.coordinator_epoch), (7, 5));
+
+        // The next transaction: a marker from coordinator epoch 4 is fenced, the
+        // transaction stays open (the LSO stays at its first offset).
+        assert_eq!(produce(&mut c, "f", batch(7, 0, 1, &["b"], true)), (0, 2));
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 4), FENCED);
+        assert_eq!(latest(&mut c, "f", 1), 2);
+
+        for restart in ["kill -9", "clean stop"] {
+            drop(c);
+            if restart == "kill -9" {
+                broker.kill9();
+            } else {
+                assert!(broker.stop().success(), "clean stop");
+            }
+            broker.restart();
+            c = TypedClient::connect(broker.addr());
+            assert_eq!(
+                write_marker_at(&mut c, "f", 7, 0, false, 4),
+                FENCED,
+                "after {restart}"
+            );
+            assert_eq!(latest(&mut c, "f", 1), 2, "after {restart}");
+        }
+        // The same or a newer coordinator epoch ends it.
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 6), 0); // offset 3
+        assert_eq!(latest(&mut c, "f", 1), 4);
+        assert_eq!(coordinator_epochs(&mut c, "f"), [(7, 6)]);
+        assert_eq!(write_marker_at(&mut c, "f", 7, 0, true, 5), FENCED);
+    });
+}
+
 /// librdkafka's read_committed consumer drops the aborted records and the markers; its
 /// read_uncommitted consumer sees every data record.
 #[test]
@@ -513,4 +605,154 @@ fn read_values(consumer: &BaseConsumer, topic: &str, count: usize) -> Vec<String
         }
     }
     out
+}
+
+/// One batch of `(key, value)` records for `producer_id` (epoch 0) from `sequence`,
+/// transactional or not (`producer_id` -1: a plain batch).
+fn keyed_batch(producer_id: i64, sequence: i32, records: &[(&str, &str)], txn: bool) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    b.producer_id = producer_id;
+    b.producer_epoch = if producer_id < 0 { -1 } else { 0 };
+    b.base_sequence = if producer_id < 0 { -1 } else { sequence };
+    for (key, value) in records {
+        b.push(&NewRecord {
+            key: Some(key.as_bytes()),
+            value: Some(value.as_bytes()),
+            timestamp_ms: common::librdkafka::now_ms(),
+            ..NewRecord::default()
+        });
+    }
+    let mut bytes = b.build(Offset(0));
+    if txn {
+        set_attributes(&mut bytes, 0x10);
+    }
+    bytes
+}
+
+/// Compaction and transaction markers end to end (I154): on a compacted topic the broker's
+/// cleaner drops an aborted transaction's record, then its ABORT marker once
+/// `delete.retention.ms` has passed, and with it the aborted range; a later committed
+/// transaction of the same producer stays readable by librdkafka's read_committed consumer
+/// (a range left without its marker would make it skip that producer's batches), and the
+/// COMMIT marker of a transaction whose record survives stays.
+#[test]
+fn compaction_removes_a_spent_abort_marker_and_read_committed_keeps_the_later_commit() {
+    bounded(LIMIT, || {
+        let broker = Broker::builder()
+            .with("log.cleaner.backoff.ms", "100")
+            .start();
+        let admin = admin(&broker);
+        let topic = NewTopic::new("cm", 1, TopicReplication::Fixed(1))
+            .set("cleanup.policy", "compact")
+            .set("segment.ms", "200")
+            .set("min.cleanable.dirty.ratio", "0.01")
+            .set("delete.retention.ms", "300");
+        let results = futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
+            .expect("CreateTopics");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let mut c = TypedClient::connect(broker.addr());
+        let p = |c: &mut TypedClient, bytes| produce(c, "cm", bytes);
+        assert_eq!(
+            p(&mut c, keyed_batch(20, 0, &[("k1", "aborted")], true)),
+            (0, 0)
+        );
+        assert_eq!(write_marker(&mut c, "cm", 20, 0, false), 0); // offset 1
+        assert_eq!(
+            p(&mut c, keyed_batch(20, 1, &[("k2", "committed")], true)),
+            (0, 2)
+        );
+        assert_eq!(write_marker(&mut c, "cm", 20, 0, true), 0); // offset 3
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k3", "plain")], false)),
+            (0, 4)
+        );
+        // Before the roll nothing is sealed, so nothing is cleaned yet.
+        let before = fetch(&mut c, "cm", 0, 1);
+        assert_eq!(before.aborted, Some(vec![(20, 0)]));
+        std::thread::sleep(Duration::from_millis(250)); // segment.ms passes: the next append rolls
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k4", "next")], false)),
+            (0, 5)
+        );
+
+        // Bounded wait: the aborted record and then its marker go; the commit's stays.
+        let want = vec![(2, 2, false), (3, 3, true), (4, 4, false), (5, 5, false)];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut got = fetch(&mut c, "cm", 0, 0).batches;
+        while got != want {
+            assert!(Instant::now() < deadline, "batches left: {got:?}");
+            std::thread::sleep(Duration::from_millis(100));
+            got = fetch(&mut c, "cm", 0, 0).batches;
+        }
+        let committed = fetch(&mut c, "cm", 0, 1);
+        assert!(
+            committed.aborted.clone().unwrap_or_default().is_empty(),
+            "an aborted range outlived its marker: {:?}",
+            committed.aborted
+        );
+        assert_eq!(committed.values, ["committed", "plain", "next"]);
+        let consumer = consumer(&broker, &[("isolation.level", "read_committed")]);
+        assert_eq!(
+            read_values(&consumer, "cm", 3),
+            ["committed", "plain", "next"]
+        );
+    });
+}
+
+/// A marker stamped with its delete horizon (KIP-534, I154) by the broker's cleaner, once its
+/// transaction's record was superseded, stays until `delete.retention.ms` (a day here) and
+/// librdkafka reads across it under both isolation levels.
+#[test]
+fn librdkafka_reads_across_a_marker_stamped_with_its_delete_horizon() {
+    bounded(LIMIT, || {
+        let broker = Broker::builder()
+            .with("log.cleaner.backoff.ms", "100")
+            .start();
+        let admin = admin(&broker);
+        let topic = NewTopic::new("cs", 1, TopicReplication::Fixed(1))
+            .set("cleanup.policy", "compact")
+            .set("segment.ms", "200")
+            .set("min.cleanable.dirty.ratio", "0.01");
+        let results = futures::executor::block_on(admin.create_topics(&[topic], &admin_options()))
+            .expect("CreateTopics");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let mut c = TypedClient::connect(broker.addr());
+        let p = |c: &mut TypedClient, bytes| produce(c, "cs", bytes);
+        let start = common::librdkafka::now_ms();
+        assert_eq!(
+            p(&mut c, keyed_batch(30, 0, &[("k1", "old")], true)),
+            (0, 0)
+        );
+        assert_eq!(write_marker(&mut c, "cs", 30, 0, true), 0); // offset 1
+        assert_eq!(
+            p(&mut c, keyed_batch(-1, 0, &[("k1", "new")], false)),
+            (0, 2)
+        );
+        std::thread::sleep(Duration::from_millis(250)); // segment.ms passes: the next append rolls
+        assert_eq!(p(&mut c, keyed_batch(-1, 0, &[("k2", "x")], false)), (0, 3));
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut read = fetch(&mut c, "cs", 0, 0);
+        while read.batches != [(1, 1, true), (2, 2, false), (3, 3, false)] {
+            assert!(
+                Instant::now() < deadline,
+                "batches left: {:?}",
+                read.batches
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            read = fetch(&mut c, "cs", 0, 0);
+        }
+        let horizon = read.horizons[0]
+            .1
+            .expect("the marker carries a delete horizon");
+        let day = 86_400_000;
+        assert!(
+            horizon >= start + day && horizon <= common::librdkafka::now_ms() + day,
+            "horizon {horizon} is not a day after the cleaning"
+        );
+        for isolation in ["read_committed", "read_uncommitted"] {
+            let consumer = consumer(&broker, &[("isolation.level", isolation)]);
+            assert_eq!(read_values(&consumer, "cs", 2), ["new", "x"], "{isolation}");
+        }
+    });
 }

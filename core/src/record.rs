@@ -340,6 +340,63 @@ impl BatchHeader {
     pub fn is_log_append_time(&self) -> bool {
         self.attributes & LOG_APPEND_TIME_BIT != 0
     }
+
+    /// The delete horizon a cleaner wrote into the batch (KIP-534: attribute bit 0x40 set,
+    /// the base timestamp is the horizon), if any.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
+    }
+}
+
+/// The attribute bit saying the base timestamp is a delete horizon (KIP-534), written by the
+/// cleaner into a transaction marker whose transaction has no data left.
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
+
+/// Re-encodes an uncompressed batch with `horizon_ms` as its delete horizon (KIP-534): the
+/// attribute bit set, the base timestamp the horizon, and each record's `timestampDelta`
+/// re-based on it so every record keeps its timestamp. Offsets, producer fields and the rest
+/// of each record are kept byte for byte; length and CRC are recomputed.
+///
+/// `None` when the batch is compressed or its records do not parse (the caller keeps the
+/// batch as it is). Panics if `batch` is shorter than [`HEADER_BYTES`].
+pub fn stamp_delete_horizon(batch: &[u8], horizon_ms: i64) -> Option<Vec<u8>> {
+    let header = BatchHeader::parse(batch).ok()?;
+    if header.compression() != Ok(Compression::None) {
+        return None;
+    }
+    let records = batch.get(HEADER_BYTES..header.total_bytes())?;
+    // Sized by the bytes present, never by the header's count (I10): a record grows by at
+    // most the few bytes of a longer timestamp delta and length.
+    let mut out = Vec::with_capacity(records.len().saturating_mul(2));
+    let mut pos = 0usize;
+    let mut count = 0i32;
+    while pos < records.len() {
+        let len = usize::try_from(read_varlong(records, &mut pos, 5)?).ok()?;
+        let body = records.get(pos..pos.checked_add(len)?)?;
+        pos += len;
+        let mut at = 1usize; // the record's attributes byte
+        let delta = read_varlong(body, &mut at, 10)?;
+        let timestamp = if header.is_log_append_time() {
+            header.max_timestamp
+        } else {
+            header.base_timestamp.wrapping_add(delta)
+        };
+        let mut new_body = Vec::with_capacity(body.len() + 10);
+        new_body.push(body[0]);
+        write_varlong(&mut new_body, timestamp.wrapping_sub(horizon_ms));
+        new_body.extend_from_slice(&body[at..]);
+        write_varlong(&mut out, new_body.len() as i64);
+        out.extend_from_slice(&new_body);
+        count += 1;
+    }
+    if count != header.records_count {
+        return None;
+    }
+    let mut head = batch[..HEADER_BYTES].to_vec();
+    let attributes = header.attributes | DELETE_HORIZON_BIT;
+    head[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    head[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&horizon_ms.to_be_bytes());
+    Some(rebuild_batch(&head, &out, count))
 }
 
 /// Computes the CRC-32C that a batch's header must carry (over bytes 21..end).

@@ -4,8 +4,8 @@
 
 use minikafka_core::index::{self, IndexEntry, OffsetIndex};
 use minikafka_core::record::{
-    compute_crc, patch_base_offset, validate_batch, validate_batch_with, BatchIter, Compression,
-    OffsetRule, RecordIter, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
+    compute_crc, patch_base_offset, stamp_delete_horizon, validate_batch, validate_batch_with,
+    BatchIter, Compression, OffsetRule, RecordIter, ValidateOptions, HEADER_BYTES, LOG_OVERHEAD,
 };
 use minikafka_core::recovery::{scan_slice, ScanConfig, StopReason};
 use minikafka_core::time_index::{self, search_batch, search_slice, TimeIndex};
@@ -98,9 +98,46 @@ pub fn assert_batch_iterates_with(batch: &[u8], rule: OffsetRule) {
     }
 }
 
+/// The cleaner's delete-horizon stamp (KIP-534, I154) of a valid batch: when it applies (an
+/// uncompressed batch), the result is valid, carries the horizon, and keeps every record's
+/// offset, timestamp, key and value.
+fn assert_stamp_keeps_records(batch: &[u8], horizon_ms: i64) {
+    let Some(stamped) = stamp_delete_horizon(batch, horizon_ms) else {
+        return;
+    };
+    let old = validate_batch(batch).expect("the caller validated it");
+    let new = validate_batch(&stamped).expect("a stamped valid batch is valid");
+    assert_eq!(new.delete_horizon_ms(), Some(horizon_ms));
+    assert_eq!(
+        (new.base_offset, new.last_offset_delta, new.records_count),
+        (old.base_offset, old.last_offset_delta, old.records_count)
+    );
+    let facts = |bytes: &[u8], header: &minikafka_core::record::BatchHeader| {
+        RecordIter::new(&bytes[HEADER_BYTES..])
+            .map(|r| {
+                let r = r.expect("records of a valid batch");
+                let ts = if header.is_log_append_time() {
+                    header.max_timestamp
+                } else {
+                    header.base_timestamp.wrapping_add(r.timestamp_delta)
+                };
+                (
+                    r.offset_delta,
+                    ts,
+                    r.key.map(<[u8]>::to_vec),
+                    r.value.map(<[u8]>::to_vec),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(facts(&stamped, &new), facts(batch, &old));
+}
+
 /// One or more batches: `[flags: u8][bytes]`; flag bit 0 rewrites the CRCs first
-/// ([`fix_crcs`]). Asserts validate ok ⇒ iterate ok for the first batch, and that [`BatchIter`]
-/// yields contiguous valid batches and stops at the first error, strict or lenient alike.
+/// ([`fix_crcs`]). Asserts validate ok ⇒ iterate ok for the first batch (and its
+/// delete-horizon stamp keeps its records, at a horizon taken from the flags), and that
+/// [`BatchIter`] yields contiguous valid batches and stops at the first error, strict or
+/// lenient alike.
 pub fn record_batch(data: &[u8]) {
     let mut input = Input::new(data);
     let flags = input.u8();
@@ -110,6 +147,7 @@ pub fn record_batch(data: &[u8]) {
     }
     if let Ok(header) = validate_batch(&buf) {
         assert_batch_iterates(&buf[..header.total_bytes()]);
+        assert_stamp_keeps_records(&buf[..header.total_bytes()], i64::from(flags) << 40);
     }
     let mut strict_ok = Vec::new();
     let mut next_start = 0usize;

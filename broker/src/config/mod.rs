@@ -254,6 +254,14 @@ pub struct TxnSettings {
     /// AddPartitionsToTxn/AddOffsetsToTxn waits for the previous one's Complete record
     /// instead of being refused CONCURRENT_TRANSACTIONS (I134); 0 refuses at once, as Kafka.
     pub hold_while_completing_ms: i64,
+    /// `transaction.max.transactional.ids` (ours, I38): ids per coordinator.
+    pub max_transactional_ids: usize,
+    /// `transaction.max.partitions.per.transaction` (ours, I38).
+    pub max_partitions_per_transaction: usize,
+    /// `transaction.max.held.requests` (ours, I38, I134): requests held per coordinator.
+    pub max_held_requests: usize,
+    /// `transaction.marker.retry.backoff.ms` (ours): before failed markers are written again.
+    pub retry_backoff_ms: i64,
 }
 
 impl Default for TxnSettings {
@@ -268,6 +276,10 @@ impl Default for TxnSettings {
             remove_expired_interval_ms: 3_600_000,
             partition_verification: true,
             hold_while_completing_ms: 5_000,
+            max_transactional_ids: 100_000,
+            max_partitions_per_transaction: 10_000,
+            max_held_requests: 10_000,
+            retry_backoff_ms: 100,
         }
     }
 }

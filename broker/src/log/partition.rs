@@ -463,6 +463,11 @@ impl<B: Backend> PartitionLog<B> {
             .last_stable_offset(self.high_watermark.get())
     }
 
+    /// Forgets the aborted ranges of ABORT markers the cleaner removed (I154).
+    pub fn forget_aborted(&self, gone: &[AbortedTxn]) {
+        self.txns.borrow_mut().forget_aborted(gone);
+    }
+
     /// The aborted transactions a read_committed read of `[from, upper)` must report.
     pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
         self.txns.borrow().aborted_in(from, upper)

@@ -211,6 +211,26 @@ async fn read_file<B: Backend>(
     }
 }
 
+/// Makes the `.txnindex` of the segment a cleaning swaps in at `base` hold exactly `entries`
+/// (none: no file), atomically (I154).
+pub async fn write_cleaned<B: Backend>(
+    backend: &B,
+    dir: &Path,
+    base: Offset,
+    entries: &[AbortedTxn],
+) -> io::Result<()> {
+    if entries.is_empty() {
+        return remove(backend, dir, base).await;
+    }
+    atomic_file::write_atomically(
+        backend,
+        dir,
+        &txn_index_path(dir, base),
+        encode_file(entries),
+    )
+    .await
+}
+
 /// Makes the segment's `.txnindex` hold exactly `entries` (none: no file).
 async fn rewrite<B: Backend>(
     backend: &B,

@@ -28,8 +28,12 @@
 //!    [`retain::keep_record`]; the survivors go to new segment files.
 //! 4. [`swap`]: the new files replace the old ones by renames (I24); recovery finishes or
 //!    discards a half-done swap.
+//!
+//! Transaction markers follow [`markers`]: kept while their transaction has data, then
+//! stamped with a delete horizon, then removed once it has passed (I154).
 
 pub mod choose;
+pub mod markers;
 pub mod offset_map;
 pub mod policy;
 pub mod retain;

@@ -10,7 +10,8 @@
 //!   `offsetDelta` and `timestampDelta`) in a batch with the same header fields — base offset,
 //!   `lastOffsetDelta`, timestamps, attributes (so the same codec, recompressed), producer id,
 //!   epoch and base sequence — and new length, count and CRC (I1, I23).
-//! - Control batches (transaction markers) are always kept whole.
+//! - Control batches (transaction markers) are kept whole here; whether a marker stays, is
+//!   stamped with a delete horizon or goes is [`super::markers`]' decision, the cleaner's to apply.
 //! - A whole batch dropped loses nothing the log needs: an idempotent producer whose batches
 //!   all went is forgotten, which is safe (an unknown producer is accepted at any sequence;
 //!   only the deduplication of a retry of a batch that old is lost).
@@ -100,7 +101,12 @@ pub struct FilterCounts {
     pub tombstones: u64,
     /// Records of aborted transactions dropped (`crate::partition::txn`, I68).
     pub aborted: u64,
-    /// The smallest timestamp of a tombstone kept (when it expires, the log is due again).
+    /// Transaction markers stamped with a delete horizon ([`super::markers`], I154).
+    pub markers_stamped: u64,
+    /// Transaction markers removed past their delete horizon (I154).
+    pub markers_removed: u64,
+    /// The smallest timestamp of a tombstone kept, or the equivalent of a marker's delete
+    /// horizon ([`FilterCounts::note_expiry`]): when it expires, the log is due again.
     pub oldest_kept_tombstone_ms: Option<i64>,
 }
 
@@ -112,6 +118,8 @@ impl FilterCounts {
         self.keyless += other.keyless;
         self.tombstones += other.tombstones;
         self.aborted += other.aborted;
+        self.markers_stamped += other.markers_stamped;
+        self.markers_removed += other.markers_removed;
         self.oldest_kept_tombstone_ms = match (
             self.oldest_kept_tombstone_ms,
             other.oldest_kept_tombstone_ms,
@@ -121,9 +129,22 @@ impl FilterCounts {
         };
     }
 
-    /// Records dropped for any reason.
+    /// Records dropped for any reason (a removed marker is one control record).
     pub fn dropped(&self) -> u64 {
-        self.superseded + self.keyless + self.tombstones + self.aborted
+        self.superseded + self.keyless + self.tombstones + self.aborted + self.markers_removed
+    }
+
+    /// Whether the cleaning changed any byte: records dropped or markers stamped.
+    pub fn changed(&self) -> bool {
+        self.dropped() > 0 || self.markers_stamped > 0
+    }
+
+    /// Notes a kept record or marker that expires at `horizon_ms` given `delete.retention.ms`
+    /// (kept as the tombstone timestamp it is equivalent to, so the log is due again then).
+    pub fn note_expiry(&mut self, horizon_ms: i64, delete_retention_ms: i64) {
+        let as_timestamp = horizon_ms.saturating_sub(delete_retention_ms.max(0));
+        let oldest = self.oldest_kept_tombstone_ms.get_or_insert(as_timestamp);
+        *oldest = (*oldest).min(as_timestamp);
     }
 }
 

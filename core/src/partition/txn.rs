@@ -215,6 +215,15 @@ impl TxnTracker {
         self.aborted.iter()
     }
 
+    /// Forgets the aborted ranges of `gone`: ABORT markers the cleaner removed after their
+    /// transaction's records (I154), so no read reports a range that no marker ends (a
+    /// read_committed client would skip the producer's later batches).
+    pub fn forget_aborted(&mut self, gone: &[AbortedTxn]) {
+        if !gone.is_empty() {
+            self.aborted.retain(|a| !gone.contains(a));
+        }
+    }
+
     /// Forgets aborted ranges whose marker lies below `log_start` (their records are gone).
     pub fn drop_below(&mut self, log_start: Offset) {
         while self

@@ -111,21 +111,23 @@ pub struct TxnConfig {
     /// `offsets.topic.num.partitions` (Kafka: 50): which `__consumer_offsets` partition
     /// AddOffsetsToTxn adds for a group.
     pub offsets_topic_partitions: i32,
-    /// Backoff before writing failed markers or a failed Complete record again (ours).
+    /// `transaction.marker.retry.backoff.ms` (ours): backoff before writing failed markers or
+    /// a failed Complete record again.
     pub retry_backoff_ms: i64,
-    /// Transactional ids per coordinator (ours; Kafka has none): a new id beyond it gets
-    /// COORDINATOR_NOT_AVAILABLE (retriable) until ids expire. Default 100,000.
+    /// `transaction.max.transactional.ids` (ours; Kafka has none): transactional ids per
+    /// coordinator; a new id beyond it gets COORDINATOR_NOT_AVAILABLE (retriable) until ids
+    /// expire. Default 100,000.
     pub max_transactional_ids: usize,
-    /// Partitions one transaction may hold (ours; Kafka has none): beyond it,
-    /// AddPartitionsToTxn gets INVALID_REQUEST. Default 10,000.
+    /// `transaction.max.partitions.per.transaction` (ours; Kafka has none): partitions one
+    /// transaction may hold; beyond it, AddPartitionsToTxn gets INVALID_REQUEST. Default 10,000.
     pub max_partitions_per_transaction: usize,
     /// How long an AddPartitionsToTxn/AddOffsetsToTxn of the producer's next transaction
     /// waits for the previous one to complete before it is answered CONCURRENT_TRANSACTIONS
     /// (ours; Kafka answers at once, I134). 0 answers at once, as Kafka. Default 5,000, below
     /// every client's request timeout.
     pub hold_while_completing_ms: i64,
-    /// Requests held that way at once, per coordinator (ours, I38): beyond it they are
-    /// answered CONCURRENT_TRANSACTIONS at once. Default 10,000.
+    /// `transaction.max.held.requests` (ours, I38): requests held that way at once, per
+    /// coordinator; beyond it they are answered CONCURRENT_TRANSACTIONS at once. Default 10,000.
     pub max_held_requests: usize,
 }
 

@@ -542,3 +542,296 @@ pub async fn check_compaction_drops_aborted_transactions_below_the_lso<B: Backen
     })?;
     Ok(())
 }
+
+/// The workload of the marker checks: producer 2's committed `k1` at 0 (superseded at 4),
+/// producer 1's aborted `k2` at 1, COMMIT at 2, ABORT at 3, plain `k3` at 5; a roll, and `k4`
+/// at 6 in the active segment.
+async fn write_txn_marker_workload<B: Backend>(log: &PartitionLog<B>) -> Check {
+    use minikafka_core::control_batch::{ControlType, TxnMarker};
+    let marker = |producer_id, control_type| TxnMarker {
+        producer_id,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        control_type,
+    };
+    let append = |bytes: Vec<u8>| log.append(bytes, NOW_MS);
+    append(transactional_batch(2, 0, "k1", "committed"))
+        .await
+        .step("txn 2")?;
+    append(transactional_batch(1, 0, "k2", "aborted"))
+        .await
+        .step("txn 1")?;
+    log.append_marker(marker(2, ControlType::Commit), NOW_MS)
+        .await
+        .step("commit")?;
+    log.append_marker(marker(1, ControlType::Abort), NOW_MS)
+        .await
+        .step("abort")?;
+    append(keyed_batch(&[("k1", Some("new"))], NOW_MS))
+        .await
+        .step("k1 again")?;
+    append(keyed_batch(&[("k3", Some("v"))], NOW_MS))
+        .await
+        .step("k3")?;
+    log.roll_now(NOW_MS).await.step("roll")?;
+    append(keyed_batch(&[("k4", Some("v"))], NOW_MS))
+        .await
+        .step("active")?;
+    Ok(())
+}
+
+/// The transaction state agrees with the log (I154, I68, I70): nothing ongoing (no
+/// transactional batch left without its marker), and every aborted range a read_committed
+/// read would report ends at a marker still in the log.
+async fn markers_consistent<B: Backend>(log: &PartitionLog<B>) -> Check {
+    ensure(log.last_stable_offset() == log.high_watermark(), || {
+        format!(
+            "LSO {} below the high watermark {}: a transaction without its marker",
+            log.last_stable_offset(),
+            log.high_watermark()
+        )
+    })?;
+    let markers = control_offsets(log).await?;
+    for range in log.aborted_transactions(Offset(0), log.high_watermark()) {
+        ensure(
+            markers.iter().any(|(at, _)| *at == range.last_offset),
+            || format!("aborted range {range:?} has no marker in the log"),
+        )?;
+    }
+    Ok(())
+}
+
+/// A crash (or an I/O error the broker lives through, then a clean stop) at every filesystem
+/// step of the cleaning that removes the markers (I154, I24): the reopened log is the old one
+/// (markers present) or the new one (markers gone), the transaction state agrees with it
+/// (nothing ongoing, no aborted range without its marker), and it takes appends.
+pub async fn check_marker_removal_crash_at_every_step<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    let cfg = compacted_config();
+    let horizon = NOW_MS + cfg.compaction.delete_retention_ms;
+    // The log with both markers stamped, closed cleanly.
+    let prepare = |sub: std::path::PathBuf| {
+        let cfg = cfg.clone();
+        async move {
+            let log = open(backend, &sub, &cfg, false).await?;
+            write_txn_marker_workload(&log).await?;
+            let stamped = clean_once(backend, &log, NOW_MS)
+                .await?
+                .ok_or("not cleaned")?;
+            ensure(stamped.counts.markers_stamped == 2, || {
+                format!("stamping cleaning: {:?}", stamped.counts)
+            })?;
+            log.close().await.step("close")?;
+            Ok::<_, String>(())
+        }
+    };
+    let total_ops = {
+        let sub = dir.join("count");
+        prepare(sub.clone()).await?;
+        let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
+        let log = open(&faulty, &sub, &cfg, true).await?;
+        let before = faulty.plan().op_count();
+        let removed = clean_once(&faulty, &log, horizon)
+            .await?
+            .ok_or("not cleaned")?;
+        ensure(removed.counts.markers_removed == 2, || {
+            format!("removing cleaning: {:?}", removed.counts)
+        })?;
+        faulty.plan().op_count() - before
+    };
+    let (old, new) = (vec![2, 3, 4, 5, 6], vec![4, 5, 6]);
+    let (mut saw_old, mut saw_new) = (false, false);
+    for n in 0..=total_ops {
+        for lives_on in [false, true] {
+            let sub = dir.join(format!("crash-{n}-{lives_on}"));
+            prepare(sub.clone()).await?;
+            let plan = FaultPlan::new();
+            let faulty = FaultyBackend::new(backend.clone(), plan.clone());
+            let log = open(&faulty, &sub, &cfg, true).await?;
+            plan.fail_after(n);
+            let _ = clean_once(&faulty, &log, horizon).await;
+            let what = format!("fault at op {n} (lives on: {lives_on})");
+            let clean_close = if lives_on {
+                plan.heal();
+                markers_consistent(&log).await.step(&what)?;
+                log.close().await.is_ok()
+            } else {
+                false
+            };
+            drop(log);
+            let log = open(backend, &sub, &cfg, clean_close)
+                .await
+                .step(&format!("reopen after a {what}"))?;
+            markers_consistent(&log).await.step(&what)?;
+            let offsets: Vec<i64> = read_rows(&log).await?.iter().map(|r| r.0).collect();
+            if offsets == old {
+                saw_old = true;
+            } else if offsets == new {
+                saw_new = true;
+            } else {
+                return Err(format!("{what}: rows at {offsets:?}"));
+            }
+            let hw = log.high_watermark();
+            let info = log
+                .append(keyed_batch(&[("k0", Some("after"))], NOW_MS), NOW_MS)
+                .await
+                .step("append after recovery")?;
+            ensure(info.base_offset == hw, || {
+                format!("{what}: append off the end")
+            })?;
+            drop(log);
+            backend.remove_dir_all(&sub).await.step("cleanup")?;
+        }
+    }
+    ensure(saw_old && saw_new, || {
+        format!(
+            "expected both outcomes over {total_ops} fault points (old {saw_old}, new {saw_new})"
+        )
+    })
+}
+
+/// `(offset, delete horizon)` of every control batch of `log`.
+async fn control_offsets<B: Backend>(
+    log: &PartitionLog<B>,
+) -> Result<Vec<(i64, Option<i64>)>, String> {
+    let read = log.read(Offset(0), 1 << 20).await.step("read")?;
+    let mut found = Vec::new();
+    for view in BatchIter::new(&read.bytes).with_options(ValidateOptions::stored()) {
+        let view = view.step("batch")?;
+        if view.header.is_control() {
+            found.push((view.header.base_offset.0, view.header.delete_horizon_ms()));
+        }
+    }
+    Ok(found)
+}
+
+/// The `.txnindex` files in `dir`.
+async fn txn_index_files<B: Backend>(backend: &B, dir: &Path) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = backend
+        .list_dir(dir)
+        .await
+        .step("list")?
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".txnindex"))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Transaction markers and compaction (I154): a committed transaction whose record is
+/// superseded and an aborted one; the first cleaning drops their data and stamps both markers
+/// with a delete horizon (`delete.retention.ms` ahead), the aborted range staying in memory
+/// and in the new segment's `.txnindex`; the log is not due again before the horizon; a
+/// cleaning at the horizon removes both markers and the aborted range, in memory and on disk;
+/// a read_committed read then reports no aborted range, and a clean and a crash reopen agree.
+pub async fn check_compaction_removes_markers_past_the_delete_horizon<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Check {
+    let cfg = compacted_config();
+    let retention = cfg.compaction.delete_retention_ms;
+    let log = open(backend, dir, &cfg, false).await?;
+    write_txn_marker_workload(&log).await?;
+    let offsets = |rows: &[Row]| rows.iter().map(|r| r.0).collect::<Vec<i64>>();
+    let aborted_ranges =
+        |log: &PartitionLog<B>| log.aborted_transactions(Offset(0), log.last_stable_offset());
+
+    let mut checkpoint = CleanerCheckpoint::default();
+    let settings = CleanerSettings::default();
+    let first = clean_partition(backend, &log, &mut checkpoint, &settings, NOW_MS)
+        .await
+        .step("clean 1")?
+        .ok_or("a dirty log with ratio 0 was not cleaned")?;
+    ensure(
+        (first.counts.aborted, first.counts.superseded) == (1, 1),
+        || format!("first cleaning dropped {:?}", first.counts),
+    )?;
+    ensure(
+        (first.counts.markers_stamped, first.counts.markers_removed) == (2, 0),
+        || format!("first cleaning: markers {:?}", first.counts),
+    )?;
+    let horizon = NOW_MS + retention;
+    let controls = control_offsets(&log).await?;
+    ensure(controls == [(2, Some(horizon)), (3, Some(horizon))], || {
+        format!("markers after the first cleaning: {controls:?}")
+    })?;
+    // Rows include the control records (the markers at 2 and 3).
+    ensure(offsets(&read_rows(&log).await?) == [2, 3, 4, 5, 6], || {
+        "rows after the first cleaning".into()
+    })?;
+    ensure(aborted_ranges(&log).len() == 1, || {
+        "the aborted range went while its marker stays".into()
+    })?;
+    ensure(
+        txn_index_files(backend, dir).await? == ["00000000000000000000.txnindex"],
+        || "the cleaned segment has no .txnindex for the ABORT marker it keeps".into(),
+    )?;
+
+    // Not due before the horizon (nothing dirty, no marker expired).
+    let early = clean_partition(backend, &log, &mut checkpoint, &settings, horizon - 1)
+        .await
+        .step("clean 2")?;
+    ensure(early.is_none(), || {
+        format!("cleaned before the horizon: {early:?}")
+    })?;
+    // A cleaning that runs anyway keeps them (a fresh checkpoint: everything is dirty).
+    let anyway = clean_once(backend, &log, horizon - 1)
+        .await?
+        .ok_or("a forced cleaning did not run")?;
+    ensure(anyway.counts.markers_removed == 0, || {
+        format!("markers removed before the horizon: {:?}", anyway.counts)
+    })?;
+
+    // At the horizon the log is due again and both markers go, with the aborted range.
+    let last = clean_partition(backend, &log, &mut checkpoint, &settings, horizon)
+        .await
+        .step("clean 3")?
+        .ok_or("the log was not due at the markers' horizon")?;
+    ensure(last.counts.markers_removed == 2, || {
+        format!("last cleaning: {:?}", last.counts)
+    })?;
+    ensure(control_offsets(&log).await?.is_empty(), || {
+        "markers left past the horizon".into()
+    })?;
+    ensure(aborted_ranges(&log).is_empty(), || {
+        "an aborted range outlived its marker (a read_committed reader would skip the \
+         producer's later batches)"
+            .into()
+    })?;
+    let read = log
+        .read_isolated(Offset(0), 1 << 20, true)
+        .await
+        .step("read_committed")?;
+    ensure(read.aborted.is_empty(), || {
+        format!("read_committed reports {:?}", read.aborted)
+    })?;
+    ensure(txn_index_files(backend, dir).await?.is_empty(), || {
+        "a .txnindex outlived the ABORT marker".into()
+    })?;
+    ensure(offsets(&read_rows(&log).await?) == [4, 5, 6], || {
+        "data rows after the last cleaning".into()
+    })?;
+
+    // Reopened after a clean close, then after a crash: the same log, nothing ongoing.
+    log.close().await.step("close")?;
+    drop(log);
+    for clean in [true, false] {
+        let log = open(backend, dir, &cfg, clean).await?;
+        ensure(
+            log.last_stable_offset() == log.high_watermark()
+                && aborted_ranges(&log).is_empty()
+                && offsets(&read_rows(&log).await?) == [4, 5, 6],
+            || {
+                format!(
+                    "reopened (clean: {clean}): LSO {}",
+                    log.last_stable_offset()
+                )
+            },
+        )?;
+        drop(log);
+    }
+    Ok(())
+}

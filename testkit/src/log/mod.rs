@@ -83,6 +83,7 @@ macro_rules! log_check_names {
             check_producer_dedup_survives_crash,
             check_compaction_keeps_latest_per_key,
             check_compaction_drops_aborted_transactions_below_the_lso,
+            check_compaction_removes_markers_past_the_delete_horizon,
             check_read_in_flight_survives_cleaning,
             check_cleaner_checkpoint_survives_restart,
             check_delete_records_moves_log_start,
@@ -99,6 +100,7 @@ macro_rules! log_check_names {
             check_fault_enospc,
             check_fault_eio_on_sync_goes_offline,
             check_compaction_crash_at_every_step,
+            check_marker_removal_crash_at_every_step,
             check_fault_crash_during_deletion,
         ] }
     };

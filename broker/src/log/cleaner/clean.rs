@@ -6,6 +6,11 @@
 //!   pass end with core's rules, writes the survivors to `.cleaned` files — consecutive
 //!   segments grouped while the group fits `segment.bytes` and 32-bit relative offsets (I6) —
 //!   and swaps each group in (I24). A group whose records all survive is left as it is.
+//! - Transaction markers follow core's [`MarkerPass`] (I154): kept while their transaction
+//!   has data, stamped with a delete horizon once it has none, removed once the horizon has
+//!   passed. The `.txnindex` of a swapped-in segment holds the aborted ranges of the ABORT
+//!   markers it kept, written before the swap's commit point; the ranges of removed markers
+//!   are forgotten in memory once the swap is in.
 //! - Throttled: after each window read or written it sleeps long enough to keep to
 //!   `log.cleaner.io.max.bytes.per.second` (on the backend's timer; no clock is read).
 //! - Readers in flight keep the `Rc<Segment>` they started on; its file stays open.
@@ -18,14 +23,19 @@ use std::time::Duration;
 use minikafka_codec::KafkaCodecs;
 use minikafka_core::backend::Backend;
 use minikafka_core::compaction::choose::{choose, CleanPlan, SegmentFacts};
+use minikafka_core::compaction::markers::{MarkerPass, MarkerVerdict};
 use minikafka_core::compaction::offset_map::KeyOffsetMap;
 use minikafka_core::compaction::retain::{keep_record, TombstoneHorizon};
 use minikafka_core::compaction::rewrite::{
     batch_records, filter_batch, FilterCounts, FilterError, Filtered,
 };
 use minikafka_core::compaction::swap::SwapRange;
+use minikafka_core::control_batch::{decode_marker, ControlType};
 use minikafka_core::partition::txn::in_aborted;
-use minikafka_core::record::{peek_extent, BatchHeader, BatchIter, ValidateOptions, LOG_OVERHEAD};
+use minikafka_core::record::{
+    peek_extent, stamp_delete_horizon, BatchHeader, BatchIter, BatchView, ValidateOptions,
+    LOG_OVERHEAD,
+};
 use minikafka_core::txn_index::AbortedTxn;
 use minikafka_core::types::Offset;
 
@@ -35,6 +45,7 @@ use super::swap::{self, CleanedWriter};
 use crate::log::partition::PartitionLog;
 use crate::log::recover::open_segment;
 use crate::log::segment::Segment;
+use crate::log::txn_index;
 use crate::log::{LogError, Result, MAX_DECOMPRESSED_BYTES};
 
 /// Bytes read per window.
@@ -209,6 +220,58 @@ fn is_aborted(aborted: &[AbortedTxn], header: &BatchHeader) -> bool {
         && in_aborted(aborted, header.producer_id, header.base_offset)
 }
 
+/// Applies core's marker verdict to the control batch `view` (I154): appends what stays to
+/// `out`, counts, and collects the aborted range of a removed ABORT marker into `gone`.
+#[allow(clippy::too_many_arguments)]
+fn clean_marker(
+    view: &BatchView<'_>,
+    markers: &mut MarkerPass,
+    aborted: &[AbortedTxn],
+    now_ms: i64,
+    delete_retention_ms: i64,
+    out: &mut Vec<u8>,
+    counts: &mut FilterCounts,
+    gone: &mut Vec<AbortedTxn>,
+) {
+    let header = &view.header;
+    // A control batch that is not a transaction marker is kept, as Kafka keeps it.
+    let Ok(marker) = decode_marker(view.bytes) else {
+        counts.kept += header.records_count.max(0) as u64;
+        out.extend_from_slice(view.bytes);
+        return;
+    };
+    let verdict = markers.on_marker(
+        marker.producer_id,
+        header.delete_horizon_ms(),
+        now_ms,
+        delete_retention_ms,
+    );
+    let stamped = match verdict {
+        MarkerVerdict::Remove => {
+            counts.markers_removed += 1;
+            if marker.control_type == ControlType::Abort {
+                gone.extend(aborted.iter().copied().filter(|a| {
+                    a.producer_id == marker.producer_id && a.last_offset == header.base_offset.0
+                }));
+            }
+            return;
+        }
+        MarkerVerdict::Stamp(horizon) => stamp_delete_horizon(view.bytes, horizon),
+        MarkerVerdict::Keep | MarkerVerdict::Wait(_) => None,
+    };
+    if let Some(horizon) = verdict.pending_horizon() {
+        counts.note_expiry(horizon, delete_retention_ms);
+    }
+    counts.kept += 1;
+    match stamped {
+        Some(bytes) => {
+            counts.markers_stamped += 1;
+            out.extend_from_slice(&bytes);
+        }
+        None => out.extend_from_slice(view.bytes),
+    }
+}
+
 /// Cleans `log` once if core says it is due. `Ok(None)`: nothing to do.
 pub async fn clean_partition<B: Backend>(
     backend: &B,
@@ -319,9 +382,13 @@ pub async fn clean_partition<B: Backend>(
         io_bytes: 0,
         counts: FilterCounts::default(),
     };
+    let delete_retention_ms = config.compaction.delete_retention_ms;
+    // Read from the log's first batch, group after group, in offset order (I154).
+    let mut markers = MarkerPass::new();
     for (range, members) in groups {
         let mut writer = CleanedWriter::create(backend, &dir, range).await?;
         let mut group_counts = FilterCounts::default();
+        let mut gone: Vec<AbortedTxn> = Vec::new();
         for segment in &members {
             let mut windows = BatchWindows::new(segment);
             while let Some(window) = windows.next(&mut throttle).await? {
@@ -332,10 +399,24 @@ pub async fn clean_partition<B: Backend>(
                         out.extend_from_slice(view.bytes);
                         continue;
                     }
+                    if view.header.is_control() {
+                        clean_marker(
+                            &view,
+                            &mut markers,
+                            &aborted,
+                            now_ms,
+                            delete_retention_ms,
+                            &mut out,
+                            &mut group_counts,
+                            &mut gone,
+                        );
+                        continue;
+                    }
                     if is_aborted(&aborted, &view.header) {
                         // Kafka's cleaner drops an aborted transaction's records; its marker
-                        // (a control batch) stays, so readers still skip the range.
+                        // stays until a later pass finds the transaction empty (I154).
                         group_counts.aborted += view.header.records_count.max(0) as u64;
+                        markers.on_data(view.header.producer_id, false);
                         continue;
                     }
                     let (filtered, counts) =
@@ -344,6 +425,12 @@ pub async fn clean_partition<B: Backend>(
                         })
                         .map_err(|e| filter_error(segment, e))?;
                     group_counts.add(counts);
+                    if view.header.is_transactional() {
+                        markers.on_data(
+                            view.header.producer_id,
+                            !matches!(filtered, Filtered::Removed),
+                        );
+                    }
                     match filtered {
                         Filtered::Unchanged => out.extend_from_slice(view.bytes),
                         Filtered::Removed => {}
@@ -357,7 +444,7 @@ pub async fn clean_partition<B: Backend>(
         }
         outcome.counts.add(group_counts);
         let bytes_before: u64 = members.iter().map(|s| s.size_bytes()).sum();
-        if group_counts.dropped() == 0 && members.len() == 1 {
+        if !group_counts.changed() && members.len() == 1 {
             // Nothing to gain: leave the segment as it is.
             drop(writer);
             swap::discard_cleaned(backend, &dir, range).await?;
@@ -369,9 +456,23 @@ pub async fn clean_partition<B: Backend>(
             swap::discard_cleaned(backend, &dir, range).await?;
             continue;
         }
+        // The new segment's `.txnindex`: the aborted ranges of the ABORT markers it keeps,
+        // durable before the commit point (I154). Until the swap lands, the old segments'
+        // files still hold the same ranges: a duplicate range is harmless to a reader, a
+        // missing one is only ever that of a marker whose transaction has no data left.
+        let kept: Vec<AbortedTxn> = aborted
+            .iter()
+            .filter(|a| a.last_offset >= range.base.0 && a.last_offset < range.end.0)
+            .filter(|a| !gone.contains(a))
+            .copied()
+            .collect();
+        txn_index::write_cleaned(backend, &dir, range.base, &kept).await?;
         swap::commit(backend, &dir, range).await?;
         let old_bases: Vec<Offset> = members.iter().map(|s| s.base_offset()).collect();
         swap::finish(backend, &dir, range, &old_bases).await?;
+        for base in &old_bases[1..] {
+            txn_index::remove(backend, &dir, *base).await?;
+        }
         // Opening it as a sealed segment rebuilds its indexes from the new file.
         let (segment, _) =
             open_segment(backend, &dir, range.base, false, false, &config, now_ms).await?;
@@ -384,6 +485,7 @@ pub async fn clean_partition<B: Backend>(
                 "cleaned segment could not be put in place"
             );
         }
+        log.forget_aborted(&gone);
         outcome.groups_swapped += 1;
         outcome.bytes_before += bytes_before;
         outcome.bytes_after += bytes_after;

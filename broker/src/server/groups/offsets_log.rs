@@ -75,7 +75,8 @@ pub fn marker_record(result: TxnResult) -> (Vec<u8>, Vec<u8>) {
     let mut key = 0i16.to_be_bytes().to_vec();
     key.extend_from_slice(&kind.to_be_bytes());
     let mut value = 0i16.to_be_bytes().to_vec();
-    value.extend_from_slice(&0i32.to_be_bytes());
+    // The coordinator epoch: the transaction coordinator's, a single node's leader epoch (I65).
+    value.extend_from_slice(&crate::log::LEADER_EPOCH.to_be_bytes());
     (key, value)
 }
 

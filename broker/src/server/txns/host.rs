@@ -84,7 +84,10 @@ pub fn txn_config(config: &BrokerConfig) -> TxnConfig {
         abort_timed_out_interval_ms: t.abort_timed_out_interval_ms,
         hold_while_completing_ms: t.hold_while_completing_ms,
         offsets_topic_partitions: config.offsets_topic_num_partitions,
-        ..TxnConfig::default()
+        max_transactional_ids: t.max_transactional_ids,
+        max_partitions_per_transaction: t.max_partitions_per_transaction,
+        max_held_requests: t.max_held_requests,
+        retry_backoff_ms: t.retry_backoff_ms,
     }
 }
 
