@@ -21,7 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +36,7 @@ use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
 use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
+use uuid::Uuid;
 
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_log::encode_marker;
@@ -45,7 +46,8 @@ pub use super::partition_ops::{
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
-use super::shared::Shared;
+use super::shard_context::{BrokerIdentity, PartitionOps, TopicCatalogue};
+use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
 use super::txns::metrics::TxnMetrics;
 use super::txns::state_topic::TRANSACTION_STATE_TOPIC;
@@ -53,6 +55,7 @@ use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
 use crate::metrics::ShardMetrics;
+use crate::protocol::SupportedVersions;
 
 /// A partition this shard owns.
 pub struct OwnedPartition<B: Backend> {
@@ -95,6 +98,102 @@ pub struct ShardState<B: Backend> {
     pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
+}
+
+/// The catalogue the handlers see: the shared registry's (I150).
+impl<B: Backend> TopicCatalogue for Rc<ShardState<B>> {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.shared.topic(name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        self.shared.topic_by_id(id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        self.shared.all_topics()
+    }
+}
+
+/// The identity the handlers see: the shared configuration's (I150).
+impl<B: Backend> BrokerIdentity for Rc<ShardState<B>> {
+    fn node_id(&self) -> i32 {
+        BrokerIdentity::node_id(&*self.shared)
+    }
+
+    fn cluster_id(&self) -> &str {
+        &self.shared.cluster_id
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        self.shared.advertised_address(listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        &self.shared.supported
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.shared.config.log_dir
+    }
+}
+
+/// The partition operations the handlers see: this shard's routed calls (I150).
+impl<B: Backend> PartitionOps for Rc<ShardState<B>> {
+    async fn append(
+        &self,
+        topic: String,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<Appended, AppendRefusal> {
+        ShardState::append(self, topic, partition, batch).await
+    }
+
+    async fn write_txn_marker(
+        &self,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode> {
+        ShardState::write_txn_marker(self, topic, partition, marker).await
+    }
+
+    async fn read(
+        &self,
+        topic: String,
+        partition: i32,
+        fetch_offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> PartitionRead {
+        ShardState::read(
+            self,
+            topic,
+            partition,
+            fetch_offset,
+            max_bytes,
+            read_committed,
+        )
+        .await
+    }
+
+    async fn list_offset(
+        &self,
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> ListedOffset {
+        ShardState::list_offset(self, topic, partition, timestamp, read_committed).await
+    }
+
+    async fn delete_records(&self, topic: String, partition: i32, before: i64) -> (ErrorCode, i64) {
+        ShardState::delete_records(self, topic, partition, before).await
+    }
+
+    async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription {
+        ShardState::describe_partition(self, topic, partition).await
+    }
 }
 
 /// Counts one request in flight on a shard until dropped.

@@ -1,0 +1,130 @@
+//! What a request handler may ask of its shard: small traits, one concern each, that
+//! [`ShardState`](super::shard::ShardState) implements (I150).
+//!
+//! Contract:
+//! - A handler takes the traits it uses (`&impl TopicCatalogue`,
+//!   `&(impl TopicCatalogue + PartitionOps)`), not the whole shard: its signature says what
+//!   it can touch, and a test can hand it a fake.
+//! - [`TopicCatalogue`]: the cluster's topics (the registry every shard shares).
+//!   [`BrokerIdentity`]: who this broker is (node id, cluster id, addresses, the versions it
+//!   serves, its data directory). [`PartitionOps`]: one partition's operations, run on the
+//!   shard that owns it (a direct call there, a message otherwise; I1).
+//! - `ShardState` implements them through its `Rc` (the partition operations route through
+//!   it); [`Shared`] implements the catalogue and the identity, which are its own.
+//! - This module names neither the shard nor a handler, so both import it and neither
+//!   imports the other through it (no import cycle, I60).
+//! - The futures are not `Send`: a shard runs its tasks on one thread.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use minikafka_core::control_batch::TxnMarker;
+use minikafka_core::error_code::ErrorCode;
+use uuid::Uuid;
+
+use super::partition_ops::{
+    AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead,
+};
+use super::shared::{Shared, TopicInfo};
+use crate::protocol::SupportedVersions;
+
+/// The cluster's topics, by name or id.
+pub trait TopicCatalogue {
+    /// The topic named `name`, if it exists.
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
+    /// The topic whose id is `id`, if one is.
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// Every topic.
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>>;
+}
+
+/// Who this broker is, as its answers name it.
+pub trait BrokerIdentity {
+    /// The broker's node id.
+    fn node_id(&self) -> i32;
+    /// The cluster id answered in Metadata and DescribeCluster.
+    fn cluster_id(&self) -> &str;
+    /// The host and port clients reach `listener` at.
+    fn advertised_address(&self, listener: &str) -> (String, u16);
+    /// The API versions the broker serves.
+    fn supported_versions(&self) -> &SupportedVersions;
+    /// The configured data directory.
+    fn log_dir(&self) -> &Path;
+}
+
+/// One partition's operations, each run on the shard that owns the partition.
+#[allow(async_fn_in_trait)] // A shard's futures stay on its thread: no `Send` bound wanted.
+pub trait PartitionOps {
+    /// Appends `batch` and wakes the partition's waiters.
+    async fn append(
+        &self,
+        topic: String,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<Appended, AppendRefusal>;
+    /// Appends a transaction marker: its offset once durable, or the error code.
+    async fn write_txn_marker(
+        &self,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode>;
+    /// Reads up to `max_bytes` from `fetch_offset`.
+    async fn read(
+        &self,
+        topic: String,
+        partition: i32,
+        fetch_offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> PartitionRead;
+    /// Answers a ListOffsets query: `(error code, offset, timestamp)`.
+    async fn list_offset(
+        &self,
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> ListedOffset;
+    /// DeleteRecords: `(error code, low watermark)`.
+    async fn delete_records(&self, topic: String, partition: i32, before: i64) -> (ErrorCode, i64);
+    /// Size, offsets and live producers.
+    async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription;
+}
+
+impl TopicCatalogue for Shared {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        Shared::topic(self, name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        Shared::topic_by_id(self, id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        Shared::all_topics(self)
+    }
+}
+
+impl BrokerIdentity for Shared {
+    fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        Shared::advertised_address(self, listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        &self.supported
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.config.log_dir
+    }
+}
