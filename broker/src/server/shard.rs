@@ -46,7 +46,7 @@ pub use super::partition_ops::{
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
-use super::shard_context::{BrokerIdentity, PartitionOps, TopicCatalogue};
+use super::shard_context::{BrokerIdentity, GroupOps, PartitionOps, TopicCatalogue};
 use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
 use super::txns::metrics::TxnMetrics;
@@ -101,7 +101,7 @@ pub struct ShardState<B: Backend> {
 }
 
 /// The catalogue the handlers see: the shared registry's (I150).
-impl<B: Backend> TopicCatalogue for Rc<ShardState<B>> {
+impl<B: Backend> TopicCatalogue for ShardState<B> {
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         self.shared.topic(name)
     }
@@ -116,7 +116,7 @@ impl<B: Backend> TopicCatalogue for Rc<ShardState<B>> {
 }
 
 /// The identity the handlers see: the shared configuration's (I150).
-impl<B: Backend> BrokerIdentity for Rc<ShardState<B>> {
+impl<B: Backend> BrokerIdentity for ShardState<B> {
     fn node_id(&self) -> i32 {
         BrokerIdentity::node_id(&*self.shared)
     }
@@ -193,6 +193,17 @@ impl<B: Backend> PartitionOps for Rc<ShardState<B>> {
 
     async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription {
         ShardState::describe_partition(self, topic, partition).await
+    }
+}
+
+/// The group operations the handlers see: this shard's routed calls (I150).
+impl<B: Backend> GroupOps for Rc<ShardState<B>> {
+    async fn group_request(
+        &self,
+        partition: i32,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode> {
+        ShardState::group_request(self, partition, request).await
     }
 }
 

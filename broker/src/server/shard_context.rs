@@ -8,19 +8,24 @@
 //! - [`TopicCatalogue`]: the cluster's topics (the registry every shard shares).
 //!   [`BrokerIdentity`]: who this broker is (node id, cluster id, addresses, the versions it
 //!   serves, its data directory). [`PartitionOps`]: one partition's operations, run on the
-//!   shard that owns it (a direct call there, a message otherwise; I1).
-//! - `ShardState` implements them through its `Rc` (the partition operations route through
-//!   it); [`Shared`] implements the catalogue and the identity, which are its own.
+//!   shard that owns it (a direct call there, a message otherwise; I1). [`GroupOps`]: a
+//!   request to the group coordinator of one `__consumer_offsets` partition, on its owner.
+//! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
+//!   operations route through it) the partition and group operations; [`Shared`]
+//!   implements the catalogue and the identity, which are its own; an `Rc` of either
+//!   passes them on.
 //! - This module names neither the shard nor a handler, so both import it and neither
 //!   imports the other through it (no import cycle, I60).
 //! - The futures are not `Send`: a shard runs its tasks on one thread.
 
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{GroupRequest, GroupResponse};
 use uuid::Uuid;
 
 use super::partition_ops::{
@@ -91,6 +96,55 @@ pub trait PartitionOps {
     async fn delete_records(&self, topic: String, partition: i32, before: i64) -> (ErrorCode, i64);
     /// Size, offsets and live producers.
     async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription;
+}
+
+/// A request to a group coordinator, run on the shard that owns its offsets partition.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait GroupOps {
+    /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`:
+    /// NOT_COORDINATOR when its owner no longer takes calls or is shutting down,
+    /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    async fn group_request(
+        &self,
+        partition: i32,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode>;
+}
+
+impl<T: TopicCatalogue + ?Sized> TopicCatalogue for Rc<T> {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        (**self).topic(name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        (**self).topic_by_id(id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        (**self).all_topics()
+    }
+}
+
+impl<T: BrokerIdentity + ?Sized> BrokerIdentity for Rc<T> {
+    fn node_id(&self) -> i32 {
+        (**self).node_id()
+    }
+
+    fn cluster_id(&self) -> &str {
+        (**self).cluster_id()
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        (**self).advertised_address(listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        (**self).supported_versions()
+    }
+
+    fn log_dir(&self) -> &Path {
+        (**self).log_dir()
+    }
 }
 
 impl TopicCatalogue for Shared {
