@@ -30,6 +30,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
+use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
@@ -38,6 +39,8 @@ use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::dynamic_config::DynamicBrokerConfig;
+use super::group_configs::GroupConfigs;
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_log::encode_marker;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
@@ -46,11 +49,14 @@ pub use super::partition_ops::{
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
-use super::shard_context::{BrokerIdentity, GroupOps, PartitionOps, TopicCatalogue};
+use super::shard_context::{
+    BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ShardClock, TopicCatalogue,
+};
 use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
 use super::txns::metrics::TxnMetrics;
 use super::txns::state_topic::TRANSACTION_STATE_TOPIC;
+use crate::config::BrokerConfig;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
@@ -193,6 +199,41 @@ impl<B: Backend> PartitionOps for Rc<ShardState<B>> {
 
     async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription {
         ShardState::describe_partition(self, topic, partition).await
+    }
+}
+
+/// The configuration the handlers see: the shared one (I150).
+impl<B: Backend> ConfigLookup for ShardState<B> {
+    fn effective_config(&self) -> BrokerConfig {
+        self.shared.effective_config()
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        self.shared.dynamic_config()
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        self.shared.group_configs()
+    }
+}
+
+/// The time and shutdown the handlers see: the backend's and this shard's (I150).
+impl<B: Backend> ShardClock for ShardState<B> {
+    fn now(&self) -> MonoTime {
+        self.backend.now()
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        self.backend.sleep_until(deadline).await
+    }
+
+    fn stopping(&self) -> bool {
+        ShardState::stopping(self)
+    }
+
+    async fn stopped(&self) {
+        // Shutdown closes the channel: `recv` then fails, which is the signal.
+        let _ = self.stop.recv().await;
     }
 }
 

@@ -10,6 +10,8 @@
 //!   serves, its data directory). [`PartitionOps`]: one partition's operations, run on the
 //!   shard that owns it (a direct call there, a message otherwise; I1). [`GroupOps`]: a
 //!   request to the group coordinator of one `__consumer_offsets` partition, on its owner.
+//!   [`ConfigLookup`]: the configuration in force (static, dynamic, per group).
+//!   [`ShardClock`]: the shard's time and its shutdown, for a handler that waits.
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -23,15 +25,19 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
 use uuid::Uuid;
 
+use super::dynamic_config::DynamicBrokerConfig;
+use super::group_configs::GroupConfigs;
 use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead,
 };
 use super::shared::{Shared, TopicInfo};
+use crate::config::BrokerConfig;
 use crate::protocol::SupportedVersions;
 
 /// The cluster's topics, by name or id.
@@ -98,6 +104,30 @@ pub trait PartitionOps {
     async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription;
 }
 
+/// The configuration in force, as DescribeConfigs and the config checks read it.
+pub trait ConfigLookup {
+    /// The static settings with the dynamic overrides applied.
+    fn effective_config(&self) -> BrokerConfig;
+    /// The dynamic overrides alone.
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig>;
+    /// The per-group settings.
+    fn group_configs(&self) -> Arc<GroupConfigs>;
+}
+
+/// The shard's time (its backend's, never a clock read; the broker reads none) and its
+/// shutdown, for a handler that waits (Fetch's long poll).
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait ShardClock {
+    /// The backend's monotonic time.
+    fn now(&self) -> MonoTime;
+    /// Completes at `deadline`.
+    async fn sleep_until(&self, deadline: MonoTime);
+    /// Whether shutdown began.
+    fn stopping(&self) -> bool;
+    /// Completes once shutdown began.
+    async fn stopped(&self);
+}
+
 /// A request to a group coordinator, run on the shard that owns its offsets partition.
 #[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
 pub trait GroupOps {
@@ -144,6 +174,52 @@ impl<T: BrokerIdentity + ?Sized> BrokerIdentity for Rc<T> {
 
     fn log_dir(&self) -> &Path {
         (**self).log_dir()
+    }
+}
+
+impl<T: ConfigLookup + ?Sized> ConfigLookup for Rc<T> {
+    fn effective_config(&self) -> BrokerConfig {
+        (**self).effective_config()
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        (**self).dynamic_config()
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        (**self).group_configs()
+    }
+}
+
+impl<T: ShardClock + ?Sized> ShardClock for Rc<T> {
+    fn now(&self) -> MonoTime {
+        (**self).now()
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        (**self).sleep_until(deadline).await
+    }
+
+    fn stopping(&self) -> bool {
+        (**self).stopping()
+    }
+
+    async fn stopped(&self) {
+        (**self).stopped().await
+    }
+}
+
+impl ConfigLookup for Shared {
+    fn effective_config(&self) -> BrokerConfig {
+        Shared::effective_config(self)
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        Shared::dynamic_config(self)
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        Shared::group_configs(self)
     }
 }
 
