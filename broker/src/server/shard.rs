@@ -204,6 +204,10 @@ impl<B: Backend> PartitionOps for Rc<ShardState<B>> {
 
 /// The configuration the handlers see: the shared one (I150).
 impl<B: Backend> ConfigLookup for ShardState<B> {
+    fn settings(&self) -> &BrokerConfig {
+        &self.shared.config
+    }
+
     fn effective_config(&self) -> BrokerConfig {
         self.shared.effective_config()
     }

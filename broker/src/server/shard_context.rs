@@ -12,6 +12,7 @@
 //!   request to the group coordinator of one `__consumer_offsets` partition, on its owner.
 //!   [`ConfigLookup`]: the configuration in force (static, dynamic, per group).
 //!   [`ShardClock`]: the shard's time and its shutdown, for a handler that waits.
+//!   [`TopicAdmin`]: creating, deleting and growing topics (`server::topics` implements it).
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -20,6 +21,7 @@
 //!   imports the other through it (no import cycle, I60).
 //! - The futures are not `Send`: a shard runs its tasks on one thread.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -106,6 +108,8 @@ pub trait PartitionOps {
 
 /// The configuration in force, as DescribeConfigs and the config checks read it.
 pub trait ConfigLookup {
+    /// The static settings, as read at startup.
+    fn settings(&self) -> &BrokerConfig;
     /// The static settings with the dynamic overrides applied.
     fn effective_config(&self) -> BrokerConfig;
     /// The dynamic overrides alone.
@@ -126,6 +130,29 @@ pub trait ShardClock {
     fn stopping(&self) -> bool;
     /// Completes once shutdown began.
     async fn stopped(&self);
+}
+
+/// Changes to the cluster's topics, each under the admin lock and on every owning shard;
+/// the error is Kafka's code and a message for the answer.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait TopicAdmin {
+    /// Creates `name` with `partitions` and the topic-level `overrides` (or only checks).
+    async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, (ErrorCode, String)>;
+    /// Deletes `name`: its id once gone.
+    async fn delete_topic(&self, name: &str) -> Result<Uuid, (ErrorCode, String)>;
+    /// Grows `name` to `count` partitions (or only checks).
+    async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), (ErrorCode, String)>;
 }
 
 /// A request to a group coordinator, run on the shard that owns its offsets partition.
@@ -178,6 +205,10 @@ impl<T: BrokerIdentity + ?Sized> BrokerIdentity for Rc<T> {
 }
 
 impl<T: ConfigLookup + ?Sized> ConfigLookup for Rc<T> {
+    fn settings(&self) -> &BrokerConfig {
+        (**self).settings()
+    }
+
     fn effective_config(&self) -> BrokerConfig {
         (**self).effective_config()
     }
@@ -210,6 +241,10 @@ impl<T: ShardClock + ?Sized> ShardClock for Rc<T> {
 }
 
 impl ConfigLookup for Shared {
+    fn settings(&self) -> &BrokerConfig {
+        &self.config
+    }
+
     fn effective_config(&self) -> BrokerConfig {
         Shared::effective_config(self)
     }
