@@ -1,4 +1,5 @@
-//! The authorizer's checks of each API, before its handler runs and on its answer (I48).
+//! The authorizer's checks of each API, before its handler runs and on its answer (I48), as
+//! one table: a row per API, run by one engine (I151).
 //!
 //! Contract:
 //! - A check either answers the whole request (a denial the handler never sees: one group,
@@ -22,6 +23,12 @@
 //!   group (TxnOffsetCommit also READ on each topic); EndTxn WRITE on the transactional id;
 //!   DescribeTransactions and ListTransactions DESCRIBE on each id. SCRAM credentials:
 //!   Describe DESCRIBE, Alter ALTER on the cluster.
+//! - The table (I151): a row per API says what its request's items name ([`Target`]), the
+//!   operation each needs, what is checked first ([`First`]: whole-request [`Gate`]s or a
+//!   cluster grant) and how a denied item is answered; the four kinds of row ([`PerItem`],
+//!   [`Whole`], [`Visible`], [`Bitfields`]) share one engine, and the denial code follows
+//!   from the resource checked. The dispatcher (`handlers/mod.rs`) calls the API's row. The
+//!   checks whose shape is their own are written out at the end of this file.
 //! - With no authorizer every check allows, so nothing is split and nothing changes.
 //! - KIP-430 bitfields a handler filled (any value but the "not requested" sentinel) are
 //!   replaced by the caller's own operations.
