@@ -13,6 +13,8 @@
 //!   [`ConfigLookup`]: the configuration in force (static, dynamic, per group).
 //!   [`ShardClock`]: the shard's time and its shutdown, for a handler that waits.
 //!   [`TopicAdmin`]: creating, deleting and growing topics (`server::topics` implements it).
+//!   [`TxnVerification`]: the produce path's question to the transaction coordinators
+//!   (`handlers::add_partitions_to_txn` implements it).
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -31,6 +33,7 @@ use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::txn::{AddPartitionsTxn, TopicPartition};
 use uuid::Uuid;
 
 use super::dynamic_config::DynamicBrokerConfig;
@@ -153,6 +156,18 @@ pub trait TopicAdmin {
         count: i32,
         validate_only: bool,
     ) -> Result<(), (ErrorCode, String)>;
+}
+
+/// The produce path's verification that a transactional batch's partition is in its
+/// transaction (KIP-890 part 1), asked of the transaction coordinators.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait TxnVerification {
+    /// Runs `transactions` (each with `verify_only` set) on their coordinators: per
+    /// transaction, in order, its id and its partitions' codes.
+    async fn add_partitions(
+        &self,
+        transactions: Vec<AddPartitionsTxn>,
+    ) -> Vec<(String, Vec<(TopicPartition, ErrorCode)>)>;
 }
 
 /// A request to a group coordinator, run on the shard that owns its offsets partition.
