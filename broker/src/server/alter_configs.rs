@@ -231,6 +231,63 @@ fn check_topic_keys(
     Ok(())
 }
 
+/// What AlterConfigs and IncrementalAlterConfigs ask of their shard (I150): a change of one
+/// stored resource. It lives beside [`Alteration`], which `shard_context` cannot name
+/// without reaching the shard (this module does).
+#[allow(async_fn_in_trait)] // A shard's futures stay on its thread: no `Send` bound wanted.
+pub trait ConfigAdmin {
+    /// [`alter_topic`].
+    async fn alter_topic(
+        &self,
+        name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError>;
+    /// [`alter_broker`].
+    async fn alter_broker(
+        &self,
+        resource_name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError>;
+    /// [`alter_group`].
+    async fn alter_group(
+        &self,
+        name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError>;
+}
+
+impl<B: Backend> ConfigAdmin for Rc<ShardState<B>> {
+    async fn alter_topic(
+        &self,
+        name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        alter_topic(self, name, alteration, validate_only).await
+    }
+
+    async fn alter_broker(
+        &self,
+        resource_name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        alter_broker(self, resource_name, alteration, validate_only).await
+    }
+
+    async fn alter_group(
+        &self,
+        name: &str,
+        alteration: &Alteration,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        alter_group(self, name, alteration, validate_only).await
+    }
+}
+
 /// Alters topic `name`'s configuration (see the module documentation).
 pub async fn alter_topic<B: Backend>(
     state: &Rc<ShardState<B>>,

@@ -79,6 +79,7 @@ pub mod scram_store;
 pub mod send_queue;
 pub mod session;
 pub mod shard;
+pub mod shard_context;
 pub mod shared;
 pub mod throttle_gate;
 pub mod tls;

@@ -21,7 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,13 +30,17 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use minikafka_core::backend::{Backend, ShardId};
+use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
 use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
+use uuid::Uuid;
 
+use super::dynamic_config::DynamicBrokerConfig;
+use super::group_configs::GroupConfigs;
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
 use super::groups::offsets_log::encode_marker;
 use super::groups::offsets_topic::OFFSETS_TOPIC;
@@ -45,14 +49,19 @@ pub use super::partition_ops::{
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::routing;
-use super::shared::Shared;
+use super::shard_context::{
+    BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ShardClock, TopicCatalogue,
+};
+use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
 use super::txns::metrics::TxnMetrics;
 use super::txns::state_topic::TRANSACTION_STATE_TOPIC;
+use crate::config::BrokerConfig;
 use crate::log::segment::partition_dir;
 use crate::log::{AppendInfo, LogConfig, LogError, PartitionLog, UnsyncedLog};
 use crate::metrics::counters::records_in_batches;
 use crate::metrics::ShardMetrics;
+use crate::protocol::SupportedVersions;
 
 /// A partition this shard owns.
 pub struct OwnedPartition<B: Backend> {
@@ -95,6 +104,152 @@ pub struct ShardState<B: Backend> {
     pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
+}
+
+/// The catalogue the handlers see: the shared registry's (I150).
+impl<B: Backend> TopicCatalogue for ShardState<B> {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.shared.topic(name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        self.shared.topic_by_id(id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        self.shared.all_topics()
+    }
+}
+
+/// The identity the handlers see: the shared configuration's (I150).
+impl<B: Backend> BrokerIdentity for ShardState<B> {
+    fn node_id(&self) -> i32 {
+        BrokerIdentity::node_id(&*self.shared)
+    }
+
+    fn cluster_id(&self) -> &str {
+        &self.shared.cluster_id
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        self.shared.advertised_address(listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        &self.shared.supported
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.shared.config.log_dir
+    }
+}
+
+/// The partition operations the handlers see: this shard's routed calls (I150).
+impl<B: Backend> PartitionOps for Rc<ShardState<B>> {
+    async fn append(
+        &self,
+        topic: String,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<Appended, AppendRefusal> {
+        ShardState::append(self, topic, partition, batch).await
+    }
+
+    async fn write_txn_marker(
+        &self,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode> {
+        ShardState::write_txn_marker(self, topic, partition, marker).await
+    }
+
+    async fn read(
+        &self,
+        topic: String,
+        partition: i32,
+        fetch_offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> PartitionRead {
+        ShardState::read(
+            self,
+            topic,
+            partition,
+            fetch_offset,
+            max_bytes,
+            read_committed,
+        )
+        .await
+    }
+
+    async fn list_offset(
+        &self,
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> ListedOffset {
+        ShardState::list_offset(self, topic, partition, timestamp, read_committed).await
+    }
+
+    async fn delete_records(&self, topic: String, partition: i32, before: i64) -> (ErrorCode, i64) {
+        ShardState::delete_records(self, topic, partition, before).await
+    }
+
+    async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription {
+        ShardState::describe_partition(self, topic, partition).await
+    }
+}
+
+/// The configuration the handlers see: the shared one (I150).
+impl<B: Backend> ConfigLookup for ShardState<B> {
+    fn settings(&self) -> &BrokerConfig {
+        &self.shared.config
+    }
+
+    fn effective_config(&self) -> BrokerConfig {
+        self.shared.effective_config()
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        self.shared.dynamic_config()
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        self.shared.group_configs()
+    }
+}
+
+/// The time and shutdown the handlers see: the backend's and this shard's (I150).
+impl<B: Backend> ShardClock for ShardState<B> {
+    fn now(&self) -> MonoTime {
+        self.backend.now()
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        self.backend.sleep_until(deadline).await
+    }
+
+    fn stopping(&self) -> bool {
+        ShardState::stopping(self)
+    }
+
+    async fn stopped(&self) {
+        // Shutdown closes the channel: `recv` then fails, which is the signal.
+        let _ = self.stop.recv().await;
+    }
+}
+
+/// The group operations the handlers see: this shard's routed calls (I150).
+impl<B: Backend> GroupOps for Rc<ShardState<B>> {
+    async fn group_request(
+        &self,
+        partition: i32,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode> {
+        ShardState::group_request(self, partition, request).await
+    }
 }
 
 /// Counts one request in flight on a shard until dropped.

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use super::groups::offsets_topic::is_internal;
 use super::shard::ShardState;
+use super::shard_context::TopicAdmin;
 use super::shared::{TopicInfo, RESERVED_CONFIG_PREFIX, TOPIC_ID_KEY};
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
@@ -34,6 +35,32 @@ use minikafka_core::error_code::ErrorCode;
 
 /// A refused topic change: Kafka error code and message.
 pub type AdminError = (ErrorCode, String);
+
+/// The topic changes the handlers see: this module's, on this shard (I150).
+impl<B: Backend> TopicAdmin for Rc<ShardState<B>> {
+    async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, AdminError> {
+        create_topic(self, name, partitions, overrides, validate_only).await
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<Uuid, AdminError> {
+        delete_topic(self, name).await
+    }
+
+    async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        add_partitions(self, name, count, validate_only).await
+    }
+}
 
 /// The refusal for a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, 3).
 pub fn unknown_topic(name: &str) -> AdminError {

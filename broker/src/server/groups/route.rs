@@ -20,9 +20,6 @@
 //!
 //! [`CoordinatorHost`]: super::host::CoordinatorHost
 
-use std::rc::Rc;
-
-use minikafka_core::backend::Backend;
 use minikafka_core::group::{
     group_partition, CompleteTxnRequest, GroupRequest, GroupResponse, TxnResult,
 };
@@ -30,25 +27,24 @@ use minikafka_core::group::{
 use minikafka_core::error_code::ErrorCode;
 
 use super::offsets_topic::OFFSETS_TOPIC;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// Partition count of `__consumer_offsets`, if it exists.
-pub fn offsets_partition_count<B: Backend>(state: &ShardState<B>) -> Option<i32> {
+pub fn offsets_partition_count(state: &impl TopicCatalogue) -> Option<i32> {
     state
-        .shared
         .topic(OFFSETS_TOPIC)
         .map(|t| t.partition_count())
         .filter(|&n| n > 0)
 }
 
 /// The offsets partition whose coordinator owns `group_id`.
-pub fn coordinator_partition<B: Backend>(state: &ShardState<B>, group_id: &str) -> Option<i32> {
+pub fn coordinator_partition(state: &impl TopicCatalogue, group_id: &str) -> Option<i32> {
     offsets_partition_count(state).map(|n| group_partition(group_id, n))
 }
 
 /// Runs `request` on coordinator `partition` (see the module documentation).
-pub async fn submit<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn submit(
+    state: &impl GroupOps,
     partition: i32,
     request: GroupRequest,
 ) -> Result<GroupResponse, ErrorCode> {
@@ -56,8 +52,8 @@ pub async fn submit<B: Backend>(
 }
 
 /// Runs `request` on the coordinator of `group_id`.
-pub async fn submit_for_group<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn submit_for_group(
+    state: &(impl TopicCatalogue + GroupOps),
     group_id: &str,
     request: GroupRequest,
 ) -> Result<GroupResponse, ErrorCode> {
@@ -75,8 +71,8 @@ pub async fn submit_for_group<B: Backend>(
 /// `Ok(())` once durable, or at once when the producer has nothing pending there (so a retry
 /// is harmless). `Err(code)`: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or the failed
 /// append's code; retry later, the offsets stay pending.
-pub async fn complete_txn_offsets<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn complete_txn_offsets(
+    state: &(impl TopicCatalogue + GroupOps),
     group_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -96,8 +92,8 @@ pub async fn complete_txn_offsets<B: Backend>(
 /// for an offsets partition must come here rather than be appended to it directly, so the
 /// coordinator stays its only writer (I1) and applies the marker live as replay will (I21,
 /// I74).
-pub async fn complete_txn_offsets_in_partition<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn complete_txn_offsets_in_partition(
+    state: &impl GroupOps,
     partition: i32,
     producer_id: i64,
     producer_epoch: i16,

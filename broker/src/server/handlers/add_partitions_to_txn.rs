@@ -32,6 +32,7 @@ use minikafka_core::txn::{self, TopicPartition, TxnRequest, TxnResponse};
 use super::str_bytes;
 use super::txn_shared::{for_version, partition_exists, topic_error};
 use crate::server::shard::ShardState;
+use crate::server::shard_context::TxnVerification;
 use crate::server::txns::route;
 
 /// One transaction's codes, per partition in request order.
@@ -113,6 +114,16 @@ pub async fn handle<B: Backend>(
             .collect();
     }
     response
+}
+
+/// The produce path's verification, as the shard context names it (I150).
+impl<B: Backend> TxnVerification for Rc<ShardState<B>> {
+    async fn add_partitions(
+        &self,
+        transactions: Vec<txn::AddPartitionsTxn>,
+    ) -> Vec<(String, Codes)> {
+        add_partitions(self, transactions).await
+    }
 }
 
 /// Runs `transactions` on their coordinators (see the module documentation): per

@@ -16,34 +16,29 @@
 //!   KAFKA_STORAGE_ERROR (56).
 //! - `validate_only` checks everything and changes nothing.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::alter_configs::{
-    alter_broker, alter_group, alter_topic, Alteration, ConfigOp, OpKind,
-};
+use crate::server::alter_configs::{Alteration, ConfigAdmin, ConfigOp, OpKind};
 use crate::server::broker_loggers::{self, RESOURCE_BROKER_LOGGER};
 use crate::server::config_entries::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC};
 use crate::server::group_configs::RESOURCE_GROUP;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::BrokerIdentity;
 use minikafka_core::error_code::ErrorCode;
 
 /// Changes log levels (resource type BROKER_LOGGER, named by `node.id`): by
 /// IncrementalAlterConfigs only, as Kafka.
-fn alter_loggers<B: Backend>(
-    state: &Rc<ShardState<B>>,
+fn alter_loggers(
+    state: &impl BrokerIdentity,
     name: &str,
     alteration: &Alteration,
     validate_only: bool,
 ) -> Result<(), (ErrorCode, String)> {
-    let node = state.shared.config.node_id;
+    let node = state.node_id();
     if name != node.to_string() {
         return Err((
             ErrorCode::INVALID_REQUEST,
@@ -61,8 +56,8 @@ fn alter_loggers<B: Backend>(
 
 /// Applies `alteration` to one resource and gives the error code and message its response
 /// carries back.
-async fn alter_resource<B: Backend>(
-    state: &Rc<ShardState<B>>,
+async fn alter_resource(
+    state: &(impl BrokerIdentity + ConfigAdmin),
     resource_type: i8,
     name: &StrBytes,
     alteration: &Alteration,
@@ -70,9 +65,9 @@ async fn alter_resource<B: Backend>(
 ) -> (i16, Option<StrBytes>) {
     let name = name.as_str();
     let outcome = match resource_type {
-        RESOURCE_TOPIC => alter_topic(state, name, alteration, validate_only).await,
-        RESOURCE_BROKER => alter_broker(state, name, alteration, validate_only).await,
-        RESOURCE_GROUP => alter_group(state, name, alteration, validate_only).await,
+        RESOURCE_TOPIC => state.alter_topic(name, alteration, validate_only).await,
+        RESOURCE_BROKER => state.alter_broker(name, alteration, validate_only).await,
+        RESOURCE_GROUP => state.alter_group(name, alteration, validate_only).await,
         RESOURCE_BROKER_LOGGER => alter_loggers(state, name, alteration, validate_only),
         RESOURCE_CLIENT_METRICS => Err((
             ErrorCode::INVALID_REQUEST,
@@ -97,8 +92,8 @@ async fn alter_resource<B: Backend>(
 }
 
 /// Handles AlterConfigs.
-pub async fn handle_alter<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle_alter(
+    state: &(impl BrokerIdentity + ConfigAdmin),
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
@@ -132,8 +127,8 @@ pub async fn handle_alter<B: Backend>(
 }
 
 /// Handles IncrementalAlterConfigs.
-pub async fn handle_incremental<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle_incremental(
+    state: &(impl BrokerIdentity + ConfigAdmin),
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();

@@ -6,13 +6,12 @@
 //! lack with UNSUPPORTED_VERSION (in v0 for ApiVersions itself), from the same table.
 
 use kafka_protocol::messages::ApiVersionsResponse;
-use minikafka_core::backend::Backend;
 
 use crate::protocol::api_versions_response;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::BrokerIdentity;
 use minikafka_core::error_code::ErrorCode;
 
 /// Builds the response.
-pub fn handle<B: Backend>(state: &ShardState<B>, _version: i16) -> ApiVersionsResponse {
-    api_versions_response(&state.shared.supported, ErrorCode::NONE)
+pub fn handle(state: &impl BrokerIdentity, _version: i16) -> ApiVersionsResponse {
+    api_versions_response(state.supported_versions(), ErrorCode::NONE)
 }

@@ -1,4 +1,5 @@
-//! The authorizer's checks of each API, before its handler runs and on its answer (I48).
+//! The authorizer's checks of each API, before its handler runs and on its answer (I48), as
+//! one table: a row per API, run by one engine (I151).
 //!
 //! Contract:
 //! - A check either answers the whole request (a denial the handler never sees: one group,
@@ -22,9 +23,17 @@
 //!   group (TxnOffsetCommit also READ on each topic); EndTxn WRITE on the transactional id;
 //!   DescribeTransactions and ListTransactions DESCRIBE on each id. SCRAM credentials:
 //!   Describe DESCRIBE, Alter ALTER on the cluster.
+//! - The table (I151): a row per API says what its request's items name ([`Target`]), the
+//!   operation each needs, what is checked first ([`First`]: whole-request [`Gate`]s or a
+//!   cluster grant) and how a denied item is answered; the four kinds of row ([`PerItem`],
+//!   [`Whole`], [`Visible`], [`Bitfields`]) share one engine, and the denial code follows
+//!   from the resource checked. The dispatcher (`handlers/mod.rs`) calls the API's row. The
+//!   checks whose shape is their own are written out at the end of this file.
 //! - With no authorizer every check allows, so nothing is split and nothing changes.
 //! - KIP-430 bitfields a handler filled (any value but the "not requested" sentinel) are
 //!   replaced by the caller's own operations.
+
+use std::borrow::Cow;
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -34,8 +43,7 @@ use minikafka_core::error_code::ErrorCode;
 use uuid::Uuid;
 
 use crate::server::authz::{
-    allowed, any_topic_allowed, authorized_operations, cluster_allowed, group_allowed,
-    topic_allowed, transactional_id_allowed, Caller,
+    allowed, any_topic_allowed, authorized_operations, Caller, CLUSTER_NAME,
 };
 use crate::server::groups::offsets_topic::is_internal;
 use crate::server::shared::Shared;
@@ -45,402 +53,984 @@ const GROUP_DENIED: i16 = ErrorCode::GROUP_AUTHORIZATION_FAILED.code();
 const CLUSTER_DENIED: i16 = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
 const TXN_DENIED: i16 = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code();
 
-/// Kafka's config resource types (DescribeConfigs, AlterConfigs).
+/// Kafka's config resource types (DescribeConfigs, AlterConfigs) that are not the cluster.
 const CONFIG_TOPIC: i8 = 2;
-const CONFIG_BROKER: i8 = 4;
-const CONFIG_BROKER_LOGGER: i8 = 8;
 const CONFIG_GROUP: i8 = 32;
 
-/// Takes the items `keep` refuses out of `items` (order kept on both sides).
-fn split<T>(items: &mut Vec<T>, mut keep: impl FnMut(&T) -> bool) -> Vec<T> {
-    let (kept, denied) = std::mem::take(items).into_iter().partition(|i| keep(i));
-    *items = kept;
-    denied
+// ---------------------------------------------------------------------------------------
+// The shared code: what a check names, and the four kinds of row.
+// ---------------------------------------------------------------------------------------
+
+/// What a request, or one item of it, names for a check.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A topic by name, or by id when the id is not nil. An id no topic has is not checked:
+    /// the handler answers UNKNOWN_TOPIC_ID without saying whether it exists.
+    Topic(&'a str, Uuid),
+    /// A consumer group.
+    Group(&'a str),
+    /// A transactional id.
+    TransactionalId(&'a str),
+    /// The cluster.
+    Cluster,
+    /// A configuration resource: Kafka's config resource type and its name. Topics and
+    /// groups are themselves; brokers, broker loggers, CLIENT_METRICS and unknown types are
+    /// the cluster, as Kafka guards them.
+    Config(i8, &'a str),
 }
 
-/// The name of a topic given by name or (when `id` is not nil) by id; `None` for an unknown
-/// id, which the handler answers (UNKNOWN_TOPIC_ID) without saying whether it exists.
-fn topic_name(shared: &Shared, name: &str, id: Uuid) -> Option<String> {
-    if id.is_nil() {
-        Some(name.to_string())
-    } else {
-        shared.topic_by_id(id).map(|t| t.name.clone())
+impl<'a> Target<'a> {
+    /// A topic named by name only.
+    fn topic(name: &'a str) -> Target<'a> {
+        Target::Topic(name, Uuid::nil())
+    }
+
+    /// The ACL resource and name checked; `None` for a topic id no topic has.
+    fn resource(self, shared: &Shared) -> Option<(ResourceType, Cow<'a, str>)> {
+        Some(match self {
+            Target::Topic(name, id) if id.is_nil() => (ResourceType::Topic, name.into()),
+            Target::Topic(_, id) => (
+                ResourceType::Topic,
+                shared.topic_by_id(id)?.name.clone().into(),
+            ),
+            Target::Group(name) | Target::Config(CONFIG_GROUP, name) => {
+                (ResourceType::Group, name.into())
+            }
+            Target::Config(CONFIG_TOPIC, name) => (ResourceType::Topic, name.into()),
+            Target::TransactionalId(id) => (ResourceType::TransactionalId, id.into()),
+            Target::Cluster | Target::Config(..) => (ResourceType::Cluster, CLUSTER_NAME.into()),
+        })
+    }
+
+    /// The code that answers `caller` when it may not do `operation` on this; `None` when
+    /// it may (always, with no authorizer) or when there is nothing to check.
+    fn denial(self, shared: &Shared, caller: &Caller, operation: Operation) -> Option<i16> {
+        if !shared.config.authorizer.enabled() {
+            return None;
+        }
+        let (resource, name) = self.resource(shared)?;
+        (!allowed(shared, caller, resource, &name, operation)).then_some(match resource {
+            ResourceType::Topic => TOPIC_DENIED,
+            ResourceType::Group => GROUP_DENIED,
+            ResourceType::Cluster => CLUSTER_DENIED,
+            ResourceType::TransactionalId => TXN_DENIED,
+        })
+    }
+
+    fn allows(self, shared: &Shared, caller: &Caller, operation: Operation) -> bool {
+        self.denial(shared, caller, operation).is_none()
     }
 }
 
-fn topic_ok(shared: &Shared, caller: &Caller, name: &str, id: Uuid, op: Operation) -> bool {
-    topic_name(shared, name, id).is_none_or(|n| topic_allowed(shared, caller, &n, op))
+/// A check of the whole request: `operation` on what `target` names (`None`: no check).
+pub struct Gate<Req> {
+    /// The operation needed.
+    pub operation: Operation,
+    /// What the request names.
+    pub target: for<'a> fn(&'a Req) -> Option<Target<'a>>,
 }
 
-/// Produce: the denied topics, answered; the rest left in `request`.
-pub fn produce(
+/// The code of the first gate that refuses `caller`, if one does.
+fn first_denial<Req>(
+    gates: &[Gate<Req>],
     shared: &Shared,
     caller: &Caller,
-    request: &mut ProduceRequest,
-) -> Vec<produce_response::TopicProduceResponse> {
-    let txn_ok = request
-        .transactional_id
-        .as_ref()
-        .is_none_or(|id| transactional_id_allowed(shared, caller, id, Operation::Write));
-    let denied = split(&mut request.topic_data, |t| {
-        txn_ok && topic_ok(shared, caller, &t.name, t.topic_id, Operation::Write)
-    });
-    let code = if txn_ok { TOPIC_DENIED } else { TXN_DENIED };
-    denied
-        .into_iter()
-        .map(|t| {
-            let mut topic = produce_response::TopicProduceResponse::default();
-            topic.name = t.name;
-            topic.topic_id = t.topic_id;
-            topic.partition_responses = t
-                .partition_data
-                .iter()
-                .map(|p| {
-                    let mut r = produce_response::PartitionProduceResponse::default();
-                    r.index = p.index;
-                    r.error_code = code;
-                    r.base_offset = -1;
-                    r
-                })
-                .collect();
-            topic
-        })
-        .collect()
+    r: &Req,
+) -> Option<i16> {
+    gates
+        .iter()
+        .find_map(|g| (g.target)(r)?.denial(shared, caller, g.operation))
 }
 
-/// Fetch: the denied topics, answered; the rest left in `request`. A request with a denial
-/// is answered at once (no long poll), as one with an error is.
-pub fn fetch(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut FetchRequest,
-) -> Vec<fetch_response::FetchableTopicResponse> {
-    let denied = split(&mut request.topics, |t| {
-        topic_ok(shared, caller, &t.topic, t.topic_id, Operation::Read)
-    });
-    if !denied.is_empty() {
-        request.max_wait_ms = 0;
+/// A row for an API whose denial answers the whole request (the handler never runs).
+pub struct Whole<Req: 'static, Resp> {
+    /// Checked in order; the first refusal's code is the answer's.
+    pub gates: &'static [Gate<Req>],
+    /// The answer with that code.
+    pub answer: fn(&Req, i16) -> Resp,
+}
+
+impl<Req: 'static, Resp> Whole<Req, Resp> {
+    /// The answer when `caller` may not make `request`; `None` when the handler may run.
+    pub fn denied(&self, shared: &Shared, caller: &Caller, request: &Req) -> Option<Resp> {
+        let code = first_denial(self.gates, shared, caller, request)?;
+        Some((self.answer)(request, code))
     }
-    denied
-        .into_iter()
-        .map(|t| {
-            let mut topic = fetch_response::FetchableTopicResponse::default();
-            topic.topic = t.topic;
-            topic.topic_id = t.topic_id;
-            topic.partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let mut d = fetch_response::PartitionData::default();
-                    d.partition_index = p.partition;
-                    d.error_code = TOPIC_DENIED;
-                    d.high_watermark = -1;
-                    d.last_stable_offset = -1;
-                    d.log_start_offset = -1;
-                    d
-                })
-                .collect();
-            topic
-        })
-        .collect()
 }
+
+/// What a per-item row checks before the items: the request-level half of its row.
+pub enum First<Req: 'static> {
+    /// Nothing: each item is checked on its own.
+    Nothing,
+    /// Whole-request checks, in order: the first refusal answers every item with its code.
+    Gates(&'static [Gate<Req>]),
+    /// An operation on the cluster that allows every item (CreateTopics' CREATE).
+    ClusterGrant(Operation),
+}
+
+/// A row for an API that is checked item by item (topics, groups, resources, ids).
+pub struct PerItem<Req: 'static, Item, Answer> {
+    /// What is checked before the items.
+    pub first: First<Req>,
+    /// The operation each item needs on what it names.
+    pub operation: Operation,
+    /// The request's items.
+    pub items: fn(&mut Req) -> &mut Vec<Item>,
+    /// What an item names.
+    pub target: for<'a> fn(&'a Item) -> Target<'a>,
+    /// A denied item's answer, with the code of its denial.
+    pub answer: fn(Item, i16) -> Answer,
+}
+
+impl<Req: 'static, Item, Answer> PerItem<Req, Item, Answer> {
+    /// Takes the items `caller` may not touch out of `request` (order kept on both sides)
+    /// and gives back their answers.
+    pub fn split(&self, shared: &Shared, caller: &Caller, request: &mut Req) -> Vec<Answer> {
+        if !shared.config.authorizer.enabled() {
+            // Every check allows: leave the request as it came (the produce and fetch path).
+            return Vec::new();
+        }
+        let whole = match self.first {
+            First::Gates(gates) => first_denial(gates, shared, caller, request),
+            First::ClusterGrant(op) if Target::Cluster.allows(shared, caller, op) => {
+                return Vec::new();
+            }
+            First::ClusterGrant(_) | First::Nothing => None,
+        };
+        let items = (self.items)(request);
+        let mut denied = Vec::new();
+        let asked = std::mem::take(items);
+        items.reserve(asked.len());
+        for item in asked {
+            let code =
+                whole.or_else(|| (self.target)(&item).denial(shared, caller, self.operation));
+            match code {
+                Some(code) => denied.push((self.answer)(item, code)),
+                None => items.push(item),
+            }
+        }
+        denied
+    }
+}
+
+/// A row for an answer the handler gave in full that shows only what the caller may see.
+pub struct Visible<Resp, Item> {
+    /// An operation on the cluster that shows every item (ListGroups' DESCRIBE).
+    pub cluster_grant: Option<Operation>,
+    /// The operation needed to see an item.
+    pub operation: Operation,
+    /// The answer's items.
+    pub items: fn(&mut Resp) -> &mut Vec<Item>,
+    /// What an item names.
+    pub target: for<'a> fn(&'a Item) -> Target<'a>,
+}
+
+impl<Resp, Item> Visible<Resp, Item> {
+    /// Leaves in `response` only the items `caller` may see.
+    pub fn retain(&self, shared: &Shared, caller: &Caller, response: &mut Resp) {
+        if let Some(op) = self.cluster_grant {
+            if Target::Cluster.allows(shared, caller, op) {
+                return;
+            }
+        }
+        (self.items)(response).retain(|i| (self.target)(i).allows(shared, caller, self.operation));
+    }
+}
+
+/// A row for an answer's KIP-430 bitfields, made the caller's own operations.
+pub struct Bitfields<Resp, Item> {
+    /// The answer's items.
+    pub items: fn(&mut Resp) -> &mut Vec<Item>,
+    /// An item's bitfield and what it is of; `None` leaves the item as answered.
+    pub field: for<'a> fn(&'a mut Item) -> Option<(&'a mut i32, Target<'a>)>,
+}
+
+impl<Resp, Item> Bitfields<Resp, Item> {
+    /// Puts the caller's bitfield in place of each one the handler filled (any value but
+    /// the "not requested" sentinel).
+    pub fn fill(&self, shared: &Shared, caller: &Caller, response: &mut Resp) {
+        for item in (self.items)(response) {
+            if let Some((field, target)) = (self.field)(item) {
+                own_operations(shared, caller, field, target);
+            }
+        }
+    }
+}
+
+/// The caller's bitfield in place of one a handler filled.
+fn own_operations(shared: &Shared, caller: &Caller, field: &mut i32, target: Target<'_>) {
+    if *field != OMITTED {
+        if let Some((resource, name)) = target.resource(shared) {
+            *field = authorized_operations(shared, caller, resource, &name, true);
+        }
+    }
+}
+
+/// The message Kafka gives beside a denial code, where the answer has one.
+fn denied_message(code: i16) -> Option<StrBytes> {
+    Some(StrBytes::from_static_str(match code {
+        TOPIC_DENIED => "Topic authorization failed.",
+        GROUP_DENIED => "Group authorization failed.",
+        _ => "Cluster authorization failed.",
+    }))
+}
+
+/// One answer per element of `items` (the partitions of a denied topic).
+fn each<T, U>(items: &[T], answer: impl FnMut(&T) -> U) -> Vec<U> {
+    items.iter().map(answer).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// The table: one row per API.
+// ---------------------------------------------------------------------------------------
+
+/// READ on the request's group (the group-membership APIs, OffsetCommit, AddOffsetsToTxn).
+macro_rules! group_read {
+    () => {
+        Gate {
+            operation: Operation::Read,
+            target: |r| Some(Target::Group(&r.group_id)),
+        }
+    };
+}
+
+/// WRITE on the request's transactional id.
+macro_rules! txn_write {
+    () => {
+        Gate {
+            operation: Operation::Write,
+            target: |r| Some(Target::TransactionalId(&r.transactional_id)),
+        }
+    };
+}
+
+/// `operation` on the cluster, for a request that names nothing else.
+macro_rules! on_cluster {
+    ($operation:expr) => {
+        Gate {
+            operation: $operation,
+            target: |_| Some(Target::Cluster),
+        }
+    };
+}
+
+/// Produce: WRITE on the transactional id when one is given, then WRITE on each topic.
+pub const PRODUCE: PerItem<
+    ProduceRequest,
+    produce_request::TopicProduceData,
+    produce_response::TopicProduceResponse,
+> = PerItem {
+    first: First::Gates(&[Gate {
+        operation: Operation::Write,
+        target: |r| {
+            r.transactional_id
+                .as_ref()
+                .map(|id| Target::TransactionalId(id))
+        },
+    }]),
+    operation: Operation::Write,
+    items: |r| &mut r.topic_data,
+    target: |t| Target::Topic(&t.name, t.topic_id),
+    answer: |t, code| {
+        produce_response::TopicProduceResponse::default()
+            .with_name(t.name)
+            .with_topic_id(t.topic_id)
+            .with_partition_responses(each(&t.partition_data, |p| {
+                produce_response::PartitionProduceResponse::default()
+                    .with_index(p.index)
+                    .with_error_code(code)
+                    .with_base_offset(-1)
+            }))
+    },
+};
+
+/// Fetch: READ on each topic. The dispatcher answers a request with a denial at once (no
+/// long poll), as one with an error is.
+pub const FETCH: PerItem<
+    FetchRequest,
+    fetch_request::FetchTopic,
+    fetch_response::FetchableTopicResponse,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Read,
+    items: |r| &mut r.topics,
+    target: |t| Target::Topic(&t.topic, t.topic_id),
+    answer: |t, code| {
+        fetch_response::FetchableTopicResponse::default()
+            .with_topic(t.topic)
+            .with_topic_id(t.topic_id)
+            .with_partitions(each(&t.partitions, |p| {
+                fetch_response::PartitionData::default()
+                    .with_partition_index(p.partition)
+                    .with_error_code(code)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+            }))
+    },
+};
 
 /// ListOffsets: DESCRIBE on each topic.
-pub fn list_offsets(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut ListOffsetsRequest,
-) -> Vec<list_offsets_response::ListOffsetsTopicResponse> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Describe)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut topic = list_offsets_response::ListOffsetsTopicResponse::default();
-        topic.name = t.name;
-        topic.partitions = t
-            .partitions
-            .iter()
-            .map(|p| {
-                let mut r = list_offsets_response::ListOffsetsPartitionResponse::default();
-                r.partition_index = p.partition_index;
-                r.error_code = TOPIC_DENIED;
-                r.timestamp = -1;
-                r.offset = -1;
-                r
-            })
-            .collect();
-        topic
-    })
-    .collect()
-}
+pub const LIST_OFFSETS: PerItem<
+    ListOffsetsRequest,
+    list_offsets_request::ListOffsetsTopic,
+    list_offsets_response::ListOffsetsTopicResponse,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        list_offsets_response::ListOffsetsTopicResponse::default()
+            .with_name(t.name)
+            .with_partitions(each(&t.partitions, |p| {
+                list_offsets_response::ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+            }))
+    },
+};
 
 /// OffsetForLeaderEpoch: DESCRIBE on each topic.
-pub fn offset_for_leader_epoch(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut OffsetForLeaderEpochRequest,
-) -> Vec<offset_for_leader_epoch_response::OffsetForLeaderTopicResult> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.topic, Operation::Describe)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut topic = offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default();
-        topic.topic = t.topic;
-        topic.partitions = t
-            .partitions
-            .iter()
-            .map(|p| {
-                let mut r = offset_for_leader_epoch_response::EpochEndOffset::default();
-                r.partition = p.partition;
-                r.error_code = TOPIC_DENIED;
-                r.leader_epoch = -1;
-                r.end_offset = -1;
-                r
-            })
-            .collect();
-        topic
-    })
-    .collect()
-}
+pub const OFFSET_FOR_LEADER_EPOCH: PerItem<
+    OffsetForLeaderEpochRequest,
+    offset_for_leader_epoch_request::OffsetForLeaderTopic,
+    offset_for_leader_epoch_response::OffsetForLeaderTopicResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.topic),
+    answer: |t, code| {
+        offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
+            .with_topic(t.topic)
+            .with_partitions(each(&t.partitions, |p| {
+                offset_for_leader_epoch_response::EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_error_code(code)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1)
+            }))
+    },
+};
 
 /// CreateTopics: CREATE on the cluster, or else on each topic.
-pub fn create_topics(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut CreateTopicsRequest,
-) -> Vec<create_topics_response::CreatableTopicResult> {
-    if cluster_allowed(shared, caller, Operation::Create) {
-        return Vec::new();
-    }
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Create)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut r = create_topics_response::CreatableTopicResult::default();
-        r.name = t.name;
-        r.error_code = TOPIC_DENIED;
-        r.topic_config_error_code = TOPIC_DENIED;
-        r.num_partitions = -1;
-        r.replication_factor = -1;
-        r
-    })
-    .collect()
-}
+pub const CREATE_TOPICS: PerItem<
+    CreateTopicsRequest,
+    create_topics_request::CreatableTopic,
+    create_topics_response::CreatableTopicResult,
+> = PerItem {
+    first: First::ClusterGrant(Operation::Create),
+    operation: Operation::Create,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        create_topics_response::CreatableTopicResult::default()
+            .with_name(t.name)
+            .with_error_code(code)
+            .with_topic_config_error_code(code)
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+    },
+};
 
-/// DeleteTopics: DELETE on each topic (by name, or by id from v6).
-pub fn delete_topics(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DeleteTopicsRequest,
-) -> Vec<delete_topics_response::DeletableTopicResult> {
-    let mut answers: Vec<_> = split(&mut request.topic_names, |name| {
-        topic_allowed(shared, caller, name, Operation::Delete)
-    })
-    .into_iter()
-    .map(|name| {
-        let mut r = delete_topics_response::DeletableTopicResult::default();
-        r.name = Some(name);
-        r.error_code = TOPIC_DENIED;
-        r
-    })
-    .collect();
-    answers.extend(
-        split(&mut request.topics, |t| {
-            let name = t.name.as_ref().map_or("", |n| n.as_str());
-            topic_ok(shared, caller, name, t.topic_id, Operation::Delete)
-        })
-        .into_iter()
-        .map(|t| {
-            let mut r = delete_topics_response::DeletableTopicResult::default();
-            r.name = t.name;
-            r.topic_id = t.topic_id;
-            r.error_code = TOPIC_DENIED;
-            r
-        }),
-    );
-    answers
-}
+/// DeleteTopics by name (v0–5): DELETE on each topic.
+pub const DELETE_TOPICS_BY_NAME: PerItem<
+    DeleteTopicsRequest,
+    TopicName,
+    delete_topics_response::DeletableTopicResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Delete,
+    items: |r| &mut r.topic_names,
+    target: |name| Target::topic(name),
+    answer: |name, code| {
+        delete_topics_response::DeletableTopicResult::default()
+            .with_name(Some(name))
+            .with_error_code(code)
+    },
+};
+
+/// DeleteTopics by name or id (v6+): DELETE on each topic.
+pub const DELETE_TOPICS: PerItem<
+    DeleteTopicsRequest,
+    delete_topics_request::DeleteTopicState,
+    delete_topics_response::DeletableTopicResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Delete,
+    items: |r| &mut r.topics,
+    target: |t| Target::Topic(t.name.as_ref().map_or("", |n| n.as_str()), t.topic_id),
+    answer: |t, code| {
+        delete_topics_response::DeletableTopicResult::default()
+            .with_name(t.name)
+            .with_topic_id(t.topic_id)
+            .with_error_code(code)
+    },
+};
 
 /// DeleteRecords: DELETE on each topic.
-pub fn delete_records(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DeleteRecordsRequest,
-) -> Vec<delete_records_response::DeleteRecordsTopicResult> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Delete)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut topic = delete_records_response::DeleteRecordsTopicResult::default();
-        topic.name = t.name;
-        topic.partitions = t
-            .partitions
-            .iter()
-            .map(|p| {
-                let mut r = delete_records_response::DeleteRecordsPartitionResult::default();
-                r.partition_index = p.partition_index;
-                r.error_code = TOPIC_DENIED;
-                r.low_watermark = -1;
-                r
-            })
-            .collect();
-        topic
-    })
-    .collect()
-}
+pub const DELETE_RECORDS: PerItem<
+    DeleteRecordsRequest,
+    delete_records_request::DeleteRecordsTopic,
+    delete_records_response::DeleteRecordsTopicResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Delete,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        delete_records_response::DeleteRecordsTopicResult::default()
+            .with_name(t.name)
+            .with_partitions(each(&t.partitions, |p| {
+                delete_records_response::DeleteRecordsPartitionResult::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+                    .with_low_watermark(-1)
+            }))
+    },
+};
 
 /// CreatePartitions: ALTER on each topic.
-pub fn create_partitions(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut CreatePartitionsRequest,
-) -> Vec<create_partitions_response::CreatePartitionsTopicResult> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Alter)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut r = create_partitions_response::CreatePartitionsTopicResult::default();
-        r.name = t.name;
-        r.error_code = TOPIC_DENIED;
-        r
-    })
-    .collect()
-}
+pub const CREATE_PARTITIONS: PerItem<
+    CreatePartitionsRequest,
+    create_partitions_request::CreatePartitionsTopic,
+    create_partitions_response::CreatePartitionsTopicResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Alter,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        create_partitions_response::CreatePartitionsTopicResult::default()
+            .with_name(t.name)
+            .with_error_code(code)
+    },
+};
 
 /// DescribeProducers: READ on each topic.
-pub fn describe_producers(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DescribeProducersRequest,
-) -> Vec<describe_producers_response::TopicResponse> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Read)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut topic = describe_producers_response::TopicResponse::default();
-        topic.name = t.name;
-        topic.partitions = t
-            .partition_indexes
-            .iter()
-            .map(|&p| {
-                let mut r = describe_producers_response::PartitionResponse::default();
-                r.partition_index = p;
-                r.error_code = TOPIC_DENIED;
-                r
-            })
-            .collect();
-        topic
-    })
-    .collect()
-}
+pub const DESCRIBE_PRODUCERS: PerItem<
+    DescribeProducersRequest,
+    describe_producers_request::TopicRequest,
+    describe_producers_response::TopicResponse,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Read,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        describe_producers_response::TopicResponse::default()
+            .with_name(t.name)
+            .with_partitions(each(&t.partition_indexes, |&p| {
+                describe_producers_response::PartitionResponse::default()
+                    .with_partition_index(p)
+                    .with_error_code(code)
+            }))
+    },
+};
 
-/// Whether `caller` may READ `group` (the membership APIs, OffsetCommit, the
-/// consumer-protocol heartbeat).
-pub fn group_read(shared: &Shared, caller: &Caller, group: &str) -> bool {
-    group_allowed(shared, caller, group, Operation::Read)
-}
+/// DescribeTopicPartitions: DESCRIBE on each topic.
+pub const DESCRIBE_TOPIC_PARTITIONS: PerItem<
+    DescribeTopicPartitionsRequest,
+    describe_topic_partitions_request::TopicRequest,
+    describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::default()
+            .with_name(Some(t.name))
+            .with_error_code(code)
+            .with_topic_authorized_operations(OMITTED)
+    },
+};
 
-/// A JoinGroup denial.
-pub fn join_group_denied() -> JoinGroupResponse {
-    let mut r = JoinGroupResponse::default();
-    r.error_code = GROUP_DENIED;
-    r.generation_id = -1;
-    r
-}
+/// DescribeTopicPartitions' answer: each described topic's bitfield the caller's.
+pub const DESCRIBE_TOPIC_PARTITIONS_OPERATIONS: Bitfields<
+    DescribeTopicPartitionsResponse,
+    describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic,
+> = Bitfields {
+    items: |r| &mut r.topics,
+    field: |t| {
+        let name = t.name.as_ref().map_or("", |n| n.as_str());
+        (t.error_code == ErrorCode::NONE.code())
+            .then_some((&mut t.topic_authorized_operations, Target::topic(name)))
+    },
+};
 
-/// A SyncGroup denial.
-pub fn sync_group_denied() -> SyncGroupResponse {
-    let mut r = SyncGroupResponse::default();
-    r.error_code = GROUP_DENIED;
-    r
-}
+/// JoinGroup: READ on the group.
+pub const JOIN_GROUP: Whole<JoinGroupRequest, JoinGroupResponse> = Whole {
+    gates: &[group_read!()],
+    answer: |_, code| {
+        JoinGroupResponse::default()
+            .with_error_code(code)
+            .with_generation_id(-1)
+    },
+};
 
-/// A Heartbeat denial.
-pub fn heartbeat_denied() -> HeartbeatResponse {
-    let mut r = HeartbeatResponse::default();
-    r.error_code = GROUP_DENIED;
-    r
-}
+/// SyncGroup: READ on the group.
+pub const SYNC_GROUP: Whole<SyncGroupRequest, SyncGroupResponse> = Whole {
+    gates: &[group_read!()],
+    answer: |_, code| SyncGroupResponse::default().with_error_code(code),
+};
 
-/// A LeaveGroup denial.
-pub fn leave_group_denied() -> LeaveGroupResponse {
-    let mut r = LeaveGroupResponse::default();
-    r.error_code = GROUP_DENIED;
-    r
-}
+/// Heartbeat: READ on the group.
+pub const HEARTBEAT: Whole<HeartbeatRequest, HeartbeatResponse> = Whole {
+    gates: &[group_read!()],
+    answer: |_, code| HeartbeatResponse::default().with_error_code(code),
+};
 
-/// A ConsumerGroupHeartbeat denial.
-pub fn consumer_heartbeat_denied() -> ConsumerGroupHeartbeatResponse {
-    let mut r = ConsumerGroupHeartbeatResponse::default();
-    r.error_code = GROUP_DENIED;
-    r.member_epoch = -1;
-    r
-}
+/// LeaveGroup: READ on the group.
+pub const LEAVE_GROUP: Whole<LeaveGroupRequest, LeaveGroupResponse> = Whole {
+    gates: &[group_read!()],
+    answer: |_, code| LeaveGroupResponse::default().with_error_code(code),
+};
+
+/// ConsumerGroupHeartbeat: READ on the group.
+pub const CONSUMER_GROUP_HEARTBEAT: Whole<
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+> = Whole {
+    gates: &[group_read!()],
+    answer: |_, code| {
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .with_member_epoch(-1)
+    },
+};
 
 fn offset_commit_topic(
-    t: &offset_commit_request::OffsetCommitRequestTopic,
+    t: offset_commit_request::OffsetCommitRequestTopic,
     code: i16,
 ) -> offset_commit_response::OffsetCommitResponseTopic {
-    let mut topic = offset_commit_response::OffsetCommitResponseTopic::default();
-    topic.name = t.name.clone();
-    topic.topic_id = t.topic_id;
-    topic.partitions = t
-        .partitions
-        .iter()
-        .map(|p| {
-            let mut r = offset_commit_response::OffsetCommitResponsePartition::default();
-            r.partition_index = p.partition_index;
-            r.error_code = code;
-            r
-        })
-        .collect();
-    topic
+    offset_commit_response::OffsetCommitResponseTopic::default()
+        .with_name(t.name)
+        .with_topic_id(t.topic_id)
+        .with_partitions(each(&t.partitions, |p| {
+            offset_commit_response::OffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(code)
+        }))
 }
 
 /// OffsetCommit: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED and the
 /// request emptied), then READ on each topic.
-pub fn offset_commit(
+pub const OFFSET_COMMIT: PerItem<
+    OffsetCommitRequest,
+    offset_commit_request::OffsetCommitRequestTopic,
+    offset_commit_response::OffsetCommitResponseTopic,
+> = PerItem {
+    first: First::Gates(&[group_read!()]),
+    operation: Operation::Read,
+    items: |r| &mut r.topics,
+    target: |t| Target::Topic(&t.name, t.topic_id),
+    answer: offset_commit_topic,
+};
+
+/// TxnOffsetCommit: WRITE on the transactional id, then READ on the group (either denial
+/// answers every partition and empties the request), then READ on each topic.
+pub const TXN_OFFSET_COMMIT: PerItem<
+    TxnOffsetCommitRequest,
+    txn_offset_commit_request::TxnOffsetCommitRequestTopic,
+    txn_offset_commit_response::TxnOffsetCommitResponseTopic,
+> = PerItem {
+    first: First::Gates(&[txn_write!(), group_read!()]),
+    operation: Operation::Read,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+            .with_name(t.name)
+            .with_partitions(each(&t.partitions, |p| {
+                txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+            }))
+    },
+};
+
+/// OffsetDelete: DELETE on the group (else the whole answer GROUP_AUTHORIZATION_FAILED),
+/// then [`OFFSET_DELETE_TOPICS`].
+pub const OFFSET_DELETE: Whole<OffsetDeleteRequest, OffsetDeleteResponse> = Whole {
+    gates: &[Gate {
+        operation: Operation::Delete,
+        target: |r| Some(Target::Group(&r.group_id)),
+    }],
+    answer: |_, code| OffsetDeleteResponse::default().with_error_code(code),
+};
+
+/// OffsetDelete, once the group is allowed: READ on each topic.
+pub const OFFSET_DELETE_TOPICS: PerItem<
+    OffsetDeleteRequest,
+    offset_delete_request::OffsetDeleteRequestTopic,
+    offset_delete_response::OffsetDeleteResponseTopic,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Read,
+    items: |r| &mut r.topics,
+    target: |t| Target::topic(&t.name),
+    answer: |t, code| {
+        offset_delete_response::OffsetDeleteResponseTopic::default()
+            .with_name(t.name)
+            .with_partitions(each(&t.partitions, |p| {
+                offset_delete_response::OffsetDeleteResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+            }))
+    },
+};
+
+/// DeleteGroups: DELETE on each group.
+pub const DELETE_GROUPS: PerItem<
+    DeleteGroupsRequest,
+    GroupId,
+    delete_groups_response::DeletableGroupResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Delete,
+    items: |r| &mut r.groups_names,
+    target: |g| Target::Group(g),
+    answer: |g, code| {
+        delete_groups_response::DeletableGroupResult::default()
+            .with_group_id(g)
+            .with_error_code(code)
+    },
+};
+
+/// DescribeGroups: DESCRIBE on each group.
+pub const DESCRIBE_GROUPS: PerItem<
+    DescribeGroupsRequest,
+    GroupId,
+    describe_groups_response::DescribedGroup,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.groups,
+    target: |g| Target::Group(g),
+    answer: |g, code| {
+        describe_groups_response::DescribedGroup::default()
+            .with_group_id(g)
+            .with_error_code(code)
+            .with_authorized_operations(OMITTED)
+    },
+};
+
+/// DescribeGroups' answer: each group's bitfield the caller's.
+pub const DESCRIBE_GROUPS_OPERATIONS: Bitfields<
+    DescribeGroupsResponse,
+    describe_groups_response::DescribedGroup,
+> = Bitfields {
+    items: |r| &mut r.groups,
+    field: |g| Some((&mut g.authorized_operations, Target::Group(&g.group_id))),
+};
+
+/// ConsumerGroupDescribe: DESCRIBE on each group.
+pub const CONSUMER_GROUP_DESCRIBE: PerItem<
+    ConsumerGroupDescribeRequest,
+    GroupId,
+    consumer_group_describe_response::DescribedGroup,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.group_ids,
+    target: |g| Target::Group(g),
+    answer: |g, code| {
+        consumer_group_describe_response::DescribedGroup::default()
+            .with_group_id(g)
+            .with_error_code(code)
+            .with_authorized_operations(OMITTED)
+    },
+};
+
+/// ConsumerGroupDescribe's answer: each group's bitfield the caller's.
+pub const CONSUMER_GROUP_DESCRIBE_OPERATIONS: Bitfields<
+    ConsumerGroupDescribeResponse,
+    consumer_group_describe_response::DescribedGroup,
+> = Bitfields {
+    items: |r| &mut r.groups,
+    field: |g| Some((&mut g.authorized_operations, Target::Group(&g.group_id))),
+};
+
+/// ListGroups' answer: every group with DESCRIBE on the cluster, else those the caller may
+/// DESCRIBE.
+pub const LIST_GROUPS: Visible<ListGroupsResponse, list_groups_response::ListedGroup> = Visible {
+    cluster_grant: Some(Operation::Describe),
+    operation: Operation::Describe,
+    items: |r| &mut r.groups,
+    target: |g| Target::Group(&g.group_id),
+};
+
+/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
+pub const DESCRIBE_CONFIGS: PerItem<
+    DescribeConfigsRequest,
+    describe_configs_request::DescribeConfigsResource,
+    describe_configs_response::DescribeConfigsResult,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::DescribeConfigs,
+    items: |r| &mut r.resources,
+    target: |r| Target::Config(r.resource_type, &r.resource_name),
+    answer: |r, code| {
+        describe_configs_response::DescribeConfigsResult::default()
+            .with_error_code(code)
+            .with_error_message(denied_message(code))
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name)
+    },
+};
+
+/// AlterConfigs: ALTER_CONFIGS on each resource.
+pub const ALTER_CONFIGS: PerItem<
+    AlterConfigsRequest,
+    alter_configs_request::AlterConfigsResource,
+    alter_configs_response::AlterConfigsResourceResponse,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::AlterConfigs,
+    items: |r| &mut r.resources,
+    target: |r| Target::Config(r.resource_type, &r.resource_name),
+    answer: |r, code| {
+        alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_error_code(code)
+            .with_error_message(denied_message(code))
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name)
+    },
+};
+
+/// IncrementalAlterConfigs: ALTER_CONFIGS on each resource.
+pub const INCREMENTAL_ALTER_CONFIGS: PerItem<
+    IncrementalAlterConfigsRequest,
+    incremental_alter_configs_request::AlterConfigsResource,
+    incremental_alter_configs_response::AlterConfigsResourceResponse,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::AlterConfigs,
+    items: |r| &mut r.resources,
+    target: |r| Target::Config(r.resource_type, &r.resource_name),
+    answer: |r, code| {
+        incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_error_code(code)
+            .with_error_message(denied_message(code))
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name)
+    },
+};
+
+/// DescribeLogDirs: DESCRIBE on the cluster (else no directories).
+pub const DESCRIBE_LOG_DIRS: Whole<DescribeLogDirsRequest, DescribeLogDirsResponse> = Whole {
+    gates: &[on_cluster!(Operation::Describe)],
+    answer: |_, code| DescribeLogDirsResponse::default().with_error_code(code),
+};
+
+/// DescribeUserScramCredentials: DESCRIBE on the cluster (else the top-level code).
+pub const DESCRIBE_SCRAM: Whole<
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+> = Whole {
+    gates: &[on_cluster!(Operation::Describe)],
+    answer: |_, code| {
+        DescribeUserScramCredentialsResponse::default()
+            .with_error_code(code)
+            .with_error_message(denied_message(code))
+    },
+};
+
+/// AlterUserScramCredentials: ALTER on the cluster (else every user, once, denied).
+pub const ALTER_SCRAM: Whole<AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse> =
+    Whole {
+        gates: &[on_cluster!(Operation::Alter)],
+        answer: |request, code| {
+            let mut users: Vec<&StrBytes> = request
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(request.upsertions.iter().map(|u| &u.name))
+                .collect();
+            users.sort();
+            users.dedup();
+            AlterUserScramCredentialsResponse::default().with_results(
+                users
+                    .into_iter()
+                    .map(|u| {
+                        alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
+                            .with_user(u.clone())
+                            .with_error_code(code)
+                            .with_error_message(denied_message(code))
+                    })
+                    .collect(),
+            )
+        },
+    };
+
+/// DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (else the top-level code).
+pub const DESCRIBE_CLIENT_QUOTAS: Whole<DescribeClientQuotasRequest, DescribeClientQuotasResponse> =
+    Whole {
+        gates: &[on_cluster!(Operation::DescribeConfigs)],
+        answer: |_, code| {
+            DescribeClientQuotasResponse::default()
+                .with_error_code(code)
+                .with_error_message(denied_message(code))
+        },
+    };
+
+/// AlterClientQuotas: ALTER_CONFIGS on the cluster (else every entry denied, nothing
+/// changed).
+pub const ALTER_CLIENT_QUOTAS: Whole<AlterClientQuotasRequest, AlterClientQuotasResponse> = Whole {
+    gates: &[on_cluster!(Operation::AlterConfigs)],
+    answer: |request, _| {
+        let message = denied_message(CLUSTER_DENIED);
+        AlterClientQuotasResponse::default().with_entries(
+            request
+                .entries
+                .iter()
+                .map(|entry| {
+                    super::client_quotas::result(
+                        entry,
+                        ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+                        message.as_deref(),
+                    )
+                })
+                .collect(),
+        )
+    },
+};
+
+/// AddOffsetsToTxn: WRITE on the transactional id, then READ on the group.
+pub const ADD_OFFSETS_TO_TXN: Whole<AddOffsetsToTxnRequest, AddOffsetsToTxnResponse> = Whole {
+    gates: &[txn_write!(), group_read!()],
+    answer: |_, code| AddOffsetsToTxnResponse::default().with_error_code(code),
+};
+
+/// EndTxn: WRITE on the transactional id.
+pub const END_TXN: Whole<EndTxnRequest, EndTxnResponse> = Whole {
+    gates: &[txn_write!()],
+    answer: |_, code| {
+        EndTxnResponse::default()
+            .with_error_code(code)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1)
+    },
+};
+
+/// WriteTxnMarkers: CLUSTER_ACTION on the cluster (only brokers write markers); denied,
+/// every marker's partitions CLUSTER_AUTHORIZATION_FAILED.
+pub const WRITE_TXN_MARKERS: Whole<WriteTxnMarkersRequest, WriteTxnMarkersResponse> = Whole {
+    gates: &[on_cluster!(Operation::ClusterAction)],
+    answer: |request, code| {
+        use write_txn_markers_response::*;
+        let topic = |t: &write_txn_markers_request::WritableTxnMarkerTopic| {
+            WritableTxnMarkerTopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(each(&t.partition_indexes, |&p| {
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                }))
+        };
+        WriteTxnMarkersResponse::default().with_markers(
+            request
+                .markers
+                .iter()
+                .map(|m| {
+                    WritableTxnMarkerResult::default()
+                        .with_producer_id(m.producer_id)
+                        .with_topics(m.topics.iter().map(topic).collect())
+                })
+                .collect(),
+        )
+    },
+};
+
+/// DescribeTransactions: DESCRIBE on each transactional id.
+pub const DESCRIBE_TRANSACTIONS: PerItem<
+    DescribeTransactionsRequest,
+    TransactionalId,
+    describe_transactions_response::TransactionState,
+> = PerItem {
+    first: First::Nothing,
+    operation: Operation::Describe,
+    items: |r| &mut r.transactional_ids,
+    target: |id| Target::TransactionalId(id),
+    answer: |id, code| {
+        describe_transactions_response::TransactionState::default()
+            .with_transactional_id(id)
+            .with_error_code(code)
+            .with_transaction_state(StrBytes::default())
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1)
+            .with_transaction_start_time_ms(-1)
+    },
+};
+
+/// DescribeTransactions' answer: a described transaction lists only the topics the caller
+/// may DESCRIBE, as Kafka.
+pub const DESCRIBE_TRANSACTION_TOPICS: Visible<
+    describe_transactions_response::TransactionState,
+    describe_transactions_response::TopicData,
+> = Visible {
+    cluster_grant: None,
+    operation: Operation::Describe,
+    items: |s| &mut s.topics,
+    target: |t| Target::topic(&t.topic),
+};
+
+/// ListTransactions' answer: only the ids the caller may DESCRIBE.
+pub const LIST_TRANSACTIONS: Visible<
+    ListTransactionsResponse,
+    list_transactions_response::TransactionState,
+> = Visible {
+    cluster_grant: None,
+    operation: Operation::Describe,
+    items: |r| &mut r.transaction_states,
+    target: |s| Target::TransactionalId(&s.transactional_id),
+};
+
+// ---------------------------------------------------------------------------------------
+// The checks that are not rows: their shape is their own.
+// ---------------------------------------------------------------------------------------
+
+/// DescribeCluster: DESCRIBE on the cluster, and the caller's cluster bitfield.
+pub fn describe_cluster_answer(
     shared: &Shared,
     caller: &Caller,
-    request: &mut OffsetCommitRequest,
-) -> Vec<offset_commit_response::OffsetCommitResponseTopic> {
-    if !group_read(shared, caller, &request.group_id) {
-        return std::mem::take(&mut request.topics)
-            .iter()
-            .map(|t| offset_commit_topic(t, GROUP_DENIED))
-            .collect();
+    response: &mut DescribeClusterResponse,
+) {
+    match Target::Cluster.denial(shared, caller, Operation::Describe) {
+        Some(code) => {
+            *response = DescribeClusterResponse::default()
+                .with_error_code(code)
+                .with_error_message(denied_message(code))
+                .with_endpoint_type(response.endpoint_type)
+                .with_cluster_authorized_operations(OMITTED);
+        }
+        None => own_operations(
+            shared,
+            caller,
+            &mut response.cluster_authorized_operations,
+            Target::Cluster,
+        ),
     }
-    split(&mut request.topics, |t| {
-        topic_ok(shared, caller, &t.name, t.topic_id, Operation::Read)
-    })
-    .iter()
-    .map(|t| offset_commit_topic(t, TOPIC_DENIED))
-    .collect()
 }
 
-/// OffsetFetch, one group (v0–7 at the top level, v8+ each group): whether the caller may
-/// DESCRIBE the group, and the topics it may not DESCRIBE (taken out of the request's list,
-/// answered by the caller with TOPIC_AUTHORIZATION_FAILED). An all-topics fetch is
-/// filtered afterwards by [`offset_fetch_visible`].
-pub fn offset_fetch_group(shared: &Shared, caller: &Caller, group: &str) -> bool {
-    group_allowed(shared, caller, group, Operation::Describe)
+/// The name of a topic given by name or (when `id` is not nil) by id; empty for an
+/// unknown id.
+fn topic_name(shared: &Shared, name: &str, id: Uuid) -> String {
+    Target::Topic(name, id)
+        .resource(shared)
+        .map(|(_, n)| n.into_owned())
+        .unwrap_or_default()
 }
 
-/// Whether an OffsetFetch answer may show `topic` to the caller.
-pub fn offset_fetch_visible(shared: &Shared, caller: &Caller, topic: &str) -> bool {
-    topic_allowed(shared, caller, topic, Operation::Describe)
-}
-
-/// OffsetFetch: group and topic DESCRIBE checks applied to the handler's answer. Denied
-/// groups answer GROUP_AUTHORIZATION_FAILED with no topics; partitions of topics the caller
-/// may not describe answer TOPIC_AUTHORIZATION_FAILED (asked for by name) or are left out
-/// (an all-topics fetch).
+/// OffsetFetch: DESCRIBE on each group and on each topic, applied to the handler's answer
+/// (v0–7 one group at the top level, v8+ each group). Denied groups answer
+/// GROUP_AUTHORIZATION_FAILED with no topics; partitions of topics the caller may not
+/// describe answer TOPIC_AUTHORIZATION_FAILED (asked for by name) or are left out (an
+/// all-topics fetch).
 pub fn offset_fetch_answer(
     shared: &Shared,
     caller: &Caller,
@@ -450,41 +1040,17 @@ pub fn offset_fetch_answer(
     if !shared.config.authorizer.enabled() {
         return;
     }
-    let asked_all = request.topics.is_none();
+    let group_ok = |g: &str| Target::Group(g).allows(shared, caller, Operation::Describe);
+    let visible = |t: &str| Target::topic(t).allows(shared, caller, Operation::Describe);
     if !request.group_id.is_empty() || !response.topics.is_empty() || request.groups.is_empty() {
-        if !offset_fetch_group(shared, caller, &request.group_id) {
+        if !group_ok(&request.group_id) {
             response.topics.clear();
             response.error_code = GROUP_DENIED;
         } else {
-            if asked_all {
-                response
-                    .topics
-                    .retain(|t| offset_fetch_visible(shared, caller, &t.name));
+            if request.topics.is_none() {
+                response.topics.retain(|t| visible(&t.name));
             }
-            for t in &mut response.topics {
-                if !offset_fetch_visible(shared, caller, &t.name) {
-                    for p in &mut t.partitions {
-                        p.error_code = TOPIC_DENIED;
-                        p.committed_offset = -1;
-                    }
-                }
-            }
-        }
-    }
-    for (asked, group) in request.groups.iter().zip(response.groups.iter_mut()) {
-        if !offset_fetch_group(shared, caller, &group.group_id) {
-            group.topics.clear();
-            group.error_code = GROUP_DENIED;
-            continue;
-        }
-        if asked.topics.is_none() {
-            group
-                .topics
-                .retain(|t| offset_fetch_visible(shared, caller, &t.name));
-        }
-        for t in &mut group.topics {
-            let name = topic_name(shared, &t.name, t.topic_id).unwrap_or_default();
-            if !offset_fetch_visible(shared, caller, &name) {
+            for t in response.topics.iter_mut().filter(|t| !visible(&t.name)) {
                 for p in &mut t.partitions {
                     p.error_code = TOPIC_DENIED;
                     p.committed_offset = -1;
@@ -492,328 +1058,24 @@ pub fn offset_fetch_answer(
             }
         }
     }
-}
-
-/// OffsetDelete: DELETE on the group (else the whole answer GROUP_AUTHORIZATION_FAILED),
-/// then READ on each topic.
-pub fn offset_delete(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut OffsetDeleteRequest,
-) -> Result<Vec<offset_delete_response::OffsetDeleteResponseTopic>, OffsetDeleteResponse> {
-    if !group_allowed(shared, caller, &request.group_id, Operation::Delete) {
-        let mut r = OffsetDeleteResponse::default();
-        r.error_code = GROUP_DENIED;
-        return Err(r);
-    }
-    Ok(split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Read)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut topic = offset_delete_response::OffsetDeleteResponseTopic::default();
-        topic.name = t.name;
-        topic.partitions = t
-            .partitions
-            .iter()
-            .map(|p| {
-                let mut r = offset_delete_response::OffsetDeleteResponsePartition::default();
-                r.partition_index = p.partition_index;
-                r.error_code = TOPIC_DENIED;
-                r
-            })
-            .collect();
-        topic
-    })
-    .collect())
-}
-
-/// DeleteGroups: DELETE on each group.
-pub fn delete_groups(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DeleteGroupsRequest,
-) -> Vec<delete_groups_response::DeletableGroupResult> {
-    split(&mut request.groups_names, |g| {
-        group_allowed(shared, caller, g, Operation::Delete)
-    })
-    .into_iter()
-    .map(|g| {
-        let mut r = delete_groups_response::DeletableGroupResult::default();
-        r.group_id = g;
-        r.error_code = GROUP_DENIED;
-        r
-    })
-    .collect()
-}
-
-/// DescribeGroups: DESCRIBE on each group; the answer's bitfields made the caller's.
-pub fn describe_groups(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DescribeGroupsRequest,
-) -> Vec<describe_groups_response::DescribedGroup> {
-    split(&mut request.groups, |g| {
-        group_allowed(shared, caller, g, Operation::Describe)
-    })
-    .into_iter()
-    .map(|g| {
-        let mut r = describe_groups_response::DescribedGroup::default();
-        r.group_id = g;
-        r.error_code = GROUP_DENIED;
-        r.authorized_operations = OMITTED;
-        r
-    })
-    .collect()
-}
-
-/// The caller's bitfield in place of one a handler filled.
-fn own_operations(
-    shared: &Shared,
-    caller: &Caller,
-    field: &mut i32,
-    resource_type: ResourceType,
-    name: &str,
-) {
-    if *field != OMITTED {
-        *field = authorized_operations(shared, caller, resource_type, name, true);
-    }
-}
-
-/// DescribeGroups' answer: each group's bitfield the caller's.
-pub fn describe_groups_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut DescribeGroupsResponse,
-) {
-    for g in &mut response.groups {
-        own_operations(
-            shared,
-            caller,
-            &mut g.authorized_operations,
-            ResourceType::Group,
-            &g.group_id,
-        );
-    }
-}
-
-/// ConsumerGroupDescribe: DESCRIBE on each group.
-pub fn consumer_group_describe(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut ConsumerGroupDescribeRequest,
-) -> Vec<consumer_group_describe_response::DescribedGroup> {
-    split(&mut request.group_ids, |g| {
-        group_allowed(shared, caller, g, Operation::Describe)
-    })
-    .into_iter()
-    .map(|g| {
-        let mut r = consumer_group_describe_response::DescribedGroup::default();
-        r.group_id = g;
-        r.error_code = GROUP_DENIED;
-        r.authorized_operations = OMITTED;
-        r
-    })
-    .collect()
-}
-
-/// ConsumerGroupDescribe's answer: each group's bitfield the caller's.
-pub fn consumer_group_describe_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut ConsumerGroupDescribeResponse,
-) {
-    for g in &mut response.groups {
-        own_operations(
-            shared,
-            caller,
-            &mut g.authorized_operations,
-            ResourceType::Group,
-            &g.group_id,
-        );
-    }
-}
-
-/// ListGroups: every group with DESCRIBE on the cluster, else those the caller may DESCRIBE.
-pub fn list_groups_answer(shared: &Shared, caller: &Caller, response: &mut ListGroupsResponse) {
-    if cluster_allowed(shared, caller, Operation::Describe) {
-        return;
-    }
-    response
-        .groups
-        .retain(|g| group_allowed(shared, caller, &g.group_id, Operation::Describe));
-}
-
-/// The resource and denial code of a config resource, for `operation`.
-fn config_check(
-    shared: &Shared,
-    caller: &Caller,
-    resource_type: i8,
-    name: &str,
-    operation: Operation,
-) -> Option<i16> {
-    let (resource, name, code) = match resource_type {
-        CONFIG_TOPIC => (ResourceType::Topic, name, TOPIC_DENIED),
-        CONFIG_GROUP => (ResourceType::Group, name, GROUP_DENIED),
-        CONFIG_BROKER | CONFIG_BROKER_LOGGER => (
-            ResourceType::Cluster,
-            crate::server::authz::CLUSTER_NAME,
-            CLUSTER_DENIED,
-        ),
-        // CLIENT_METRICS and unknown types: the cluster, as Kafka guards them.
-        _ => (
-            ResourceType::Cluster,
-            crate::server::authz::CLUSTER_NAME,
-            CLUSTER_DENIED,
-        ),
-    };
-    (!allowed(shared, caller, resource, name, operation)).then_some(code)
-}
-
-fn denied_message(code: i16) -> Option<StrBytes> {
-    let text = match code {
-        TOPIC_DENIED => "Topic authorization failed.",
-        GROUP_DENIED => "Group authorization failed.",
-        _ => "Cluster authorization failed.",
-    };
-    Some(StrBytes::from_static_str(text))
-}
-
-/// The resources of a configuration request (DescribeConfigs, AlterConfigs,
-/// IncrementalAlterConfigs) that `caller` may not touch with `operation`, with their codes;
-/// the rest left in `resources`.
-fn split_config_resources<T>(
-    shared: &Shared,
-    caller: &Caller,
-    resources: &mut Vec<T>,
-    resource: impl Fn(&T) -> (i8, &StrBytes),
-    operation: Operation,
-) -> Vec<(T, i16)> {
-    let mut codes = Vec::new();
-    let denied = split(resources, |r| {
-        let (resource_type, name) = resource(r);
-        match config_check(shared, caller, resource_type, name, operation) {
-            Some(code) => {
-                codes.push(code);
-                false
-            }
-            None => true,
+    for (asked, group) in request.groups.iter().zip(response.groups.iter_mut()) {
+        if !group_ok(&group.group_id) {
+            group.topics.clear();
+            group.error_code = GROUP_DENIED;
+            continue;
         }
-    });
-    denied.into_iter().zip(codes).collect()
-}
-
-/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
-pub fn describe_configs(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DescribeConfigsRequest,
-) -> Vec<describe_configs_response::DescribeConfigsResult> {
-    split_config_resources(
-        shared,
-        caller,
-        &mut request.resources,
-        |r| (r.resource_type, &r.resource_name),
-        Operation::DescribeConfigs,
-    )
-    .into_iter()
-    .map(|(r, code)| {
-        let mut result = describe_configs_response::DescribeConfigsResult::default();
-        result.error_code = code;
-        result.error_message = denied_message(code);
-        result.resource_type = r.resource_type;
-        result.resource_name = r.resource_name;
-        result
-    })
-    .collect()
-}
-
-/// AlterConfigs: ALTER_CONFIGS on each resource.
-pub fn alter_configs(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut AlterConfigsRequest,
-) -> Vec<alter_configs_response::AlterConfigsResourceResponse> {
-    split_config_resources(
-        shared,
-        caller,
-        &mut request.resources,
-        |r| (r.resource_type, &r.resource_name),
-        Operation::AlterConfigs,
-    )
-    .into_iter()
-    .map(|(r, code)| {
-        let mut result = alter_configs_response::AlterConfigsResourceResponse::default();
-        result.error_code = code;
-        result.error_message = denied_message(code);
-        result.resource_type = r.resource_type;
-        result.resource_name = r.resource_name;
-        result
-    })
-    .collect()
-}
-
-/// IncrementalAlterConfigs: ALTER_CONFIGS on each resource.
-pub fn incremental_alter_configs(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut IncrementalAlterConfigsRequest,
-) -> Vec<incremental_alter_configs_response::AlterConfigsResourceResponse> {
-    split_config_resources(
-        shared,
-        caller,
-        &mut request.resources,
-        |r| (r.resource_type, &r.resource_name),
-        Operation::AlterConfigs,
-    )
-    .into_iter()
-    .map(|(r, code)| {
-        let mut result =
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default();
-        result.error_code = code;
-        result.error_message = denied_message(code);
-        result.resource_type = r.resource_type;
-        result.resource_name = r.resource_name;
-        result
-    })
-    .collect()
-}
-
-/// DescribeCluster: DESCRIBE on the cluster, and the caller's cluster bitfield.
-pub fn describe_cluster_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut DescribeClusterResponse,
-) {
-    if !cluster_allowed(shared, caller, Operation::Describe) {
-        let mut denied = DescribeClusterResponse::default();
-        denied.error_code = CLUSTER_DENIED;
-        denied.error_message = denied_message(CLUSTER_DENIED);
-        denied.endpoint_type = response.endpoint_type;
-        denied.cluster_authorized_operations = OMITTED;
-        *response = denied;
-        return;
+        if asked.topics.is_none() {
+            group.topics.retain(|t| visible(&t.name));
+        }
+        for t in &mut group.topics {
+            if !visible(&topic_name(shared, &t.name, t.topic_id)) {
+                for p in &mut t.partitions {
+                    p.error_code = TOPIC_DENIED;
+                    p.committed_offset = -1;
+                }
+            }
+        }
     }
-    own_operations(
-        shared,
-        caller,
-        &mut response.cluster_authorized_operations,
-        ResourceType::Cluster,
-        crate::server::authz::CLUSTER_NAME,
-    );
-}
-
-/// DescribeLogDirs: DESCRIBE on the cluster (else no directories, CLUSTER_AUTHORIZATION_FAILED).
-pub fn describe_log_dirs_denied(
-    shared: &Shared,
-    caller: &Caller,
-) -> Option<DescribeLogDirsResponse> {
-    if cluster_allowed(shared, caller, Operation::Describe) {
-        return None;
-    }
-    let mut r = DescribeLogDirsResponse::default();
-    r.error_code = CLUSTER_DENIED;
-    Some(r)
 }
 
 /// FindCoordinator: DESCRIBE on each group (key type 0) or transactional id (key type 1).
@@ -825,16 +1087,12 @@ pub fn find_coordinator_answer(
     request: &FindCoordinatorRequest,
     response: &mut FindCoordinatorResponse,
 ) {
-    if !shared.config.authorizer.enabled() {
-        return;
-    }
-    let check = |key: &str| -> Option<i16> {
-        if request.key_type == 1 {
-            (!transactional_id_allowed(shared, caller, key, Operation::Describe))
-                .then_some(TXN_DENIED)
-        } else {
-            (!group_allowed(shared, caller, key, Operation::Describe)).then_some(GROUP_DENIED)
-        }
+    let check = |key: &str| {
+        let target = match request.key_type {
+            1 => Target::TransactionalId(key),
+            _ => Target::Group(key),
+        };
+        target.denial(shared, caller, Operation::Describe)
     };
     if response.coordinators.is_empty() {
         if let Some(code) = check(&request.key) {
@@ -864,59 +1122,17 @@ pub fn init_producer_id_denied(
     request: &InitProducerIdRequest,
 ) -> Option<InitProducerIdResponse> {
     let code = match &request.transactional_id {
-        Some(id) => {
-            (!transactional_id_allowed(shared, caller, id, Operation::Write)).then_some(TXN_DENIED)
-        }
-        None => (!cluster_allowed(shared, caller, Operation::IdempotentWrite)
+        Some(id) => Target::TransactionalId(id).denial(shared, caller, Operation::Write),
+        None => (!Target::Cluster.allows(shared, caller, Operation::IdempotentWrite)
             && !any_topic_allowed(shared, caller, Operation::Write))
         .then_some(CLUSTER_DENIED),
     }?;
-    let mut r = InitProducerIdResponse::default();
-    r.error_code = code;
-    r.producer_id = (-1).into();
-    r.producer_epoch = -1;
-    Some(r)
-}
-
-/// DescribeTopicPartitions: DESCRIBE on each topic (denied ones answered, the rest left).
-pub fn describe_topic_partitions(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DescribeTopicPartitionsRequest,
-) -> Vec<describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic> {
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Describe)
-    })
-    .into_iter()
-    .map(|t| {
-        let mut r =
-            describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic::default();
-        r.name = Some(t.name);
-        r.error_code = TOPIC_DENIED;
-        r.topic_authorized_operations = OMITTED;
-        r
-    })
-    .collect()
-}
-
-/// DescribeTopicPartitions' answer: each topic's bitfield the caller's.
-pub fn describe_topic_partitions_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut DescribeTopicPartitionsResponse,
-) {
-    for t in &mut response.topics {
-        if t.error_code == ErrorCode::NONE.code() {
-            let name = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
-            own_operations(
-                shared,
-                caller,
-                &mut t.topic_authorized_operations,
-                ResourceType::Topic,
-                &name,
-            );
-        }
-    }
+    Some(
+        InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1),
+    )
 }
 
 /// AddPartitionsToTxn v0–3 (one transaction, from a client): WRITE on the transactional id
@@ -939,314 +1155,45 @@ pub fn add_partitions_to_txn_denied(
     if !shared.config.authorizer.enabled() {
         return None;
     }
-    let mut response = AddPartitionsToTxnResponse::default();
     if version >= 4 {
-        if cluster_allowed(shared, caller, Operation::ClusterAction) {
-            return None;
-        }
-        response.error_code = CLUSTER_DENIED;
-        return Some(response);
+        let code = Target::Cluster.denial(shared, caller, Operation::ClusterAction)?;
+        return Some(AddPartitionsToTxnResponse::default().with_error_code(code));
     }
-    let txn_ok = transactional_id_allowed(
+    let txn_ok = Target::TransactionalId(&request.v3_and_below_transactional_id).allows(
         shared,
         caller,
-        &request.v3_and_below_transactional_id,
         Operation::Write,
     );
     let topics = &request.v3_and_below_topics;
     // Internal topics are never authorized here, as Kafka: only the broker writes them.
     let topic_ok = |name: &str| {
-        txn_ok && !is_internal(name) && topic_allowed(shared, caller, name, Operation::Write)
+        txn_ok && !is_internal(name) && Target::topic(name).allows(shared, caller, Operation::Write)
     };
     if txn_ok && topics.iter().all(|t| topic_ok(&t.name)) {
         return None;
     }
-    response.results_by_topic_v3_and_below = topics
-        .iter()
-        .map(|t| {
-            let allowed = topic_ok(&t.name);
-            let mut topic = AddPartitionsToTxnTopicResult::default();
-            topic.name = t.name.clone();
-            topic.results_by_partition = t
-                .partitions
-                .iter()
-                .map(|&p| {
-                    let mut r = AddPartitionsToTxnPartitionResult::default();
-                    r.partition_index = p;
-                    r.partition_error_code = if !txn_ok {
-                        TXN_DENIED
-                    } else if !allowed {
-                        TOPIC_DENIED
-                    } else if exists(&t.name, p) {
-                        ErrorCode::OPERATION_NOT_ATTEMPTED.code()
-                    } else {
-                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
-                    };
-                    r
-                })
-                .collect();
-            topic
-        })
-        .collect();
-    Some(response)
-}
-
-/// AddOffsetsToTxn: WRITE on the transactional id, then READ on the group.
-pub fn add_offsets_to_txn_denied(
-    shared: &Shared,
-    caller: &Caller,
-    request: &AddOffsetsToTxnRequest,
-) -> Option<AddOffsetsToTxnResponse> {
-    let code =
-        if !transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
-            TXN_DENIED
-        } else if !group_read(shared, caller, &request.group_id) {
-            GROUP_DENIED
-        } else {
-            return None;
+    let results = topics.iter().map(|t| {
+        let allowed = topic_ok(&t.name);
+        let code = |p| {
+            if !txn_ok {
+                TXN_DENIED
+            } else if !allowed {
+                TOPIC_DENIED
+            } else if exists(&t.name, p) {
+                ErrorCode::OPERATION_NOT_ATTEMPTED.code()
+            } else {
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+            }
         };
-    let mut r = AddOffsetsToTxnResponse::default();
-    r.error_code = code;
-    Some(r)
-}
-
-/// EndTxn: WRITE on the transactional id.
-pub fn end_txn_denied(
-    shared: &Shared,
-    caller: &Caller,
-    request: &EndTxnRequest,
-) -> Option<EndTxnResponse> {
-    if transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
-        return None;
-    }
-    let mut r = EndTxnResponse::default();
-    r.error_code = TXN_DENIED;
-    r.producer_id = (-1).into();
-    r.producer_epoch = -1;
-    Some(r)
-}
-
-fn txn_offset_commit_topic(
-    t: &txn_offset_commit_request::TxnOffsetCommitRequestTopic,
-    code: i16,
-) -> txn_offset_commit_response::TxnOffsetCommitResponseTopic {
-    let mut topic = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
-    topic.name = t.name.clone();
-    topic.partitions = t
-        .partitions
-        .iter()
-        .map(|p| {
-            let mut r = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
-            r.partition_index = p.partition_index;
-            r.error_code = code;
-            r
-        })
-        .collect();
-    topic
-}
-
-/// TxnOffsetCommit: WRITE on the transactional id, then READ on the group (either denial
-/// answers every partition and empties the request), then READ on each topic.
-pub fn txn_offset_commit(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut TxnOffsetCommitRequest,
-) -> Vec<txn_offset_commit_response::TxnOffsetCommitResponseTopic> {
-    let whole =
-        if !transactional_id_allowed(shared, caller, &request.transactional_id, Operation::Write) {
-            Some(TXN_DENIED)
-        } else if !group_read(shared, caller, &request.group_id) {
-            Some(GROUP_DENIED)
-        } else {
-            None
-        };
-    if let Some(code) = whole {
-        return std::mem::take(&mut request.topics)
-            .iter()
-            .map(|t| txn_offset_commit_topic(t, code))
-            .collect();
-    }
-    split(&mut request.topics, |t| {
-        topic_allowed(shared, caller, &t.name, Operation::Read)
-    })
-    .iter()
-    .map(|t| txn_offset_commit_topic(t, TOPIC_DENIED))
-    .collect()
-}
-
-/// WriteTxnMarkers: CLUSTER_ACTION on the cluster (only brokers write markers); denied,
-/// every marker's partitions CLUSTER_AUTHORIZATION_FAILED.
-pub fn write_txn_markers_denied(
-    shared: &Shared,
-    caller: &Caller,
-    request: &WriteTxnMarkersRequest,
-) -> Option<WriteTxnMarkersResponse> {
-    use write_txn_markers_response::*;
-    if cluster_allowed(shared, caller, Operation::ClusterAction) {
-        return None;
-    }
-    let mut response = WriteTxnMarkersResponse::default();
-    response.markers = request
-        .markers
-        .iter()
-        .map(|m| {
-            let mut marker = WritableTxnMarkerResult::default();
-            marker.producer_id = m.producer_id;
-            marker.topics = m
-                .topics
-                .iter()
-                .map(|t| {
-                    let mut topic = WritableTxnMarkerTopicResult::default();
-                    topic.name = t.name.clone();
-                    topic.partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|&p| {
-                            let mut r = WritableTxnMarkerPartitionResult::default();
-                            r.partition_index = p;
-                            r.error_code = CLUSTER_DENIED;
-                            r
-                        })
-                        .collect();
-                    topic
-                })
-                .collect();
-            marker
-        })
-        .collect();
-    Some(response)
-}
-
-/// DescribeTransactions: DESCRIBE on each transactional id (denied ids answered, the rest
-/// left in `request`).
-pub fn describe_transactions(
-    shared: &Shared,
-    caller: &Caller,
-    request: &mut DescribeTransactionsRequest,
-) -> Vec<describe_transactions_response::TransactionState> {
-    split(&mut request.transactional_ids, |id| {
-        transactional_id_allowed(shared, caller, id, Operation::Describe)
-    })
-    .into_iter()
-    .map(|id| {
-        let mut r = describe_transactions_response::TransactionState::default();
-        r.transactional_id = id;
-        r.error_code = TXN_DENIED;
-        r.transaction_state = StrBytes::default();
-        r.producer_id = (-1).into();
-        r.producer_epoch = -1;
-        r.transaction_start_time_ms = -1;
-        r
-    })
-    .collect()
-}
-
-/// DescribeTransactions' answer: a described transaction lists only the topics the caller
-/// may DESCRIBE, as Kafka.
-pub fn describe_transactions_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut DescribeTransactionsResponse,
-) {
-    for s in &mut response.transaction_states {
-        s.topics
-            .retain(|t| topic_allowed(shared, caller, &t.topic, Operation::Describe));
-    }
-}
-
-/// ListTransactions' answer: only the ids the caller may DESCRIBE.
-pub fn list_transactions_answer(
-    shared: &Shared,
-    caller: &Caller,
-    response: &mut ListTransactionsResponse,
-) {
-    response.transaction_states.retain(|s| {
-        transactional_id_allowed(shared, caller, &s.transactional_id, Operation::Describe)
+        AddPartitionsToTxnTopicResult::default()
+            .with_name(t.name.clone())
+            .with_results_by_partition(each(&t.partitions, |&p| {
+                AddPartitionsToTxnPartitionResult::default()
+                    .with_partition_index(p)
+                    .with_partition_error_code(code(p))
+            }))
     });
-}
-
-/// DescribeUserScramCredentials: DESCRIBE on the cluster (else the top-level code).
-pub fn describe_scram_denied(
-    shared: &Shared,
-    caller: &Caller,
-) -> Option<DescribeUserScramCredentialsResponse> {
-    if cluster_allowed(shared, caller, Operation::Describe) {
-        return None;
-    }
-    let mut r = DescribeUserScramCredentialsResponse::default();
-    r.error_code = CLUSTER_DENIED;
-    r.error_message = denied_message(CLUSTER_DENIED);
-    Some(r)
-}
-
-/// AlterUserScramCredentials: ALTER on the cluster (else every user CLUSTER_AUTHORIZATION_FAILED).
-pub fn alter_scram_denied(
-    shared: &Shared,
-    caller: &Caller,
-    request: &AlterUserScramCredentialsRequest,
-) -> Option<AlterUserScramCredentialsResponse> {
-    if cluster_allowed(shared, caller, Operation::Alter) {
-        return None;
-    }
-    let mut users: Vec<&StrBytes> = request
-        .deletions
-        .iter()
-        .map(|d| &d.name)
-        .chain(request.upsertions.iter().map(|u| &u.name))
-        .collect();
-    users.sort();
-    users.dedup();
-    let mut response = AlterUserScramCredentialsResponse::default();
-    response.results = users
-        .into_iter()
-        .map(|u| {
-            let mut r =
-                alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default();
-            r.user = u.clone();
-            r.error_code = CLUSTER_DENIED;
-            r.error_message = denied_message(CLUSTER_DENIED);
-            r
-        })
-        .collect();
-    Some(response)
-}
-
-/// DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (else the top-level code).
-pub fn describe_client_quotas_denied(
-    shared: &Shared,
-    caller: &Caller,
-) -> Option<DescribeClientQuotasResponse> {
-    if cluster_allowed(shared, caller, Operation::DescribeConfigs) {
-        return None;
-    }
-    let mut r = DescribeClientQuotasResponse::default();
-    r.error_code = CLUSTER_DENIED;
-    r.error_message = denied_message(CLUSTER_DENIED);
-    Some(r)
-}
-
-/// AlterClientQuotas: ALTER_CONFIGS on the cluster (else every entry
-/// CLUSTER_AUTHORIZATION_FAILED, nothing changed).
-pub fn alter_client_quotas_denied(
-    shared: &Shared,
-    caller: &Caller,
-    request: &AlterClientQuotasRequest,
-) -> Option<AlterClientQuotasResponse> {
-    if cluster_allowed(shared, caller, Operation::AlterConfigs) {
-        return None;
-    }
-    let mut response = AlterClientQuotasResponse::default();
-    let message = denied_message(CLUSTER_DENIED);
-    response.entries = request
-        .entries
-        .iter()
-        .map(|entry| {
-            super::client_quotas::result(
-                entry,
-                ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
-                message.as_deref(),
-            )
-        })
-        .collect();
-    Some(response)
+    Some(
+        AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results.collect()),
+    )
 }

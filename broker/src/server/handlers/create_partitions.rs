@@ -5,23 +5,19 @@
 //! UNKNOWN_TOPIC_OR_PARTITION (3); an internal topic (`__consumer_offsets`, whose partition
 //! count places every group): TOPIC_AUTHORIZATION_FAILED (29). `validate_only` changes nothing.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::shard::ShardState;
-use crate::server::topics;
+use crate::server::shard_context::{BrokerIdentity, TopicAdmin};
 use minikafka_core::error_code::ErrorCode;
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl BrokerIdentity + TopicAdmin),
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let node_id = state.shared.config.node_id;
+    let node_id = state.node_id();
     let mut response = CreatePartitionsResponse::default();
     for topic in &request.topics {
         let name = topic.name.0.as_str().to_string();
@@ -35,7 +31,9 @@ pub async fn handle<B: Backend>(
                 format!("partitions can only be assigned to broker {node_id}"),
             ))
         } else {
-            topics::add_partitions(state, &name, topic.count, request.validate_only).await
+            state
+                .add_partitions(&name, topic.count, request.validate_only)
+                .await
         };
         let mut result = CreatePartitionsTopicResult::default();
         result.name = topic.name.clone();

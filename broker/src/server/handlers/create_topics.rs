@@ -12,22 +12,20 @@
 //! partition count, replication factor and the topic's configuration; v7+ with its id.
 
 use std::collections::{BTreeMap, HashSet};
-use std::rc::Rc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
 use crate::config::topic::{check_topic_config, topic_config_status};
 use crate::log::topics::validate_topic_name;
 use crate::server::config_entries::topic_entries;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{ConfigLookup, TopicAdmin};
 use crate::server::shared::RESERVED_CONFIG_PREFIX;
-use crate::server::topics::{self, AdminError};
+use crate::server::topics::AdminError;
 use minikafka_core::error_code::ErrorCode;
 
 /// Partition count and overrides of a creatable topic, or why it is refused.
@@ -100,12 +98,12 @@ fn judge(
 }
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl ConfigLookup + TopicAdmin),
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    let config = &state.shared.config;
+    let config = state.settings();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for topic in &request.topics {
         *counts.entry(topic.name.0.as_str().to_string()).or_default() += 1;
@@ -121,7 +119,8 @@ pub async fn handle<B: Backend>(
         } else {
             match judge(topic, config.node_id, config.num_partitions) {
                 Ok((partitions, overrides)) => {
-                    topics::create_topic(state, &name, partitions, overrides, request.validate_only)
+                    state
+                        .create_topic(&name, partitions, overrides, request.validate_only)
                         .await
                 }
                 Err(e) => Err(e),
@@ -140,8 +139,8 @@ pub async fn handle<B: Backend>(
                     result.replication_factor = 1;
                     result.configs = Some(
                         topic_entries(
-                            &state.shared.effective_config(),
-                            &state.shared.dynamic_config(),
+                            &state.effective_config(),
+                            &state.dynamic_config(),
                             info.config.overrides(),
                         )
                         .into_iter()

@@ -5,25 +5,20 @@
 //! UNKNOWN_TOPIC_ID (100); an internal topic (`__consumer_offsets`):
 //! TOPIC_AUTHORIZATION_FAILED (29).
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
-use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::server::shard::ShardState;
-use crate::server::topics;
+use crate::server::shard_context::{TopicAdmin, TopicCatalogue};
 use minikafka_core::error_code::ErrorCode;
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TopicAdmin),
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    let shared = &state.shared;
     // (name if known, id asked for) per requested topic, in request order.
     let wanted: Vec<(Option<String>, Uuid, bool)> = if version >= 6 {
         request
@@ -32,7 +27,7 @@ pub async fn handle<B: Backend>(
             .map(|t| match &t.name {
                 Some(name) => (Some(name.0.as_str().to_string()), Uuid::nil(), false),
                 None => (
-                    shared.topic_by_id(t.topic_id).map(|i| i.name.clone()),
+                    state.topic_by_id(t.topic_id).map(|i| i.name.clone()),
                     t.topic_id,
                     true,
                 ),
@@ -50,7 +45,7 @@ pub async fn handle<B: Backend>(
         let mut result = DeletableTopicResult::default();
         result.name = name.as_ref().map(|n| TopicName(str_bytes(n)));
         let outcome = match &name {
-            Some(name) => topics::delete_topic(state, name).await,
+            Some(name) => state.delete_topic(name).await,
             None => Err((
                 ErrorCode::UNKNOWN_TOPIC_ID,
                 format!("no topic has id {asked_id}"),

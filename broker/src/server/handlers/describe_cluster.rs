@@ -8,30 +8,28 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 use minikafka_core::authorized_operations::{authorized_operations, ResourceType};
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
 use crate::server::session::RequestContext;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::BrokerIdentity;
 use minikafka_core::error_code::ErrorCode;
 
 /// Builds the response.
-pub fn handle<B: Backend>(
-    state: &ShardState<B>,
+pub fn handle(
+    state: &impl BrokerIdentity,
     request: DescribeClusterRequest,
     version: i16,
     ctx: &RequestContext,
 ) -> DescribeClusterResponse {
-    let shared = &state.shared;
-    let (host, port) = shared.advertised_address(&ctx.listener);
-    let node_id = shared.config.node_id;
+    let (host, port) = state.advertised_address(&ctx.listener);
+    let node_id = state.node_id();
     let mut response = DescribeClusterResponse::default();
     if version >= 1 && request.endpoint_type != 1 {
         response.endpoint_type = request.endpoint_type;
         response.error_code = ErrorCode::UNSUPPORTED_ENDPOINT_TYPE.code();
         return response;
     }
-    response.cluster_id = str_bytes(&shared.cluster_id);
+    response.cluster_id = str_bytes(state.cluster_id());
     response.controller_id = node_id.into();
     let mut broker = DescribeClusterBroker::default();
     broker.broker_id = node_id.into();

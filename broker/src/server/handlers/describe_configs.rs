@@ -31,7 +31,6 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
 use crate::server::broker_loggers::{self, RESOURCE_BROKER_LOGGER};
@@ -40,7 +39,7 @@ use crate::server::config_entries::{
     RESOURCE_TOPIC,
 };
 use crate::server::group_configs::{group_entries, RESOURCE_GROUP};
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{BrokerIdentity, ConfigLookup, TopicCatalogue};
 use crate::server::topics::unknown_topic;
 use minikafka_core::error_code::ErrorCode;
 
@@ -79,15 +78,14 @@ fn to_result(entry: &ConfigEntry, synonyms: bool, version: i16) -> DescribeConfi
 }
 
 /// Handles the request.
-pub fn handle<B: Backend>(
-    state: &ShardState<B>,
+pub fn handle(
+    state: &(impl TopicCatalogue + BrokerIdentity + ConfigLookup),
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
-    let shared = &state.shared;
-    let node = shared.config.node_id.to_string();
-    let effective = shared.effective_config();
-    let dynamic = shared.dynamic_config();
+    let node = state.node_id().to_string();
+    let effective = state.effective_config();
+    let dynamic = state.dynamic_config();
     let mut response = DescribeConfigsResponse::default();
     for resource in request.resources {
         let mut result = DescribeConfigsResult::default();
@@ -96,7 +94,7 @@ pub fn handle<B: Backend>(
         result.error_message = None;
         let name = resource.resource_name.as_str();
         let entries = match resource.resource_type {
-            RESOURCE_TOPIC => shared
+            RESOURCE_TOPIC => state
                 .topic(name)
                 .map(|info| topic_entries(&effective, &dynamic, info.config.overrides()))
                 .ok_or_else(|| unknown_topic(name)),
@@ -124,7 +122,7 @@ pub fn handle<B: Backend>(
                 "group name must not be empty".to_string(),
             )),
             RESOURCE_GROUP => Ok(group_entries(
-                shared.group_configs().by_group.get(name),
+                state.group_configs().by_group.get(name),
                 &effective,
             )),
             other => Err((

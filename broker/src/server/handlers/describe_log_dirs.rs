@@ -14,29 +14,25 @@
 //!   have no file-system statistics call, and a guessed number would mislead an operator.
 //! - v3+ top-level error: NONE.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
-use minikafka_core::backend::Backend;
 
 use super::str_bytes;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{BrokerIdentity, PartitionOps, TopicCatalogue};
 
 /// Kafka's "volume size not known" value for `total_bytes` and `usable_bytes`.
 const UNKNOWN_VOLUME_BYTES: i64 = -1;
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps + BrokerIdentity),
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
-    let shared = &state.shared;
     // (topic name, partitions wanted), in request order; every existing partition when null.
     let wanted: Vec<(String, Vec<i32>)> = match request.topics {
-        None => shared
+        None => state
             .all_topics()
             .iter()
             .map(|info| (info.name.clone(), (0..info.partition_count()).collect()))
@@ -44,7 +40,7 @@ pub async fn handle<B: Backend>(
         Some(topics) => topics
             .into_iter()
             .filter_map(|t| {
-                let info = shared.topic(t.topic.0.as_str())?;
+                let info = state.topic(t.topic.0.as_str())?;
                 let count = info.partition_count();
                 let mut partitions: Vec<i32> = t
                     .partitions
@@ -88,8 +84,8 @@ pub async fn handle<B: Backend>(
     }
     topics.retain(|t| !t.partitions.is_empty());
 
-    let configured = &shared.config.log_dir;
-    let log_dir = std::path::absolute(configured).unwrap_or_else(|_| configured.clone());
+    let configured = state.log_dir();
+    let log_dir = std::path::absolute(configured).unwrap_or_else(|_| configured.to_path_buf());
     let mut result = DescribeLogDirsResult::default();
     result.log_dir = str_bytes(&log_dir.display().to_string());
     result.topics = topics;

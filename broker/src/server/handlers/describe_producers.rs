@@ -8,17 +8,15 @@
 //!   (`current_txn_start_offset`, -1: none).
 //! - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3) with a message naming it.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
-use crate::server::shard::{ProducerDescription, ShardState};
+use crate::server::partition_ops::ProducerDescription;
+use crate::server::shard_context::{PartitionOps, TopicCatalogue};
 
 fn producer_state(p: &ProducerDescription) -> ProducerState {
     let mut out = ProducerState::default();
@@ -32,16 +30,15 @@ fn producer_state(p: &ProducerDescription) -> ProducerState {
 }
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps),
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
-    let shared = &state.shared;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut lookups = Vec::new();
     for (topic_index, wanted) in request.topics.into_iter().enumerate() {
         let name = wanted.name.0.as_str().to_string();
-        let info = shared.topic(&name);
+        let info = state.topic(&name);
         let mut topic = TopicResponse::default();
         topic.name = wanted.name.clone();
         for (slot, partition) in wanted.partition_indexes.into_iter().enumerate() {

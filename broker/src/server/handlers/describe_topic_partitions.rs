@@ -18,7 +18,6 @@
 //! - Never reads a log: the answer comes from the topic registry alone.
 
 use std::ops::Range;
-use std::rc::Rc;
 
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -27,13 +26,12 @@ use kafka_protocol::messages::{
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
 use minikafka_core::authorized_operations::{self, ResourceType};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
 use crate::log::LEADER_EPOCH;
 use crate::server::groups::offsets_topic;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{BrokerIdentity, TopicCatalogue};
 
 /// Most partitions one response carries (Kafka's `max.request.partition.size.limit`).
 pub const MAX_PARTITIONS_PER_RESPONSE: i32 = 2000;
@@ -114,14 +112,13 @@ fn error_topic(name: &str, code: ErrorCode) -> DescribeTopicPartitionsResponseTo
 }
 
 /// Handles the request.
-pub fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub fn handle(
+    state: &(impl TopicCatalogue + BrokerIdentity),
     request: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
-    let shared = &state.shared;
-    let node_id = shared.config.node_id;
+    let node_id = state.node_id();
     let mut names: Vec<String> = if request.topics.is_empty() {
-        shared.all_topics().iter().map(|t| t.name.clone()).collect()
+        state.all_topics().iter().map(|t| t.name.clone()).collect()
     } else {
         request
             .topics
@@ -147,7 +144,7 @@ pub fn handle<B: Backend>(
             return response;
         }
     }
-    let infos: Vec<_> = names.iter().map(|n| shared.topic(n)).collect();
+    let infos: Vec<_> = names.iter().map(|n| state.topic(n)).collect();
     let counts: Vec<(String, Option<i32>)> = names
         .iter()
         .zip(&infos)

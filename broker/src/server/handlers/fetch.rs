@@ -25,7 +25,6 @@
 //!   it waits until the LSO moves: a marker append notifies the partition's signal like any
 //!   append, after the LSO moved, and the waiter was registered before the first read (I7).
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{select, Either};
@@ -33,11 +32,11 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::fetch::{fit_batches, FetchBudget};
 use minikafka_core::wakeup::Waiter;
 
-use crate::server::shard::{PartitionRead, ShardState};
+use crate::server::partition_ops::PartitionRead;
+use crate::server::shard_context::{PartitionOps, ShardClock, TopicCatalogue};
 use minikafka_core::error_code::ErrorCode;
 
 /// One partition to read, resolved against the registry.
@@ -53,12 +52,11 @@ struct Target {
 }
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps + ShardClock),
     request: FetchRequest,
     version: i16,
 ) -> FetchResponse {
-    let shared = &state.shared;
     let mut response = FetchResponse::default();
     let mut targets = Vec::new();
     let mut waiter = Waiter::new();
@@ -67,9 +65,9 @@ pub async fn handle<B: Backend>(
     let response_max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
     for fetch_topic in &request.topics {
         let info = if version >= 13 {
-            shared.topic_by_id(fetch_topic.topic_id)
+            state.topic_by_id(fetch_topic.topic_id)
         } else {
-            shared.topic(fetch_topic.topic.0.as_str())
+            state.topic(fetch_topic.topic.0.as_str())
         };
         let mut topic = FetchableTopicResponse::default();
         if version >= 13 {
@@ -112,7 +110,7 @@ pub async fn handle<B: Backend>(
 
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
-    let deadline = state.backend.now() + max_wait;
+    let deadline = state.now() + max_wait;
     let reads = loop {
         let reads = read_all(state, &targets, read_committed).await;
         let total: usize = reads.iter().map(|r| r.bytes.len()).sum();
@@ -121,13 +119,13 @@ pub async fn handle<B: Backend>(
             break reads;
         }
         // Wait for an append to any of the partitions, the deadline, or shutdown.
-        if state.backend.now() >= deadline {
+        if state.now() >= deadline {
             break reads;
         }
         let notified = {
             let wait = std::pin::pin!(waiter.wait());
-            let sleep = std::pin::pin!(state.backend.sleep_until(deadline));
-            let stop = std::pin::pin!(state.stop.recv());
+            let sleep = std::pin::pin!(state.sleep_until(deadline));
+            let stop = std::pin::pin!(state.stopped());
             matches!(select(wait, select(sleep, stop)).await, Either::Left(_))
         };
         if !notified {
@@ -171,8 +169,8 @@ pub async fn handle<B: Backend>(
     response
 }
 
-async fn read_all<B: Backend>(
-    state: &Rc<ShardState<B>>,
+async fn read_all(
+    state: &impl PartitionOps,
     targets: &[Target],
     read_committed: bool,
 ) -> Vec<PartitionRead> {

@@ -11,8 +11,6 @@
 //! - A coordinator that cannot take the request: its code (NOT_COORDINATOR or
 //!   COORDINATOR_NOT_AVAILABLE), which clients retry.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as DescribedAssignment, DescribedGroup, Member,
     TopicPartitions as DescribedTopicPartitions,
@@ -25,7 +23,6 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse, GroupId, TopicName,
 };
 use minikafka_core::authorized_operations::{self, ResourceType};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::consumer::{
     ConsumerGroupDescription, ConsumerGroupHeartbeatRequest as CoreHeartbeat, DescribeRequest,
@@ -38,14 +35,14 @@ use uuid::Uuid;
 use super::groups::{ask_coordinators, refusal, text, text_since, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// ConsumerGroupDescribe v1's member type of a consumer-protocol member.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
 /// ConsumerGroupHeartbeat.
-pub async fn heartbeat<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn heartbeat(
+    state: &(impl TopicCatalogue + GroupOps),
     request: ConsumerGroupHeartbeatRequest,
     version: i16,
     client: &ClientInfo,
@@ -174,8 +171,8 @@ fn described_group(g: ConsumerGroupDescription, version: i16, with_ops: bool) ->
 }
 
 /// ConsumerGroupDescribe.
-pub async fn describe<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn describe(
+    state: &(impl TopicCatalogue + GroupOps),
     request: ConsumerGroupDescribeRequest,
     version: i16,
 ) -> ConsumerGroupDescribeResponse {

@@ -12,25 +12,22 @@
 //! - A coordinator that cannot take the request: its error code (NOT_COORDINATOR or
 //!   COORDINATOR_NOT_AVAILABLE), which makes clients find the coordinator and retry.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
-use minikafka_core::backend::Backend;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::groups::{refusal, text, text_since, ClientInfo};
 use super::str_bytes;
 use crate::server::groups::route;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// JoinGroup.
-pub async fn join_group<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn join_group(
+    state: &(impl TopicCatalogue + GroupOps),
     request: JoinGroupRequest,
     version: i16,
     client: &ClientInfo,
@@ -101,8 +98,8 @@ pub async fn join_group<B: Backend>(
 }
 
 /// SyncGroup.
-pub async fn sync_group<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn sync_group(
+    state: &(impl TopicCatalogue + GroupOps),
     request: SyncGroupRequest,
     version: i16,
 ) -> SyncGroupResponse {
@@ -138,8 +135,8 @@ pub async fn sync_group<B: Backend>(
 }
 
 /// Heartbeat.
-pub async fn heartbeat<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn heartbeat(
+    state: &(impl TopicCatalogue + GroupOps),
     request: HeartbeatRequest,
     version: i16,
 ) -> HeartbeatResponse {
@@ -160,8 +157,8 @@ pub async fn heartbeat<B: Backend>(
 }
 
 /// LeaveGroup.
-pub async fn leave_group<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn leave_group(
+    state: &(impl TopicCatalogue + GroupOps),
     request: LeaveGroupRequest,
     version: i16,
 ) -> LeaveGroupResponse {

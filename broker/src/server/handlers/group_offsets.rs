@@ -14,7 +14,6 @@
 //! - A coordinator that cannot take the request: its code on every partition (or group).
 
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -30,14 +29,13 @@ use kafka_protocol::messages::{
     GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
     OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::groups::{ask_coordinators, refusal, text, text_since};
 use super::str_bytes;
 use crate::server::groups::route;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// A commit's partitions (OffsetCommit, TxnOffsetCommit) in request order: those of topics
 /// this broker has go to the group's coordinator; the rest are answered
@@ -54,14 +52,14 @@ type PartitionSlot = (i32, Option<ErrorCode>);
 impl CommitShape {
     /// Splits `topics` (each partition as core takes it) into the answer's shape and what
     /// the coordinator is asked (empty: nothing to ask).
-    pub(super) fn split<B: Backend>(
-        state: &ShardState<B>,
+    pub(super) fn split(
+        state: &impl TopicCatalogue,
         topics: impl IntoIterator<Item = (String, Vec<core_group::CommitPartition>)>,
     ) -> (CommitShape, Vec<core_group::CommitTopic>) {
         let mut slots = Vec::new();
         let mut asked = Vec::new();
         for (name, partitions) in topics {
-            let known = state.shared.topic(&name).map(|t| 0..t.partition_count());
+            let known = state.topic(&name).map(|t| 0..t.partition_count());
             let mut topic_slots = Vec::with_capacity(partitions.len());
             let mut topic_asked = Vec::new();
             for p in partitions {
@@ -126,8 +124,8 @@ impl CommitShape {
 }
 
 /// OffsetCommit.
-pub async fn offset_commit<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn offset_commit(
+    state: &(impl TopicCatalogue + GroupOps),
     request: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
@@ -252,8 +250,8 @@ fn failed_group(group: &core_group::OffsetFetchGroup, code: ErrorCode) -> core_g
 }
 
 /// OffsetFetch.
-pub async fn offset_fetch<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn offset_fetch(
+    state: &(impl TopicCatalogue + GroupOps),
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
@@ -356,8 +354,8 @@ pub async fn offset_fetch<B: Backend>(
 }
 
 /// OffsetDelete.
-pub async fn offset_delete<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn offset_delete(
+    state: &(impl TopicCatalogue + GroupOps),
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group_id = text(&request.group_id.0);

@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::rc::Rc;
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -28,13 +27,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::authorized_operations::{self, ResourceType};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{self as core_group, GroupRequest, GroupResponse};
 
 use super::str_bytes;
 use crate::server::groups::route::{self, coordinator_partition, offsets_partition_count};
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// Who sent a group request (JoinGroup records it; DescribeGroups shows it).
 #[derive(Clone, Debug)]
@@ -80,8 +78,8 @@ pub fn text_since(version: i16, since: i16, field: Option<&StrBytes>) -> Option<
 type CoordinatorPart = (Vec<usize>, Vec<String>);
 
 /// Groups of a request split by coordinator partition; `None` without an offsets topic.
-fn split_by_coordinator<B: Backend>(
-    state: &ShardState<B>,
+fn split_by_coordinator(
+    state: &impl TopicCatalogue,
     group_ids: &[String],
 ) -> Option<BTreeMap<i32, CoordinatorPart>> {
     let mut parts: BTreeMap<i32, CoordinatorPart> = BTreeMap::new();
@@ -99,8 +97,8 @@ fn split_by_coordinator<B: Backend>(
 /// ids) and `unpack` takes one answer per group, in that order, from its response. A group
 /// whose coordinator is missing gets COORDINATOR_NOT_AVAILABLE; one whose coordinator
 /// refused gets that error.
-pub async fn ask_coordinators<B: Backend, T>(
-    state: &Rc<ShardState<B>>,
+pub async fn ask_coordinators<T>(
+    state: &(impl TopicCatalogue + GroupOps),
     group_ids: &[String],
     ask: impl Fn(&[usize], Vec<String>) -> GroupRequest,
     unpack: impl Fn(GroupResponse) -> Option<Vec<T>>,
@@ -135,8 +133,8 @@ pub async fn ask_coordinators<B: Backend, T>(
 }
 
 /// ListGroups.
-pub async fn list_groups<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn list_groups(
+    state: &(impl TopicCatalogue + GroupOps),
     request: ListGroupsRequest,
     version: i16,
 ) -> ListGroupsResponse {
@@ -245,8 +243,8 @@ fn describe_error(group_id: &str, code: ErrorCode) -> DescribedGroup {
 }
 
 /// DescribeGroups.
-pub async fn describe_groups<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn describe_groups(
+    state: &(impl TopicCatalogue + GroupOps),
     request: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
@@ -277,8 +275,8 @@ pub async fn describe_groups<B: Backend>(
 }
 
 /// DeleteGroups.
-pub async fn delete_groups<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn delete_groups(
+    state: &(impl TopicCatalogue + GroupOps),
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let ids: Vec<String> = request.groups_names.iter().map(|g| text(&g.0)).collect();

@@ -1,6 +1,6 @@
 //! ListOffsets (key 2), v1–10.
 //!
-//! Contract: per partition, on its owning shard ([`ShardState::list_offset`], a cross-shard
+//! Contract: per partition, on its owning shard ([`PartitionOps::list_offset`], a cross-shard
 //! call): timestamp -2 (earliest) and -4 (earliest local) give the log start offset, -1
 //! (latest) the high watermark (the last stable offset under `isolation_level=1`, I69), -3 (MAX_TIMESTAMP) the record holding the largest timestamp
 //! (`PartitionLog::max_timestamp_offset`), any other timestamp the first record whose
@@ -12,35 +12,31 @@
 //! [`LOOKUPS_IN_FLIGHT`] partitions are looked up at once (memory does not grow with the
 //! partitions a request names beyond the response itself).
 
-use std::rc::Rc;
-
 use futures::stream::StreamExt;
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use minikafka_core::backend::Backend;
 
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{PartitionOps, TopicCatalogue};
 use minikafka_core::error_code::ErrorCode;
 
 /// Partition lookups of one request running at once.
 const LOOKUPS_IN_FLIGHT: usize = 64;
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps),
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
-    let shared = &state.shared;
     // Kafka's isolation_level (v2+): latest is the LSO under read_committed (I69).
     let read_committed = version >= 2 && request.isolation_level == 1;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut lookups = Vec::new();
     for (topic_index, wanted) in request.topics.into_iter().enumerate() {
-        let info = shared.topic(wanted.name.0.as_str());
+        let info = state.topic(wanted.name.0.as_str());
         let mut topic = ListOffsetsTopicResponse::default();
         topic.name = wanted.name.clone();
         for (slot, partition) in wanted.partitions.into_iter().enumerate() {

@@ -208,7 +208,7 @@ pub async fn handle<B: Backend>(
         RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
         RequestBody::Produce(mut req) => {
             let acks = req.acks;
-            let denied = authorize::produce(shared, &caller, &mut req);
+            let denied = authorize::PRODUCE.split(shared, &caller, &mut req);
             let mut response = produce::handle(state, req, version).await;
             response.responses.extend(denied);
             // Charged when the reader admitted it (I98).
@@ -227,7 +227,11 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::Fetch(mut req) => {
-            let denied = authorize::fetch(shared, &caller, &mut req);
+            let denied = authorize::FETCH.split(shared, &caller, &mut req);
+            if !denied.is_empty() {
+                // Answered at once (no long poll), as a request with an error is.
+                req.max_wait_ms = 0;
+            }
             throttle::cap_fetch(state, ctx, client_id, &mut req);
             let mut response = fetch::handle(state, req, version).await;
             response.responses.extend(denied);
@@ -240,49 +244,50 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::ListOffsets(mut req) => {
-            let denied = authorize::list_offsets(shared, &caller, &mut req);
+            let denied = authorize::LIST_OFFSETS.split(shared, &caller, &mut req);
             let mut response = list_offsets::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::CreateTopics(mut req) => {
-            let denied = authorize::create_topics(shared, &caller, &mut req);
+            let denied = authorize::CREATE_TOPICS.split(shared, &caller, &mut req);
             let mut response = create_topics::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DeleteTopics(mut req) => {
-            let denied = authorize::delete_topics(shared, &caller, &mut req);
+            let mut denied = authorize::DELETE_TOPICS_BY_NAME.split(shared, &caller, &mut req);
+            denied.extend(authorize::DELETE_TOPICS.split(shared, &caller, &mut req));
             let mut response = delete_topics::handle(state, req, version).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::DeleteRecords(mut req) => {
-            let denied = authorize::delete_records(shared, &caller, &mut req);
+            let denied = authorize::DELETE_RECORDS.split(shared, &caller, &mut req);
             let mut response = delete_records::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::AlterConfigs(mut req) => {
-            let denied = authorize::alter_configs(shared, &caller, &mut req);
+            let denied = authorize::ALTER_CONFIGS.split(shared, &caller, &mut req);
             let mut response = alter_configs::handle_alter(state, req).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::IncrementalAlterConfigs(mut req) => {
-            let denied = authorize::incremental_alter_configs(shared, &caller, &mut req);
+            let denied = authorize::INCREMENTAL_ALTER_CONFIGS.split(shared, &caller, &mut req);
             let mut response = alter_configs::handle_incremental(state, req).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::CreatePartitions(mut req) => {
-            let denied = authorize::create_partitions(shared, &caller, &mut req);
+            let denied = authorize::CREATE_PARTITIONS.split(shared, &caller, &mut req);
             let mut response = create_partitions::handle(state, req).await;
             response.results.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeConfigs(mut req) => {
-            let denied = authorize::describe_configs(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_CONFIGS.split(shared, &caller, &mut req);
             let mut response = describe_configs::handle(state, req, version);
             response.results.extend(denied);
             reply!(response)
@@ -297,41 +302,32 @@ pub async fn handle<B: Backend>(
             authorize::find_coordinator_answer(shared, &caller, &req, &mut response);
             reply!(response)
         }
-        RequestBody::JoinGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
-            reply!(authorize::join_group_denied())
-        }
-        RequestBody::SyncGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
-            reply!(authorize::sync_group_denied())
-        }
-        RequestBody::Heartbeat(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
-            reply!(authorize::heartbeat_denied())
-        }
-        RequestBody::LeaveGroup(req) if !authorize::group_read(shared, &caller, &req.group_id) => {
-            reply!(authorize::leave_group_denied())
-        }
-        RequestBody::ConsumerGroupHeartbeat(req)
-            if !authorize::group_read(shared, &caller, &req.group_id) =>
-        {
-            reply!(authorize::consumer_heartbeat_denied())
-        }
         RequestBody::JoinGroup(req) => {
+            if let Some(denied) = authorize::JOIN_GROUP.denied(shared, &caller, &req) {
+                return reply!(denied);
+            }
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
             );
             reply!(group_membership::join_group(state, req, version, &client).await)
         }
-        RequestBody::SyncGroup(req) => {
-            reply!(group_membership::sync_group(state, req, version).await)
-        }
-        RequestBody::Heartbeat(req) => {
-            reply!(group_membership::heartbeat(state, req, version).await)
-        }
+        RequestBody::SyncGroup(req) => match authorize::SYNC_GROUP.denied(shared, &caller, &req) {
+            Some(denied) => reply!(denied),
+            None => reply!(group_membership::sync_group(state, req, version).await),
+        },
+        RequestBody::Heartbeat(req) => match authorize::HEARTBEAT.denied(shared, &caller, &req) {
+            Some(denied) => reply!(denied),
+            None => reply!(group_membership::heartbeat(state, req, version).await),
+        },
         RequestBody::LeaveGroup(req) => {
-            reply!(group_membership::leave_group(state, req, version).await)
+            match authorize::LEAVE_GROUP.denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => reply!(group_membership::leave_group(state, req, version).await),
+            }
         }
         RequestBody::OffsetCommit(mut req) => {
-            let denied = authorize::offset_commit(shared, &caller, &mut req);
+            let denied = authorize::OFFSET_COMMIT.split(shared, &caller, &mut req);
             let mut response = group_offsets::offset_commit(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
@@ -343,15 +339,16 @@ pub async fn handle<B: Backend>(
             reply!(response)
         }
         RequestBody::TxnOffsetCommit(mut req) => {
-            let denied = authorize::txn_offset_commit(shared, &caller, &mut req);
+            let denied = authorize::TXN_OFFSET_COMMIT.split(shared, &caller, &mut req);
             let mut response = txn_offset_commit::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::OffsetDelete(mut req) => {
-            match authorize::offset_delete(shared, &caller, &mut req) {
-                Err(denied) => reply!(denied),
-                Ok(denied) => {
+            match authorize::OFFSET_DELETE.denied(shared, &caller, &req) {
+                Some(denied) => reply!(denied),
+                None => {
+                    let denied = authorize::OFFSET_DELETE_TOPICS.split(shared, &caller, &mut req);
                     let mut response = group_offsets::offset_delete(state, req).await;
                     response.topics.extend(denied);
                     reply!(response)
@@ -359,24 +356,28 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::DeleteGroups(mut req) => {
-            let denied = authorize::delete_groups(shared, &caller, &mut req);
+            let denied = authorize::DELETE_GROUPS.split(shared, &caller, &mut req);
             let mut response = groups::delete_groups(state, req).await;
             response.results.extend(denied);
             reply!(response)
         }
         RequestBody::ListGroups(req) => {
             let mut response = groups::list_groups(state, req, version).await;
-            authorize::list_groups_answer(shared, &caller, &mut response);
+            authorize::LIST_GROUPS.retain(shared, &caller, &mut response);
             reply!(response)
         }
         RequestBody::DescribeGroups(mut req) => {
-            let denied = authorize::describe_groups(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_GROUPS.split(shared, &caller, &mut req);
             let mut response = groups::describe_groups(state, req, version).await;
-            authorize::describe_groups_answer(shared, &caller, &mut response);
+            authorize::DESCRIBE_GROUPS_OPERATIONS.fill(shared, &caller, &mut response);
             response.groups.extend(denied);
             reply!(response)
         }
         RequestBody::ConsumerGroupHeartbeat(req) => {
+            if let Some(denied) = authorize::CONSUMER_GROUP_HEARTBEAT.denied(shared, &caller, &req)
+            {
+                return reply!(denied);
+            }
             let client = groups::ClientInfo::new(
                 request.header.client_id.as_ref().map(|c| c.as_str()),
                 peer,
@@ -384,20 +385,20 @@ pub async fn handle<B: Backend>(
             reply!(group_consumer::heartbeat(state, req, version, &client).await)
         }
         RequestBody::ConsumerGroupDescribe(mut req) => {
-            let denied = authorize::consumer_group_describe(shared, &caller, &mut req);
+            let denied = authorize::CONSUMER_GROUP_DESCRIBE.split(shared, &caller, &mut req);
             let mut response = group_consumer::describe(state, req, version).await;
-            authorize::consumer_group_describe_answer(shared, &caller, &mut response);
+            authorize::CONSUMER_GROUP_DESCRIBE_OPERATIONS.fill(shared, &caller, &mut response);
             response.groups.extend(denied);
             reply!(response)
         }
         RequestBody::OffsetForLeaderEpoch(mut req) => {
-            let denied = authorize::offset_for_leader_epoch(shared, &caller, &mut req);
+            let denied = authorize::OFFSET_FOR_LEADER_EPOCH.split(shared, &caller, &mut req);
             let mut response = offset_for_leader_epoch::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeLogDirs(req) => {
-            match authorize::describe_log_dirs_denied(shared, &caller) {
+            match authorize::DESCRIBE_LOG_DIRS.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(describe_log_dirs::handle(state, req).await),
             }
@@ -406,15 +407,15 @@ pub async fn handle<B: Backend>(
         RequestBody::CreateAcls(req) => reply!(acls::handle_create(state, &caller, &req).await),
         RequestBody::DeleteAcls(req) => reply!(acls::handle_delete(state, &caller, &req).await),
         RequestBody::DescribeProducers(mut req) => {
-            let denied = authorize::describe_producers(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_PRODUCERS.split(shared, &caller, &mut req);
             let mut response = describe_producers::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeTopicPartitions(mut req) => {
-            let denied = authorize::describe_topic_partitions(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_TOPIC_PARTITIONS.split(shared, &caller, &mut req);
             let mut response = describe_topic_partitions::handle(state, req);
-            authorize::describe_topic_partitions_answer(shared, &caller, &mut response);
+            authorize::DESCRIBE_TOPIC_PARTITIONS_OPERATIONS.fill(shared, &caller, &mut response);
             response.topics.extend(denied);
             reply!(response)
         }
@@ -434,19 +435,19 @@ pub async fn handle<B: Backend>(
             reply!(response)
         }
         RequestBody::DescribeUserScramCredentials(req) => {
-            match authorize::describe_scram_denied(shared, &caller) {
+            match authorize::DESCRIBE_SCRAM.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(scram_credentials::describe(state, req)),
             }
         }
         RequestBody::AlterUserScramCredentials(req) => {
-            match authorize::alter_scram_denied(shared, &caller, &req) {
+            match authorize::ALTER_SCRAM.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(scram_credentials::alter(state, req).await),
             }
         }
         RequestBody::WriteTxnMarkers(req) => {
-            match authorize::write_txn_markers_denied(shared, &caller, &req) {
+            match authorize::WRITE_TXN_MARKERS.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(write_txn_markers::handle(state, req).await),
             }
@@ -465,37 +466,39 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::AddOffsetsToTxn(req) => {
-            match authorize::add_offsets_to_txn_denied(shared, &caller, &req) {
+            match authorize::ADD_OFFSETS_TO_TXN.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(add_offsets_to_txn::handle(state, req, version).await),
             }
         }
-        RequestBody::EndTxn(req) => match authorize::end_txn_denied(shared, &caller, &req) {
+        RequestBody::EndTxn(req) => match authorize::END_TXN.denied(shared, &caller, &req) {
             Some(denied) => reply!(denied),
             None => reply!(end_txn::handle(state, req, version).await),
         },
         RequestBody::DescribeTransactions(mut req) => {
-            let denied = authorize::describe_transactions(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_TRANSACTIONS.split(shared, &caller, &mut req);
             let mut response = describe_transactions::handle(state, req).await;
-            authorize::describe_transactions_answer(shared, &caller, &mut response);
+            for state in &mut response.transaction_states {
+                authorize::DESCRIBE_TRANSACTION_TOPICS.retain(shared, &caller, state);
+            }
             response.transaction_states.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeClientQuotas(req) => {
-            match authorize::describe_client_quotas_denied(shared, &caller) {
+            match authorize::DESCRIBE_CLIENT_QUOTAS.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(client_quotas::describe(state, &req)),
             }
         }
         RequestBody::AlterClientQuotas(req) => {
-            match authorize::alter_client_quotas_denied(shared, &caller, &req) {
+            match authorize::ALTER_CLIENT_QUOTAS.denied(shared, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(client_quotas::alter(state, req).await),
             }
         }
         RequestBody::ListTransactions(req) => {
             let mut response = list_transactions::handle(state, req, version).await;
-            authorize::list_transactions_answer(shared, &caller, &mut response);
+            authorize::LIST_TRANSACTIONS.retain(shared, &caller, &mut response);
             reply!(response)
         }
     }

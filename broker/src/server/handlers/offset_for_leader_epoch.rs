@@ -13,17 +13,14 @@
 //! - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (3). The replica id (v3+) is
 //!   ignored: there are no followers.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use crate::log::LEADER_EPOCH;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{PartitionOps, TopicCatalogue};
 
 /// What to answer for one partition before the log is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,15 +49,14 @@ fn check(current_leader_epoch: i32, leader_epoch: i32) -> EpochCheck {
 }
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps),
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let shared = &state.shared;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut lookups = Vec::new();
     for (topic_index, wanted) in request.topics.into_iter().enumerate() {
-        let info = shared.topic(wanted.topic.0.as_str());
+        let info = state.topic(wanted.topic.0.as_str());
         let mut topic = OffsetForLeaderTopicResult::default();
         topic.topic = wanted.topic.clone();
         for (slot, partition) in wanted.partitions.into_iter().enumerate() {

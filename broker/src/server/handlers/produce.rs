@@ -31,21 +31,17 @@
 //!   order with base offset, log-append time (the stamp on a `message.timestamp.type=
 //!   LogAppendTime` topic, else -1) and log start offset.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use minikafka_core::backend::Backend;
 use minikafka_core::record::{check_single_batch, BatchCheck, BatchError, BatchHeader};
 use minikafka_core::record_errors::{batch_error_message, RecordFailure};
 use minikafka_core::txn::{AddPartitionsTxn, TopicPartition};
 
-use super::add_partitions_to_txn::add_partitions;
 use crate::server::groups::offsets_topic;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{ConfigLookup, PartitionOps, TopicCatalogue, TxnVerification};
 use minikafka_core::error_code::ErrorCode;
 
 /// The first partition error in a response, if any.
@@ -120,8 +116,8 @@ struct Pending {
 /// Verifies the transactional batches of `pending` with the coordinator of
 /// `transactional_id` (see the module documentation): the code of each refused one, by
 /// position in `pending`.
-async fn verify<B: Backend>(
-    state: &Rc<ShardState<B>>,
+async fn verify(
+    state: &impl TxnVerification,
     transactional_id: &str,
     pending: &[Pending],
 ) -> Vec<(usize, ErrorCode)> {
@@ -158,7 +154,7 @@ async fn verify<B: Backend>(
             },
         )
         .collect();
-    let answers = add_partitions(state, transactions).await;
+    let answers = state.add_partitions(transactions).await;
     let mut refused = Vec::new();
     for ((_, positions), (_, codes)) in producers.iter().zip(answers) {
         for (&at, (_, code)) in positions.iter().zip(codes) {
@@ -171,20 +167,19 @@ async fn verify<B: Backend>(
 }
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps + ConfigLookup + TxnVerification),
     request: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
-    let shared = &state.shared;
     let acks_ok = matches!(request.acks, -1..=1);
     let mut topics = Vec::with_capacity(request.topic_data.len());
     let mut pending = Vec::new();
     for topic_data in request.topic_data {
         let info = if version >= 13 {
-            shared.topic_by_id(topic_data.topic_id)
+            state.topic_by_id(topic_data.topic_id)
         } else {
-            shared.topic(topic_data.name.0.as_str())
+            state.topic(topic_data.name.0.as_str())
         };
         let unknown = if version >= 13 {
             ErrorCode::UNKNOWN_TOPIC_ID
@@ -245,7 +240,8 @@ pub async fn handle<B: Backend>(
         .as_ref()
         .map(|id| id.0.as_str())
         .filter(|id| !id.is_empty());
-    if let Some(id) = transactional_id.filter(|_| shared.config.transactions.partition_verification)
+    if let Some(id) =
+        transactional_id.filter(|_| state.settings().transactions.partition_verification)
     {
         let refused = verify(state, id, &pending).await;
         let mut keep = vec![true; pending.len()];

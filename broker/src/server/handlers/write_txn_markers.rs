@@ -3,7 +3,7 @@
 //!
 //! Contract:
 //! - Every (marker, partition) pair is written on the partition's owner through
-//!   [`ShardState::write_txn_marker`] — the same path the in-process coordinator uses — all
+//!   [`PartitionOps::write_txn_marker`] — the same path the in-process coordinator uses — all
 //!   concurrently; each answers once its marker is durable under the partition's flush policy
 //!   (I8), with NONE or the log's code: INVALID_PRODUCER_EPOCH (an epoch older than the
 //!   producer's), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch),
@@ -15,24 +15,20 @@
 //! - A marker for a `__consumer_offsets` partition is written like any other; completing
 //!   the transaction's pending offsets in the group coordinator is the offsets branch's hook.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::control_batch::{ControlType, TxnMarker};
 use minikafka_core::error_code::ErrorCode;
 
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{PartitionOps, TopicCatalogue};
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + PartitionOps),
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
-    let shared = &state.shared;
     let mut markers = Vec::with_capacity(request.markers.len());
     let mut writes = Vec::new();
     for (m, wanted) in request.markers.iter().enumerate() {
@@ -50,7 +46,7 @@ pub async fn handle<B: Backend>(
         result.producer_id = wanted.producer_id;
         for (t, topic) in wanted.topics.iter().enumerate() {
             let name = topic.name.0.as_str();
-            let info = shared.topic(name);
+            let info = state.topic(name);
             let mut topic_result = WritableTxnMarkerTopicResult::default();
             topic_result.name = topic.name.clone();
             for (p, &partition) in topic.partition_indexes.iter().enumerate() {

@@ -1,0 +1,310 @@
+//! What a request handler may ask of its shard: small traits, one concern each, that
+//! [`ShardState`](super::shard::ShardState) implements (I150).
+//!
+//! Contract:
+//! - A handler takes the traits it uses (`&impl TopicCatalogue`,
+//!   `&(impl TopicCatalogue + PartitionOps)`), not the whole shard: its signature says what
+//!   it can touch, and a test can hand it a fake.
+//! - [`TopicCatalogue`]: the cluster's topics (the registry every shard shares).
+//!   [`BrokerIdentity`]: who this broker is (node id, cluster id, addresses, the versions it
+//!   serves, its data directory). [`PartitionOps`]: one partition's operations, run on the
+//!   shard that owns it (a direct call there, a message otherwise; I1). [`GroupOps`]: a
+//!   request to the group coordinator of one `__consumer_offsets` partition, on its owner.
+//!   [`ConfigLookup`]: the configuration in force (static, dynamic, per group).
+//!   [`ShardClock`]: the shard's time and its shutdown, for a handler that waits.
+//!   [`TopicAdmin`]: creating, deleting and growing topics (`server::topics` implements it).
+//!   [`TxnVerification`]: the produce path's question to the transaction coordinators
+//!   (`handlers::add_partitions_to_txn` implements it).
+//! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
+//!   operations route through it) the partition and group operations; [`Shared`]
+//!   implements the catalogue and the identity, which are its own; an `Rc` of either
+//!   passes them on.
+//! - This module names neither the shard nor a handler, so both import it and neither
+//!   imports the other through it (no import cycle, I60).
+//! - The futures are not `Send`: a shard runs its tasks on one thread.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use minikafka_core::clock::MonoTime;
+use minikafka_core::control_batch::TxnMarker;
+use minikafka_core::error_code::ErrorCode;
+use minikafka_core::group::{GroupRequest, GroupResponse};
+use minikafka_core::txn::{AddPartitionsTxn, TopicPartition};
+use uuid::Uuid;
+
+use super::dynamic_config::DynamicBrokerConfig;
+use super::group_configs::GroupConfigs;
+use super::partition_ops::{
+    AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead,
+};
+use super::shared::{Shared, TopicInfo};
+use crate::config::BrokerConfig;
+use crate::protocol::SupportedVersions;
+
+/// The cluster's topics, by name or id.
+pub trait TopicCatalogue {
+    /// The topic named `name`, if it exists.
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
+    /// The topic whose id is `id`, if one is.
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// Every topic.
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>>;
+}
+
+/// Who this broker is, as its answers name it.
+pub trait BrokerIdentity {
+    /// The broker's node id.
+    fn node_id(&self) -> i32;
+    /// The cluster id answered in Metadata and DescribeCluster.
+    fn cluster_id(&self) -> &str;
+    /// The host and port clients reach `listener` at.
+    fn advertised_address(&self, listener: &str) -> (String, u16);
+    /// The API versions the broker serves.
+    fn supported_versions(&self) -> &SupportedVersions;
+    /// The configured data directory.
+    fn log_dir(&self) -> &Path;
+}
+
+/// One partition's operations, each run on the shard that owns the partition.
+#[allow(async_fn_in_trait)] // A shard's futures stay on its thread: no `Send` bound wanted.
+pub trait PartitionOps {
+    /// Appends `batch` and wakes the partition's waiters.
+    async fn append(
+        &self,
+        topic: String,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<Appended, AppendRefusal>;
+    /// Appends a transaction marker: its offset once durable, or the error code.
+    async fn write_txn_marker(
+        &self,
+        topic: String,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<i64, ErrorCode>;
+    /// Reads up to `max_bytes` from `fetch_offset`.
+    async fn read(
+        &self,
+        topic: String,
+        partition: i32,
+        fetch_offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> PartitionRead;
+    /// Answers a ListOffsets query: `(error code, offset, timestamp)`.
+    async fn list_offset(
+        &self,
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        read_committed: bool,
+    ) -> ListedOffset;
+    /// DeleteRecords: `(error code, low watermark)`.
+    async fn delete_records(&self, topic: String, partition: i32, before: i64) -> (ErrorCode, i64);
+    /// Size, offsets and live producers.
+    async fn describe_partition(&self, topic: String, partition: i32) -> PartitionDescription;
+}
+
+/// The configuration in force, as DescribeConfigs and the config checks read it.
+pub trait ConfigLookup {
+    /// The static settings, as read at startup.
+    fn settings(&self) -> &BrokerConfig;
+    /// The static settings with the dynamic overrides applied.
+    fn effective_config(&self) -> BrokerConfig;
+    /// The dynamic overrides alone.
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig>;
+    /// The per-group settings.
+    fn group_configs(&self) -> Arc<GroupConfigs>;
+}
+
+/// The shard's time (its backend's, never a clock read; the broker reads none) and its
+/// shutdown, for a handler that waits (Fetch's long poll).
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait ShardClock {
+    /// The backend's monotonic time.
+    fn now(&self) -> MonoTime;
+    /// Completes at `deadline`.
+    async fn sleep_until(&self, deadline: MonoTime);
+    /// Whether shutdown began.
+    fn stopping(&self) -> bool;
+    /// Completes once shutdown began.
+    async fn stopped(&self);
+}
+
+/// Changes to the cluster's topics, each under the admin lock and on every owning shard;
+/// the error is Kafka's code and a message for the answer.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait TopicAdmin {
+    /// Creates `name` with `partitions` and the topic-level `overrides` (or only checks).
+    async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, (ErrorCode, String)>;
+    /// Deletes `name`: its id once gone.
+    async fn delete_topic(&self, name: &str) -> Result<Uuid, (ErrorCode, String)>;
+    /// Grows `name` to `count` partitions (or only checks).
+    async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), (ErrorCode, String)>;
+}
+
+/// The produce path's verification that a transactional batch's partition is in its
+/// transaction (KIP-890 part 1), asked of the transaction coordinators.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait TxnVerification {
+    /// Runs `transactions` (each with `verify_only` set) on their coordinators: per
+    /// transaction, in order, its id and its partitions' codes.
+    async fn add_partitions(
+        &self,
+        transactions: Vec<AddPartitionsTxn>,
+    ) -> Vec<(String, Vec<(TopicPartition, ErrorCode)>)>;
+}
+
+/// A request to a group coordinator, run on the shard that owns its offsets partition.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait GroupOps {
+    /// Runs `request` on the coordinator of `__consumer_offsets` partition `partition`:
+    /// NOT_COORDINATOR when its owner no longer takes calls or is shutting down,
+    /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    async fn group_request(
+        &self,
+        partition: i32,
+        request: GroupRequest,
+    ) -> Result<GroupResponse, ErrorCode>;
+}
+
+impl<T: TopicCatalogue + ?Sized> TopicCatalogue for Rc<T> {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        (**self).topic(name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        (**self).topic_by_id(id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        (**self).all_topics()
+    }
+}
+
+impl<T: BrokerIdentity + ?Sized> BrokerIdentity for Rc<T> {
+    fn node_id(&self) -> i32 {
+        (**self).node_id()
+    }
+
+    fn cluster_id(&self) -> &str {
+        (**self).cluster_id()
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        (**self).advertised_address(listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        (**self).supported_versions()
+    }
+
+    fn log_dir(&self) -> &Path {
+        (**self).log_dir()
+    }
+}
+
+impl<T: ConfigLookup + ?Sized> ConfigLookup for Rc<T> {
+    fn settings(&self) -> &BrokerConfig {
+        (**self).settings()
+    }
+
+    fn effective_config(&self) -> BrokerConfig {
+        (**self).effective_config()
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        (**self).dynamic_config()
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        (**self).group_configs()
+    }
+}
+
+impl<T: ShardClock + ?Sized> ShardClock for Rc<T> {
+    fn now(&self) -> MonoTime {
+        (**self).now()
+    }
+
+    async fn sleep_until(&self, deadline: MonoTime) {
+        (**self).sleep_until(deadline).await
+    }
+
+    fn stopping(&self) -> bool {
+        (**self).stopping()
+    }
+
+    async fn stopped(&self) {
+        (**self).stopped().await
+    }
+}
+
+impl ConfigLookup for Shared {
+    fn settings(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    fn effective_config(&self) -> BrokerConfig {
+        Shared::effective_config(self)
+    }
+
+    fn dynamic_config(&self) -> Arc<DynamicBrokerConfig> {
+        Shared::dynamic_config(self)
+    }
+
+    fn group_configs(&self) -> Arc<GroupConfigs> {
+        Shared::group_configs(self)
+    }
+}
+
+impl TopicCatalogue for Shared {
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        Shared::topic(self, name)
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        Shared::topic_by_id(self, id)
+    }
+
+    fn all_topics(&self) -> Vec<Arc<TopicInfo>> {
+        Shared::all_topics(self)
+    }
+}
+
+impl BrokerIdentity for Shared {
+    fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    fn advertised_address(&self, listener: &str) -> (String, u16) {
+        Shared::advertised_address(self, listener)
+    }
+
+    fn supported_versions(&self) -> &SupportedVersions {
+        &self.supported
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.config.log_dir
+    }
+}

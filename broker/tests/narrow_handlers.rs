@@ -1,0 +1,102 @@
+//! A narrowed request handler sees only the shard traits it uses (I150).
+//!
+//! The handlers listed in [`NARROWED`] take `server::shard_context` traits
+//! (`TopicCatalogue`, `BrokerIdentity`, `PartitionOps`, `GroupOps`, `ConfigLookup`,
+//! `ShardClock`, `TopicAdmin`, `TxnVerification`), never the whole
+//! `ShardState`. This test reads each of them (comments, literals and `#[cfg(test)]` items
+//! removed by the scanner shared with `no_clock.rs`) and fails if one names `ShardState` or
+//! the `shard` module, so a handler cannot widen its context again unnoticed. It also checks
+//! that `shard_context.rs` names neither the shard nor a handler: both import it, so it must
+//! import neither (I60). A handler joins the list when it is narrowed; the list only grows.
+
+#[path = "../../core/tests/source_scan/mod.rs"]
+mod source_scan;
+
+use std::path::{Path, PathBuf};
+
+/// Handler modules (under `server/handlers/`) that take only shard-context traits.
+const NARROWED: &[&str] = &[
+    "alter_configs.rs",
+    "api_versions.rs",
+    "create_partitions.rs",
+    "create_topics.rs",
+    "delete_records.rs",
+    "delete_topics.rs",
+    "describe_cluster.rs",
+    "describe_configs.rs",
+    "describe_log_dirs.rs",
+    "describe_producers.rs",
+    "describe_topic_partitions.rs",
+    "fetch.rs",
+    "group_consumer.rs",
+    "group_membership.rs",
+    "group_offsets.rs",
+    "groups.rs",
+    "list_offsets.rs",
+    "offset_for_leader_epoch.rs",
+    "produce.rs",
+    "write_txn_markers.rs",
+];
+
+fn server_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server")
+}
+
+/// What in `src` (cleaned) reaches for the whole shard.
+fn shard_mentions(src: &str) -> Vec<&'static str> {
+    let code = source_scan::clean(src);
+    ["ShardState", "shard::", "shard ::"]
+        .into_iter()
+        .filter(|token| code.contains(token))
+        .collect()
+}
+
+#[test]
+fn narrowed_handlers_name_no_shard_state() {
+    let mut failures = Vec::new();
+    for name in NARROWED {
+        let path = server_dir().join("handlers").join(name);
+        let src = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let hits = shard_mentions(&src);
+        if !hits.is_empty() {
+            failures.push(format!("{name}: {hits:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "these handlers reach past the shard_context traits (I150):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn shard_context_imports_neither_the_shard_nor_a_handler() {
+    let src = std::fs::read_to_string(server_dir().join("shard_context.rs")).expect("read");
+    let code = source_scan::clean(&src);
+    assert!(
+        code.contains("trait PartitionOps"),
+        "scanned the wrong file"
+    );
+    for token in ["shard::", "handlers", "ShardState<"] {
+        assert!(!code.contains(token), "shard_context.rs names {token}");
+    }
+}
+
+#[test]
+fn scanner_catches_the_shard_and_ignores_tests_and_comments() {
+    for planted in [
+        "use crate::server::shard::ShardState;",
+        "pub fn handle<B: Backend>(state: &Rc<ShardState<B>>) {}",
+        "fn f() { let _ = super::super::shard::sleep_or_stop; }",
+    ] {
+        assert!(!shard_mentions(planted).is_empty(), "missed: {planted}");
+    }
+    for clean in [
+        "use crate::server::shard_context::{PartitionOps, TopicCatalogue};",
+        "// takes the whole ShardState\nfn f() {}",
+        "#[cfg(test)]\nmod tests { use crate::server::shard::ShardState; }",
+    ] {
+        assert!(shard_mentions(clean).is_empty(), "false positive: {clean}");
+    }
+}
