@@ -3,10 +3,11 @@
 
 use std::collections::VecDeque;
 
+use super::txn::TxnTracker;
 use super::{
-    Answer, Append, AppendInfo, Done, FlushRule, Io, IoFailure, IoKind, IoToken, PartitionConfig,
-    PartitionError, Pending, PlacedBatch, Queue, ReadPlan, RequestToken, SegmentRead, SegmentState,
-    TimeoutReason,
+    Answer, Append, AppendInfo, AppendKind, Done, FlushRule, Io, IoFailure, IoKind, IoToken,
+    Isolation, PartitionConfig, PartitionError, Pending, PlacedBatch, Queue, ReadPlan,
+    RequestToken, SegmentRead, SegmentState, TimeoutReason,
 };
 use crate::index::{IndexEntry, IndexPlacer, ENTRY_BYTES};
 use crate::producer::{
@@ -16,6 +17,7 @@ use crate::record::BatchHeader;
 use crate::retention::{self, SegmentInfo};
 use crate::roll::{self, ActiveSegment, RollLimits};
 use crate::time_index::{TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
+use crate::txn_index::AbortedTxn;
 use crate::types::{FilePos, Offset};
 
 /// One partition's log as a state machine (see [`super`]).
@@ -27,6 +29,10 @@ pub struct PartitionMachine {
     /// The offset the next placed batch gets once everything placed is published (I2).
     high_watermark: Offset,
     producers: ProducerStateTable,
+    /// Ongoing transactions, marker fences, aborted ranges (I67, I68); moves at publish.
+    txns: TxnTracker,
+    /// A `.txnindex` append failed: the files no longer say what the log says (I70).
+    txn_state_stale: bool,
     /// Appends not yet placed, in `handle_append` order (I27).
     queue: Queue,
     writer: Writer,
@@ -60,13 +66,22 @@ struct DurableWait {
     answer: Answer,
 }
 
-/// The write path: one group, roll or tail repair at a time (I28).
+/// The write path: one group, roll, tail repair or `.txnindex` append at a time (I28).
 #[derive(Debug)]
 enum Writer {
     Idle,
     Truncating(IoToken),
-    Rolling { step: RollStep, io: IoToken },
-    Writing { group: Box<Group>, step: WriteStep },
+    /// The aborted ranges of the last published group go to its segment's `.txnindex`
+    /// before the next group is placed (the entries stay in marker order on file, I68).
+    IndexingAborted(IoToken),
+    Rolling {
+        step: RollStep,
+        io: IoToken,
+    },
+    Writing {
+        group: Box<Group>,
+        step: WriteStep,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +118,7 @@ struct Group {
 #[derive(Debug)]
 struct Member {
     token: RequestToken,
+    kind: AppendKind,
     header: BatchHeader,
     producer_batch: ProducerBatch,
     decision: Decision,
@@ -150,8 +166,9 @@ enum StartStep {
 impl PartitionMachine {
     /// A machine over recovered `segments` (ordered, non-empty, the last active; each one's
     /// published and written sizes equal, as recovery leaves them) whose durable start is
-    /// `log_start_offset`, with the producer state rebuilt by the caller. Everything
-    /// recovered counts as written and durable (the driver synced it, I8).
+    /// `log_start_offset`, with the producer state and the transaction state (ongoing
+    /// transactions, fences, aborted ranges: the log's, I70) rebuilt by the caller.
+    /// Everything recovered counts as written and durable (the driver synced it, I8).
     ///
     /// Panics when `segments` is empty or out of order (a programmer error of the caller).
     pub fn new(
@@ -159,6 +176,7 @@ impl PartitionMachine {
         segments: Vec<SegmentState>,
         log_start_offset: Offset,
         producers: ProducerStateTable,
+        txns: TxnTracker,
         now_ms: i64,
     ) -> Self {
         assert!(!segments.is_empty(), "a partition has an active segment");
@@ -179,6 +197,8 @@ impl PartitionMachine {
             log_start_offset,
             high_watermark,
             producers,
+            txns,
+            txn_state_stale: false,
             queue: VecDeque::new(),
             writer: Writer::Idle,
             torn_tail: false,
@@ -217,10 +237,27 @@ impl PartitionMachine {
         self.log_start_offset
     }
 
-    /// The offset below which no transaction is open: the high watermark until transactions
-    /// exist (see "Room for transactions" in [`super`]).
+    /// The last stable offset (I67): the first offset of the oldest ongoing transaction,
+    /// else the high watermark; never above the high watermark.
     pub fn last_stable_offset(&self) -> Offset {
-        self.high_watermark
+        self.txns.last_stable_offset(self.high_watermark)
+    }
+
+    /// The transaction state: ongoing transactions, marker epochs, aborted ranges (for
+    /// DescribeProducers and the close's checkpoint).
+    pub fn txns(&self) -> &TxnTracker {
+        &self.txns
+    }
+
+    /// The aborted transactions a read_committed read of `[from, upper)` must report.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        self.txns.aborted_in(from, upper)
+    }
+
+    /// True once a `.txnindex` append failed: the transaction state on disk is stale, so the
+    /// driver's close must not count as clean and the next open replays the log (I70).
+    pub fn txn_state_stale(&self) -> bool {
+        self.txn_state_stale
     }
 
     /// The segments, oldest first (the last is the active one).
@@ -263,20 +300,37 @@ impl PartitionMachine {
         self.segments.iter().map(|s| s.size_bytes).sum()
     }
 
-    /// A read's snapshot for `fetch_offset`: the high watermark, the log start and, for each
-    /// segment that may hold the offset, its index floor and published size (I2). Outside
+    /// A read's snapshot for `fetch_offset`: the high watermark, the log start, the last
+    /// stable offset and, for each segment that may hold the offset, its index floor and
+    /// published size (I2). Under read_committed nothing at or past the last stable offset
+    /// is planned and the aborted ranges overlapping the read come with it (I69). Outside
     /// `[log_start_offset, high_watermark]` is [`PartitionError::OffsetOutOfRange`].
-    pub fn fetch_plan(&self, fetch_offset: Offset) -> Result<ReadPlan, PartitionError> {
+    pub fn fetch_plan(
+        &self,
+        fetch_offset: Offset,
+        isolation: Isolation,
+    ) -> Result<ReadPlan, PartitionError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.high_watermark {
             return Err(self.out_of_range(fetch_offset));
         }
+        let last_stable_offset = self.last_stable_offset();
+        let upper = match isolation {
+            Isolation::ReadUncommitted => self.high_watermark,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
         let mut plan = ReadPlan {
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset,
+            upper,
             segments: Vec::new(),
+            aborted: Vec::new(),
         };
-        if fetch_offset == self.high_watermark {
+        if fetch_offset >= upper {
             return Ok(plan);
+        }
+        if isolation == Isolation::ReadCommitted {
+            plan.aborted = self.txns.aborted_in(fetch_offset, upper);
         }
         let floor = self
             .segments
@@ -510,25 +564,54 @@ impl PartitionMachine {
 
     /// Puts one queued append into `group`, answers it, or says why the group ends first.
     /// The group ends before a batch core's producer rules want in the next group
-    /// ([`GroupAdmission`]), before one past the coalescing cap, and before one that needs a
-    /// roll ([`roll::roll_reason`]); a roll happens only before a group's first batch.
+    /// ([`GroupAdmission`]; a marker counts as a batch of its producer), before one past the
+    /// coalescing cap, and before one that needs a roll ([`roll::roll_reason`]); a roll
+    /// happens only before a group's first batch. Every check reads the state before the
+    /// group (the producer table and the transactions move at publish), which is what each
+    /// batch would see appended alone: one member per producer (I72).
     fn place(&mut self, group: &mut Group, pending: Pending) -> Placement {
         let Pending { append, now_ms } = pending;
         let producer_batch = ProducerBatch::from_header(&append.header);
-        let decision = match group
-            .admission
-            .admit(&self.producers, &producer_batch, now_ms)
-        {
-            Admission::WaitForNextGroup => return Placement::EndsGroup,
-            Admission::Duplicate(original) => {
-                self.answer_duplicate(append.token, original);
-                return Placement::Answered;
+        let decision = match append.kind {
+            AppendKind::Marker(marker) => {
+                // Checked by the transaction rules only: a marker carries no sequence.
+                if group.admission.must_wait(&producer_batch) {
+                    return Placement::EndsGroup;
+                }
+                let table_epoch = self.producers.get(marker.producer_id).map(|e| e.epoch);
+                if let Err(e) = self.txns.check_marker(table_epoch, &marker) {
+                    self.answer(append.token, Err(PartitionError::Producer(e)));
+                    return Placement::Answered;
+                }
+                Decision::NotIdempotent
             }
-            Admission::Refuse(e) => {
-                self.answer(append.token, Err(PartitionError::Producer(e)));
-                return Placement::Answered;
+            // I74: a coordinator's own batches pass no producer rule.
+            AppendKind::Coordinator => Decision::NotIdempotent,
+            AppendKind::Produced => {
+                match group
+                    .admission
+                    .admit(&self.producers, &producer_batch, now_ms)
+                {
+                    Admission::WaitForNextGroup => return Placement::EndsGroup,
+                    Admission::Duplicate(original) => {
+                        self.answer_duplicate(append.token, original);
+                        return Placement::Answered;
+                    }
+                    Admission::Refuse(e) => {
+                        self.answer(append.token, Err(PartitionError::Producer(e)));
+                        return Placement::Answered;
+                    }
+                    Admission::Admit(decision) => {
+                        // The transaction rules read only this producer's transaction, which
+                        // no other member of the group changes (one member per producer).
+                        if let Err(e) = self.txns.check_data(&producer_batch) {
+                            self.answer(append.token, Err(PartitionError::Producer(e)));
+                            return Placement::Answered;
+                        }
+                        decision
+                    }
+                }
             }
-            Admission::Admit(decision) => decision,
         };
         let base_offset = group.next_offset;
         let Some(last_offset) = base_offset
@@ -565,7 +648,9 @@ impl PartitionMachine {
         if roll.is_some() {
             return Placement::NeedsRoll;
         }
-        group.admission.join(&self.producers, &producer_batch);
+        if append.kind != AppendKind::Coordinator {
+            group.admission.join(&self.producers, &producer_batch);
+        }
         // I6: the roll decision keeps positions and relative offsets within 32 bits.
         let position = u32::try_from(group.position + group.len_bytes)
             .map(FilePos)
@@ -600,6 +685,7 @@ impl PartitionMachine {
         header.base_offset = base_offset;
         group.members.push(Member {
             token: append.token,
+            kind: append.kind,
             header,
             producer_batch,
             decision,
@@ -626,7 +712,9 @@ impl PartitionMachine {
     fn writer_owns(&self, token: IoToken) -> bool {
         match &self.writer {
             Writer::Idle => false,
-            Writer::Truncating(io) | Writer::Rolling { io, .. } => *io == token,
+            Writer::Truncating(io) | Writer::IndexingAborted(io) | Writer::Rolling { io, .. } => {
+                *io == token
+            }
             Writer::Writing { step, .. } => match step {
                 WriteStep::Log(io) => *io == token,
                 WriteStep::Indexes { waiting, .. } => waiting.contains(&token),
@@ -647,6 +735,12 @@ impl PartitionMachine {
                 // ones after it try again.
                 Err(failure) => self.fail_front(PartitionError::Io(failure)),
             },
+            Writer::IndexingAborted(_) => {
+                // I70: the file is a cache of the log; the in-memory ranges serve reads.
+                if result.is_err() {
+                    self.txn_state_stale = true;
+                }
+            }
             Writer::Rolling { step, .. } => self.roll_step_done(step, result, now_ms),
             Writer::Writing { group, step } => match (step, result) {
                 (WriteStep::Log(_), Ok(())) => self.write_indexes(group),
@@ -767,7 +861,20 @@ impl PartitionMachine {
         self.high_watermark = next_offset;
         self.commit.written_up_to = next_offset;
         self.torn_tail = false;
+        // I67, I68: the transaction state moves in this same step, member by member in offset
+        // order, so no reader sees the new high watermark with the old LSO.
+        let mut aborted = Vec::new();
         for member in group.members {
+            match member.kind {
+                AppendKind::Marker(marker) => {
+                    if let Some(range) = self.txns.on_marker(&marker, member.header.base_offset) {
+                        aborted.push(range);
+                    }
+                }
+                AppendKind::Produced | AppendKind::Coordinator => self
+                    .txns
+                    .on_data(&member.producer_batch, member.header.base_offset),
+            }
             if member.decision == Decision::Append {
                 self.producers.on_appended(
                     &member.producer_batch,
@@ -788,6 +895,17 @@ impl PartitionMachine {
                 })),
             };
             self.answer_under_policy(member.last_offset.plus(1), answer);
+        }
+        assert!(
+            self.last_stable_offset() <= self.high_watermark,
+            "LSO ≤ high watermark (I67)"
+        );
+        if !aborted.is_empty() {
+            let io = self.emit(IoKind::AppendTxnIndex {
+                segment: group.segment,
+                entries: aborted,
+            });
+            self.writer = Writer::IndexingAborted(io);
         }
     }
 
@@ -977,6 +1095,10 @@ impl PartitionMachine {
                     (token, plan.new_log_start_offset)
                 }
             };
+            // I71: never past the last stable offset (an ongoing transaction's records stay
+            // until its marker decides them). The LSO only grows, so the cap holds when the
+            // checkpoint lands.
+            let target = target.min(self.last_stable_offset());
             let mut mv = StartMove {
                 token,
                 step: StartStep::Removing {
@@ -1056,6 +1178,7 @@ impl PartitionMachine {
                         "the log start only moves forward (I9)"
                     );
                     self.log_start_offset = start;
+                    self.txns.drop_below(start);
                     self.remove_below_start(mv);
                 }
                 Err(failure) => self.answer(mv.token, Err(PartitionError::Io(failure))),
