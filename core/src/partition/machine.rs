@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::rules::{self, Published, Verdict};
 use super::txn::TxnTracker;
 use super::{
     Answer, Append, AppendInfo, AppendKind, Done, FlushRule, Io, IoFailure, IoKind, IoToken,
@@ -10,9 +11,7 @@ use super::{
     RequestToken, SegmentRead, SegmentState, TimeoutReason,
 };
 use crate::index::{IndexEntry, IndexPlacer, ENTRY_BYTES};
-use crate::producer::{
-    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerStateTable,
-};
+use crate::producer::{BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerStateTable};
 use crate::record::BatchHeader;
 use crate::retention::{self, SegmentInfo};
 use crate::roll::{self, ActiveSegment, RollLimits};
@@ -572,46 +571,24 @@ impl PartitionMachine {
     fn place(&mut self, group: &mut Group, pending: Pending) -> Placement {
         let Pending { append, now_ms } = pending;
         let producer_batch = ProducerBatch::from_header(&append.header);
-        let decision = match append.kind {
-            AppendKind::Marker(marker) => {
-                // Checked by the transaction rules only: a marker carries no sequence.
-                if group.admission.must_wait(&producer_batch) {
-                    return Placement::EndsGroup;
-                }
-                let table_epoch = self.producers.get(marker.producer_id).map(|e| e.epoch);
-                if let Err(e) = self.txns.check_marker(table_epoch, &marker) {
-                    self.answer(append.token, Err(PartitionError::Producer(e)));
-                    return Placement::Answered;
-                }
-                Decision::NotIdempotent
+        let decision = match rules::admit(
+            &group.admission,
+            &append.kind,
+            &producer_batch,
+            &self.producers,
+            &self.txns,
+            now_ms,
+        ) {
+            Verdict::WaitForNextGroup => return Placement::EndsGroup,
+            Verdict::Duplicate(original) => {
+                self.answer_duplicate(append.token, original);
+                return Placement::Answered;
             }
-            // I74: a coordinator's own batches pass no producer rule.
-            AppendKind::Coordinator => Decision::NotIdempotent,
-            AppendKind::Produced => {
-                match group
-                    .admission
-                    .admit(&self.producers, &producer_batch, now_ms)
-                {
-                    Admission::WaitForNextGroup => return Placement::EndsGroup,
-                    Admission::Duplicate(original) => {
-                        self.answer_duplicate(append.token, original);
-                        return Placement::Answered;
-                    }
-                    Admission::Refuse(e) => {
-                        self.answer(append.token, Err(PartitionError::Producer(e)));
-                        return Placement::Answered;
-                    }
-                    Admission::Admit(decision) => {
-                        // The transaction rules read only this producer's transaction, which
-                        // no other member of the group changes (one member per producer).
-                        if let Err(e) = self.txns.check_data(&producer_batch) {
-                            self.answer(append.token, Err(PartitionError::Producer(e)));
-                            return Placement::Answered;
-                        }
-                        decision
-                    }
-                }
+            Verdict::Refuse(e) => {
+                self.answer(append.token, Err(PartitionError::Producer(e)));
+                return Placement::Answered;
             }
+            Verdict::Admit(decision) => decision,
         };
         let base_offset = group.next_offset;
         let Some(last_offset) = base_offset
@@ -648,9 +625,12 @@ impl PartitionMachine {
         if roll.is_some() {
             return Placement::NeedsRoll;
         }
-        if append.kind != AppendKind::Coordinator {
-            group.admission.join(&self.producers, &producer_batch);
-        }
+        rules::join(
+            &mut group.admission,
+            &append.kind,
+            &producer_batch,
+            &self.producers,
+        );
         // I6: the roll decision keeps positions and relative offsets within 32 bits.
         let position = u32::try_from(group.position + group.len_bytes)
             .map(FilePos)
@@ -865,24 +845,17 @@ impl PartitionMachine {
         // order, so no reader sees the new high watermark with the old LSO.
         let mut aborted = Vec::new();
         for member in group.members {
-            match member.kind {
-                AppendKind::Marker(marker) => {
-                    if let Some(range) = self.txns.on_marker(&marker, member.header.base_offset) {
-                        aborted.push(range);
-                    }
-                }
-                AppendKind::Produced | AppendKind::Coordinator => self
-                    .txns
-                    .on_data(&member.producer_batch, member.header.base_offset),
-            }
-            if member.decision == Decision::Append {
-                self.producers.on_appended(
-                    &member.producer_batch,
-                    member.header.base_offset,
-                    member.last_offset,
-                    member.header.max_timestamp,
-                    member.now_ms,
-                );
+            let published = Published {
+                kind: &member.kind,
+                batch: &member.producer_batch,
+                decision: member.decision,
+                base_offset: member.header.base_offset,
+                last_offset: member.last_offset,
+                max_timestamp_ms: member.header.max_timestamp,
+                now_ms: member.now_ms,
+            };
+            if let Some(range) = rules::record(published, &mut self.producers, &mut self.txns) {
+                aborted.push(range);
             }
             let answer = Answer {
                 token: member.token,

@@ -118,6 +118,7 @@
 //!   next write.
 
 mod machine;
+pub mod rules;
 #[cfg(test)]
 mod tests;
 pub mod txn;
