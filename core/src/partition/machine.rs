@@ -34,6 +34,8 @@ pub struct PartitionMachine {
     txn_state_stale: bool,
     /// Appends not yet placed, in `handle_append` order (I27).
     queue: Queue,
+    /// Rolls asked for by `handle_roll`, served before the next group is placed.
+    roll_requests: VecDeque<RequestToken>,
     writer: Writer,
     /// A write failed: bytes past the active segment's published size may be torn (I29).
     torn_tail: bool,
@@ -73,9 +75,11 @@ enum Writer {
     /// The aborted ranges of the last published group go to its segment's `.txnindex`
     /// before the next group is placed (the entries stay in marker order on file, I68).
     IndexingAborted(IoToken),
+    /// A roll: for the batch at the queue's front, or `requested` by `handle_roll`.
     Rolling {
         step: RollStep,
         io: IoToken,
+        requested: Option<RequestToken>,
     },
     Writing {
         group: Box<Group>,
@@ -199,6 +203,7 @@ impl PartitionMachine {
             txns,
             txn_state_stale: false,
             queue: VecDeque::new(),
+            roll_requests: VecDeque::new(),
             writer: Writer::Idle,
             torn_tail: false,
             commit: Commit {
@@ -365,6 +370,29 @@ impl PartitionMachine {
         self.pump(now_ms);
     }
 
+    /// The caller of the append `token` went away. Not placed yet, it is dropped (nothing of
+    /// it is written, and no offset is taken: I27) and answered
+    /// [`PartitionError::Cancelled`]; once placed it is written and answered as usual (the
+    /// driver discards that answer). Returns whether it was dropped.
+    pub fn handle_cancel(&mut self, token: RequestToken, now_ms: i64) -> bool {
+        let Some(at) = self.queue.iter().position(|p| p.append.token == token) else {
+            return false;
+        };
+        self.queue.remove(at);
+        self.answer(token, Err(PartitionError::Cancelled));
+        self.pump(now_ms);
+        true
+    }
+
+    /// Seals the active segment and starts the next one at the high watermark, once the
+    /// writer is free (before the next group is placed): the sealed segment is synced first
+    /// (I5). Answered [`Done::Rolled`] with the new segment's base, or `None` when the active
+    /// segment is empty (nothing to seal).
+    pub fn handle_roll(&mut self, token: RequestToken, now_ms: i64) {
+        self.roll_requests.push_back(token);
+        self.pump(now_ms);
+    }
+
     /// Answers `token` once everything written so far is durable, whatever the policy.
     pub fn handle_flush(&mut self, token: RequestToken, now_ms: i64) {
         let end = self.commit.written_up_to;
@@ -459,18 +487,22 @@ impl PartitionMachine {
 
     /// Runs every step the state allows: fails what an offline partition cannot do, starts
     /// the next write group (or roll, or tail repair), the next log-start move and a sync
-    /// that waiters need.
-    fn pump(&mut self, now_ms: i64) {
+    /// that waiters need. No step decides by the time yet (a placement reads each append's
+    /// own `now_ms`); inputs pass it so one can.
+    fn pump(&mut self, _now_ms: i64) {
         if let Some(failure) = self.commit.failure {
             while let Some(pending) = self.queue.pop_front() {
                 self.answer(pending.append.token, Err(PartitionError::Offline(failure)));
+            }
+            while let Some(token) = self.roll_requests.pop_front() {
+                self.answer(token, Err(PartitionError::Offline(failure)));
             }
             for wait in std::mem::take(&mut self.durable_waits) {
                 self.answer(wait.answer.token, Err(PartitionError::Offline(failure)));
             }
         }
         if matches!(self.writer, Writer::Idle) {
-            self.start_writer(now_ms);
+            self.start_writer();
         }
         if self.start.in_flight.is_none() {
             self.start_next_move();
@@ -488,8 +520,8 @@ impl PartitionMachine {
     }
 
     /// With the writer idle: cuts a torn tail, or rolls, or places and writes the next group.
-    fn start_writer(&mut self, now_ms: i64) {
-        while !self.queue.is_empty() {
+    fn start_writer(&mut self) {
+        while !self.queue.is_empty() || !self.roll_requests.is_empty() {
             if self.torn_tail {
                 let active = self.active();
                 let kind = IoKind::TruncateLog {
@@ -497,6 +529,14 @@ impl PartitionMachine {
                     len_bytes: active.size_bytes,
                 };
                 self.writer = Writer::Truncating(self.emit(kind));
+                return;
+            }
+            if let Some(token) = self.roll_requests.pop_front() {
+                if self.active().is_empty() {
+                    self.answer(token, Ok(Done::Rolled { base_offset: None }));
+                    continue;
+                }
+                self.start_roll(Some(token));
                 return;
             }
             let active = self.active();
@@ -524,7 +564,7 @@ impl PartitionMachine {
                     Placement::EndsGroup => break,
                     Placement::NeedsRoll => {
                         debug_assert!(group.members.is_empty(), "a roll only before a group");
-                        self.start_roll(now_ms);
+                        self.start_roll(None);
                         return;
                     }
                 }
@@ -680,12 +720,13 @@ impl PartitionMachine {
 
     /// Starts a roll of the active segment: sync its log, then its indexes (I5), then create
     /// the next segment at the high watermark.
-    fn start_roll(&mut self, _now_ms: i64) {
+    fn start_roll(&mut self, requested: Option<RequestToken>) {
         let segment = self.active().base_offset;
         let io = self.emit(IoKind::SyncLog { segment });
         self.writer = Writer::Rolling {
             step: RollStep::SyncLog,
             io,
+            requested,
         };
     }
 
@@ -721,7 +762,9 @@ impl PartitionMachine {
                     self.txn_state_stale = true;
                 }
             }
-            Writer::Rolling { step, .. } => self.roll_step_done(step, result, now_ms),
+            Writer::Rolling {
+                step, requested, ..
+            } => self.roll_step_done(step, requested, result, now_ms),
             Writer::Writing { group, step } => match (step, result) {
                 (WriteStep::Log(_), Ok(())) => self.write_indexes(group),
                 (WriteStep::Log(_), Err(failure)) => self.fail_group(*group, failure),
@@ -882,12 +925,27 @@ impl PartitionMachine {
         }
     }
 
-    fn roll_step_done(&mut self, step: RollStep, result: Result<(), IoFailure>, now_ms: i64) {
+    fn roll_step_done(
+        &mut self,
+        step: RollStep,
+        requested: Option<RequestToken>,
+        result: Result<(), IoFailure>,
+        now_ms: i64,
+    ) {
         match (step, result.err()) {
             // I5, I8: a failed sync of the sealed segment takes the partition offline.
-            (RollStep::SyncLog | RollStep::SyncIndexes, Some(failure)) => self.go_offline(failure),
+            (RollStep::SyncLog | RollStep::SyncIndexes, Some(failure)) => {
+                self.go_offline(failure);
+                if let Some(token) = requested {
+                    self.answer(token, Err(PartitionError::Offline(failure)));
+                }
+            }
             // Offline meanwhile (a group-commit sync failed): the roll stops, the queue fails.
-            (RollStep::SyncLog | RollStep::SyncIndexes, None) if self.commit.failure.is_some() => {}
+            (RollStep::SyncLog | RollStep::SyncIndexes, None) if self.commit.failure.is_some() => {
+                if let (Some(token), Some(failure)) = (requested, self.commit.failure) {
+                    self.answer(token, Err(PartitionError::Offline(failure)));
+                }
+            }
             (RollStep::SyncLog, None) => {
                 let active = self.active();
                 let index_entries = active.index.len() as u64;
@@ -906,6 +964,7 @@ impl PartitionMachine {
                 self.writer = Writer::Rolling {
                     step: RollStep::SyncIndexes,
                     io,
+                    requested,
                 };
             }
             (RollStep::SyncIndexes, None) => {
@@ -920,9 +979,13 @@ impl PartitionMachine {
                 self.writer = Writer::Rolling {
                     step: RollStep::Create,
                     io,
+                    requested,
                 };
             }
-            (RollStep::Create, Some(failure)) => self.fail_front(PartitionError::Io(failure)),
+            (RollStep::Create, Some(failure)) => match requested {
+                Some(token) => self.answer(token, Err(PartitionError::Io(failure))),
+                None => self.fail_front(PartitionError::Io(failure)),
+            },
             (RollStep::Create, None) => {
                 let base_offset = self.high_watermark;
                 assert!(
@@ -942,6 +1005,12 @@ impl PartitionMachine {
                     bytes,
                 });
                 self.snapshots_in_flight.push(io);
+                if let Some(token) = requested {
+                    let done = Done::Rolled {
+                        base_offset: Some(base_offset),
+                    };
+                    self.answer(token, Ok(done));
+                }
             }
         }
     }
@@ -1195,9 +1264,12 @@ impl PartitionMachine {
         self.acks_out.push_back(Answer { token, result });
     }
 
-    /// Fails the first queued append (a repair or roll its group needed failed).
+    /// Fails the request the writer serves next (a repair or roll it needed failed): a
+    /// requested roll first, else the first queued append.
     fn fail_front(&mut self, error: PartitionError) {
-        if let Some(pending) = self.queue.pop_front() {
+        if let Some(token) = self.roll_requests.pop_front() {
+            self.answer(token, Err(error));
+        } else if let Some(pending) = self.queue.pop_front() {
             self.answer(pending.append.token, Err(error));
         }
     }

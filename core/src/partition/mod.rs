@@ -24,6 +24,8 @@
 //!   [`PartitionMachine::handle_append`] (validated batch headers with caller-chosen
 //!   [`RequestToken`]s), [`PartitionMachine::handle_io_done`] (an [`Io`] finished, in any
 //!   order among those in flight), [`PartitionMachine::handle_flush`],
+//!   [`PartitionMachine::handle_cancel`] (the caller of a queued append went away),
+//!   [`PartitionMachine::handle_roll`],
 //!   [`PartitionMachine::handle_delete_records`], [`PartitionMachine::handle_retention`],
 //!   [`PartitionMachine::handle_timeout`] (the deadline from `poll_timeout` passed).
 //! - **Outputs, `poll_*`**: [`PartitionMachine::poll_io`] gives writes, syncs, index writes,
@@ -245,6 +247,9 @@ pub enum PartitionError {
     Io(IoFailure),
     /// A sync failed: the partition is offline for writes for good (I8).
     Offline(IoFailure),
+    /// The caller went away before the append was placed ([`PartitionMachine::handle_cancel`]):
+    /// nothing of it was written.
+    Cancelled,
     /// DeleteRecords past the high watermark.
     OffsetOutOfRange {
         /// The offset asked for.
@@ -279,6 +284,12 @@ pub enum Done {
     Appended(AppendInfo),
     /// A flush: everything written when it was asked is durable.
     Flushed,
+    /// A roll asked for with [`PartitionMachine::handle_roll`]: the new active segment's base
+    /// offset, or `None` when the active segment was empty.
+    Rolled {
+        /// The new segment's base offset.
+        base_offset: Option<Offset>,
+    },
     /// DeleteRecords or retention: the log start offset afterwards and the segments removed.
     StartMoved {
         /// The log start offset afterwards.

@@ -602,6 +602,71 @@ fn new_restores_the_transaction_state_the_driver_recovered_i70() {
     assert_eq!(m.last_stable_offset(), Offset(11));
 }
 
+#[test]
+fn a_cancelled_append_not_yet_placed_takes_no_offset_i27() {
+    let mut m = machine(config(FlushRule::None));
+    m.handle_append([append(1, header(1, 10, None, 1))], NOW);
+    let write = drain_io(&mut m).remove(0);
+    m.handle_append(
+        [
+            append(2, header(1, 10, None, 1)),
+            append(3, header(1, 10, None, 1)),
+        ],
+        NOW,
+    );
+    assert!(!m.handle_cancel(RequestToken(1), NOW), "already placed");
+    assert!(m.handle_cancel(RequestToken(2), NOW));
+    assert_eq!(drain_acks(&mut m)[0].result, Err(PartitionError::Cancelled));
+    m.handle_io_done(write.token, Ok(()), NOW);
+    complete_all(&mut m);
+    let acks = drain_acks(&mut m);
+    assert_eq!(appended(&acks[0]).base_offset, Offset(0));
+    assert_eq!(acks[1].token, RequestToken(3));
+    assert_eq!(
+        appended(&acks[1]).base_offset,
+        Offset(1),
+        "dense without it (I1)"
+    );
+}
+
+#[test]
+fn a_requested_roll_waits_for_the_writer_and_syncs_first_i5() {
+    let mut m = machine(config(FlushRule::None));
+    m.handle_roll(RequestToken(1), NOW);
+    assert_eq!(
+        drain_acks(&mut m)[0].result,
+        Ok(Done::Rolled { base_offset: None }),
+        "an empty active segment is not sealed"
+    );
+    m.handle_append([append(2, header(2, 10, None, 1))], NOW);
+    let write = drain_io(&mut m).remove(0);
+    m.handle_roll(RequestToken(3), NOW);
+    assert!(drain_io(&mut m).is_empty(), "the roll waits for the group");
+    m.handle_io_done(write.token, Ok(()), NOW);
+    let kinds: Vec<IoKind> = complete_all(&mut m).into_iter().map(|io| io.kind).collect();
+    assert!(matches!(kinds[0], IoKind::SyncLog { segment: Offset(0) }));
+    assert!(matches!(kinds[1], IoKind::SyncIndexes { .. }));
+    assert_eq!(
+        kinds[2],
+        IoKind::CreateSegment {
+            base_offset: Offset(2)
+        }
+    );
+    let acks = drain_acks(&mut m);
+    assert_eq!(
+        acks.last().map(|a| &a.result),
+        Some(&Ok(Done::Rolled {
+            base_offset: Some(Offset(2))
+        }))
+    );
+    assert_eq!(m.segments().len(), 2);
+    assert_eq!(
+        m.synced_up_to(),
+        Offset(2),
+        "the sealed segment is durable (I5)"
+    );
+}
+
 // ----- the model-based property test -----
 
 /// One step the proptest chooses.
@@ -626,6 +691,12 @@ enum Op {
         producer: i64,
         commit: bool,
     },
+    /// The caller of one of the unanswered appends goes away.
+    Cancel {
+        pick: usize,
+    },
+    /// A roll asked for (the broker's `roll_now`).
+    Roll,
     /// Completes one of the I/Os in flight (any of them), successfully or not.
     Complete {
         pick: usize,
@@ -648,6 +719,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1..4i32, 0..1_500usize, 2..4i64)
             .prop_map(|(records, body_bytes, producer)| Op::TxnAppend { records, body_bytes, producer }),
         1 => (2..4i64, any::<bool>()).prop_map(|(producer, commit)| Op::Marker { producer, commit }),
+        1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
+        1 => Just(Op::Roll),
         8 => (any::<usize>(), prop::bool::weighted(0.93))
             .prop_map(|(pick, ok)| Op::Complete { pick, ok }),
         1 => Just(Op::Flush),
@@ -711,6 +784,8 @@ struct World {
     txn_files: BTreeMap<Offset, Vec<AbortedTxn>>,
     /// A `.txnindex` append failed.
     txn_stale: bool,
+    /// Appends the machine dropped on a cancel.
+    cancelled: HashSet<RequestToken>,
 }
 
 /// One transaction of the model log: its producer, first offset and the marker that ended
@@ -741,6 +816,7 @@ impl World {
             markers: HashMap::new(),
             txn_files: BTreeMap::new(),
             txn_stale: false,
+            cancelled: HashSet::new(),
         }
     }
 
@@ -1060,6 +1136,21 @@ impl World {
                     self.next_seq.insert(*producer_id, *expected);
                 }
             }
+            assert_eq!(
+                answer.result == Err(PartitionError::Cancelled),
+                self.cancelled.contains(&answer.token),
+                "Cancelled answers exactly the dropped appends"
+            );
+            if let Ok(Done::Rolled {
+                base_offset: Some(base),
+            }) = &answer.result
+            {
+                assert_eq!(
+                    m.segments().last().map(|s| s.base_offset),
+                    Some(*base),
+                    "a requested roll answers with the new active segment"
+                );
+            }
             if let Ok(Done::Flushed) = &answer.result {
                 assert!(
                     m.synced_up_to() <= self.durable_up_to,
@@ -1296,6 +1387,25 @@ impl World {
                 m.handle_append([a], self.now);
             }
             Op::Complete { pick, ok } => self.complete(m, pick, ok),
+            Op::Cancel { pick } => {
+                let mut waiting: Vec<RequestToken> = self
+                    .appends
+                    .keys()
+                    .filter(|t| !self.answered.contains_key(t))
+                    .copied()
+                    .collect();
+                waiting.sort();
+                if !waiting.is_empty() {
+                    let token = waiting[pick % waiting.len()];
+                    if m.handle_cancel(token, self.now) {
+                        self.cancelled.insert(token);
+                    }
+                }
+            }
+            Op::Roll => {
+                let token = self.new_token();
+                m.handle_roll(token, self.now);
+            }
             Op::Flush => {
                 let token = self.new_token();
                 m.handle_flush(token, self.now);
