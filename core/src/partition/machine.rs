@@ -36,6 +36,7 @@ pub struct PartitionMachine {
     queue: Queue,
     /// Rolls asked for by `handle_roll`, served before the next group is placed.
     roll_requests: VecDeque<RequestToken>,
+    life: Life,
     writer: Writer,
     /// A write failed: bytes past the active segment's published size may be torn (I29).
     torn_tail: bool,
@@ -75,6 +76,12 @@ enum Writer {
     /// The aborted ranges of the last published group go to its segment's `.txnindex`
     /// before the next group is placed (the entries stay in marker order on file, I68).
     IndexingAborted(IoToken),
+    /// The close: the active segment's log, then its indexes, then the producer snapshot.
+    Closing {
+        step: CloseStep,
+        io: IoToken,
+        token: RequestToken,
+    },
     /// A roll: for the batch at the queue's front, or `requested` by `handle_roll`.
     Rolling {
         step: RollStep,
@@ -85,6 +92,22 @@ enum Writer {
         group: Box<Group>,
         step: WriteStep,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CloseStep {
+    SyncLog,
+    SyncIndexes,
+    Snapshot,
+}
+
+/// Where the log is in its life: open, a close asked for (it runs once the writer is free),
+/// or closed (every input fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    Open,
+    Closing(RequestToken),
+    Closed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +227,7 @@ impl PartitionMachine {
             txn_state_stale: false,
             queue: VecDeque::new(),
             roll_requests: VecDeque::new(),
+            life: Life::Open,
             writer: Writer::Idle,
             torn_tail: false,
             commit: Commit {
@@ -365,9 +389,33 @@ impl PartitionMachine {
     /// (I27: offsets follow this order). Each gets exactly one [`Answer`].
     pub fn handle_append(&mut self, batches: impl IntoIterator<Item = Append>, now_ms: i64) {
         for append in batches {
-            self.queue.push_back(Pending { append, now_ms });
+            if self.life == Life::Open {
+                self.queue.push_back(Pending { append, now_ms });
+            } else {
+                self.answer(append.token, Err(PartitionError::Closed));
+            }
         }
         self.pump(now_ms);
+    }
+
+    /// Closes the log (the broker's `close`): appends queued before it are written first;
+    /// then, unless offline, the active segment's log and indexes are synced and the producer
+    /// snapshot at the high watermark is written. Answered [`Done::Closed`] (`clean` unless
+    /// the transaction state on disk is stale, I70; the driver then checkpoints
+    /// [`txns`](Self::txns)), or [`PartitionError::Offline`]. Every input after it fails with
+    /// [`PartitionError::Closed`].
+    pub fn handle_close(&mut self, token: RequestToken, now_ms: i64) {
+        if self.life == Life::Open {
+            self.life = Life::Closing(token);
+        } else {
+            self.answer(token, Err(PartitionError::Closed));
+        }
+        self.pump(now_ms);
+    }
+
+    /// True once a close was asked for.
+    pub fn is_closed(&self) -> bool {
+        self.life != Life::Open
     }
 
     /// The caller of the append `token` went away. Not placed yet, it is dropped (nothing of
@@ -389,7 +437,11 @@ impl PartitionMachine {
     /// (I5). Answered [`Done::Rolled`] with the new segment's base, or `None` when the active
     /// segment is empty (nothing to seal).
     pub fn handle_roll(&mut self, token: RequestToken, now_ms: i64) {
-        self.roll_requests.push_back(token);
+        if self.life == Life::Open {
+            self.roll_requests.push_back(token);
+        } else {
+            self.answer(token, Err(PartitionError::Closed));
+        }
         self.pump(now_ms);
     }
 
@@ -410,6 +462,10 @@ impl PartitionMachine {
     /// removes the segments wholly below it; answered with the start afterwards. Past the
     /// high watermark (or negative) is [`PartitionError::OffsetOutOfRange`].
     pub fn handle_delete_records(&mut self, token: RequestToken, before: Offset, now_ms: i64) {
+        if self.life == Life::Closed {
+            self.answer(token, Err(PartitionError::Closed));
+            return;
+        }
         self.start
             .queue
             .push_back(StartRequest::DeleteRecords { token, before });
@@ -419,6 +475,10 @@ impl PartitionMachine {
     /// A retention pass at `now_ms`: core's [`retention::plan`] decides, the start moves (I9,
     /// I25), the segments below it are removed; answered with what was removed.
     pub fn handle_retention(&mut self, token: RequestToken, now_ms: i64) {
+        if self.life == Life::Closed {
+            self.answer(token, Err(PartitionError::Closed));
+            return;
+        }
         self.start
             .queue
             .push_back(StartRequest::Retention { token, now_ms });
@@ -473,7 +533,11 @@ impl PartitionMachine {
     /// When to call [`handle_timeout`](Self::handle_timeout), and why.
     pub fn poll_timeout(&self) -> Option<(i64, TimeoutReason)> {
         match self.config.flush {
-            FlushRule::Interval { ms } if self.commit.failure.is_none() && self.has_unsynced() => {
+            FlushRule::Interval { ms }
+                if self.commit.failure.is_none()
+                    && self.life != Life::Closed
+                    && self.has_unsynced() =>
+            {
                 Some((
                     self.commit.last_sync_ms.saturating_add(ms),
                     TimeoutReason::IntervalFlush,
@@ -499,6 +563,15 @@ impl PartitionMachine {
             }
             for wait in std::mem::take(&mut self.durable_waits) {
                 self.answer(wait.answer.token, Err(PartitionError::Offline(failure)));
+            }
+        }
+        if self.life == Life::Closed {
+            for request in std::mem::take(&mut self.start.queue) {
+                let token = match request {
+                    StartRequest::DeleteRecords { token, .. } => token,
+                    StartRequest::Retention { token, .. } => token,
+                };
+                self.answer(token, Err(PartitionError::Closed));
             }
         }
         if matches!(self.writer, Writer::Idle) {
@@ -599,6 +672,97 @@ impl PartitionMachine {
             };
             return;
         }
+        if let Life::Closing(token) = self.life {
+            self.start_close(token);
+        }
+    }
+
+    /// Nothing is queued and the writer is free: the close starts (unless offline, which
+    /// answers it at once).
+    fn start_close(&mut self, token: RequestToken) {
+        if let Some(failure) = self.commit.failure {
+            self.life = Life::Closed;
+            self.answer(token, Err(PartitionError::Offline(failure)));
+            return;
+        }
+        let segment = self.active().base_offset;
+        let io = self.emit(IoKind::SyncLog { segment });
+        self.writer = Writer::Closing {
+            step: CloseStep::SyncLog,
+            io,
+            token,
+        };
+    }
+
+    fn close_step_done(
+        &mut self,
+        step: CloseStep,
+        token: RequestToken,
+        result: Result<(), IoFailure>,
+        now_ms: i64,
+    ) {
+        let failure = match (step, result) {
+            (CloseStep::Snapshot, _) => None,
+            (_, Err(failure)) => {
+                self.go_offline(failure);
+                Some(failure)
+            }
+            (_, Ok(())) => self.commit.failure,
+        };
+        if let Some(failure) = failure {
+            self.life = Life::Closed;
+            self.answer(token, Err(PartitionError::Offline(failure)));
+            return;
+        }
+        match step {
+            CloseStep::SyncLog => {
+                let kind = self.sync_indexes_io();
+                let io = self.emit(kind);
+                self.writer = Writer::Closing {
+                    step: CloseStep::SyncIndexes,
+                    io,
+                    token,
+                };
+            }
+            CloseStep::SyncIndexes => {
+                self.commit.synced_up_to = self.commit.written_up_to;
+                self.commit.sync_count += 1;
+                self.commit.last_sync_ms = now_ms;
+                let offset = self.high_watermark;
+                let bytes = self.producers.encode_snapshot(offset);
+                let io = self.emit(IoKind::WriteProducerSnapshot { offset, bytes });
+                self.writer = Writer::Closing {
+                    step: CloseStep::Snapshot,
+                    io,
+                    token,
+                };
+            }
+            // A failed snapshot only makes the next open replay more.
+            CloseStep::Snapshot => {
+                self.life = Life::Closed;
+                let clean = !self.txn_state_stale;
+                self.answer(token, Ok(Done::Closed { clean }));
+            }
+        }
+    }
+
+    /// Syncs the active segment's indexes, cutting a slot a failed append wrote (I4), and
+    /// notes the files as holding exactly the in-memory entries.
+    fn sync_indexes_io(&mut self) -> IoKind {
+        let active = self.active();
+        let index_entries = active.index.len() as u64;
+        let time_entries = active.time_index.len() as u64;
+        let kind = IoKind::SyncIndexes {
+            segment: active.base_offset,
+            truncate_index_bytes: (active.index_file_entries != index_entries)
+                .then_some(index_entries * ENTRY_BYTES as u64),
+            truncate_time_index_bytes: (active.time_index_file_entries != time_entries)
+                .then_some(time_entries * TIME_ENTRY_BYTES as u64),
+        };
+        let active = self.active_mut();
+        active.index_file_entries = index_entries;
+        active.time_index_file_entries = time_entries;
+        kind
     }
 
     /// Puts one queued append into `group`, answers it, or says why the group ends first.
@@ -733,9 +897,10 @@ impl PartitionMachine {
     fn writer_owns(&self, token: IoToken) -> bool {
         match &self.writer {
             Writer::Idle => false,
-            Writer::Truncating(io) | Writer::IndexingAborted(io) | Writer::Rolling { io, .. } => {
-                *io == token
-            }
+            Writer::Truncating(io)
+            | Writer::IndexingAborted(io)
+            | Writer::Rolling { io, .. }
+            | Writer::Closing { io, .. } => *io == token,
             Writer::Writing { step, .. } => match step {
                 WriteStep::Log(io) => *io == token,
                 WriteStep::Indexes { waiting, .. } => waiting.contains(&token),
@@ -765,6 +930,9 @@ impl PartitionMachine {
             Writer::Rolling {
                 step, requested, ..
             } => self.roll_step_done(step, requested, result, now_ms),
+            Writer::Closing { step, token, .. } => {
+                self.close_step_done(step, token, result, now_ms)
+            }
             Writer::Writing { group, step } => match (step, result) {
                 (WriteStep::Log(_), Ok(())) => self.write_indexes(group),
                 (WriteStep::Log(_), Err(failure)) => self.fail_group(*group, failure),
@@ -947,19 +1115,7 @@ impl PartitionMachine {
                 }
             }
             (RollStep::SyncLog, None) => {
-                let active = self.active();
-                let index_entries = active.index.len() as u64;
-                let time_entries = active.time_index.len() as u64;
-                let kind = IoKind::SyncIndexes {
-                    segment: active.base_offset,
-                    truncate_index_bytes: (active.index_file_entries != index_entries)
-                        .then_some(index_entries * ENTRY_BYTES as u64),
-                    truncate_time_index_bytes: (active.time_index_file_entries != time_entries)
-                        .then_some(time_entries * TIME_ENTRY_BYTES as u64),
-                };
-                let active = self.active_mut();
-                active.index_file_entries = index_entries;
-                active.time_index_file_entries = time_entries;
+                let kind = self.sync_indexes_io();
                 let io = self.emit(kind);
                 self.writer = Writer::Rolling {
                     step: RollStep::SyncIndexes,

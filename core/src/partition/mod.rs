@@ -25,7 +25,7 @@
 //!   [`RequestToken`]s), [`PartitionMachine::handle_io_done`] (an [`Io`] finished, in any
 //!   order among those in flight), [`PartitionMachine::handle_flush`],
 //!   [`PartitionMachine::handle_cancel`] (the caller of a queued append went away),
-//!   [`PartitionMachine::handle_roll`],
+//!   [`PartitionMachine::handle_roll`], [`PartitionMachine::handle_close`],
 //!   [`PartitionMachine::handle_delete_records`], [`PartitionMachine::handle_retention`],
 //!   [`PartitionMachine::handle_timeout`] (the deadline from `poll_timeout` passed).
 //! - **Outputs, `poll_*`**: [`PartitionMachine::poll_io`] gives writes, syncs, index writes,
@@ -250,6 +250,8 @@ pub enum PartitionError {
     /// The caller went away before the append was placed ([`PartitionMachine::handle_cancel`]):
     /// nothing of it was written.
     Cancelled,
+    /// The log was closed ([`PartitionMachine::handle_close`]).
+    Closed,
     /// DeleteRecords past the high watermark.
     OffsetOutOfRange {
         /// The offset asked for.
@@ -284,6 +286,12 @@ pub enum Done {
     Appended(AppendInfo),
     /// A flush: everything written when it was asked is durable.
     Flushed,
+    /// The close ([`PartitionMachine::handle_close`]): everything written is durable; `clean`
+    /// unless the transaction state on disk is stale (I70).
+    Closed {
+        /// Whether the next open may trust the files as a clean shutdown's.
+        clean: bool,
+    },
     /// A roll asked for with [`PartitionMachine::handle_roll`]: the new active segment's base
     /// offset, or `None` when the active segment was empty.
     Rolled {

@@ -667,6 +667,38 @@ fn a_requested_roll_waits_for_the_writer_and_syncs_first_i5() {
     );
 }
 
+#[test]
+fn a_close_writes_what_was_queued_then_syncs_and_refuses_the_rest() {
+    let mut m = machine(config(FlushRule::None));
+    m.handle_append([append(1, header(1, 10, Some((3, 0)), 1))], NOW);
+    let write = drain_io(&mut m).remove(0);
+    m.handle_append([append(2, header(1, 10, None, 1))], NOW);
+    m.handle_close(RequestToken(3), NOW);
+    m.handle_append([append(4, header(1, 10, None, 1))], NOW);
+    assert_eq!(drain_acks(&mut m)[0].result, Err(PartitionError::Closed));
+    m.handle_io_done(write.token, Ok(()), NOW);
+    let kinds: Vec<IoKind> = complete_all(&mut m).into_iter().map(|io| io.kind).collect();
+    assert!(
+        matches!(kinds[0], IoKind::WriteLog { .. }),
+        "queued before the close"
+    );
+    assert!(matches!(kinds[1], IoKind::SyncLog { .. }));
+    assert!(matches!(kinds[2], IoKind::SyncIndexes { .. }));
+    assert!(matches!(
+        kinds[3],
+        IoKind::WriteProducerSnapshot {
+            offset: Offset(2),
+            ..
+        }
+    ));
+    let acks = drain_acks(&mut m);
+    assert_eq!(acks.len(), 3);
+    assert_eq!(acks[2].result, Ok(Done::Closed { clean: true }));
+    assert_eq!(m.synced_up_to(), Offset(2));
+    m.handle_delete_records(RequestToken(5), Offset(1), NOW);
+    assert_eq!(drain_acks(&mut m)[0].result, Err(PartitionError::Closed));
+}
+
 // ----- the model-based property test -----
 
 /// One step the proptest chooses.
@@ -697,6 +729,8 @@ enum Op {
     },
     /// A roll asked for (the broker's `roll_now`).
     Roll,
+    /// The log closes: everything after it is refused.
+    Close,
     /// Completes one of the I/Os in flight (any of them), successfully or not.
     Complete {
         pick: usize,
@@ -721,6 +755,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (2..4i64, any::<bool>()).prop_map(|(producer, commit)| Op::Marker { producer, commit }),
         1 => any::<usize>().prop_map(|pick| Op::Cancel { pick }),
         1 => Just(Op::Roll),
+        1 => prop::bool::weighted(0.1).prop_map(|close| if close { Op::Close } else { Op::Flush }),
         8 => (any::<usize>(), prop::bool::weighted(0.93))
             .prop_map(|(pick, ok)| Op::Complete { pick, ok }),
         1 => Just(Op::Flush),
@@ -786,6 +821,8 @@ struct World {
     txn_stale: bool,
     /// Appends the machine dropped on a cancel.
     cancelled: HashSet<RequestToken>,
+    /// A close was asked for.
+    closing: bool,
 }
 
 /// One transaction of the model log: its producer, first offset and the marker that ended
@@ -817,6 +854,7 @@ impl World {
             txn_files: BTreeMap::new(),
             txn_stale: false,
             cancelled: HashSet::new(),
+            closing: false,
         }
     }
 
@@ -1151,6 +1189,17 @@ impl World {
                     "a requested roll answers with the new active segment"
                 );
             }
+            if answer.result == Err(PartitionError::Closed) {
+                assert!(self.closing, "Closed only after a close");
+            }
+            if let Ok(Done::Closed { clean }) = &answer.result {
+                assert_eq!(*clean, !self.txn_stale);
+                assert_eq!(m.synced_up_to(), m.high_watermark());
+                assert!(
+                    self.durable_up_to >= m.high_watermark(),
+                    "closed only once everything written is durable"
+                );
+            }
             if let Ok(Done::Flushed) = &answer.result {
                 assert!(
                     m.synced_up_to() <= self.durable_up_to,
@@ -1405,6 +1454,11 @@ impl World {
             Op::Roll => {
                 let token = self.new_token();
                 m.handle_roll(token, self.now);
+            }
+            Op::Close => {
+                let token = self.new_token();
+                self.closing = true;
+                m.handle_close(token, self.now);
             }
             Op::Flush => {
                 let token = self.new_token();
