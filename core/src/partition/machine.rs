@@ -383,6 +383,46 @@ impl PartitionMachine {
         self.config = config;
     }
 
+    /// True when `old` (base offsets) is a run of consecutive sealed segments of the list:
+    /// what the cleaner checks before it swaps (retention may have removed some meanwhile).
+    pub fn holds_segments(&self, old: &[Offset]) -> bool {
+        let Some(first) = old.first() else {
+            return false;
+        };
+        let Some(at) = self.segments.iter().position(|s| s.base_offset == *first) else {
+            return false;
+        };
+        at + old.len() < self.segments.len()
+            && self.segments[at..at + old.len()]
+                .iter()
+                .zip(old)
+                .all(|(s, base)| s.base_offset == *base)
+    }
+
+    /// Puts the cleaner's `new` segment (its files already swapped in) in place of the sealed
+    /// segments `old` (I24). Returns false, changing nothing, when the list no longer holds
+    /// them or `new` does not span exactly them (their first base, their last next offset,
+    /// no unpublished tail). Reads planned before keep the old segments' snapshot (I2).
+    pub fn replace_segments(&mut self, old: &[Offset], new: SegmentState) -> bool {
+        if !self.holds_segments(old) {
+            return false;
+        }
+        let at = self
+            .segments
+            .iter()
+            .position(|s| s.base_offset == old[0])
+            .unwrap_or_default();
+        let last = &self.segments[at + old.len() - 1];
+        if new.base_offset != old[0]
+            || new.next_offset != last.next_offset
+            || new.size_bytes != new.written_bytes
+        {
+            return false;
+        }
+        self.segments.splice(at..at + old.len(), [new]);
+        true
+    }
+
     // ----- inputs -----
 
     /// Queues validated batches (I3) in the order given, after every batch queued before

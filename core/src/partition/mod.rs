@@ -33,6 +33,9 @@
 //!   report with `handle_io_done`; [`PartitionMachine::poll_ack`] gives answers, each
 //!   released only once the flush policy is satisfied for it (I8);
 //!   [`PartitionMachine::poll_timeout`] gives the next deadline and its [`TimeoutReason`].
+//! - **Mutators with no I/O**: [`PartitionMachine::reconfigure`] (AlterConfigs) and
+//!   [`PartitionMachine::replace_segments`] (the cleaner's swap, its files already in place,
+//!   checked first with [`PartitionMachine::holds_segments`], I24).
 //!
 //! **The ordering rule (I27).** Offsets are assigned in the order `handle_append` is called:
 //! batches are placed strictly in that order, each accepted batch gets the offsets right after

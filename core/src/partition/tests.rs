@@ -699,6 +699,40 @@ fn a_close_writes_what_was_queued_then_syncs_and_refuses_the_rest() {
     assert_eq!(drain_acks(&mut m)[0].result, Err(PartitionError::Closed));
 }
 
+#[test]
+fn the_cleaners_segment_replaces_a_run_of_sealed_segments_i24() {
+    let mut m = machine(config(FlushRule::None));
+    for token in 0..3 {
+        m.handle_append([append(token, header(1, 3_000, None, 1))], NOW);
+        complete_all(&mut m);
+    }
+    let bases: Vec<Offset> = m.segments().iter().map(|s| s.base_offset).collect();
+    assert_eq!(bases, vec![Offset(0), Offset(1), Offset(2)]);
+    assert!(m.holds_segments(&[Offset(0), Offset(1)]));
+    assert!(
+        !m.holds_segments(&[Offset(1), Offset(2)]),
+        "never the active segment"
+    );
+    assert!(!m.holds_segments(&[Offset(0), Offset(2)]), "a run");
+    let mut cleaned = SegmentState::empty(Offset(0), 500, NOW);
+    cleaned.size_bytes = 100;
+    cleaned.written_bytes = 100;
+    cleaned.next_offset = Offset(1);
+    assert!(
+        !m.replace_segments(&[Offset(0), Offset(1)], cleaned.clone()),
+        "it must span the run"
+    );
+    cleaned.next_offset = Offset(2);
+    assert!(m.replace_segments(&[Offset(0), Offset(1)], cleaned));
+    let bases: Vec<Offset> = m.segments().iter().map(|s| s.base_offset).collect();
+    assert_eq!(bases, vec![Offset(0), Offset(2)]);
+    assert_eq!(m.segments()[0].size_bytes, 100);
+    assert!(
+        !m.holds_segments(&[Offset(0), Offset(1)]),
+        "already swapped"
+    );
+}
+
 // ----- the model-based property test -----
 
 /// One step the proptest chooses.
