@@ -57,7 +57,7 @@ use minikafka_core::control_batch::{decode_marker, encode_marker, TxnMarker};
 use minikafka_core::fetch::{batches_below, FetchPlanner, FetchStep};
 use minikafka_core::partition::rules::{self, Published, Verdict};
 use minikafka_core::partition::txn::TxnTracker;
-use minikafka_core::partition::AppendKind;
+use minikafka_core::partition::{AppendKind, FlushRule, PartitionConfig, PartitionMachine};
 use minikafka_core::producer::{
     BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry, ProducerLimits,
     ProducerStateTable,
@@ -512,6 +512,29 @@ impl<B: Backend> PartitionLog<B> {
     /// The segments, oldest first (shared handles: holding one keeps its files open).
     pub fn segments(&self) -> Vec<Rc<Segment<B>>> {
         self.segments.borrow().clone()
+    }
+
+    /// The partition machine over this log's state now: its segments as `SegmentState`s, the
+    /// log start, copies of the producer table and the transaction state, and the settings
+    /// in force. The first step of driving the log by the machine (`open` will build it this
+    /// way; DESIGN.md, "The partition log machine"); a test checks that the machine built
+    /// after a recovery decides the next appends as the log does. Call it with no append in
+    /// flight (the segments then hold no unpublished tail).
+    pub fn machine(&self, now_ms: i64) -> PartitionMachine {
+        let segments = self
+            .segments
+            .borrow()
+            .iter()
+            .map(|s| s.machine_state())
+            .collect();
+        PartitionMachine::new(
+            machine_config(&self.config.borrow()),
+            segments,
+            self.log_start_offset.get(),
+            self.producers.borrow().clone(),
+            self.txns.borrow().clone(),
+            now_ms,
+        )
     }
 
     /// What recovery did with each segment at open.
@@ -1745,6 +1768,30 @@ impl QueuedAppend {
             (None, Origin::Client) => AppendKind::Produced,
             (None, Origin::Coordinator) => AppendKind::Coordinator,
         }
+    }
+}
+
+/// The machine's settings for `config` (retention already filtered by `cleanup.policy`, as
+/// [`PartitionLog::apply_retention`] does; the coalescing cap of this log).
+pub fn machine_config(config: &LogConfig) -> PartitionConfig {
+    let delete = config.cleanup_policy.delete;
+    PartitionConfig {
+        segment_bytes: config.segment_bytes,
+        segment_ms: config.segment_ms,
+        index_interval_bytes: config.index_interval_bytes,
+        flush: match config.flush {
+            FlushPolicy::None => FlushRule::None,
+            FlushPolicy::Fsync => FlushRule::Fsync,
+            FlushPolicy::Interval { ms } => FlushRule::Interval {
+                ms: i64::try_from(ms).unwrap_or(i64::MAX),
+            },
+        },
+        retention: RetentionLimits {
+            retention_bytes: config.retention_bytes.filter(|_| delete),
+            retention_ms: config.retention_ms.filter(|_| delete),
+        },
+        coalesce_max_bytes: COALESCE_MAX_BYTES,
+        producer_limits: ProducerLimits::default(),
     }
 }
 
