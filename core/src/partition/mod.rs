@@ -1,9 +1,11 @@
 //! One partition's log as a sans-IO state machine: placement and dense offsets, group commit,
-//! index placement, the log start offset, the producer checks, roll and retention decisions.
-//! It is built to be driven by the broker's `log`, which would own the files and the batch
-//! bytes, carry out the I/O this machine asks for and report each completion back; that
-//! driver is not built yet, and `broker/src/log/partition.rs` still applies the same rules
-//! itself (docs/DESIGN.md, "The partition log machine").
+//! index placement, the log start offset, the producer checks, transactions, roll and
+//! retention decisions. It is built to be driven by the broker's `log`, which would own the
+//! files and the batch bytes, carry out the I/O this machine asks for and report each
+//! completion back. That driver is not built yet: `broker/src/log/partition.rs` still runs the
+//! write path itself, calling this module's per-batch [`rules`], and `PartitionLog::machine`
+//! builds the machine from the log's state, checked to decide the next appends as the log
+//! does (`broker/tests/log_machine.rs`; docs/DESIGN.md, "The partition log machine").
 //!
 //! # Contract (sans-IO, str0m / quinn-proto style)
 //!
