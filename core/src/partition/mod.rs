@@ -224,7 +224,8 @@ pub enum AppendKind {
     /// A client's Produce: the producer rules, then the transaction rules (I72).
     Produced,
     /// A coordinator of this broker (its transactional offsets, I74): no producer rule, as
-    /// Kafka skips them for its coordinators' appends; its transaction state still moves.
+    /// Kafka skips them for its coordinators' appends; its transaction state still moves. A
+    /// coordinator's control batch is a [`AppendKind::Marker`] (the broker decodes it).
     Coordinator,
     /// A COMMIT or ABORT marker (the control batch in `header`, I72): checked by the
     /// transaction rules only; it ends its producer's transaction.
