@@ -373,6 +373,7 @@ pub enum SnapshotError {
     Malformed(&'static str),
 }
 
+#[derive(Clone)]
 struct Slot {
     entry: ProducerEntry,
     /// Key in `ProducerStateTable::recency`.
@@ -380,6 +381,7 @@ struct Slot {
 }
 
 /// The idempotent producer state of one partition. See the module documentation.
+#[derive(Clone)]
 pub struct ProducerStateTable {
     limits: ProducerLimits,
     slots: HashMap<i64, Slot>,

@@ -55,10 +55,12 @@ use futures::lock::Mutex;
 use minikafka_core::backend::Backend;
 use minikafka_core::control_batch::{decode_marker, encode_marker, TxnMarker};
 use minikafka_core::fetch::{batches_below, FetchPlanner, FetchStep};
+use minikafka_core::partition::rules::{self, Published, Verdict};
 use minikafka_core::partition::txn::TxnTracker;
+use minikafka_core::partition::{AppendKind, FlushRule, PartitionConfig, PartitionMachine};
 use minikafka_core::producer::{
-    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry,
-    ProducerLimits, ProducerStateTable,
+    BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerEntry, ProducerLimits,
+    ProducerStateTable,
 };
 use minikafka_core::record::{
     patch_base_offset, patch_leader_epoch, stamp_log_append_time_split, BatchHeader, HEADER_BYTES,
@@ -517,6 +519,29 @@ impl<B: Backend> PartitionLog<B> {
         self.segments.borrow().clone()
     }
 
+    /// The partition machine over this log's state now: its segments as `SegmentState`s, the
+    /// log start, copies of the producer table and the transaction state, and the settings
+    /// in force. The first step of driving the log by the machine (`open` will build it this
+    /// way; DESIGN.md, "The partition log machine"); a test checks that the machine built
+    /// after a recovery decides the next appends as the log does. Call it with no append in
+    /// flight (the segments then hold no unpublished tail).
+    pub fn machine(&self, now_ms: i64) -> PartitionMachine {
+        let segments = self
+            .segments
+            .borrow()
+            .iter()
+            .map(|s| s.machine_state())
+            .collect();
+        PartitionMachine::new(
+            machine_config(&self.config.borrow()),
+            segments,
+            self.log_start_offset.get(),
+            self.producers.borrow().clone(),
+            self.txns.borrow().clone(),
+            now_ms,
+        )
+    }
+
     /// What recovery did with each segment at open.
     pub fn recovery_report(&self) -> &[SegmentRecovery] {
         &self.recovery
@@ -832,49 +857,27 @@ impl<B: Backend> PartitionLog<B> {
             return Placement::Answered;
         }
         let producer_batch = ProducerBatch::from_header(&queued.header);
-        let decision = if let Some(marker) = &queued.marker {
-            // A marker: one per producer per group like its batches, checked by the
-            // transaction rules only (it carries no sequence).
-            if group.admission.must_wait(&producer_batch) {
-                return Placement::EndsGroup(queued);
+        // The machine's rules (core::partition::rules), so the two cannot drift apart.
+        let kind = queued.kind();
+        let verdict = rules::admit(
+            &group.admission,
+            &kind,
+            &producer_batch,
+            &self.producers.borrow(),
+            &self.txns.borrow(),
+            queued.now_ms,
+        );
+        let decision = match verdict {
+            Verdict::WaitForNextGroup => return Placement::EndsGroup(queued),
+            Verdict::Duplicate(original) => {
+                let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
+                return Placement::Answered;
             }
-            let table_epoch = self
-                .producers
-                .borrow()
-                .get(marker.producer_id)
-                .map(|e| e.epoch);
-            if let Err(e) = self.txns.borrow().check_marker(table_epoch, marker) {
+            Verdict::Refuse(e) => {
                 let _ = queued.reply.send(Err(e.into()));
                 return Placement::Answered;
             }
-            Decision::NotIdempotent
-        } else if queued.origin == Origin::Coordinator {
-            Decision::NotIdempotent
-        } else {
-            let producers = self.producers.borrow();
-            match group
-                .admission
-                .admit(&producers, &producer_batch, queued.now_ms)
-            {
-                Admission::WaitForNextGroup => return Placement::EndsGroup(queued),
-                Admission::Duplicate(original) => {
-                    let _ = queued.reply.send(Ok(Outcome::Duplicate(original)));
-                    return Placement::Answered;
-                }
-                Admission::Refuse(e) => {
-                    let _ = queued.reply.send(Err(e.into()));
-                    return Placement::Answered;
-                }
-                Admission::Admit(decision) => {
-                    // The transaction rules read only this producer's transaction, which no
-                    // other member of the group changes (one member per producer).
-                    if let Err(e) = self.txns.borrow().check_data(&producer_batch) {
-                        let _ = queued.reply.send(Err(e.into()));
-                        return Placement::Answered;
-                    }
-                    decision
-                }
-            }
+            Verdict::Admit(decision) => decision,
         };
         let base_offset = group.next_offset;
         let Some(last_offset) = last_offset_of(base_offset, &queued.header) else {
@@ -903,11 +906,12 @@ impl<B: Backend> PartitionLog<B> {
                 return Placement::Answered;
             }
         }
-        if queued.origin == Origin::Client || queued.marker.is_some() {
-            group
-                .admission
-                .join(&self.producers.borrow(), &producer_batch);
-        }
+        rules::join(
+            &mut group.admission,
+            &kind,
+            &producer_batch,
+            &self.producers.borrow(),
+        );
         group.push(
             queued.batch,
             queued.header,
@@ -916,7 +920,7 @@ impl<B: Backend> PartitionLog<B> {
                 decision,
                 last_offset,
                 now_ms: queued.now_ms,
-                marker: queued.marker,
+                kind,
                 reply: queued.reply,
             },
         );
@@ -982,27 +986,21 @@ impl<B: Backend> PartitionLog<B> {
         for ((member, header), position) in
             group.members.into_iter().zip(&group.headers).zip(positions)
         {
-            match &member.marker {
-                Some(marker) => {
-                    if let Some(range) =
-                        self.txns.borrow_mut().on_marker(marker, header.base_offset)
-                    {
-                        aborted.push(range);
-                    }
-                }
-                None => self
-                    .txns
-                    .borrow_mut()
-                    .on_data(&member.producer_batch, header.base_offset),
-            }
-            if member.decision == Decision::Append {
-                self.producers.borrow_mut().on_appended(
-                    &member.producer_batch,
-                    header.base_offset,
-                    member.last_offset,
-                    header.max_timestamp,
-                    member.now_ms,
-                );
+            let published = Published {
+                kind: &member.kind,
+                batch: &member.producer_batch,
+                decision: member.decision,
+                base_offset: header.base_offset,
+                last_offset: member.last_offset,
+                max_timestamp_ms: header.max_timestamp,
+                now_ms: member.now_ms,
+            };
+            if let Some(range) = rules::record(
+                published,
+                &mut self.producers.borrow_mut(),
+                &mut self.txns.borrow_mut(),
+            ) {
+                aborted.push(range);
             }
             let log_append_time_ms = (self.config.borrow().timestamp_type
                 == TimestampType::LogAppendTime)
@@ -1767,6 +1765,41 @@ struct QueuedAppend {
     reply: oneshot::Sender<Result<Outcome>>,
 }
 
+impl QueuedAppend {
+    /// Who wrote it, as the rules see it (`core::partition::rules`).
+    fn kind(&self) -> AppendKind {
+        match (self.marker, self.origin) {
+            (Some(marker), _) => AppendKind::Marker(marker),
+            (None, Origin::Client) => AppendKind::Produced,
+            (None, Origin::Coordinator) => AppendKind::Coordinator,
+        }
+    }
+}
+
+/// The machine's settings for `config` (retention already filtered by `cleanup.policy`, as
+/// [`PartitionLog::apply_retention`] does; the coalescing cap of this log).
+pub fn machine_config(config: &LogConfig) -> PartitionConfig {
+    let delete = config.cleanup_policy.delete;
+    PartitionConfig {
+        segment_bytes: config.segment_bytes,
+        segment_ms: config.segment_ms,
+        index_interval_bytes: config.index_interval_bytes,
+        flush: match config.flush {
+            FlushPolicy::None => FlushRule::None,
+            FlushPolicy::Fsync => FlushRule::Fsync,
+            FlushPolicy::Interval { ms } => FlushRule::Interval {
+                ms: i64::try_from(ms).unwrap_or(i64::MAX),
+            },
+        },
+        retention: RetentionLimits {
+            retention_bytes: config.retention_bytes.filter(|_| delete),
+            retention_ms: config.retention_ms.filter(|_| delete),
+        },
+        coalesce_max_bytes: COALESCE_MAX_BYTES,
+        producer_limits: ProducerLimits::default(),
+    }
+}
+
 /// Who wrote a batch: a client (the producer rules apply) or one of the broker's
 /// coordinators (they do not, as in Kafka).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1789,7 +1822,8 @@ struct Member {
     decision: Decision,
     last_offset: Offset,
     now_ms: i64,
-    marker: Option<TxnMarker>,
+    /// Who wrote it (the rules it passed; a marker's [`TxnMarker`]).
+    kind: AppendKind,
     reply: oneshot::Sender<Result<Outcome>>,
 }
 

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use minikafka_core::backend::{parts_len, Backend, BackendFile, OpenMode};
 use minikafka_core::index::{IndexEntry, IndexPlacer, OffsetIndex, ENTRY_BYTES};
+use minikafka_core::partition::SegmentState as MachineSegment;
 use minikafka_core::record::BatchHeader;
 use minikafka_core::time_index::{TimeIndex, TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
 use minikafka_core::types::{FilePos, Offset, RelativeOffset};
@@ -312,6 +313,26 @@ impl<B: Backend> Segment<B> {
     /// A copy of the in-memory index entries.
     pub fn index_entries(&self) -> Vec<IndexEntry> {
         self.index.borrow().entries().to_vec()
+    }
+
+    /// This segment as the partition machine holds it ([`MachineSegment`]): its published size
+    /// (with nothing past it: call it with no write in flight), next offset, creation time,
+    /// and copies of its in-memory indexes and placers.
+    pub fn machine_state(&self) -> MachineSegment {
+        let size_bytes = self.size_bytes.get();
+        MachineSegment {
+            base_offset: self.base_offset,
+            size_bytes,
+            written_bytes: size_bytes,
+            next_offset: self.next_offset.get(),
+            created_ms: self.created_ms,
+            index: self.index.borrow().clone(),
+            placer: self.placer.borrow().clone(),
+            index_file_entries: self.index_file_entries.get(),
+            time_index: self.time_index.borrow().clone(),
+            time_placer: self.time_placer.borrow().clone(),
+            time_index_file_entries: self.time_index_file_entries.get(),
+        }
     }
 
     /// The position to start reading from for `target` (floor lookup in the index).

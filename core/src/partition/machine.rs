@@ -3,19 +3,20 @@
 
 use std::collections::VecDeque;
 
+use super::rules::{self, Published, Verdict};
+use super::txn::TxnTracker;
 use super::{
-    Answer, Append, AppendInfo, Done, FlushRule, Io, IoFailure, IoKind, IoToken, PartitionConfig,
-    PartitionError, Pending, PlacedBatch, Queue, ReadPlan, RequestToken, SegmentRead, SegmentState,
-    TimeoutReason,
+    Answer, Append, AppendInfo, AppendKind, Done, FlushRule, Io, IoFailure, IoKind, IoToken,
+    Isolation, PartitionConfig, PartitionError, Pending, PlacedBatch, Queue, ReadPlan,
+    RequestToken, SegmentRead, SegmentState, TimeoutReason,
 };
 use crate::index::{IndexEntry, IndexPlacer, ENTRY_BYTES};
-use crate::producer::{
-    Admission, BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerStateTable,
-};
+use crate::producer::{BatchMetadata, Decision, GroupAdmission, ProducerBatch, ProducerStateTable};
 use crate::record::BatchHeader;
 use crate::retention::{self, SegmentInfo};
 use crate::roll::{self, ActiveSegment, RollLimits};
 use crate::time_index::{TimeIndexEntry, TimePlacer, TIME_ENTRY_BYTES};
+use crate::txn_index::AbortedTxn;
 use crate::types::{FilePos, Offset};
 
 /// One partition's log as a state machine (see [`super`]).
@@ -27,8 +28,15 @@ pub struct PartitionMachine {
     /// The offset the next placed batch gets once everything placed is published (I2).
     high_watermark: Offset,
     producers: ProducerStateTable,
+    /// Ongoing transactions, marker fences, aborted ranges (I67, I68); moves at publish.
+    txns: TxnTracker,
+    /// A `.txnindex` append failed: the files no longer say what the log says (I70).
+    txn_state_stale: bool,
     /// Appends not yet placed, in `handle_append` order (I27).
     queue: Queue,
+    /// Rolls asked for by `handle_roll`, served before the next group is placed.
+    roll_requests: VecDeque<RequestToken>,
+    life: Life,
     writer: Writer,
     /// A write failed: bytes past the active segment's published size may be torn (I29).
     torn_tail: bool,
@@ -60,13 +68,46 @@ struct DurableWait {
     answer: Answer,
 }
 
-/// The write path: one group, roll or tail repair at a time (I28).
+/// The write path: one group, roll, tail repair or `.txnindex` append at a time (I28).
 #[derive(Debug)]
 enum Writer {
     Idle,
     Truncating(IoToken),
-    Rolling { step: RollStep, io: IoToken },
-    Writing { group: Box<Group>, step: WriteStep },
+    /// The aborted ranges of the last published group go to its segment's `.txnindex`
+    /// before the next group is placed (the entries stay in marker order on file, I68).
+    IndexingAborted(IoToken),
+    /// The close: the active segment's log, then its indexes, then the producer snapshot.
+    Closing {
+        step: CloseStep,
+        io: IoToken,
+        token: RequestToken,
+    },
+    /// A roll: for the batch at the queue's front, or `requested` by `handle_roll`.
+    Rolling {
+        step: RollStep,
+        io: IoToken,
+        requested: Option<RequestToken>,
+    },
+    Writing {
+        group: Box<Group>,
+        step: WriteStep,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CloseStep {
+    SyncLog,
+    SyncIndexes,
+    Snapshot,
+}
+
+/// Where the log is in its life: open, a close asked for (it runs once the writer is free),
+/// or closed (every input fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    Open,
+    Closing(RequestToken),
+    Closed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +144,7 @@ struct Group {
 #[derive(Debug)]
 struct Member {
     token: RequestToken,
+    kind: AppendKind,
     header: BatchHeader,
     producer_batch: ProducerBatch,
     decision: Decision,
@@ -150,8 +192,9 @@ enum StartStep {
 impl PartitionMachine {
     /// A machine over recovered `segments` (ordered, non-empty, the last active; each one's
     /// published and written sizes equal, as recovery leaves them) whose durable start is
-    /// `log_start_offset`, with the producer state rebuilt by the caller. Everything
-    /// recovered counts as written and durable (the driver synced it, I8).
+    /// `log_start_offset`, with the producer state and the transaction state (ongoing
+    /// transactions, fences, aborted ranges: the log's, I70) rebuilt by the caller.
+    /// Everything recovered counts as written and durable (the driver synced it, I8).
     ///
     /// Panics when `segments` is empty or out of order (a programmer error of the caller).
     pub fn new(
@@ -159,6 +202,7 @@ impl PartitionMachine {
         segments: Vec<SegmentState>,
         log_start_offset: Offset,
         producers: ProducerStateTable,
+        txns: TxnTracker,
         now_ms: i64,
     ) -> Self {
         assert!(!segments.is_empty(), "a partition has an active segment");
@@ -179,7 +223,11 @@ impl PartitionMachine {
             log_start_offset,
             high_watermark,
             producers,
+            txns,
+            txn_state_stale: false,
             queue: VecDeque::new(),
+            roll_requests: VecDeque::new(),
+            life: Life::Open,
             writer: Writer::Idle,
             torn_tail: false,
             commit: Commit {
@@ -217,10 +265,27 @@ impl PartitionMachine {
         self.log_start_offset
     }
 
-    /// The offset below which no transaction is open: the high watermark until transactions
-    /// exist (see "Room for transactions" in [`super`]).
+    /// The last stable offset (I67): the first offset of the oldest ongoing transaction,
+    /// else the high watermark; never above the high watermark.
     pub fn last_stable_offset(&self) -> Offset {
-        self.high_watermark
+        self.txns.last_stable_offset(self.high_watermark)
+    }
+
+    /// The transaction state: ongoing transactions, marker epochs, aborted ranges (for
+    /// DescribeProducers and the close's checkpoint).
+    pub fn txns(&self) -> &TxnTracker {
+        &self.txns
+    }
+
+    /// The aborted transactions a read_committed read of `[from, upper)` must report.
+    pub fn aborted_transactions(&self, from: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        self.txns.aborted_in(from, upper)
+    }
+
+    /// True once a `.txnindex` append failed: the transaction state on disk is stale, so the
+    /// driver's close must not count as clean and the next open replays the log (I70).
+    pub fn txn_state_stale(&self) -> bool {
+        self.txn_state_stale
     }
 
     /// The segments, oldest first (the last is the active one).
@@ -263,20 +328,37 @@ impl PartitionMachine {
         self.segments.iter().map(|s| s.size_bytes).sum()
     }
 
-    /// A read's snapshot for `fetch_offset`: the high watermark, the log start and, for each
-    /// segment that may hold the offset, its index floor and published size (I2). Outside
+    /// A read's snapshot for `fetch_offset`: the high watermark, the log start, the last
+    /// stable offset and, for each segment that may hold the offset, its index floor and
+    /// published size (I2). Under read_committed nothing at or past the last stable offset
+    /// is planned and the aborted ranges overlapping the read come with it (I69). Outside
     /// `[log_start_offset, high_watermark]` is [`PartitionError::OffsetOutOfRange`].
-    pub fn fetch_plan(&self, fetch_offset: Offset) -> Result<ReadPlan, PartitionError> {
+    pub fn fetch_plan(
+        &self,
+        fetch_offset: Offset,
+        isolation: Isolation,
+    ) -> Result<ReadPlan, PartitionError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.high_watermark {
             return Err(self.out_of_range(fetch_offset));
         }
+        let last_stable_offset = self.last_stable_offset();
+        let upper = match isolation {
+            Isolation::ReadUncommitted => self.high_watermark,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
         let mut plan = ReadPlan {
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
+            last_stable_offset,
+            upper,
             segments: Vec::new(),
+            aborted: Vec::new(),
         };
-        if fetch_offset == self.high_watermark {
+        if fetch_offset >= upper {
             return Ok(plan);
+        }
+        if isolation == Isolation::ReadCommitted {
+            plan.aborted = self.txns.aborted_in(fetch_offset, upper);
         }
         let floor = self
             .segments
@@ -301,13 +383,104 @@ impl PartitionMachine {
         self.config = config;
     }
 
+    /// True when `old` (base offsets) is a run of consecutive sealed segments of the list:
+    /// what the cleaner checks before it swaps (retention may have removed some meanwhile).
+    pub fn holds_segments(&self, old: &[Offset]) -> bool {
+        let Some(first) = old.first() else {
+            return false;
+        };
+        let Some(at) = self.segments.iter().position(|s| s.base_offset == *first) else {
+            return false;
+        };
+        at + old.len() < self.segments.len()
+            && self.segments[at..at + old.len()]
+                .iter()
+                .zip(old)
+                .all(|(s, base)| s.base_offset == *base)
+    }
+
+    /// Puts the cleaner's `new` segment (its files already swapped in) in place of the sealed
+    /// segments `old` (I24). Returns false, changing nothing, when the list no longer holds
+    /// them or `new` does not span exactly them (their first base, their last next offset,
+    /// no unpublished tail). Reads planned before keep the old segments' snapshot (I2).
+    pub fn replace_segments(&mut self, old: &[Offset], new: SegmentState) -> bool {
+        if !self.holds_segments(old) {
+            return false;
+        }
+        let at = self
+            .segments
+            .iter()
+            .position(|s| s.base_offset == old[0])
+            .unwrap_or_default();
+        let last = &self.segments[at + old.len() - 1];
+        if new.base_offset != old[0]
+            || new.next_offset != last.next_offset
+            || new.size_bytes != new.written_bytes
+        {
+            return false;
+        }
+        self.segments.splice(at..at + old.len(), [new]);
+        true
+    }
+
     // ----- inputs -----
 
     /// Queues validated batches (I3) in the order given, after every batch queued before
     /// (I27: offsets follow this order). Each gets exactly one [`Answer`].
     pub fn handle_append(&mut self, batches: impl IntoIterator<Item = Append>, now_ms: i64) {
         for append in batches {
-            self.queue.push_back(Pending { append, now_ms });
+            if self.life == Life::Open {
+                self.queue.push_back(Pending { append, now_ms });
+            } else {
+                self.answer(append.token, Err(PartitionError::Closed));
+            }
+        }
+        self.pump(now_ms);
+    }
+
+    /// Closes the log (the broker's `close`): appends queued before it are written first;
+    /// then, unless offline, the active segment's log and indexes are synced and the producer
+    /// snapshot at the high watermark is written. Answered [`Done::Closed`] (`clean` unless
+    /// the transaction state on disk is stale, I70; the driver then checkpoints
+    /// [`txns`](Self::txns)), or [`PartitionError::Offline`]. Every input after it fails with
+    /// [`PartitionError::Closed`].
+    pub fn handle_close(&mut self, token: RequestToken, now_ms: i64) {
+        if self.life == Life::Open {
+            self.life = Life::Closing(token);
+        } else {
+            self.answer(token, Err(PartitionError::Closed));
+        }
+        self.pump(now_ms);
+    }
+
+    /// True once a close was asked for.
+    pub fn is_closed(&self) -> bool {
+        self.life != Life::Open
+    }
+
+    /// The caller of the append `token` went away. Not placed yet, it is dropped (nothing of
+    /// it is written, and no offset is taken: I27) and answered
+    /// [`PartitionError::Cancelled`]; once placed it is written and answered as usual (the
+    /// driver discards that answer). Returns whether it was dropped.
+    pub fn handle_cancel(&mut self, token: RequestToken, now_ms: i64) -> bool {
+        let Some(at) = self.queue.iter().position(|p| p.append.token == token) else {
+            return false;
+        };
+        self.queue.remove(at);
+        self.answer(token, Err(PartitionError::Cancelled));
+        self.pump(now_ms);
+        true
+    }
+
+    /// Seals the active segment and starts the next one at the high watermark, once the
+    /// writer is free (before the next group is placed): the sealed segment is synced first
+    /// (I5). Answered [`Done::Rolled`] with the new segment's base, or `None` when the active
+    /// segment is empty (nothing to seal).
+    pub fn handle_roll(&mut self, token: RequestToken, now_ms: i64) {
+        if self.life == Life::Open {
+            self.roll_requests.push_back(token);
+        } else {
+            self.answer(token, Err(PartitionError::Closed));
         }
         self.pump(now_ms);
     }
@@ -329,6 +502,10 @@ impl PartitionMachine {
     /// removes the segments wholly below it; answered with the start afterwards. Past the
     /// high watermark (or negative) is [`PartitionError::OffsetOutOfRange`].
     pub fn handle_delete_records(&mut self, token: RequestToken, before: Offset, now_ms: i64) {
+        if self.life == Life::Closed {
+            self.answer(token, Err(PartitionError::Closed));
+            return;
+        }
         self.start
             .queue
             .push_back(StartRequest::DeleteRecords { token, before });
@@ -338,6 +515,10 @@ impl PartitionMachine {
     /// A retention pass at `now_ms`: core's [`retention::plan`] decides, the start moves (I9,
     /// I25), the segments below it are removed; answered with what was removed.
     pub fn handle_retention(&mut self, token: RequestToken, now_ms: i64) {
+        if self.life == Life::Closed {
+            self.answer(token, Err(PartitionError::Closed));
+            return;
+        }
         self.start
             .queue
             .push_back(StartRequest::Retention { token, now_ms });
@@ -392,7 +573,11 @@ impl PartitionMachine {
     /// When to call [`handle_timeout`](Self::handle_timeout), and why.
     pub fn poll_timeout(&self) -> Option<(i64, TimeoutReason)> {
         match self.config.flush {
-            FlushRule::Interval { ms } if self.commit.failure.is_none() && self.has_unsynced() => {
+            FlushRule::Interval { ms }
+                if self.commit.failure.is_none()
+                    && self.life != Life::Closed
+                    && self.has_unsynced() =>
+            {
                 Some((
                     self.commit.last_sync_ms.saturating_add(ms),
                     TimeoutReason::IntervalFlush,
@@ -406,18 +591,31 @@ impl PartitionMachine {
 
     /// Runs every step the state allows: fails what an offline partition cannot do, starts
     /// the next write group (or roll, or tail repair), the next log-start move and a sync
-    /// that waiters need.
-    fn pump(&mut self, now_ms: i64) {
+    /// that waiters need. No step decides by the time yet (a placement reads each append's
+    /// own `now_ms`); inputs pass it so one can.
+    fn pump(&mut self, _now_ms: i64) {
         if let Some(failure) = self.commit.failure {
             while let Some(pending) = self.queue.pop_front() {
                 self.answer(pending.append.token, Err(PartitionError::Offline(failure)));
+            }
+            while let Some(token) = self.roll_requests.pop_front() {
+                self.answer(token, Err(PartitionError::Offline(failure)));
             }
             for wait in std::mem::take(&mut self.durable_waits) {
                 self.answer(wait.answer.token, Err(PartitionError::Offline(failure)));
             }
         }
+        if self.life == Life::Closed {
+            for request in std::mem::take(&mut self.start.queue) {
+                let token = match request {
+                    StartRequest::DeleteRecords { token, .. } => token,
+                    StartRequest::Retention { token, .. } => token,
+                };
+                self.answer(token, Err(PartitionError::Closed));
+            }
+        }
         if matches!(self.writer, Writer::Idle) {
-            self.start_writer(now_ms);
+            self.start_writer();
         }
         if self.start.in_flight.is_none() {
             self.start_next_move();
@@ -435,8 +633,8 @@ impl PartitionMachine {
     }
 
     /// With the writer idle: cuts a torn tail, or rolls, or places and writes the next group.
-    fn start_writer(&mut self, now_ms: i64) {
-        while !self.queue.is_empty() {
+    fn start_writer(&mut self) {
+        while !self.queue.is_empty() || !self.roll_requests.is_empty() {
             if self.torn_tail {
                 let active = self.active();
                 let kind = IoKind::TruncateLog {
@@ -444,6 +642,14 @@ impl PartitionMachine {
                     len_bytes: active.size_bytes,
                 };
                 self.writer = Writer::Truncating(self.emit(kind));
+                return;
+            }
+            if let Some(token) = self.roll_requests.pop_front() {
+                if self.active().is_empty() {
+                    self.answer(token, Ok(Done::Rolled { base_offset: None }));
+                    continue;
+                }
+                self.start_roll(Some(token));
                 return;
             }
             let active = self.active();
@@ -471,7 +677,7 @@ impl PartitionMachine {
                     Placement::EndsGroup => break,
                     Placement::NeedsRoll => {
                         debug_assert!(group.members.is_empty(), "a roll only before a group");
-                        self.start_roll(now_ms);
+                        self.start_roll(None);
                         return;
                     }
                 }
@@ -506,29 +712,127 @@ impl PartitionMachine {
             };
             return;
         }
+        if let Life::Closing(token) = self.life {
+            self.start_close(token);
+        }
+    }
+
+    /// Nothing is queued and the writer is free: the close starts (unless offline, which
+    /// answers it at once).
+    fn start_close(&mut self, token: RequestToken) {
+        if let Some(failure) = self.commit.failure {
+            self.life = Life::Closed;
+            self.answer(token, Err(PartitionError::Offline(failure)));
+            return;
+        }
+        let segment = self.active().base_offset;
+        let io = self.emit(IoKind::SyncLog { segment });
+        self.writer = Writer::Closing {
+            step: CloseStep::SyncLog,
+            io,
+            token,
+        };
+    }
+
+    fn close_step_done(
+        &mut self,
+        step: CloseStep,
+        token: RequestToken,
+        result: Result<(), IoFailure>,
+        now_ms: i64,
+    ) {
+        let failure = match (step, result) {
+            (CloseStep::Snapshot, _) => None,
+            (_, Err(failure)) => {
+                self.go_offline(failure);
+                Some(failure)
+            }
+            (_, Ok(())) => self.commit.failure,
+        };
+        if let Some(failure) = failure {
+            self.life = Life::Closed;
+            self.answer(token, Err(PartitionError::Offline(failure)));
+            return;
+        }
+        match step {
+            CloseStep::SyncLog => {
+                let kind = self.sync_indexes_io();
+                let io = self.emit(kind);
+                self.writer = Writer::Closing {
+                    step: CloseStep::SyncIndexes,
+                    io,
+                    token,
+                };
+            }
+            CloseStep::SyncIndexes => {
+                self.commit.synced_up_to = self.commit.written_up_to;
+                self.commit.sync_count += 1;
+                self.commit.last_sync_ms = now_ms;
+                let offset = self.high_watermark;
+                let bytes = self.producers.encode_snapshot(offset);
+                let io = self.emit(IoKind::WriteProducerSnapshot { offset, bytes });
+                self.writer = Writer::Closing {
+                    step: CloseStep::Snapshot,
+                    io,
+                    token,
+                };
+            }
+            // A failed snapshot only makes the next open replay more.
+            CloseStep::Snapshot => {
+                self.life = Life::Closed;
+                let clean = !self.txn_state_stale;
+                self.answer(token, Ok(Done::Closed { clean }));
+            }
+        }
+    }
+
+    /// Syncs the active segment's indexes, cutting a slot a failed append wrote (I4), and
+    /// notes the files as holding exactly the in-memory entries.
+    fn sync_indexes_io(&mut self) -> IoKind {
+        let active = self.active();
+        let index_entries = active.index.len() as u64;
+        let time_entries = active.time_index.len() as u64;
+        let kind = IoKind::SyncIndexes {
+            segment: active.base_offset,
+            truncate_index_bytes: (active.index_file_entries != index_entries)
+                .then_some(index_entries * ENTRY_BYTES as u64),
+            truncate_time_index_bytes: (active.time_index_file_entries != time_entries)
+                .then_some(time_entries * TIME_ENTRY_BYTES as u64),
+        };
+        let active = self.active_mut();
+        active.index_file_entries = index_entries;
+        active.time_index_file_entries = time_entries;
+        kind
     }
 
     /// Puts one queued append into `group`, answers it, or says why the group ends first.
     /// The group ends before a batch core's producer rules want in the next group
-    /// ([`GroupAdmission`]), before one past the coalescing cap, and before one that needs a
-    /// roll ([`roll::roll_reason`]); a roll happens only before a group's first batch.
+    /// ([`GroupAdmission`]; a marker counts as a batch of its producer), before one past the
+    /// coalescing cap, and before one that needs a roll ([`roll::roll_reason`]); a roll
+    /// happens only before a group's first batch. Every check reads the state before the
+    /// group (the producer table and the transactions move at publish), which is what each
+    /// batch would see appended alone: one member per producer (I72).
     fn place(&mut self, group: &mut Group, pending: Pending) -> Placement {
         let Pending { append, now_ms } = pending;
         let producer_batch = ProducerBatch::from_header(&append.header);
-        let decision = match group
-            .admission
-            .admit(&self.producers, &producer_batch, now_ms)
-        {
-            Admission::WaitForNextGroup => return Placement::EndsGroup,
-            Admission::Duplicate(original) => {
+        let decision = match rules::admit(
+            &group.admission,
+            &append.kind,
+            &producer_batch,
+            &self.producers,
+            &self.txns,
+            now_ms,
+        ) {
+            Verdict::WaitForNextGroup => return Placement::EndsGroup,
+            Verdict::Duplicate(original) => {
                 self.answer_duplicate(append.token, original);
                 return Placement::Answered;
             }
-            Admission::Refuse(e) => {
+            Verdict::Refuse(e) => {
                 self.answer(append.token, Err(PartitionError::Producer(e)));
                 return Placement::Answered;
             }
-            Admission::Admit(decision) => decision,
+            Verdict::Admit(decision) => decision,
         };
         let base_offset = group.next_offset;
         let Some(last_offset) = base_offset
@@ -565,7 +869,12 @@ impl PartitionMachine {
         if roll.is_some() {
             return Placement::NeedsRoll;
         }
-        group.admission.join(&self.producers, &producer_batch);
+        rules::join(
+            &mut group.admission,
+            &append.kind,
+            &producer_batch,
+            &self.producers,
+        );
         // I6: the roll decision keeps positions and relative offsets within 32 bits.
         let position = u32::try_from(group.position + group.len_bytes)
             .map(FilePos)
@@ -600,6 +909,7 @@ impl PartitionMachine {
         header.base_offset = base_offset;
         group.members.push(Member {
             token: append.token,
+            kind: append.kind,
             header,
             producer_batch,
             decision,
@@ -614,19 +924,23 @@ impl PartitionMachine {
 
     /// Starts a roll of the active segment: sync its log, then its indexes (I5), then create
     /// the next segment at the high watermark.
-    fn start_roll(&mut self, _now_ms: i64) {
+    fn start_roll(&mut self, requested: Option<RequestToken>) {
         let segment = self.active().base_offset;
         let io = self.emit(IoKind::SyncLog { segment });
         self.writer = Writer::Rolling {
             step: RollStep::SyncLog,
             io,
+            requested,
         };
     }
 
     fn writer_owns(&self, token: IoToken) -> bool {
         match &self.writer {
             Writer::Idle => false,
-            Writer::Truncating(io) | Writer::Rolling { io, .. } => *io == token,
+            Writer::Truncating(io)
+            | Writer::IndexingAborted(io)
+            | Writer::Rolling { io, .. }
+            | Writer::Closing { io, .. } => *io == token,
             Writer::Writing { step, .. } => match step {
                 WriteStep::Log(io) => *io == token,
                 WriteStep::Indexes { waiting, .. } => waiting.contains(&token),
@@ -647,7 +961,18 @@ impl PartitionMachine {
                 // ones after it try again.
                 Err(failure) => self.fail_front(PartitionError::Io(failure)),
             },
-            Writer::Rolling { step, .. } => self.roll_step_done(step, result, now_ms),
+            Writer::IndexingAborted(_) => {
+                // I70: the file is a cache of the log; the in-memory ranges serve reads.
+                if result.is_err() {
+                    self.txn_state_stale = true;
+                }
+            }
+            Writer::Rolling {
+                step, requested, ..
+            } => self.roll_step_done(step, requested, result, now_ms),
+            Writer::Closing { step, token, .. } => {
+                self.close_step_done(step, token, result, now_ms)
+            }
             Writer::Writing { group, step } => match (step, result) {
                 (WriteStep::Log(_), Ok(())) => self.write_indexes(group),
                 (WriteStep::Log(_), Err(failure)) => self.fail_group(*group, failure),
@@ -767,15 +1092,21 @@ impl PartitionMachine {
         self.high_watermark = next_offset;
         self.commit.written_up_to = next_offset;
         self.torn_tail = false;
+        // I67, I68: the transaction state moves in this same step, member by member in offset
+        // order, so no reader sees the new high watermark with the old LSO.
+        let mut aborted = Vec::new();
         for member in group.members {
-            if member.decision == Decision::Append {
-                self.producers.on_appended(
-                    &member.producer_batch,
-                    member.header.base_offset,
-                    member.last_offset,
-                    member.header.max_timestamp,
-                    member.now_ms,
-                );
+            let published = Published {
+                kind: &member.kind,
+                batch: &member.producer_batch,
+                decision: member.decision,
+                base_offset: member.header.base_offset,
+                last_offset: member.last_offset,
+                max_timestamp_ms: member.header.max_timestamp,
+                now_ms: member.now_ms,
+            };
+            if let Some(range) = rules::record(published, &mut self.producers, &mut self.txns) {
+                aborted.push(range);
             }
             let answer = Answer {
                 token: member.token,
@@ -789,32 +1120,47 @@ impl PartitionMachine {
             };
             self.answer_under_policy(member.last_offset.plus(1), answer);
         }
+        assert!(
+            self.last_stable_offset() <= self.high_watermark,
+            "LSO ≤ high watermark (I67)"
+        );
+        if !aborted.is_empty() {
+            let io = self.emit(IoKind::AppendTxnIndex {
+                segment: group.segment,
+                entries: aborted,
+            });
+            self.writer = Writer::IndexingAborted(io);
+        }
     }
 
-    fn roll_step_done(&mut self, step: RollStep, result: Result<(), IoFailure>, now_ms: i64) {
+    fn roll_step_done(
+        &mut self,
+        step: RollStep,
+        requested: Option<RequestToken>,
+        result: Result<(), IoFailure>,
+        now_ms: i64,
+    ) {
         match (step, result.err()) {
             // I5, I8: a failed sync of the sealed segment takes the partition offline.
-            (RollStep::SyncLog | RollStep::SyncIndexes, Some(failure)) => self.go_offline(failure),
+            (RollStep::SyncLog | RollStep::SyncIndexes, Some(failure)) => {
+                self.go_offline(failure);
+                if let Some(token) = requested {
+                    self.answer(token, Err(PartitionError::Offline(failure)));
+                }
+            }
             // Offline meanwhile (a group-commit sync failed): the roll stops, the queue fails.
-            (RollStep::SyncLog | RollStep::SyncIndexes, None) if self.commit.failure.is_some() => {}
+            (RollStep::SyncLog | RollStep::SyncIndexes, None) if self.commit.failure.is_some() => {
+                if let (Some(token), Some(failure)) = (requested, self.commit.failure) {
+                    self.answer(token, Err(PartitionError::Offline(failure)));
+                }
+            }
             (RollStep::SyncLog, None) => {
-                let active = self.active();
-                let index_entries = active.index.len() as u64;
-                let time_entries = active.time_index.len() as u64;
-                let kind = IoKind::SyncIndexes {
-                    segment: active.base_offset,
-                    truncate_index_bytes: (active.index_file_entries != index_entries)
-                        .then_some(index_entries * ENTRY_BYTES as u64),
-                    truncate_time_index_bytes: (active.time_index_file_entries != time_entries)
-                        .then_some(time_entries * TIME_ENTRY_BYTES as u64),
-                };
-                let active = self.active_mut();
-                active.index_file_entries = index_entries;
-                active.time_index_file_entries = time_entries;
+                let kind = self.sync_indexes_io();
                 let io = self.emit(kind);
                 self.writer = Writer::Rolling {
                     step: RollStep::SyncIndexes,
                     io,
+                    requested,
                 };
             }
             (RollStep::SyncIndexes, None) => {
@@ -829,9 +1175,13 @@ impl PartitionMachine {
                 self.writer = Writer::Rolling {
                     step: RollStep::Create,
                     io,
+                    requested,
                 };
             }
-            (RollStep::Create, Some(failure)) => self.fail_front(PartitionError::Io(failure)),
+            (RollStep::Create, Some(failure)) => match requested {
+                Some(token) => self.answer(token, Err(PartitionError::Io(failure))),
+                None => self.fail_front(PartitionError::Io(failure)),
+            },
             (RollStep::Create, None) => {
                 let base_offset = self.high_watermark;
                 assert!(
@@ -851,6 +1201,12 @@ impl PartitionMachine {
                     bytes,
                 });
                 self.snapshots_in_flight.push(io);
+                if let Some(token) = requested {
+                    let done = Done::Rolled {
+                        base_offset: Some(base_offset),
+                    };
+                    self.answer(token, Ok(done));
+                }
             }
         }
     }
@@ -977,6 +1333,10 @@ impl PartitionMachine {
                     (token, plan.new_log_start_offset)
                 }
             };
+            // I71: never past the last stable offset (an ongoing transaction's records stay
+            // until its marker decides them). The LSO only grows, so the cap holds when the
+            // checkpoint lands.
+            let target = target.min(self.last_stable_offset());
             let mut mv = StartMove {
                 token,
                 step: StartStep::Removing {
@@ -1056,6 +1416,7 @@ impl PartitionMachine {
                         "the log start only moves forward (I9)"
                     );
                     self.log_start_offset = start;
+                    self.txns.drop_below(start);
                     self.remove_below_start(mv);
                 }
                 Err(failure) => self.answer(mv.token, Err(PartitionError::Io(failure))),
@@ -1099,9 +1460,12 @@ impl PartitionMachine {
         self.acks_out.push_back(Answer { token, result });
     }
 
-    /// Fails the first queued append (a repair or roll its group needed failed).
+    /// Fails the request the writer serves next (a repair or roll it needed failed): a
+    /// requested roll first, else the first queued append.
     fn fail_front(&mut self, error: PartitionError) {
-        if let Some(pending) = self.queue.pop_front() {
+        if let Some(token) = self.roll_requests.pop_front() {
+            self.answer(token, Err(error));
+        } else if let Some(pending) = self.queue.pop_front() {
             self.answer(pending.append.token, Err(error));
         }
     }

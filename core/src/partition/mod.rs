@@ -1,9 +1,11 @@
 //! One partition's log as a sans-IO state machine: placement and dense offsets, group commit,
-//! index placement, the log start offset, the producer checks, roll and retention decisions.
-//! It is built to be driven by the broker's `log`, which would own the files and the batch
-//! bytes, carry out the I/O this machine asks for and report each completion back; that
-//! driver is not built yet, and `broker/src/log/partition.rs` still applies the same rules
-//! itself (docs/DESIGN.md, "The partition log machine").
+//! index placement, the log start offset, the producer checks, transactions, roll and
+//! retention decisions. It is built to be driven by the broker's `log`, which would own the
+//! files and the batch bytes, carry out the I/O this machine asks for and report each
+//! completion back. That driver is not built yet: `broker/src/log/partition.rs` still runs the
+//! write path itself, calling this module's per-batch [`rules`], and `PartitionLog::machine`
+//! builds the machine from the log's state, checked to decide the next appends as the log
+//! does (`broker/tests/log_machine.rs`; docs/DESIGN.md, "The partition log machine").
 //!
 //! # Contract (sans-IO, str0m / quinn-proto style)
 //!
@@ -17,12 +19,15 @@
 //!   [`PartitionMachine::log_start_offset`], [`PartitionMachine::last_stable_offset`],
 //!   [`PartitionMachine::segments`], [`PartitionMachine::synced_up_to`],
 //!   [`PartitionMachine::is_offline`], [`PartitionMachine::producers`],
+//!   [`PartitionMachine::txns`], [`PartitionMachine::aborted_transactions`],
 //!   [`PartitionMachine::fetch_plan`] (a read's snapshot: reads never enter the machine's
 //!   queue, I2).
 //! - **Inputs, `handle_*`** (`&mut self`, with `now_ms` where time matters):
 //!   [`PartitionMachine::handle_append`] (validated batch headers with caller-chosen
 //!   [`RequestToken`]s), [`PartitionMachine::handle_io_done`] (an [`Io`] finished, in any
 //!   order among those in flight), [`PartitionMachine::handle_flush`],
+//!   [`PartitionMachine::handle_cancel`] (the caller of a queued append went away),
+//!   [`PartitionMachine::handle_roll`], [`PartitionMachine::handle_close`],
 //!   [`PartitionMachine::handle_delete_records`], [`PartitionMachine::handle_retention`],
 //!   [`PartitionMachine::handle_timeout`] (the deadline from `poll_timeout` passed).
 //! - **Outputs, `poll_*`**: [`PartitionMachine::poll_io`] gives writes, syncs, index writes,
@@ -30,6 +35,9 @@
 //!   report with `handle_io_done`; [`PartitionMachine::poll_ack`] gives answers, each
 //!   released only once the flush policy is satisfied for it (I8);
 //!   [`PartitionMachine::poll_timeout`] gives the next deadline and its [`TimeoutReason`].
+//! - **Mutators with no I/O**: [`PartitionMachine::reconfigure`] (AlterConfigs) and
+//!   [`PartitionMachine::replace_segments`] (the cleaner's swap, its files already in place,
+//!   checked first with [`PartitionMachine::holds_segments`], I24).
 //!
 //! **The ordering rule (I27).** Offsets are assigned in the order `handle_append` is called:
 //! batches are placed strictly in that order, each accepted batch gets the offsets right after
@@ -39,8 +47,10 @@
 //!
 //! Driving it, in short:
 //! ```text
-//! at open:       m = PartitionMachine::new(config, recovered segments, log start, producers, now)
-//! on a produce:  m.handle_append([Append { token, header }], now)   (header: validated, I3)
+//! at open:       m = PartitionMachine::new(config, recovered segments, log start,
+//!                                         producers, transactions, now)
+//! on a produce:  m.handle_append([Append::produced(token, header)], now)   (validated, I3)
+//! on a marker:   m.handle_append([Append::marker(token, header, marker)], now)
 //! on an I/O end: m.handle_io_done(io_token, Ok(()) | Err(failure), now)
 //! on a timer:    m.handle_timeout(now)
 //! after each:    while let Some(io) = m.poll_io()  { start io.kind, report io.token when done }
@@ -58,25 +68,45 @@
 //! - `SyncLog`, `SyncIndexes` (truncating each index file first where a length is given),
 //!   `CreateSegment` (create, truncate and sync the directory), `RemoveSegment` (`.log` first,
 //!   then the indexes), `SyncDir`, `WriteStartCheckpoint` (durably, I25),
-//!   `WriteProducerSnapshot` (its failure only makes the next open replay more).
+//!   `WriteProducerSnapshot` (its failure only makes the next open replay more),
+//!   `AppendTxnIndex` (append the entries at the end of the segment's `.txnindex`, cutting a
+//!   torn entry first, and sync it; its failure only makes the next open replay, I70).
 //!
 //! # State it owns
 //! Per segment ([`SegmentState`]): the published size (I2), the bytes the file may hold, the
 //! next offset, the in-memory offset and time indexes with their placers (I4). Per partition:
 //! the high watermark, the log start offset (I9, I25), group-commit bookkeeping (what is
 //! written, what is durable, one sync in flight), the producer state
-//! ([`crate::producer::ProducerStateTable`]), one write group or roll in flight at a time, one
-//! log-start move in flight at a time.
+//! ([`crate::producer::ProducerStateTable`]), the transaction state
+//! ([`txn::TxnTracker`]), one write group, roll or `.txnindex` append in flight at a time,
+//! one log-start move in flight at a time.
 //!
-//! # Room for transactions
-//! Transactions (KIP-98's transactional half) will add, beside the producer table: ongoing
-//! transactions per producer (their first offset), the last stable offset (the first offset
-//! of the oldest ongoing transaction, else the high watermark) and the aborted ranges that
-//! read_committed fetches need. Their checks go where the producer rules are applied
-//! ([`crate::producer::GroupAdmission`] in placement) and their state moves at publish, like
-//! the producer table; [`PartitionMachine::last_stable_offset`] is the getter reads will use.
-//! Until then every transactional batch is refused by the producer rules and the last stable
-//! offset is the high watermark.
+//! # Transactions (KIP-98's data path)
+//! Beside the producer table the machine owns the partition's
+//! [`TxnTracker`](txn::TxnTracker): the ongoing transaction of each producer (its first
+//! offset), the marker epochs that fence zombies and deposed coordinators, and the aborted
+//! ranges. It applies the broker's rules, in the same places:
+//! - An [`AppendKind::Produced`] batch passes the producer rules
+//!   ([`crate::producer::GroupAdmission`]), then the transaction rules
+//!   ([`txn::TxnTracker::check_data`]): a plain batch of a producer inside its transaction is
+//!   INVALID_TXN_STATE, a transactional one older than its producer's last marker epoch
+//!   INVALID_PRODUCER_EPOCH (I72).
+//! - An [`AppendKind::Marker`] (a COMMIT or ABORT control batch, as WriteTxnMarkers writes
+//!   it) joins a group like a batch of its producer (one per producer per group) and is
+//!   checked by the transaction rules only ([`txn::TxnTracker::check_marker`] against the
+//!   producer table's epoch): it carries no sequence.
+//! - An [`AppendKind::Coordinator`] batch (a coordinator of this broker wrote it, I74)
+//!   passes no producer rule.
+//! - The state moves at publish, in the same step as the high watermark and the producer
+//!   table, member by member in offset order (I67): a transactional batch starts its
+//!   producer's transaction, a marker ends it and an ABORT records its aborted range (I68).
+//!   The ranges a group's ABORT markers recorded are then appended to the segment's
+//!   `.txnindex` ([`IoKind::AppendTxnIndex`]) before the next group is placed; a failure only
+//!   marks the state on disk stale ([`PartitionMachine::txn_state_stale`], I70).
+//! - [`PartitionMachine::last_stable_offset`] is the first offset of the oldest ongoing
+//!   transaction, else the high watermark (I67); a read_committed
+//!   [`PartitionMachine::fetch_plan`] stops there and carries the aborted ranges (I69);
+//!   retention and DeleteRecords never move the log start past it (I71).
 //!
 //! # Invariants (docs/DESIGN.md)
 //! - I1: dense offsets in placement order; asserted after each placement.
@@ -89,11 +119,13 @@
 //! - I8: an answer is released only under its flush policy; a failed sync is sticky.
 //! - I9, I25: the log start offset only moves forward, after its checkpoint is durable, and
 //!   segments below it are removed only after that; never the active segment.
+//! - I67–I72: transactions, above; LSO ≤ high watermark is asserted after each publish.
 //! - I27: offsets follow `handle_append` order. I28: at most one write group (or roll) and one
 //!   sync are in flight. I29: a failed write publishes nothing and its tail is cut before the
 //!   next write.
 
 mod machine;
+pub mod rules;
 #[cfg(test)]
 mod tests;
 pub mod txn;
@@ -102,11 +134,13 @@ pub use machine::PartitionMachine;
 
 use std::collections::VecDeque;
 
+use crate::control_batch::TxnMarker;
 use crate::index::{IndexPlacer, OffsetIndex};
 use crate::producer::{ProducerError, ProducerLimits};
 use crate::record::BatchHeader;
 use crate::retention::RetentionLimits;
 use crate::time_index::{TimeIndex, TimePlacer};
+use crate::txn_index::AbortedTxn;
 use crate::types::{FilePos, Offset};
 
 /// The caller's handle for one request (an append, a flush, a DeleteRecords, a retention
@@ -160,6 +194,42 @@ pub struct Append {
     /// The batch's header as validated (I3): its length, offset delta, max timestamp and
     /// producer fields are what the machine decides with.
     pub header: BatchHeader,
+    /// Who wrote it, which says which rules apply.
+    pub kind: AppendKind,
+}
+
+impl Append {
+    /// A batch a client produced.
+    pub fn produced(token: RequestToken, header: BatchHeader) -> Self {
+        Append {
+            token,
+            header,
+            kind: AppendKind::Produced,
+        }
+    }
+
+    /// The control batch `header` of the transaction marker `marker`.
+    pub fn marker(token: RequestToken, header: BatchHeader, marker: TxnMarker) -> Self {
+        Append {
+            token,
+            header,
+            kind: AppendKind::Marker(marker),
+        }
+    }
+}
+
+/// Who wrote a batch (the broker's `Origin`, and the marker path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendKind {
+    /// A client's Produce: the producer rules, then the transaction rules (I72).
+    Produced,
+    /// A coordinator of this broker (its transactional offsets, I74): no producer rule, as
+    /// Kafka skips them for its coordinators' appends; its transaction state still moves. A
+    /// coordinator's control batch is a [`AppendKind::Marker`] (the broker decodes it).
+    Coordinator,
+    /// A COMMIT or ABORT marker (the control batch in `header`, I72): checked by the
+    /// transaction rules only; it ends its producer's transaction.
+    Marker(TxnMarker),
 }
 
 /// Why an I/O failed, as the driver saw it (kind and OS error number).
@@ -183,6 +253,11 @@ pub enum PartitionError {
     Io(IoFailure),
     /// A sync failed: the partition is offline for writes for good (I8).
     Offline(IoFailure),
+    /// The caller went away before the append was placed ([`PartitionMachine::handle_cancel`]):
+    /// nothing of it was written.
+    Cancelled,
+    /// The log was closed ([`PartitionMachine::handle_close`]).
+    Closed,
     /// DeleteRecords past the high watermark.
     OffsetOutOfRange {
         /// The offset asked for.
@@ -217,6 +292,18 @@ pub enum Done {
     Appended(AppendInfo),
     /// A flush: everything written when it was asked is durable.
     Flushed,
+    /// The close ([`PartitionMachine::handle_close`]): everything written is durable; `clean`
+    /// unless the transaction state on disk is stale (I70).
+    Closed {
+        /// Whether the next open may trust the files as a clean shutdown's.
+        clean: bool,
+    },
+    /// A roll asked for with [`PartitionMachine::handle_roll`]: the new active segment's base
+    /// offset, or `None` when the active segment was empty.
+    Rolled {
+        /// The new segment's base offset.
+        base_offset: Option<Offset>,
+    },
     /// DeleteRecords or retention: the log start offset afterwards and the segments removed.
     StartMoved {
         /// The log start offset afterwards.
@@ -333,6 +420,15 @@ pub enum IoKind {
     },
     /// Sync the partition directory.
     SyncDir,
+    /// Append `entries` (the ranges a group's ABORT markers recorded, I68) at the end of the
+    /// segment's `.txnindex`, cutting a torn entry first, and sync it. A failure only marks
+    /// the transaction state on disk stale (I70).
+    AppendTxnIndex {
+        /// The segment the markers went to.
+        segment: Offset,
+        /// The aborted ranges, in marker order.
+        entries: Vec<AbortedTxn>,
+    },
 }
 
 /// Why [`PartitionMachine::poll_timeout`] wants to be woken.
@@ -414,6 +510,15 @@ pub struct SegmentRead {
     pub end_bytes: u64,
 }
 
+/// Which records a read may see (Kafka's `isolation_level`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Everything below the high watermark.
+    ReadUncommitted,
+    /// Only batches below the last stable offset, with the aborted ranges (I69).
+    ReadCommitted,
+}
+
 /// A read's snapshot: what [`PartitionMachine::fetch_plan`] gives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadPlan {
@@ -421,8 +526,17 @@ pub struct ReadPlan {
     pub high_watermark: Offset,
     /// The log start offset then.
     pub log_start_offset: Offset,
-    /// The segments that may hold the fetch offset, in order (empty at the high watermark).
+    /// The last stable offset then (I67).
+    pub last_stable_offset: Offset,
+    /// Return no batch whose base offset is at or past this: the high watermark, or under
+    /// read_committed the last stable offset (a batch boundary, I69).
+    pub upper: Offset,
+    /// The segments that may hold the fetch offset, in order (empty at or past `upper`).
     pub segments: Vec<SegmentRead>,
+    /// Under read_committed, the aborted transactions overlapping `[fetch offset, upper)`,
+    /// in marker order (Kafka's `aborted_transactions`; the driver sends none when the read
+    /// returns no batch). Empty under read_uncommitted.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// The producer-state side of a request waiting in the queue (kept small: bytes stay with
