@@ -667,6 +667,10 @@ pub static SETTINGS: &[Setting] = &[
         "refuse connections beyond this many",
         |c, _, v| { c.max_connections = number(v)?; Ok(()) },
         |c| c.max_connections.to_string()),
+    broker("max.connection.creation.rate", Kind::Int, "2147483647", Valid::Range(0, I32_MAX),
+        "new connections per second the broker accepts (Kafka's acceptor throttle): over it, each listener's accept loop waits (at most one quota sample) before serving the next; may be prefixed listener.name.<listener>. for one listener (the longer wait wins); 2147483647: no limit. Per IP address: the connection_creation_rate quota of an ip entity",
+        |c, _, v| { c.max_connection_creation_rate = number(v)?; Ok(()) },
+        |c| c.max_connection_creation_rate.to_string()),
     // Broker.
     broker("node.id", Kind::Int, "0", Valid::Range(i32::MIN as i64, I32_MAX),
         "this broker's id, reported in Metadata",

@@ -8,7 +8,8 @@
 //!   as done nor in force (I95).
 //! - Stored in `<data>/`[`QUOTA_FILE`]: a header line, then one value a line,
 //!   `<user> <client-id> <key> <value>`, each side `-` (the entity has no such side), `*`
-//!   (`<default>`) or `=<hex(name)>` (hex keeps any name on one line); the value is written
+//!   (`<default>`) or `=<hex(name)>` (hex keeps any name on one line); an IP entity's line is
+//!   `@ <ip side> connection_creation_rate <value>` (I160); the value is written
 //!   as Rust writes an `f64`, which reads back exactly. Replaced atomically (temp file, sync,
 //!   rename, directory sync); read back at startup with a size bound, each line checked: a
 //!   line that does not parse stops the broker rather than drop or change a quota silently.
@@ -66,6 +67,10 @@ pub fn encode(configs: &QuotaConfigs) -> String {
             ));
         }
     }
+    for (ip, value) in configs.ip_entries() {
+        let side = encode_side(&Some(ip.clone()));
+        out.push_str(&format!("@ {side} connection_creation_rate {value}\n"));
+    }
     out
 }
 
@@ -83,6 +88,20 @@ pub fn decode(text: &str) -> Result<QuotaConfigs, String> {
         let [user, client, key, value] = fields[..] else {
             return Err(bad("expected 4 fields"));
         };
+        if user == "@" {
+            let ip = decode_side(client)
+                .map_err(|e| bad(&e))?
+                .ok_or_else(|| bad("an IP entity without an address"))?;
+            if key != QuotaKind::ConnectionCreationRate.key() {
+                return Err(bad("an IP entity's key is connection_creation_rate"));
+            }
+            let value: f64 = value.parse().map_err(|_| bad("not a number"))?;
+            if !value.is_finite() || value < 0.0 {
+                return Err(bad("not a finite, non-negative number"));
+            }
+            configs.set_ip(ip, Some(value));
+            continue;
+        }
         let entity = QuotaEntity {
             user: decode_side(user).map_err(|e| bad(&e))?,
             client_id: decode_side(client).map_err(|e| bad(&e))?,
@@ -155,6 +174,16 @@ mod tests {
             client_id: None,
         };
         configs.set(user_default, QuotaKind::ProducerByteRate, Some(1e300));
+        configs.set(
+            QuotaEntity {
+                user: named("bob"),
+                client_id: None,
+            },
+            QuotaKind::RequestPercentage,
+            Some(12.5),
+        );
+        configs.set_ip(EntityName::Default, Some(7.0));
+        configs.set_ip(EntityName::Named("::1".into()), Some(2.0));
         assert_eq!(decode(&encode(&configs)), Ok(configs));
         assert_eq!(
             decode(&encode(&QuotaConfigs::default())),
