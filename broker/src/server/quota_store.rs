@@ -206,16 +206,27 @@ mod tests {
         #[test]
         fn any_configuration_reads_back(
             values in proptest::collection::vec(
-                (side(), side(), 0..2usize, 0.0..1e18f64),
+                (side(), side(), 0..4usize, 0.0..1e18f64),
                 0..12,
             )
         ) {
             let mut configs = QuotaConfigs::default();
             for (user, client_id, kind, value) in values {
+                if kind == 3 {
+                    // An IP entity: the user side's name stands for the address.
+                    if let Some(ip) = user {
+                        configs.set_ip(ip, Some(value));
+                    }
+                    continue;
+                }
                 if user.is_none() && client_id.is_none() {
                     continue;
                 }
-                let kind = [QuotaKind::ProducerByteRate, QuotaKind::ConsumerByteRate][kind];
+                let kind = [
+                    QuotaKind::ProducerByteRate,
+                    QuotaKind::ConsumerByteRate,
+                    QuotaKind::RequestPercentage,
+                ][kind];
                 configs.set(QuotaEntity { user, client_id }, kind, Some(value));
             }
             proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
@@ -223,7 +234,7 @@ mod tests {
 
         /// Any text decodes to an error or to a configuration that encodes back to it.
         #[test]
-        fn decode_never_panics(body in "[-*= a-f0-9_.\n]{0,200}") {
+        fn decode_never_panics(body in "[-*=@ a-f0-9_.\n]{0,200}") {
             let text = format!("{HEADER_LINE}\n{body}");
             if let Ok(configs) = decode(&text) {
                 proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
@@ -243,6 +254,9 @@ mod tests {
             ("- =61 producer_byte_rate x", "not a number"),
             ("- =61 producer_byte_rate -1", "non-negative"),
             ("- =61 producer_byte_rate NaN", "non-negative"),
+            ("@ - connection_creation_rate 1", "without an address"),
+            ("@ * producer_byte_rate 1", "connection_creation_rate"),
+            ("@ =31 connection_creation_rate inf", "non-negative"),
         ] {
             let err = decode(&format!("{h}\n{body}\n")).expect_err(body);
             assert!(

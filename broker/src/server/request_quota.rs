@@ -236,6 +236,24 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the bytes, API and version: no panic, and only the four bytes of the
+        /// field may change.
+        #[test]
+        fn any_frame_is_patched_in_place_or_left_alone(
+            frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            api in 0i16..70,
+            version in -1i16..20,
+        ) {
+            let Ok(api) = ApiKey::try_from(api) else { return Ok(()) };
+            let mut patched = frame.clone();
+            set_throttle_time(api, version, &mut patched, 1_000);
+            let changed = frame.iter().zip(&patched).filter(|(a, b)| a != b).count();
+            proptest::prop_assert!(changed <= 4);
+            proptest::prop_assert_eq!(frame.len(), patched.len());
+        }
+    }
+
     #[test]
     fn answers_without_the_field_are_left_alone() {
         assert!(!charged(ApiKey::ApiVersions));
