@@ -169,11 +169,22 @@ fn quotas_round_trip_validate_remove_and_survive_restart_and_kill_9() {
                 ),
                 entry(
                     &[("client-id", None)],
-                    &[("consumer_byte_rate", 8192.0, false)],
+                    &[
+                        ("consumer_byte_rate", 8192.0, false),
+                        ("request_percentage", 12.5, false),
+                    ],
+                ),
+                entry(
+                    &[("ip", Some("10.1.2.3"))],
+                    &[("connection_creation_rate", 30.0, false)],
+                ),
+                entry(
+                    &[("ip", None)],
+                    &[("connection_creation_rate", 100.0, false)],
                 ),
             ],
         );
-        assert_eq!(codes, vec![0, 0, 0]);
+        assert_eq!(codes, vec![0, 0, 0, 0, 0]);
         // validate_only (v0 here) checks and changes nothing.
         let codes = alter_at(
             &mut client,
@@ -188,7 +199,15 @@ fn quotas_round_trip_validate_remove_and_survive_restart_and_kill_9() {
         let expected = vec![
             (
                 "client-id=<default>".to_string(),
-                values(&[("consumer_byte_rate", 8192.0)]),
+                values(&[("consumer_byte_rate", 8192.0), ("request_percentage", 12.5)]),
+            ),
+            (
+                "ip=10.1.2.3".to_string(),
+                values(&[("connection_creation_rate", 30.0)]),
+            ),
+            (
+                "ip=<default>".to_string(),
+                values(&[("connection_creation_rate", 100.0)]),
             ),
             (
                 "user=<default> client-id=app".to_string(),
@@ -206,14 +225,22 @@ fn quotas_round_trip_validate_remove_and_survive_restart_and_kill_9() {
         // Filters: exact name, default, any name, strict; v0 answers the same.
         assert_eq!(
             describe_at(&mut client, 0, &[("user", 0, Some("alice"))], true),
-            Ok(vec![expected[2].clone()])
+            Ok(vec![expected[4].clone()])
         );
         assert_eq!(
             describe_at(&mut client, 1, &[("user", 1, None)], false),
-            Ok(vec![expected[1].clone()])
+            Ok(vec![expected[3].clone()])
         );
         assert_eq!(
             describe_at(&mut client, 1, &[("user", 2, None)], true),
+            Ok(vec![expected[4].clone()])
+        );
+        assert_eq!(
+            describe_at(&mut client, 1, &[("ip", 2, None)], true),
+            Ok(vec![expected[1].clone(), expected[2].clone()])
+        );
+        assert_eq!(
+            describe_at(&mut client, 1, &[("ip", 1, None)], false),
             Ok(vec![expected[2].clone()])
         );
         assert_eq!(
@@ -240,10 +267,20 @@ fn quotas_round_trip_validate_remove_and_survive_restart_and_kill_9() {
                     &[("user", Some("alice"))],
                     &[("consumer_byte_rate", 0.0, true)],
                 ),
-                entry(&[("client-id", None)], &[("consumer_byte_rate", 0.0, true)]),
+                entry(
+                    &[("client-id", None)],
+                    &[
+                        ("consumer_byte_rate", 0.0, true),
+                        ("request_percentage", 0.0, true),
+                    ],
+                ),
+                entry(
+                    &[("ip", Some("10.1.2.3"))],
+                    &[("connection_creation_rate", 0.0, true)],
+                ),
             ],
         );
-        assert_eq!(codes, vec![0, 0]);
+        assert_eq!(codes, vec![0, 0, 0]);
         drop(client);
         broker.stop();
         broker.restart();
@@ -251,7 +288,8 @@ fn quotas_round_trip_validate_remove_and_survive_restart_and_kill_9() {
         assert_eq!(
             describe_all(&mut client),
             vec![
-                expected[1].clone(),
+                expected[2].clone(),
+                expected[3].clone(),
                 (
                     "user=alice".to_string(),
                     values(&[("producer_byte_rate", 1024.0)])
@@ -276,16 +314,51 @@ fn bad_entities_keys_and_values_get_invalid_request_and_change_nothing() {
             (
                 entry(
                     &[("user", Some("a"))],
-                    &[("request_percentage", 50.0, false)],
+                    &[("controller_mutation_rate", 50.0, false)],
                 ),
                 "not enforced",
             ),
             (
                 entry(
-                    &[("ip", Some("10.0.0.1"))],
-                    &[("connection_creation_rate", 5.0, false)],
+                    &[("user", Some("a"))],
+                    &[("request_percentage", -50.0, false)],
                 ),
-                "not enforced",
+                "greater than 0",
+            ),
+            (
+                entry(
+                    &[("user", Some("a"))],
+                    &[("request_percentage", f64::NAN, false)],
+                ),
+                "greater than 0",
+            ),
+            (
+                entry(
+                    &[("ip", Some("10.0.0.1"))],
+                    &[("connection_creation_rate", 0.5, false)],
+                ),
+                "INT",
+            ),
+            (
+                entry(
+                    &[("ip", Some("10.0.0.1"))],
+                    &[("connection_creation_rate", 1e12, false)],
+                ),
+                "INT",
+            ),
+            (
+                entry(
+                    &[("ip", None)],
+                    &[("connection_creation_rate", -1.0, false)],
+                ),
+                "greater than 0",
+            ),
+            (
+                entry(
+                    &[("ip", Some("10.0.0.1"))],
+                    &[("request_percentage", 5.0, false)],
+                ),
+                "Invalid configuration key",
             ),
             (
                 entry(&[("ip", Some("10.0.0.1"))], &rate),
@@ -675,5 +748,123 @@ fn librdkafkas_produce_rate_over_a_run_is_bounded_by_the_quota() {
             rate <= 2.0 * QUOTA,
             "{rate:.0} B/s over {elapsed:.2} s against a {QUOTA} B/s quota"
         );
+    });
+}
+
+/// ApiVersions v0 on a new connection: whether the broker answered (else it closed it).
+fn answered_on_a_new_connection(addr: std::net::SocketAddr) -> bool {
+    let mut client = TypedClient::connect(addr);
+    let answer: Option<ApiVersionsResponse> =
+        client.try_call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    answer.is_some()
+}
+
+#[test]
+fn connections_from_an_ip_over_its_connection_creation_rate_are_closed() {
+    bounded(TEST_LIMIT, || {
+        let broker = short_window_broker(&[]);
+        let mut admin = TypedClient::connect(broker.addr());
+        // One new connection per second from 127.0.0.1 (I160).
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("ip", Some("127.0.0.1"))],
+                &[("connection_creation_rate", 1.0, false)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        // Eight at once: the first is within the rate, later ones are over it and closed
+        // (after the throttle time, as Kafka's acceptor closes them) without an answer.
+        let answered: Vec<bool> = (0..8)
+            .map(|_| answered_on_a_new_connection(broker.addr()))
+            .collect();
+        assert!(answered[0], "{answered:?}");
+        assert!(answered.iter().any(|a| !a), "{answered:?}");
+        // The connection made before the quota keeps being served.
+        assert_eq!(describe_all(&mut admin).len(), 1);
+        // Without the quota every new connection is served again.
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("ip", Some("127.0.0.1"))],
+                &[("connection_creation_rate", 0.0, true)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        assert!((0..8).all(|_| answered_on_a_new_connection(broker.addr())));
+    });
+}
+
+#[test]
+fn a_listeners_max_connection_creation_rate_delays_new_connections() {
+    bounded(TEST_LIMIT, || {
+        let broker =
+            short_window_broker(&[("listener.name.plaintext.max.connection.creation.rate", "1")]);
+        // Five connections at one per second: each is served, but the accept loop waits
+        // (Kafka's acceptor throttle) — at least one whole throttle of 1 s in all (a lower
+        // bound on the time, never an upper one).
+        let started = Instant::now();
+        for i in 0..5 {
+            assert!(
+                answered_on_a_new_connection(broker.addr()),
+                "connection {i}"
+            );
+        }
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(900),
+            "5 connections in {took:?}"
+        );
+    });
+}
+
+/// Metadata v12 for every topic: its throttle_time_ms.
+fn metadata_throttle(client: &mut TypedClient) -> i32 {
+    let request = MetadataRequest::default();
+    let response: MetadataResponse = client.call(ApiKey::Metadata, 12, &request);
+    response.throttle_time_ms
+}
+
+#[test]
+fn a_client_over_its_request_percentage_gets_throttle_time_and_a_muted_connection() {
+    bounded(TEST_LIMIT, || {
+        let broker = short_window_broker(&[]);
+        let mut admin = TypedClient::connect(broker.addr());
+        let mut client = TypedClient::connect(broker.addr());
+        assert_eq!(metadata_throttle(&mut client), 0, "no quota yet");
+        // A thousandth of a percent of one thread: a few Metadata requests exceed it (I159).
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("client-id", Some(TYPED_CLIENT_ID))],
+                &[("request_percentage", 0.001, false)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        let throttle_ms = (0..50)
+            .map(|_| metadata_throttle(&mut client))
+            .find(|ms| *ms > 0)
+            .expect("throttled within 50 requests");
+        // At most one sample (1 s here), as Kafka's request quota (I158).
+        assert!(throttle_ms <= 1_000, "throttle_time_ms {throttle_ms}");
+        // The connection was muted for it: the next answer cannot come sooner.
+        let asked = Instant::now();
+        metadata_throttle(&mut client);
+        let waited = asked.elapsed();
+        assert!(
+            waited >= Duration::from_millis(throttle_ms as u64 / 2),
+            "answered after {waited:?} despite a {throttle_ms} ms throttle"
+        );
+        // Removed, the quota throttles no more (the rate measured so far aside: wait it out).
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("client-id", Some(TYPED_CLIENT_ID))],
+                &[("request_percentage", 0.0, true)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        std::thread::sleep(Duration::from_millis(1_100));
+        assert_eq!(metadata_throttle(&mut client), 0);
     });
 }

@@ -37,6 +37,9 @@ const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
 
 type Stream = MaybeTls<smol::net::TcpStream>;
 
+/// The password of the PKCS#12 stores the tests make.
+const P12_PASSWORD: &str = "p12-secret";
+
 /// A CA and the certificates it signed, as PEM files in a temporary directory.
 struct Pki {
     dir: tempfile::TempDir,
@@ -92,6 +95,19 @@ impl Pki {
         let cert = params
             .signed_by(&key, &self.ca, &self.ca_key)
             .expect("sign");
+        // The same key and chain as a PKCS#12 store (ssl.keystore.type=PKCS12, I161).
+        let entry = p12_keystore::PrivateKeyChain::new(
+            key.serialize_der(),
+            b"1",
+            [
+                p12_keystore::Certificate::from_der(cert.der()).expect("leaf"),
+                p12_keystore::Certificate::from_der(self.ca.der()).expect("CA"),
+            ],
+        );
+        let mut store = p12_keystore::KeyStore::new();
+        store.add_entry(file, p12_keystore::KeyStoreEntry::PrivateKeyChain(entry));
+        let p12 = store.writer(P12_PASSWORD).write().expect("PKCS#12");
+        std::fs::write(self.path(&format!("{file}.p12")), p12).expect("write");
         let (cert, key) = (cert.pem(), key.serialize_pem());
         std::fs::write(self.path(&format!("{file}.crt")), &cert).expect("write");
         std::fs::write(self.path(&format!("{file}.key")), &key).expect("write");
@@ -545,6 +561,7 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
     )
     .expect("write");
     let keystore = format!("ssl.keystore.location={}", text(&pki.path("broker.pem")));
+    let p12 = format!("ssl.keystore.location={}", text(&pki.path("broker.p12")));
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec![], "ssl.keystore.location"),
         (
@@ -594,6 +611,36 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
             ],
             "listener.name.ssl.ssl.principal.mapping.rules",
         ),
+        (
+            vec![p12.clone(), "ssl.keystore.type=PKCS12".into()],
+            "needs ssl.keystore.password",
+        ),
+        (
+            vec![
+                p12.clone(),
+                "ssl.keystore.type=PKCS12".into(),
+                "ssl.keystore.password=not-the-password".into(),
+            ],
+            "cannot open the PKCS12 store",
+        ),
+        (
+            vec![
+                p12.clone(),
+                "ssl.keystore.type=PKCS12".into(),
+                format!("ssl.keystore.password={P12_PASSWORD}"),
+                "ssl.key.password=another-password".into(),
+            ],
+            "a password of its own",
+        ),
+        (
+            // A PEM file is not a PKCS#12 store.
+            vec![
+                keystore.clone(),
+                "ssl.keystore.type=PKCS12".into(),
+                format!("ssl.keystore.password={P12_PASSWORD}"),
+            ],
+            "cannot open the PKCS12 store",
+        ),
     ];
     for (settings, expected) in cases {
         let mut command = std::process::Command::new(common::minikafka_bin());
@@ -615,6 +662,10 @@ fn settings_that_cannot_serve_tls_stop_the_broker_at_startup() {
         assert!(
             !stderr.contains("PRIVATE KEY-----"),
             "a key echoed: {stderr}"
+        );
+        assert!(
+            !stderr.contains(P12_PASSWORD) && !stderr.contains("not-the-password"),
+            "a password echoed: {stderr}"
         );
     }
 }
@@ -720,6 +771,81 @@ fn a_keystore_altered_at_run_time_serves_new_handshakes_and_a_bad_one_is_refused
                 .await
                 .expect("re-read");
             assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker3,O=test");
+        });
+    });
+}
+
+#[test]
+fn pkcs12_keystores_and_truststores_serve_tls_and_mutual_tls() {
+    bounded(TEST_LIMIT, || {
+        let pki = pki();
+        // The keystore written by openssl too (a foreign writer: PBES2/AES-256, HMAC-SHA256).
+        let openssl = std::process::Command::new("openssl")
+            .args(["pkcs12", "-export", "-passout"])
+            .arg(format!("pass:{P12_PASSWORD}"))
+            .args(["-inkey", &text(&pki.path("broker.key"))])
+            .args(["-in", &text(&pki.path("broker.crt"))])
+            .args(["-certfile", &text(&pki.path("ca.pem"))])
+            .args(["-out", &text(&pki.path("broker-openssl.p12"))])
+            .output()
+            .expect("run openssl");
+        assert!(openssl.status.success(), "{openssl:?}");
+        // The truststore written by Java's keytool (a trusted-certificate entry).
+        let keytool = std::process::Command::new("keytool")
+            .args([
+                "-importcert",
+                "-noprompt",
+                "-alias",
+                "ca",
+                "-storetype",
+                "PKCS12",
+            ])
+            .args(["-file", &text(&pki.path("ca.pem"))])
+            .args(["-keystore", &text(&pki.path("ca-keytool.p12"))])
+            .args(["-storepass", P12_PASSWORD])
+            .output()
+            .expect("run keytool");
+        assert!(keytool.status.success(), "{keytool:?}");
+        let broker = Broker::builder()
+            .listener("SSL")
+            .with("ssl.keystore.type", "PKCS12")
+            .with(
+                "ssl.keystore.location",
+                &text(&pki.path("broker-openssl.p12")),
+            )
+            .with("ssl.keystore.password", P12_PASSWORD)
+            .with("ssl.key.password", P12_PASSWORD)
+            .listener("MTLS")
+            .with(
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            )
+            .with("listener.name.mtls.ssl.keystore.type", "PKCS12")
+            .with(
+                "listener.name.mtls.ssl.keystore.location",
+                &text(&pki.path("broker.p12")),
+            )
+            .with("listener.name.mtls.ssl.keystore.password", P12_PASSWORD)
+            .with("listener.name.mtls.ssl.truststore.type", "PKCS12")
+            .with(
+                "listener.name.mtls.ssl.truststore.location",
+                &text(&pki.path("ca-keytool.p12")),
+            )
+            .with("listener.name.mtls.ssl.truststore.password", P12_PASSWORD)
+            .with("listener.name.mtls.ssl.client.auth", "required")
+            .start();
+        smol::block_on(async {
+            // The SSL listener presents the broker certificate from the openssl store.
+            // (connect_seeing also completed ApiVersions over it.)
+            let (subject, _conn) =
+                connect_seeing(broker.listener_addr("SSL"), &pki.client(None)).await;
+            assert_eq!(subject, "CN=broker,O=test");
+            // The mutual-TLS listener trusts the CA of its PKCS12 truststore: a client with
+            // a certificate it signed is served, one without is refused in the handshake.
+            let mtls = broker.listener_addr("MTLS");
+            let (subject, _conn) = connect_seeing(mtls, &pki.client(Some("a"))).await;
+            assert_eq!(subject, "CN=broker,O=test");
+            assert!(connect(mtls, Some(&pki.client(None)), None).await.is_err());
         });
     });
 }

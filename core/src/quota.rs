@@ -26,8 +26,8 @@ pub enum QuotaKind {
     ConsumerByteRate,
     /// `request_percentage`: percent of one request-handler thread's time.
     RequestPercentage,
-    /// `connection_creation_rate`: new connections per second (per IP in Kafka; per entity
-    /// here).
+    /// `connection_creation_rate`: new connections per second, per IP address (an `ip`
+    /// entity, [`QuotaConfigs::ip_quota`]).
     ConnectionCreationRate,
 }
 
@@ -75,10 +75,13 @@ pub struct QuotaEntity {
     pub client_id: Option<EntityName>,
 }
 
-/// The quota configuration: values per entity and kind.
+/// The quota configuration: values per entity and kind, and the connection creation rates
+/// of IP entities.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QuotaConfigs {
     values: BTreeMap<QuotaEntity, BTreeMap<QuotaKind, f64>>,
+    /// `connection_creation_rate` per IP entity (the only key Kafka knows for `ip`).
+    ips: BTreeMap<EntityName, f64>,
 }
 
 impl QuotaConfigs {
@@ -97,6 +100,44 @@ impl QuotaConfigs {
                 }
             }
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) the `connection_creation_rate` of an IP entity
+    /// (a named address, as the client wrote it, or the default).
+    pub fn set_ip(&mut self, ip: EntityName, value: Option<f64>) {
+        match value {
+            Some(v) => {
+                self.ips.insert(ip, v);
+            }
+            None => {
+                self.ips.remove(&ip);
+            }
+        }
+    }
+
+    /// Every IP entity with its connection creation rate, sorted.
+    pub fn ip_entries(&self) -> impl Iterator<Item = (&EntityName, f64)> {
+        self.ips.iter().map(|(ip, v)| (ip, *v))
+    }
+
+    /// Whether any quota of `kind` is configured (for IPs: any IP entity).
+    pub fn has_kind(&self, kind: QuotaKind) -> bool {
+        if kind == QuotaKind::ConnectionCreationRate {
+            return !self.ips.is_empty();
+        }
+        self.values.values().any(|kinds| kinds.contains_key(&kind))
+    }
+
+    /// The connection creation rate of address `ip` (Kafka's `connectionRateForIp`: its own
+    /// entity, else the default IP entity), `None` when neither is set. Named entities are
+    /// compared as addresses, so `::ffff:10.0.0.1` and `10.0.0.1` stay distinct as in Kafka's
+    /// `InetAddress` map.
+    pub fn ip_quota(&self, ip: std::net::IpAddr) -> Option<f64> {
+        let named = self.ips.iter().find_map(|(name, v)| match name {
+            EntityName::Named(n) if n.parse::<std::net::IpAddr>().ok() == Some(ip) => Some(*v),
+            _ => None,
+        });
+        named.or_else(|| self.ips.get(&EntityName::Default).copied())
     }
 
     /// Every entity with its values, sorted.
@@ -219,8 +260,14 @@ impl SampledRate {
     /// `ClientQuotaManager.throttleTime`: `(rate - quota) / quota × window`), 0 within it,
     /// never more than the whole window (I81).
     pub fn throttle_ms(&mut self, quota: f64, now_ms: u64) -> u64 {
-        let rate = self.rate(now_ms);
         let cap = self.window.sample_ms * u64::from(self.window.samples);
+        self.throttle_ms_at_most(quota, now_ms, cap)
+    }
+
+    /// [`throttle_ms`](Self::throttle_ms) bounded by `cap` ms instead of the whole window
+    /// (Kafka's request and connection quotas cap at one sample, I158).
+    pub fn throttle_ms_at_most(&mut self, quota: f64, now_ms: u64, cap: u64) -> u64 {
+        let rate = self.rate(now_ms);
         if rate <= quota {
             return 0;
         }
@@ -318,6 +365,31 @@ mod tests {
         assert_eq!(rate.throttle_ms(0.0, 1), 11_000);
         // Under the quota after waiting: nothing.
         assert_eq!(rate.throttle_ms(1.0, 100_000), 0);
+    }
+
+    #[test]
+    fn an_ip_quota_is_its_own_else_the_default() {
+        let mut configs = QuotaConfigs::default();
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+        assert_eq!(configs.ip_quota(ip("10.0.0.1")), None);
+        assert!(!configs.has_kind(QuotaKind::ConnectionCreationRate));
+        configs.set_ip(EntityName::Default, Some(5.0));
+        configs.set_ip(EntityName::Named("10.0.0.1".into()), Some(2.0));
+        assert!(configs.has_kind(QuotaKind::ConnectionCreationRate));
+        assert!(!configs.has_kind(QuotaKind::RequestPercentage));
+        assert_eq!(configs.ip_quota(ip("10.0.0.1")), Some(2.0));
+        assert_eq!(configs.ip_quota(ip("10.0.0.2")), Some(5.0));
+        configs.set_ip(EntityName::Default, None);
+        assert_eq!(configs.ip_quota(ip("10.0.0.2")), None);
+        assert_eq!(configs.ip_entries().count(), 1);
+    }
+
+    #[test]
+    fn a_capped_throttle_is_at_most_its_cap() {
+        let mut rate = SampledRate::new(Window::default());
+        rate.record(1e9, 0);
+        assert_eq!(rate.throttle_ms_at_most(1.0, 0, 1_000), 1_000);
+        assert_eq!(rate.throttle_ms_at_most(1e12, 0, 1_000), 0);
     }
 
     #[test]

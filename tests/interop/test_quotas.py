@@ -9,7 +9,7 @@ rate under a quota is checked in ``broker/tests/quotas.rs``.
 """
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest,
@@ -138,3 +138,85 @@ def test_a_kafka_python_producer_over_its_byte_rate_is_told_its_throttle_time(br
         assert throttle_max and max(throttle_max) > 0, producer.metrics()
     finally:
         producer.close()
+
+
+def test_kafka_python_sets_ip_connection_rates_and_request_percentages(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    try:
+        assert alter(admin, [("ip", "10.1.2.3")], [("connection_creation_rate", 30)]) == [(0, None)]
+        assert alter(admin, [("ip", None)], [("connection_creation_rate", 100)]) == [(0, None)]
+        assert alter(admin, [("client-id", "app")], [("request_percentage", 12.5)]) == [(0, None)]
+        assert describe(admin, [("ip", 0, "10.1.2.3")], strict=True) == {
+            (("ip", "10.1.2.3"),): {"connection_creation_rate": 30.0}
+        }
+        assert describe(admin, [("ip", 1, None)], strict=True) == {
+            (("ip", None),): {"connection_creation_rate": 100.0}
+        }
+        assert describe(admin, [("client-id", 0, "app")], strict=True) == {
+            (("client-id", "app"),): {"request_percentage": 12.5}
+        }
+        assert alter(admin, [("ip", "10.1.2.3")], [("connection_creation_rate", None)]) == [(0, None)]
+        assert describe(admin, [("ip", 0, "10.1.2.3")]) == {}
+    finally:
+        admin.close()
+
+
+@pytest.mark.kfake_lacks("kfake accepts any quota value")
+def test_bad_ip_and_request_quota_values_are_invalid_request(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    try:
+        for entity, key, value in [
+            ([("ip", "10.1.2.3")], "connection_creation_rate", 2.5),
+            ([("ip", "10.1.2.3")], "connection_creation_rate", -1),
+            ([("ip", None)], "connection_creation_rate", 1e12),
+            ([("client-id", "app")], "request_percentage", 0),
+            ([("client-id", "app")], "request_percentage", float("nan")),
+        ]:
+            [(code, message)] = alter(admin, entity, [(key, value)])
+            assert code == INVALID_REQUEST, (entity, key, value, message)
+        assert describe(admin) == {}
+    finally:
+        admin.close()
+
+
+@pytest.mark.kfake_lacks("kfake stores client quotas but does not throttle")
+def test_a_kafka_python_consumer_over_its_request_percentage_is_told_its_throttle_time(broker_factory):
+    broker = broker_factory(quota_window_num="2", quota_window_size_seconds="1")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    try:
+        admin.create_topics([NewTopic("kp-busy", 1, 1)])
+        # A thousandth of a percent of one thread: the consumer's fetches exceed it at once.
+        assert alter(admin, [("client-id", "kp-busy")], [("request_percentage", 0.001)]) == [(0, None)]
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    try:
+        for i in range(20):
+            producer.send("kp-busy", b"%d" % i, partition=0)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        "kp-busy",
+        bootstrap_servers=broker.bootstrap,
+        client_id="kp-busy",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=20_000,
+        request_timeout_ms=TIMEOUT_MS,
+    )
+    try:
+        values = []
+        for message in consumer:
+            values.append(message.value)
+            if len(values) == 20:
+                break
+        # Every record, in order, despite the throttled (patched) answers.
+        assert values == [b"%d" % i for i in range(20)]
+        throttle_max = [
+            v
+            for name, v in ((k, v) for group in consumer.metrics().values() for k, v in group.items())
+            if name == "throttle-time-max"
+        ]
+        assert throttle_max and max(throttle_max) > 0, consumer.metrics()
+    finally:
+        consumer.close()

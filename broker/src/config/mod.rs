@@ -78,6 +78,9 @@ pub struct BrokerConfig {
     pub socket_send_buffer_bytes: Option<usize>,
     /// `max.connections`.
     pub max_connections: usize,
+    /// `max.connection.creation.rate`: new connections per second, broker-wide (Kafka's
+    /// default, `i32::MAX`, is no limit).
+    pub max_connection_creation_rate: i64,
     /// `flush.policy` (`none`, `fsync`, `interval`) with `flush.interval.ms`.
     pub flush_policy: FlushPolicy,
     /// `log.message.timestamp.type`: the default `message.timestamp.type` of topics.
@@ -349,6 +352,7 @@ impl Default for BrokerConfig {
             quota_window: minikafka_core::quota::Window::default(),
             socket_send_buffer_bytes: Some(102_400),
             max_connections: i32::MAX as usize,
+            max_connection_creation_rate: i32::MAX as i64,
             flush_policy: FlushPolicy::None,
             log_message_timestamp_type: TimestampType::CreateTime,
             log_message_timestamp_bounds: TimestampBounds::UNBOUNDED,
@@ -541,6 +545,26 @@ impl BrokerConfig {
         config.check()?;
         config.explicit = settings.clone();
         Ok(config)
+    }
+
+    /// The connection creation limits (connections per second, `None`: no limit): the
+    /// broker-wide `max.connection.creation.rate`, and each listener's
+    /// `listener.name.<l>.max.connection.creation.rate` (I160).
+    pub fn connection_creation_limits(&self) -> (Option<f64>, Vec<Option<f64>>) {
+        let limit = |rate: i64| (rate < i64::from(i32::MAX)).then_some(rate as f64);
+        let key = "max.connection.creation.rate";
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|l| {
+                let prefixed = format!("{}{key}", l.config_prefix());
+                self.explicit
+                    .get(&prefixed)
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .and_then(limit)
+            })
+            .collect();
+        (limit(self.max_connection_creation_rate), listeners)
     }
 
     /// Checks what spans several settings: session timeouts within their bounds, a batch

@@ -28,7 +28,11 @@ pub const OAUTHBEARER_LOGIN_MODULE: &str =
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 
 /// The settings a `listener.name.<listener>.` prefix may precede.
-pub const PER_LISTENER: &[&str] = &["sasl.enabled.mechanisms", "sasl.jaas.config"];
+pub const PER_LISTENER: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "max.connection.creation.rate",
+];
 
 /// The base setting of a `listener.name.<l>.[<mechanism>.]<setting>` key, if `key` is one and
 /// its setting may be given per listener.

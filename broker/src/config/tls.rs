@@ -8,11 +8,15 @@
 //!   that names any of them with its prefix takes none of the unprefixed ones.
 //! - Output: each TLS listener's [`TlsSettings`]: the certificate chain and key (PEM, from
 //!   `ssl.keystore.location` or the inline `ssl.keystore.certificate.chain` /
-//!   `ssl.keystore.key`), the trusted CAs of client certificates (`ssl.truststore.*`), the
+//!   `ssl.keystore.key`; or a PKCS#12 store, `ssl.keystore.type=PKCS12`, opened with
+//!   `ssl.keystore.password`, I161), the trusted CAs of client certificates
+//!   (`ssl.truststore.*`, PEM or PKCS#12 with `ssl.truststore.password`), the
 //!   client-certificate policy (`ssl.client.auth`) and how a certificate names its principal
 //!   (`ssl.principal.mapping.rules`, I141), the protocol versions
 //!   (`ssl.enabled.protocols`) and cipher suites (`ssl.cipher.suites`).
-//! - Errors name the setting and say what to do: a JKS or PKCS12 store, an encrypted key, a
+//! - Errors name the setting and say what to do: a JKS store, an encrypted PEM key, a
+//!   PKCS#12 store that does not open with its password (or whose key has a password of its
+//!   own), a
 //!   missing or unreadable file, a file without a key or certificate, a key that does not
 //!   match its certificate, client authentication without a truststore. A listener that
 //!   cannot serve TLS does not start (I91).
@@ -34,6 +38,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub const PER_LISTENER: &[&str] = &[
     "ssl.keystore.type",
     "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
     "ssl.key.password",
@@ -102,16 +108,75 @@ impl PartialEq for TlsSettings {
 
 impl Eq for TlsSettings {}
 
-/// Checks `ssl.keystore.type` / `ssl.truststore.type`: PEM only.
+/// Checks `ssl.keystore.type` / `ssl.truststore.type`: PEM or PKCS12.
 pub fn check_store_type(value: &str) -> Result<(), String> {
-    if value.trim().eq_ignore_ascii_case("PEM") {
-        return Ok(());
+    store_type(value).map(drop)
+}
+
+/// Whether a store type is PKCS12 (`false`: PEM); JKS and others are refused with what to do.
+fn store_type(value: &str) -> Result<bool, String> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("PEM") {
+        return Ok(false);
+    }
+    if value.eq_ignore_ascii_case("PKCS12") {
+        return Ok(true);
     }
     Err(format!(
-        "{value} stores are not supported, only PEM: convert with \
-         `openssl pkcs12 -in store.p12 -nodes -out store.pem` (a JKS store first with \
-         `keytool -importkeystore -srcstoretype JKS -deststoretype PKCS12`)"
+        "{value} stores are not supported, only PEM and PKCS12: convert a JKS store with \
+         `keytool -importkeystore -srcstoretype JKS -deststoretype PKCS12`"
     ))
+}
+
+/// Largest PKCS#12 store read (a store holds a key and a few certificates).
+const MAX_PKCS12_BYTES: u64 = 1 << 20;
+
+/// Reads and opens the PKCS#12 store at `path` with `password` (its MAC checked).
+fn open_pkcs12(path: &str, password: &str) -> Result<p12_keystore::KeyStore, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut data = Vec::new();
+    file.take(MAX_PKCS12_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if data.len() as u64 > MAX_PKCS12_BYTES {
+        return Err(format!("{path} is larger than {MAX_PKCS12_BYTES} bytes"));
+    }
+    p12_keystore::KeyStore::from_pkcs12(&data, password).map_err(|e| {
+        format!("cannot open the PKCS12 store {path} (a wrong password or not PKCS#12): {e}")
+    })
+}
+
+/// The chain and key of the PKCS#12 keystore at `path` (its first key entry).
+fn pkcs12_keystore(
+    path: &str,
+    password: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let store = open_pkcs12(path, password)?;
+    let (_, entry) = store
+        .private_key_chain()
+        .ok_or_else(|| format!("the PKCS12 store {path} holds no private key"))?;
+    let chain = entry
+        .chain()
+        .iter()
+        .map(|c| CertificateDer::from(c.as_der().to_vec()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(entry.key().to_vec().into());
+    Ok((chain, key))
+}
+
+/// The certificates of the PKCS#12 truststore at `path`.
+fn pkcs12_truststore(path: &str, password: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let store = open_pkcs12(path, password)?;
+    Ok(store
+        .entries()
+        .filter_map(|(_, entry)| match entry {
+            p12_keystore::KeyStoreEntry::Certificate(c) => {
+                Some(CertificateDer::from(c.as_der().to_vec()))
+            }
+            _ => None,
+        })
+        .collect())
 }
 
 /// Checks `ssl.client.auth`.
@@ -308,6 +373,8 @@ fn fail(key: &str, value: &str, why: impl Into<String>) -> Failure {
     let secret = key.ends_with("ssl.keystore.key")
         || key.ends_with("ssl.keystore.certificate.chain")
         || key.ends_with("ssl.key.password")
+        || key.ends_with("ssl.keystore.password")
+        || key.ends_with("ssl.truststore.password")
         || key.ends_with("ssl.truststore.certificates");
     let shown = if secret { "[hidden]" } else { value };
     (key.to_string(), shown.to_string(), why.into())
@@ -331,11 +398,14 @@ pub fn load(
 ) -> Result<TlsSettings, Failure> {
     let get = |key: &str| value(settings, listener, key);
     let prefix = listener.prefix.clone();
-    for key in ["ssl.keystore.type", "ssl.truststore.type"] {
-        if let Some((k, v)) = get(key) {
-            check_store_type(v).map_err(|why| fail(&k, v, why))?;
-        }
-    }
+    let is_pkcs12 = |key: &str| match get(key) {
+        Some((k, v)) => store_type(v).map_err(|why| fail(&k, v, why)),
+        None => Ok(false),
+    };
+    let (keystore_pkcs12, truststore_pkcs12) = (
+        is_pkcs12("ssl.keystore.type")?,
+        is_pkcs12("ssl.truststore.type")?,
+    );
     let principal_mapper = match get("ssl.principal.mapping.rules") {
         Some((k, v)) => PrincipalMapper::parse(v).map_err(|why| fail(&k, v, why))?,
         None => PrincipalMapper::default(),
@@ -359,6 +429,38 @@ pub fn load(
         .map(|(k, _)| k.clone())
         .unwrap_or_else(|| format!("{prefix}ssl.keystore.certificate.chain"));
     let (chain, key, keystore) = match (location, inline_chain, inline_key) {
+        (Some((k, path)), None, None) if keystore_pkcs12 => {
+            let (_, password) = get("ssl.keystore.password").ok_or_else(|| {
+                fail(
+                    &format!("{prefix}ssl.keystore.password"),
+                    "",
+                    "a PKCS12 keystore needs ssl.keystore.password",
+                )
+            })?;
+            // One password opens the store and its key (keytool's and openssl's default).
+            if let Some((kk, key_password)) = get("ssl.key.password") {
+                if key_password != password {
+                    return Err(fail(
+                        &kk,
+                        key_password,
+                        "a PKCS12 key with a password of its own is not supported: give it \
+                         the store's password (`keytool -keypasswd`), or leave \
+                         ssl.key.password unset",
+                    ));
+                }
+            }
+            let (chain, key) =
+                pkcs12_keystore(path, password).map_err(|why| fail(&k, path, why))?;
+            (chain, key, path.to_string())
+        }
+        (None, Some((k, _)), _) | (None, _, Some((k, _))) if keystore_pkcs12 => {
+            return Err(fail(
+                &k,
+                "",
+                "a PKCS12 keystore is a file: give ssl.keystore.location (the inline \
+                 settings are PEM)",
+            ))
+        }
         (Some((k, path)), None, None) => {
             let text = read_pem_file(path).map_err(|why| fail(&k, path, why))?;
             let chain = certificates(&text).map_err(|why| fail(&k, path, why))?;
@@ -420,8 +522,15 @@ pub fn load(
         ["ssl.truststore.location", "ssl.truststore.certificates"],
     );
     if let Some((k, path)) = trust_location {
-        let text = read_pem_file(path).map_err(|why| fail(&k, path, why))?;
-        let certs = certificates(&text).map_err(|why| fail(&k, path, why))?;
+        let certs = if truststore_pkcs12 {
+            // Kafka reads a PKCS12 truststore without a password too (unchecked integrity);
+            // the store is opened with an empty one then.
+            let password = get("ssl.truststore.password").map_or("", |(_, p)| p);
+            pkcs12_truststore(path, password).map_err(|why| fail(&k, path, why))?
+        } else {
+            let text = read_pem_file(path).map_err(|why| fail(&k, path, why))?;
+            certificates(&text).map_err(|why| fail(&k, path, why))?
+        };
         if certs.is_empty() {
             return Err(fail(
                 &k,
@@ -531,7 +640,8 @@ mod tests {
         assert!(check_store_type("pem").is_ok());
         let jks = check_store_type("JKS").expect_err("refused");
         assert!(jks.contains("only PEM"), "{jks}");
-        assert!(check_store_type("PKCS12").is_err());
+        assert!(check_store_type("PKCS12").is_ok());
+        assert!(check_store_type("pkcs12").is_ok());
         assert_eq!(parse_protocols("TLSv1.2,TLSv1.3").expect("ok").len(), 2);
         assert!(parse_protocols("TLSv1.1").is_err());
         assert!(parse_protocols("").is_err());

@@ -21,6 +21,8 @@
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
 //! - Quota throttling (KIP-219, [`super::throttle_gate`]): while a handler's throttle mutes
 //!   the connection, the reader takes no request from its buffer and reads no further (I98).
+//!   With a `request_percentage` quota configured, each charged request's handler time is
+//!   measured and charged when it is done ([`super::request_quota`], I159).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
@@ -38,6 +40,7 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener, BackendStream};
 
 use super::handlers::{self, Outcome};
+use super::request_quota;
 use super::sasl::{Authenticator, Inputs, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
 use super::session::{KafkaPrincipal, RequestContext};
@@ -487,8 +490,27 @@ fn judge<B: Backend>(
             let (api_key, started) = (request.api_key as i16, state.backend.now());
             let unsent = Rc::clone(unsent);
             let ctx = ctx.clone();
+            // The request quota's client id, only when its time is to be charged (I159).
+            let timed = (state.shared.quotas.request_quota_on()
+                && request_quota::charged(request.api_key))
+            .then(|| {
+                let client_id = request.header.client_id.as_deref().unwrap_or("");
+                (request.api_key, request.api_version, client_id.to_string())
+            });
             state.backend.spawn_local(async move {
-                let outcome = handlers::handle(&st, request, &ctx, admitted).await;
+                let outcome = match timed {
+                    None => handlers::handle(&st, request, &ctx, admitted).await,
+                    Some((api, version, client_id)) => {
+                        let handled = handlers::handle(&st, request, &ctx, admitted);
+                        let (outcome, busy) = request_quota::timed(&st.backend, handled).await;
+                        let now = st.backend.now();
+                        let quotas = &st.shared.quotas;
+                        let ms =
+                            quotas.charge_request_time(&ctx.principal.name, &client_id, busy, now);
+                        ctx.throttle.mute_for(now, ms);
+                        request_quota::with_throttle(api, version, outcome, ms)
+                    }
+                };
                 drop(held);
                 let took = st.backend.now().saturating_duration_since(started);
                 st.metrics.request(api_key, took);

@@ -345,6 +345,28 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                     drop(stream);
                     continue;
                 }
+                // Connection creation rates (I160): over the broker's or the listener's,
+                // this accept loop waits, as Kafka's acceptor does; over the IP's, the
+                // connection is closed after the throttle time.
+                let wait_ms = shared
+                    .quotas
+                    .charge_listener_connection(index, state.backend.now());
+                if wait_ms > 0 {
+                    tracing::debug!(%peer, wait_ms, "max.connection.creation.rate reached; waiting");
+                    state.backend.sleep(Duration::from_millis(wait_ms)).await;
+                }
+                let now = state.backend.now();
+                if let Some(ms) = shared.quotas.charge_ip_connection(peer.ip(), now) {
+                    state.metrics.connection_refused();
+                    tracing::debug!(%peer, throttle_ms = ms, "connection_creation_rate of the IP reached; closing the new connection after the throttle time");
+                    let st = Rc::clone(&state);
+                    state.backend.spawn_local(async move {
+                        st.backend.sleep(Duration::from_millis(ms)).await;
+                        drop(stream);
+                        st.shared.connections.release();
+                    });
+                    continue;
+                }
                 state.metrics.connection_accepted();
                 tracing::debug!(shard = state.shard.0, %peer, "connection accepted");
                 let conn_state = Rc::clone(&state);

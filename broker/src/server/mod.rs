@@ -72,6 +72,7 @@ pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod quota_store;
 pub mod quotas;
+pub mod request_quota;
 pub mod routing;
 pub mod sasl;
 pub mod schema_registry;

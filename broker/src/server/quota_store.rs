@@ -8,7 +8,8 @@
 //!   as done nor in force (I95).
 //! - Stored in `<data>/`[`QUOTA_FILE`]: a header line, then one value a line,
 //!   `<user> <client-id> <key> <value>`, each side `-` (the entity has no such side), `*`
-//!   (`<default>`) or `=<hex(name)>` (hex keeps any name on one line); the value is written
+//!   (`<default>`) or `=<hex(name)>` (hex keeps any name on one line); an IP entity's line is
+//!   `@ <ip side> connection_creation_rate <value>` (I160); the value is written
 //!   as Rust writes an `f64`, which reads back exactly. Replaced atomically (temp file, sync,
 //!   rename, directory sync); read back at startup with a size bound, each line checked: a
 //!   line that does not parse stops the broker rather than drop or change a quota silently.
@@ -66,6 +67,10 @@ pub fn encode(configs: &QuotaConfigs) -> String {
             ));
         }
     }
+    for (ip, value) in configs.ip_entries() {
+        let side = encode_side(&Some(ip.clone()));
+        out.push_str(&format!("@ {side} connection_creation_rate {value}\n"));
+    }
     out
 }
 
@@ -83,6 +88,20 @@ pub fn decode(text: &str) -> Result<QuotaConfigs, String> {
         let [user, client, key, value] = fields[..] else {
             return Err(bad("expected 4 fields"));
         };
+        if user == "@" {
+            let ip = decode_side(client)
+                .map_err(|e| bad(&e))?
+                .ok_or_else(|| bad("an IP entity without an address"))?;
+            if key != QuotaKind::ConnectionCreationRate.key() {
+                return Err(bad("an IP entity's key is connection_creation_rate"));
+            }
+            let value: f64 = value.parse().map_err(|_| bad("not a number"))?;
+            if !value.is_finite() || value < 0.0 {
+                return Err(bad("not a finite, non-negative number"));
+            }
+            configs.set_ip(ip, Some(value));
+            continue;
+        }
         let entity = QuotaEntity {
             user: decode_side(user).map_err(|e| bad(&e))?,
             client_id: decode_side(client).map_err(|e| bad(&e))?,
@@ -155,6 +174,16 @@ mod tests {
             client_id: None,
         };
         configs.set(user_default, QuotaKind::ProducerByteRate, Some(1e300));
+        configs.set(
+            QuotaEntity {
+                user: named("bob"),
+                client_id: None,
+            },
+            QuotaKind::RequestPercentage,
+            Some(12.5),
+        );
+        configs.set_ip(EntityName::Default, Some(7.0));
+        configs.set_ip(EntityName::Named("::1".into()), Some(2.0));
         assert_eq!(decode(&encode(&configs)), Ok(configs));
         assert_eq!(
             decode(&encode(&QuotaConfigs::default())),
@@ -177,16 +206,27 @@ mod tests {
         #[test]
         fn any_configuration_reads_back(
             values in proptest::collection::vec(
-                (side(), side(), 0..2usize, 0.0..1e18f64),
+                (side(), side(), 0..4usize, 0.0..1e18f64),
                 0..12,
             )
         ) {
             let mut configs = QuotaConfigs::default();
             for (user, client_id, kind, value) in values {
+                if kind == 3 {
+                    // An IP entity: the user side's name stands for the address.
+                    if let Some(ip) = user {
+                        configs.set_ip(ip, Some(value));
+                    }
+                    continue;
+                }
                 if user.is_none() && client_id.is_none() {
                     continue;
                 }
-                let kind = [QuotaKind::ProducerByteRate, QuotaKind::ConsumerByteRate][kind];
+                let kind = [
+                    QuotaKind::ProducerByteRate,
+                    QuotaKind::ConsumerByteRate,
+                    QuotaKind::RequestPercentage,
+                ][kind];
                 configs.set(QuotaEntity { user, client_id }, kind, Some(value));
             }
             proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
@@ -194,7 +234,7 @@ mod tests {
 
         /// Any text decodes to an error or to a configuration that encodes back to it.
         #[test]
-        fn decode_never_panics(body in "[-*= a-f0-9_.\n]{0,200}") {
+        fn decode_never_panics(body in "[-*=@ a-f0-9_.\n]{0,200}") {
             let text = format!("{HEADER_LINE}\n{body}");
             if let Ok(configs) = decode(&text) {
                 proptest::prop_assert_eq!(decode(&encode(&configs)), Ok(configs));
@@ -214,6 +254,9 @@ mod tests {
             ("- =61 producer_byte_rate x", "not a number"),
             ("- =61 producer_byte_rate -1", "non-negative"),
             ("- =61 producer_byte_rate NaN", "non-negative"),
+            ("@ - connection_creation_rate 1", "without an address"),
+            ("@ * producer_byte_rate 1", "connection_creation_rate"),
+            ("@ =31 connection_creation_rate inf", "non-negative"),
         ] {
             let err = decode(&format!("{h}\n{body}\n")).expect_err(body);
             assert!(

@@ -16,8 +16,17 @@
 //!   `unrecordQuotaSensor`, I97).
 //! - Memory is bounded: at most [`MAX_METERS`] rates; at the bound the least recently used
 //!   one is dropped (its next request starts a fresh rate).
-//! - Never: reads a clock (`now` comes from the backend), enforces a kind other than the two
-//!   byte rates (AlterClientQuotas refuses the others, so none is stored).
+//! - `request_percentage` (I159): a request is charged the time its handler spent running
+//!   (polled, not waiting), as a percentage of one thread's second (Kafka's
+//!   `nanosToPercentage`); its throttle is at most one sample (Kafka's request quota caps at
+//!   `quota.window.size.seconds`, I158).
+//! - `connection_creation_rate` (I160): a new connection is charged to its IP address's
+//!   quota (its own `ip` entity, else the default one); over it, the connection is taken
+//!   back from the rate and the caller closes it after the throttle time. The broker-wide
+//!   `max.connection.creation.rate` and the per-listener one are charged first; over either,
+//!   the caller waits before serving the connection (Kafka's acceptor blocks). Both throttles
+//!   are at most one sample (I158).
+//! - Never: reads a clock (`now` comes from the backend).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -30,7 +39,7 @@ use minikafka_core::sync::Mutex;
 pub const MAX_METERS: usize = 10_000;
 
 /// The quota kinds this broker enforces (and AlterClientQuotas accepts).
-pub const ENFORCED: [QuotaKind; 2] = [QuotaKind::ProducerByteRate, QuotaKind::ConsumerByteRate];
+pub const ENFORCED: [QuotaKind; 4] = QuotaKind::ALL;
 
 /// Which rate a request is measured in: the kind and the matched entity with its sides read
 /// as the request's names (`None`: the entity has no such side).
@@ -42,6 +51,8 @@ pub struct MeterKey {
     pub user: Option<String>,
     /// The client id, when the matched entity has a client id side.
     pub client_id: Option<String>,
+    /// The IP address, for a connection creation rate.
+    pub ip: Option<String>,
 }
 
 #[derive(Debug)]
@@ -70,12 +81,25 @@ pub struct ThrottleCounts {
     pub throttled_count: u64,
 }
 
+/// The broker-wide and per-listener connection creation rates and their limits.
+#[derive(Debug)]
+struct ConnectionRates {
+    /// `max.connection.creation.rate` (`None`: unlimited) and its rate.
+    broker: (Option<f64>, SampledRate),
+    /// `listener.name.<l>.max.connection.creation.rate` per listener index.
+    listeners: Vec<(Option<f64>, SampledRate)>,
+}
+
 /// The configuration and rates (see the module documentation).
 #[derive(Debug)]
 pub struct Quotas {
     configs: RwLock<Arc<QuotaConfigs>>,
     window: Window,
     meters: Mutex<Meters>,
+    connections: Mutex<ConnectionRates>,
+    /// Whether any `request_percentage` quota is configured: when not, requests are not
+    /// timed at all (the hot path pays one relaxed load).
+    request_quota_on: std::sync::atomic::AtomicBool,
 }
 
 fn ms(now: MonoTime) -> u64 {
@@ -89,7 +113,29 @@ impl Quotas {
             configs: RwLock::new(Arc::new(QuotaConfigs::default())),
             window,
             meters: Mutex::new(Meters::default()),
+            connections: Mutex::new(ConnectionRates {
+                broker: (None, SampledRate::new(window)),
+                listeners: Vec::new(),
+            }),
+            request_quota_on: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Sets the broker-wide and per-listener connection creation limits (connections per
+    /// second; `None`: unlimited).
+    pub fn set_connection_limits(&self, broker: Option<f64>, listeners: &[Option<f64>]) {
+        let mut rates = self.connections.lock();
+        rates.broker.0 = broker;
+        rates.listeners = listeners
+            .iter()
+            .map(|limit| (*limit, SampledRate::new(self.window)))
+            .collect();
+    }
+
+    /// Whether requests are to be timed for a `request_percentage` quota.
+    pub fn request_quota_on(&self) -> bool {
+        self.request_quota_on
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The configuration in force.
@@ -100,7 +146,10 @@ impl Quotas {
     /// Replaces the configuration (already stored: I95). Rates are kept: a changed quota
     /// applies to the rate measured so far, as in Kafka.
     pub fn set_configs(&self, configs: QuotaConfigs) {
+        let on = configs.has_kind(QuotaKind::RequestPercentage);
         *self.configs.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(configs);
+        self.request_quota_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Charges `amount` bytes of `kind` to `user`/`client_id` at `now` and returns the
@@ -123,8 +172,84 @@ impl Quotas {
             kind,
             user: read(&entity.user, user),
             client_id: read(&entity.client_id, client_id),
+            ip: None,
         };
+        let cap = self.window.sample_ms * u64::from(self.window.samples);
+        self.charge_meter(key, quota, amount as f64, ms(now), keep_when_throttled, cap)
+    }
+
+    /// Charges a request's handler time, `busy`, to the `request_percentage` quota of
+    /// `user`/`client_id` (I159) and returns the throttle time in ms, at most one sample
+    /// (I158); 0 when no quota applies.
+    pub fn charge_request_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        busy: std::time::Duration,
+        now: MonoTime,
+    ) -> u64 {
+        let kind = QuotaKind::RequestPercentage;
+        let Some((entity, quota)) = self.configs().resolve(user, client_id, kind) else {
+            return 0;
+        };
+        let read = |side: &Option<EntityName>, name: &str| side.as_ref().map(|_| name.to_string());
+        let key = MeterKey {
+            kind,
+            user: read(&entity.user, user),
+            client_id: read(&entity.client_id, client_id),
+            ip: None,
+        };
+        // Kafka's nanosToPercentage: 100 % is one thread busy for the whole second.
+        let percent_seconds = busy.as_secs_f64() * 100.0;
+        let cap = self.window.sample_ms;
+        self.charge_meter(key, quota, percent_seconds, ms(now), true, cap)
+    }
+
+    /// Charges one new connection from `ip` to its `connection_creation_rate` (I160):
+    /// `Some(throttle ms)` (at most one sample, I158) when over it — the connection is taken
+    /// back from every rate and is to be closed after that time — else `None`.
+    pub fn charge_ip_connection(&self, ip: std::net::IpAddr, now: MonoTime) -> Option<u64> {
+        let quota = self.configs().ip_quota(ip)?;
+        let key = MeterKey {
+            kind: QuotaKind::ConnectionCreationRate,
+            user: None,
+            client_id: None,
+            ip: Some(ip.to_string()),
+        };
+        let throttle = self.charge_meter(key, quota, 1.0, ms(now), false, self.window.sample_ms);
+        (throttle > 0).then_some(throttle)
+    }
+
+    /// Charges one new connection on listener `listener` to the broker-wide and that
+    /// listener's connection creation limits and returns how long to wait before serving
+    /// it (the longer of the two, at most one sample, I158; Kafka's acceptor waits so).
+    pub fn charge_listener_connection(&self, listener: usize, now: MonoTime) -> u64 {
         let now_ms = ms(now);
+        let cap = self.window.sample_ms;
+        let mut rates = self.connections.lock();
+        let charge = |(limit, rate): &mut (Option<f64>, SampledRate)| match limit {
+            Some(limit) => {
+                rate.record(1.0, now_ms);
+                rate.throttle_ms_at_most(*limit, now_ms, cap)
+            }
+            None => 0,
+        };
+        let broker = charge(&mut rates.broker);
+        let listener = rates.listeners.get_mut(listener).map_or(0, charge);
+        broker.max(listener)
+    }
+
+    /// Records `amount` in the rate `key` against `quota`; the throttle time, at most `cap`.
+    fn charge_meter(
+        &self,
+        key: MeterKey,
+        quota: f64,
+        amount: f64,
+        now_ms: u64,
+        keep_when_throttled: bool,
+        cap: u64,
+    ) -> u64 {
+        let kind = key.kind;
         let mut meters = self.meters.lock();
         if !meters.by_key.contains_key(&key) && meters.by_key.len() >= MAX_METERS {
             let oldest = meters
@@ -144,11 +269,11 @@ impl Quotas {
             throttled_count: 0,
         });
         meter.last_ms = meter.last_ms.max(now_ms);
-        meter.rate.record(amount as f64, now_ms);
-        let throttle_ms = meter.rate.throttle_ms(quota, now_ms);
+        meter.rate.record(amount, now_ms);
+        let throttle_ms = meter.rate.throttle_ms_at_most(quota, now_ms, cap);
         if throttle_ms > 0 {
             if !keep_when_throttled {
-                meter.rate.record(-(amount as f64), now_ms);
+                meter.rate.record(-amount, now_ms);
             }
             meter.throttle_ms_total = meter.throttle_ms_total.saturating_add(throttle_ms);
             meter.throttled_count += 1;
@@ -189,7 +314,7 @@ impl Quotas {
         let mut out: Vec<ThrottleCounts> = meters
             .by_key
             .iter()
-            .filter(|(_, m)| m.throttled_count > 0)
+            .filter(|(k, m)| m.throttled_count > 0 && k.ip.is_none())
             .map(|(key, m)| ThrottleCounts {
                 key: key.clone(),
                 throttle_ms_total: m.throttle_ms_total,

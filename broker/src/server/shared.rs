@@ -159,6 +159,9 @@ impl Shared {
         let max_connections = config.max_connections;
         let listener_count = config.listeners.len();
         let quota_window = config.quota_window;
+        let (broker_rate, listener_rates) = config.connection_creation_limits();
+        let quotas = Quotas::new(quota_window);
+        quotas.set_connection_limits(broker_rate, &listener_rates);
         let (inboxes, inbox_receivers) = (0..config.num_shards)
             .map(|_| async_channel::unbounded())
             .unzip();
@@ -173,7 +176,7 @@ impl Shared {
             group_configs: RwLock::new(Arc::new(GroupConfigs::default())),
             acls: RwLock::new(Arc::new(AclSet::default())),
             scram: RwLock::new(Arc::new(ScramStore::default())),
-            quotas: Quotas::new(quota_window),
+            quotas,
             admin_lock: futures::lock::Mutex::new(()),
             inboxes,
             inbox_receivers,

@@ -11,10 +11,12 @@
 //!   types. A bad filter answers the top-level error and no entries.
 //! - Alter: one result per entry, in request order. A key Kafka does not know for the
 //!   entity is INVALID_REQUEST ("Invalid configuration key"), as is a value not above 0, a
-//!   byte rate that is not an integer, or a key set twice in one entry. The keys Kafka knows
-//!   but this broker does not enforce (`request_percentage`, `controller_mutation_rate`,
-//!   `connection_creation_rate`) are refused with INVALID_REQUEST and a message saying so,
-//!   never stored unenforced (I99). `remove` drops a value. `validate_only` checks and
+//!   byte rate that is not an integer, a `connection_creation_rate` that is not an integer
+//!   of Kafka's INT range, or a key set twice in one entry (`request_percentage` is a
+//!   DOUBLE: any finite value above 0). The one key Kafka knows but this broker does not
+//!   enforce, `controller_mutation_rate` (no KRaft controller here), is refused with
+//!   INVALID_REQUEST and a message saying so, never stored unenforced (I99). IP entities
+//!   (`connection_creation_rate` only) are stored and described like the others (I160). `remove` drops a value. `validate_only` checks and
 //!   changes nothing. The valid entries' changes are stored durably (`quota_store`) under the
 //!   admin lock before they are answered or put in force (I95); a failed write answers
 //!   UNKNOWN_SERVER_ERROR for them and changes nothing.
@@ -70,11 +72,11 @@ const MATCH_SPECIFIED: i8 = 2;
 /// An entity as the wire names it: (type, name), sorted by type.
 type WireEntity = Vec<(String, Option<String>)>;
 
-/// A checked entity: a stored one, or an IP entity (valid, but nothing is stored for it).
+/// A checked entity: a user/client-id one, or an IP one (a named address or the default).
 #[derive(Debug, Clone, PartialEq)]
 enum Checked {
     Client(QuotaEntity),
-    Ip,
+    Ip(EntityName),
 }
 
 fn invalid(message: impl Into<String>) -> (ErrorCode, String) {
@@ -125,7 +127,7 @@ fn check_entity(entity: &WireEntity) -> Result<Checked, (ErrorCode, String)> {
                         return Err(invalid(format!("{ip} is not a valid IP address")));
                     }
                 }
-                return Ok(Checked::Ip);
+                return Ok(Checked::Ip(side(name)));
             }
         }
     }
@@ -146,8 +148,8 @@ fn check_op(
     let enforced = QuotaKind::from_key(key).filter(|k| ENFORCED.contains(k));
     let Some(kind) = enforced else {
         return Err(invalid(format!(
-            "Quota {key} is not enforced by this broker (only producer_byte_rate and \
-             consumer_byte_rate are); refused rather than stored unenforced"
+            "Quota {key} is not enforced by this broker (a single node has no KRaft \
+             controller); refused rather than stored unenforced"
         )));
     };
     if remove {
@@ -156,16 +158,24 @@ fn check_op(
     if value.is_nan() || value <= 0.0 || value.is_infinite() {
         return Err(invalid(format!("Quota {key} must be greater than 0")));
     }
-    if value.fract() != 0.0 || value > i64::MAX as f64 {
+    // Kafka's types: the byte rates are LONGs, the connection rate an INT, the request
+    // percentage a DOUBLE.
+    let max = match kind {
+        QuotaKind::RequestPercentage => return Ok((kind, Some(value))),
+        QuotaKind::ConnectionCreationRate => (i32::MAX as f64, "an INT"),
+        _ => (i64::MAX as f64, "a LONG"),
+    };
+    if value.fract() != 0.0 || value > max.0 {
         return Err(invalid(format!(
-            "Quota {key} must be an integer no larger than a LONG"
+            "Quota {key} must be an integer no larger than {}",
+            max.1
         )));
     }
     Ok((kind, Some(value)))
 }
 
 /// What one entry changes: values set (`Some`) or removed (`None`) on one entity.
-type Changes = (QuotaEntity, Vec<(QuotaKind, Option<f64>)>);
+type Changes = (Checked, Vec<(QuotaKind, Option<f64>)>);
 
 /// The changes of one entry (`None` for a valid entry that changes nothing), or why it is
 /// refused.
@@ -183,7 +193,7 @@ fn check_entry(
         })
         .collect();
     let checked = check_entity(&wire)?;
-    let ip = matches!(checked, Checked::Ip);
+    let ip = matches!(checked, Checked::Ip(_));
     let mut keys = BTreeSet::new();
     let mut changes = Vec::with_capacity(entry.ops.len());
     for op in &entry.ops {
@@ -192,11 +202,7 @@ fn check_entry(
         }
         changes.push(check_op(ip, &op.key, op.value, op.remove)?);
     }
-    match checked {
-        Checked::Client(entity) => Ok(Some((entity, changes))),
-        // Every key of an IP entity is refused above; an entry with no ops changes nothing.
-        Checked::Ip => Ok(None),
-    }
+    Ok((!changes.is_empty()).then_some((checked, changes)))
 }
 
 /// AlterClientQuotas (authorized by the caller).
@@ -214,7 +220,10 @@ pub async fn alter<B: Backend>(
             let mut next: QuotaConfigs = (*shared.quotas.configs()).clone();
             for (entity, changes) in checked.iter().flatten().flatten() {
                 for (kind, value) in changes {
-                    next.set(entity.clone(), *kind, *value);
+                    match entity {
+                        Checked::Client(entity) => next.set(entity.clone(), *kind, *value),
+                        Checked::Ip(ip) => next.set_ip(ip.clone(), *value),
+                    }
                 }
             }
             match quota_store::save(&state.backend, &state.data_dir(), &next).await {
@@ -310,8 +319,7 @@ fn sides(entity: &QuotaEntity) -> Vec<(&'static str, &EntityName)> {
     out
 }
 
-fn matches(entity: &QuotaEntity, filter: &[(String, Match)], strict: bool) -> bool {
-    let sides = sides(entity);
+fn matches(sides: &[(&str, &EntityName)], filter: &[(String, Match)], strict: bool) -> bool {
     if strict && sides.len() != filter.len() {
         return false;
     }
@@ -352,12 +360,19 @@ fn describe_entries(
     filter: &[(String, Match)],
     strict: bool,
 ) -> Vec<DescribeEntryData> {
-    configs
-        .entries()
-        .filter(|(entity, _)| matches(entity, filter, strict))
-        .map(|(entity, values)| {
+    let clients = configs.entries().map(|(entity, values)| {
+        let values: Vec<(QuotaKind, f64)> = values.iter().map(|(k, v)| (*k, *v)).collect();
+        (sides(entity), values)
+    });
+    let ips = configs
+        .ip_entries()
+        .map(|(ip, v)| (vec![(IP, ip)], vec![(QuotaKind::ConnectionCreationRate, v)]));
+    clients
+        .chain(ips)
+        .filter(|(sides, _)| matches(sides, filter, strict))
+        .map(|(sides, values)| {
             let mut entry = DescribeEntryData::default();
-            entry.entity = sides(entity)
+            entry.entity = sides
                 .into_iter()
                 .map(|(t, name)| {
                     let mut d = DescribeEntityData::default();
@@ -370,11 +385,11 @@ fn describe_entries(
                 })
                 .collect();
             entry.values = values
-                .iter()
+                .into_iter()
                 .map(|(kind, value)| {
                     let mut v = ValueData::default();
                     v.key = str_bytes(kind.key());
-                    v.value = *value;
+                    v.value = value;
                     v
                 })
                 .collect();
@@ -406,7 +421,11 @@ mod tests {
         );
         assert_eq!(
             check_entity(&wire(&[("ip", Some("10.0.0.1"))])),
-            Ok(Checked::Ip)
+            Ok(Checked::Ip(EntityName::Named("10.0.0.1".into())))
+        );
+        assert_eq!(
+            check_entity(&wire(&[("ip", None)])),
+            Ok(Checked::Ip(EntityName::Default))
         );
         for bad in [
             wire(&[]),
@@ -430,6 +449,14 @@ mod tests {
             check_op(false, "consumer_byte_rate", f64::NAN, true),
             Ok((QuotaKind::ConsumerByteRate, None))
         );
+        assert_eq!(
+            check_op(false, "request_percentage", 12.5, false),
+            Ok((QuotaKind::RequestPercentage, Some(12.5)))
+        );
+        assert_eq!(
+            check_op(true, "connection_creation_rate", 5.0, false),
+            Ok((QuotaKind::ConnectionCreationRate, Some(5.0)))
+        );
         for (ip, key, value, why) in [
             (false, "io_thread_units", 1.0, "Invalid configuration key"),
             (
@@ -439,8 +466,13 @@ mod tests {
                 "Invalid configuration key",
             ),
             (true, "producer_byte_rate", 1.0, "Invalid configuration key"),
-            (false, "request_percentage", 50.0, "not enforced"),
-            (true, "connection_creation_rate", 5.0, "not enforced"),
+            (false, "controller_mutation_rate", 5.0, "not enforced"),
+            (false, "request_percentage", -1.0, "greater than 0"),
+            (false, "request_percentage", f64::NAN, "greater than 0"),
+            (true, "connection_creation_rate", 0.0, "greater than 0"),
+            (true, "connection_creation_rate", -3.0, "greater than 0"),
+            (true, "connection_creation_rate", 2.5, "INT"),
+            (true, "connection_creation_rate", 3e9, "INT"),
             (false, "producer_byte_rate", 0.0, "greater than 0"),
             (false, "producer_byte_rate", -5.0, "greater than 0"),
             (false, "producer_byte_rate", f64::INFINITY, "greater than 0"),
@@ -490,5 +522,17 @@ mod tests {
         assert_eq!(count(&[("user", Match::Specified)], true), 2);
         assert_eq!(count(&[("client-id", Match::Specified)], false), 2);
         assert_eq!(count(&[("ip", Match::Specified)], false), 0);
+        configs.set_ip(EntityName::Named("10.0.0.1".into()), Some(3.0));
+        configs.set_ip(EntityName::Default, Some(9.0));
+        let count = |f: &[(&str, Match)], strict: bool| {
+            let f: Vec<(String, Match)> =
+                f.iter().map(|(t, m)| (t.to_string(), m.clone())).collect();
+            describe_entries(&configs, &f, strict).len()
+        };
+        assert_eq!(count(&[], false), 6);
+        assert_eq!(count(&[("ip", Match::Specified)], true), 2);
+        assert_eq!(count(&[("ip", Match::Default)], false), 1);
+        assert_eq!(count(&[("ip", Match::Exact("10.0.0.1".into()))], false), 1);
+        assert_eq!(count(&[("user", Match::Specified)], false), 3);
     }
 }
