@@ -152,6 +152,21 @@ impl Quotas {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The meter of the `kind` quota that applies to `user`/`client_id`, keyed by the parts of
+    /// the entity the quota names (a `<default>` user quota is metered per user), with its
+    /// value; `None` when no quota of that kind applies.
+    fn user_meter(&self, kind: QuotaKind, user: &str, client_id: &str) -> Option<(MeterKey, f64)> {
+        let (entity, quota) = self.configs().resolve(user, client_id, kind)?;
+        let read = |side: &Option<EntityName>, name: &str| side.as_ref().map(|_| name.to_string());
+        let key = MeterKey {
+            kind,
+            user: read(&entity.user, user),
+            client_id: read(&entity.client_id, client_id),
+            ip: None,
+        };
+        Some((key, quota))
+    }
+
     /// Charges `amount` bytes of `kind` to `user`/`client_id` at `now` and returns the
     /// throttle time in ms (0 when no quota applies or the rate is within it). With
     /// `keep_when_throttled` false a throttled amount is taken back (I97).
@@ -164,15 +179,8 @@ impl Quotas {
         now: MonoTime,
         keep_when_throttled: bool,
     ) -> u64 {
-        let Some((entity, quota)) = self.configs().resolve(user, client_id, kind) else {
+        let Some((key, quota)) = self.user_meter(kind, user, client_id) else {
             return 0;
-        };
-        let read = |side: &Option<EntityName>, name: &str| side.as_ref().map(|_| name.to_string());
-        let key = MeterKey {
-            kind,
-            user: read(&entity.user, user),
-            client_id: read(&entity.client_id, client_id),
-            ip: None,
         };
         let cap = self.window.sample_ms * u64::from(self.window.samples);
         self.charge_meter(key, quota, amount as f64, ms(now), keep_when_throttled, cap)
@@ -189,15 +197,8 @@ impl Quotas {
         now: MonoTime,
     ) -> u64 {
         let kind = QuotaKind::RequestPercentage;
-        let Some((entity, quota)) = self.configs().resolve(user, client_id, kind) else {
+        let Some((key, quota)) = self.user_meter(kind, user, client_id) else {
             return 0;
-        };
-        let read = |side: &Option<EntityName>, name: &str| side.as_ref().map(|_| name.to_string());
-        let key = MeterKey {
-            kind,
-            user: read(&entity.user, user),
-            client_id: read(&entity.client_id, client_id),
-            ip: None,
         };
         // Kafka's nanosToPercentage: 100 % is one thread busy for the whole second.
         let percent_seconds = busy.as_secs_f64() * 100.0;
