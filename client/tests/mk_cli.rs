@@ -718,6 +718,19 @@ fn mk_quotas_alters_and_describes_client_quotas() {
         ],
     );
     assert_eq!(valid, "quotas of client-id=<default>: valid\n");
+    // request_percentage is enforced (I159): mk passes it through and the broker accepts it.
+    let valid = run_ok(
+        addr,
+        &[
+            "quotas",
+            "alter",
+            "--client-default",
+            "--add-config",
+            "request_percentage=50",
+            "--validate-only",
+        ],
+    );
+    assert_eq!(valid, "quotas of client-id=<default>: valid\n");
     fails_with(
         &mk(
             addr,
@@ -726,12 +739,12 @@ fn mk_quotas_alters_and_describes_client_quotas() {
                 "alter",
                 "--client-default",
                 "--add-config",
-                "request_percentage=50",
+                "controller_mutation_rate=50",
             ],
             None,
         ),
         "a quota minikafka does not enforce",
-        &["request_percentage", "not enforced"],
+        &["controller_mutation_rate", "not enforced"],
     );
     run_ok(
         addr,
