@@ -638,7 +638,7 @@ struct QuotaEntityArgs {
     /// The default client id (`<default>`).
     #[arg(long)]
     client_default: bool,
-    /// An IP address (Kafka's connection_creation_rate, not enforced by minikafka).
+    /// An IP address (its quota is `connection_creation_rate`, enforced per connection, I160).
     #[arg(long, conflicts_with = "ip_default")]
     ip: Option<String>,
     /// The default IP.
