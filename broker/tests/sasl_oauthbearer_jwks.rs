@@ -129,8 +129,12 @@ fn claims(sub: &str) -> Value {
 /// A broker whose SASL_PLAINTEXT listener serves OAUTHBEARER with the JWKS at `jwks`, its
 /// settings given with Kafka's listener-and-mechanism prefix.
 fn broker_with_jwks(jwks: &Path) -> Broker {
+    broker_with_jwks_and(jwks, &[])
+}
+
+fn broker_with_jwks_and(jwks: &Path, extra: &[(&str, &str)]) -> Broker {
     let prefix = "listener.name.sasl_plaintext.oauthbearer.";
-    Broker::builder()
+    let mut builder = Broker::builder()
         .listener("SASL_PLAINTEXT")
         .with(
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
@@ -145,8 +149,20 @@ fn broker_with_jwks(jwks: &Path) -> Broker {
             &format!("{prefix}sasl.oauthbearer.expected.audience"),
             "kafka,other",
         )
-        .with("sasl.oauthbearer.clock.skew.seconds", "5")
-        .start()
+        .with("sasl.oauthbearer.clock.skew.seconds", "5");
+    for (k, v) in extra {
+        builder = builder.with(k, v);
+    }
+    builder.start()
+}
+
+/// Whether `token` authenticates (a refused one's connection is closed by the broker).
+fn authenticates(broker: &Broker, token: &str) -> bool {
+    let mut client = TypedClient::connect(broker.listener_addr("SASL_PLAINTEXT"));
+    let hs = handshake(&mut client, "OAUTHBEARER").expect("handshake answered");
+    assert_eq!(hs.error_code, 0);
+    let answer = authenticate(&mut client, &first_message(token)).expect("answered");
+    answer.error_code == 0 && answer.auth_bytes.is_empty()
 }
 
 fn write_jwks(dir: &Path, keys: &[Value]) -> std::path::PathBuf {
@@ -222,6 +238,37 @@ fn signed_tokens_from_listed_keys_authenticate_and_others_are_refused() {
         c["iat"] = json!(now_s() - 600);
         c["exp"] = json!(now_s() - 60);
         assert_refused(&broker, &rsa.token("rsa-1", &c));
+    });
+}
+
+#[test]
+fn a_key_added_to_the_jwks_file_is_used_after_the_refresh_interval() {
+    bounded(LIMIT, || {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let old = EcKey::new();
+        let new = EcKey::new();
+        let jwks = write_jwks(dir.path(), &[old.jwk("old")]);
+        let broker = broker_with_jwks_and(
+            &jwks,
+            &[("sasl.oauthbearer.jwks.endpoint.refresh.ms", "200")],
+        );
+        let token = new.token("new", &claims("alice"));
+        assert!(!authenticates(&broker, &token), "not in the JWKS yet");
+        // Rotation: the new key is published beside the old one; no restart.
+        let staged = dir.path().join("jwks.json.new");
+        std::fs::write(
+            &staged,
+            json!({"keys": [old.jwk("old"), new.jwk("new")]}).to_string(),
+        )
+        .expect("written");
+        std::fs::rename(&staged, &jwks).expect("replaced");
+        let mut tries = 0;
+        while !authenticates(&broker, &token) {
+            tries += 1;
+            assert!(tries < 200, "the new key was never read");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_accepted(&broker, &old.token("old", &claims("bob")));
     });
 }
 

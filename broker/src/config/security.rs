@@ -221,15 +221,58 @@ fn oauthbearer_validator(
 }
 
 /// A listener's signed-token validator: the JWKS read from `sasl.oauthbearer.jwks.endpoint.url`
-/// and the claims a token must carry (I166–I168).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// and the claims a token must carry (I166–I168). The file is read again when
+/// `sasl.oauthbearer.jwks.endpoint.refresh.ms` has passed since the last read (clones share
+/// the keys, so every connection of the listener sees a new set); a read that fails keeps the
+/// keys it had.
+#[derive(Clone, Debug)]
 pub struct JwksValidator {
     /// The URL the keys came from (for logs).
     pub url: String,
-    /// The keys.
-    pub jwks: Arc<Jwks>,
+    /// The file the URL names.
+    path: String,
+    /// How long a read of the file is used before it is read again.
+    refresh_ms: i64,
+    /// The keys, and when they were read (ms since the epoch; 0: at startup).
+    loaded: Arc<std::sync::RwLock<(Arc<Jwks>, i64)>>,
     /// The expected issuer, audience, claim names and skew.
     pub config: SignedValidatorConfig,
+}
+
+impl PartialEq for JwksValidator {
+    fn eq(&self, other: &Self) -> bool {
+        self.url == other.url && self.refresh_ms == other.refresh_ms && self.config == other.config
+    }
+}
+
+impl Eq for JwksValidator {}
+
+impl JwksValidator {
+    /// The keys to verify with at `now_ms`: the last read, or the file read again when
+    /// `refresh_ms` has passed since then.
+    pub fn keys(&self, now_ms: i64) -> Arc<Jwks> {
+        let (keys, loaded_ms) = match self.loaded.read() {
+            Ok(guard) => (Arc::clone(&guard.0), guard.1),
+            Err(poisoned) => (Arc::clone(&poisoned.get_ref().0), poisoned.get_ref().1),
+        };
+        if now_ms.saturating_sub(loaded_ms) < self.refresh_ms {
+            return keys;
+        }
+        let mut guard = match self.loaded.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if now_ms.saturating_sub(guard.1) < self.refresh_ms {
+            return Arc::clone(&guard.0);
+        }
+        // Whatever the outcome, the next try waits a whole interval.
+        guard.1 = now_ms;
+        match read_jwks(&self.path) {
+            Ok(jwks) => guard.0 = Arc::new(jwks),
+            Err(why) => tracing::warn!(url = %self.url, %why, "JWKS not re-read; keeping its keys"),
+        }
+        Arc::clone(&guard.0)
+    }
 }
 
 /// The path of a `file:` URL (`file:/p`, `file:///p`, `file://localhost/p`), or why not.
@@ -264,6 +307,13 @@ pub fn check_claim_name(value: &str) -> Result<(), String> {
         return Err("a claim name cannot be empty".into());
     }
     Ok(())
+}
+
+/// Now, in ms since the Unix epoch (when a JWKS was read).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Reads a JWKS file, at most [`MAX_JWKS_BYTES`] (one byte more is read to tell a longer file,
@@ -326,6 +376,15 @@ fn jwks_validator(
             *field = v.trim().to_string();
         }
     }
+    let mut refresh_ms = 3_600_000;
+    if let Some((k, v)) = value("sasl.oauthbearer.jwks.endpoint.refresh.ms") {
+        refresh_ms = v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| (k, v.to_string(), "not a positive number of ms".to_string()))?;
+    }
     if let Some((k, v)) = value("sasl.oauthbearer.clock.skew.seconds") {
         config.clock_skew_seconds = v
             .trim()
@@ -335,7 +394,9 @@ fn jwks_validator(
     }
     Ok(Some(JwksValidator {
         url: url.to_string(),
-        jwks: Arc::new(jwks),
+        path: path.to_string(),
+        refresh_ms,
+        loaded: Arc::new(std::sync::RwLock::new((Arc::new(jwks), wall_clock_ms()))),
         config,
     }))
 }
@@ -414,6 +475,36 @@ mod tests {
         assert_eq!(signed.config.expected_audience, ["a", "b"]);
         assert_eq!(signed.config.clock_skew_seconds, 7);
         assert_eq!(signed.config.expected_issuer, None);
+        // Read again once the refresh interval has passed; a bad file keeps the keys.
+        let key = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","y":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}"#;
+        let mut given = given.clone();
+        given.insert(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms".into(),
+            "1000".into(),
+        );
+        let mut listeners = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        resolve(&mut listeners, &given, &["OAUTHBEARER".to_string()]).expect("resolves");
+        let signed = listeners[0]
+            .sasl
+            .oauthbearer_jwks
+            .clone()
+            .expect("a JWKS validator");
+        let start = wall_clock_ms();
+        assert!(signed.keys(start).keys.is_empty());
+        std::fs::write(&path, key).expect("written");
+        let later = start + 1000;
+        assert_eq!(signed.keys(later).keys.len(), 1);
+        std::fs::write(&path, "not json").expect("written");
+        assert_eq!(
+            signed.keys(later + 999).keys.len(),
+            1,
+            "not read before the interval"
+        );
+        assert_eq!(
+            signed.keys(later + 1000).keys.len(),
+            1,
+            "a bad file keeps the keys"
+        );
         // Without OAUTHBEARER enabled the JWKS is not read.
         let mut listeners = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
         let given = settings(&[("sasl.oauthbearer.jwks.endpoint.url", "file:///absent")]);

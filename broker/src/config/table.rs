@@ -574,7 +574,7 @@ pub static SETTINGS: &[Setting] = &[
     // `listener.name.<listener>.oauthbearer.` may precede these.
     broker("sasl.oauthbearer.jwks.endpoint.url", Kind::String, "",
         Valid::Check(security::check_jwks_url, "empty, or a file: URL"),
-        "KIP-768: the JWKS whose keys verify OAUTHBEARER tokens' signatures (RS256/384/512, PS256/384/512, ES256/384); set, unsecured tokens are refused; only file: URLs are read (at startup, at most 1 MiB), not http(s):",
+        "KIP-768: the JWKS whose keys verify OAUTHBEARER tokens' signatures (RS256/384/512, PS256/384/512, ES256/384); set, unsecured tokens are refused; only file: URLs are read (at startup, then every sasl.oauthbearer.jwks.endpoint.refresh.ms; at most 1 MiB), not http(s):",
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.jwks.endpoint.url", "")),
     broker("sasl.oauthbearer.expected.audience", Kind::List, "",
@@ -602,7 +602,7 @@ pub static SETTINGS: &[Setting] = &[
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.clock.skew.seconds", "30")),
     broker("sasl.oauthbearer.jwks.endpoint.refresh.ms", Kind::Long, "3600000", Valid::Range(1, i64::MAX),
-        "accepted for Kafka's configurations; a file: JWKS is read once at startup (as Kafka reads one), so this has no effect",
+        "with a JWKS: how long a read of the file is used before the next token's check reads it again (Kafka refreshes its https: JWKS so; a file that fails to read or parse keeps the keys it had)",
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000")),
     // TLS of SSL and SASL_SSL listeners (docs/SECURITY.md, config/tls.rs): read per listener,

@@ -462,7 +462,7 @@ impl Authenticator {
                     Some(signed) => (
                         jwks::validate_signed(
                             &response.token,
-                            &signed.jwks,
+                            &signed.keys(inputs.now_ms),
                             &signed.config,
                             inputs.now_ms,
                         ),
