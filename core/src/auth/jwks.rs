@@ -13,11 +13,13 @@
 //!   base64url parts; the header's `alg` one of RS256/384/512, PS256/384/512, ES256/384
 //!   (`none` and HMAC algorithms are refused: I167); the key chosen by the header's `kid` when
 //!   it has one (else every key of the algorithm's type is tried); the signature verified over
-//!   `header.claims` before any claim is read (I167). Then (I168): `exp` is required and
-//!   `now - skew < exp`; `nbf`, when present, `nbf <= now + skew`; `iat`, when present,
-//!   `iat <= now + skew`; the issuer equals `expected_issuer` when that is set; `aud` (a
-//!   string or a list) names one of `expected_audience` when that is set; the subject claim
-//!   is a non-empty string; the scope claim, when present, a space-separated string or a list
+//!   `header.claims` before any claim is read (I167). Then (I168), as Kafka's jose4j consumer
+//!   (`setRequireExpirationTime`, `setRequireIssuedAt`): `exp` and `iat` are required and
+//!   `now - skew < exp`; `nbf`, when present, `nbf <= now + skew` (a future `iat` is not
+//!   refused, as jose4j does not by default); the issuer equals `expected_issuer` when that is
+//!   set; `aud` (a string or a list) names one of `expected_audience` when that is set; the
+//!   subject claim is a non-empty string; the scope claim, when present, a space-separated
+//!   string or a list
 //!   of strings. Time comes in as `now_ms`; this module reads no clock, file or socket.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -328,10 +330,7 @@ pub fn validate_signed(
             return Err(OAuthBearerError::Time("not yet valid (nbf)"));
         }
     }
-    let iat = time_ms(&claims, "iat")?;
-    if iat.is_some_and(|iat| iat > now_ms.saturating_add(skew_ms)) {
-        return Err(OAuthBearerError::Time("issued in the future (iat)"));
-    }
+    let iat = time_ms(&claims, "iat")?.ok_or(bad("no issued-at time (iat)"))?;
     if let Some(expected) = &config.expected_issuer {
         if claims.get("iss").and_then(Value::as_str) != Some(expected.as_str()) {
             return Err(bad("the issuer (iss) is not the expected issuer"));
@@ -369,7 +368,7 @@ pub fn validate_signed(
     Ok(ValidatedToken {
         principal,
         lifetime_ms: exp,
-        start_time_ms: iat,
+        start_time_ms: Some(iat),
         scope,
     })
 }
