@@ -224,7 +224,8 @@ fn oauthbearer_validator(
 /// and the claims a token must carry (I166–I168). The file is read again when
 /// `sasl.oauthbearer.jwks.endpoint.refresh.ms` has passed since the last read (clones share
 /// the keys, so every connection of the listener sees a new set); a read that fails keeps the
-/// keys it had.
+/// keys it had. The re-read is a blocking read of at most 1 MiB on the thread of the connection
+/// whose check found the keys stale, once per interval for the whole listener.
 #[derive(Clone, Debug)]
 pub struct JwksValidator {
     /// The URL the keys came from (for logs).
