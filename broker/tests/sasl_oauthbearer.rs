@@ -127,7 +127,8 @@ fn oauthbearer_unsecured_jwts_authenticate_and_refusals_are_kafkas() {
             &no_scope,
             r#"{"status":"insufficient_scope", "scope":"[kafka]"}"#,
         );
-        // A signed token is not an unsecured one (JWKS validation is not served).
+        // A signed token is not an unsecured one (this listener has no JWKS; see
+        // tests/sasl_oauthbearer_jwks.rs for one that has).
         let signed = good.replacen(
             good.split('.').next().expect("header"),
             "eyJhbGciOiJIUzI1NiJ9",

@@ -58,6 +58,7 @@ pub static TARGETS: &[(&str, Target)] = &[
     ("sasl_plain", sasl::sasl_plain),
     ("scram", sasl::scram),
     ("oauthbearer", sasl::oauthbearer),
+    ("oauthbearer_jwks", sasl::oauthbearer_jwks),
     ("ssl_principal", sasl::ssl_principal),
     ("sasl_session", sasl_session::sasl_session),
     ("schema_records", schema::schema_records),

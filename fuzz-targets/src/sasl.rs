@@ -1,6 +1,6 @@
 //! Targets for what a client sends during SASL authentication (`core::auth`): the PLAIN
 //! message, SCRAM's client-first and client-final messages through the server machine, and
-//! OAUTHBEARER's initial response with its unsecured token.
+//! OAUTHBEARER's initial response with its unsecured token, and a JWKS with a signed token.
 //!
 //! Contracts (I40, and each parser's own): no input panics; whatever parses re-encodes to
 //! input that parses to the same value; the SCRAM machine either fails for good (no outputs,
@@ -10,6 +10,9 @@
 
 use std::sync::OnceLock;
 
+use minikafka_core::auth::jwks::{
+    validate_signed, Jwks, SignedValidatorConfig, MAX_JWKS_BYTES, MAX_JWKS_KEYS,
+};
 use minikafka_core::auth::oauthbearer::{
     encode_client_initial_response, parse_client_initial_response, validate_unsecured,
     UnsecuredValidatorConfig,
@@ -195,6 +198,34 @@ pub fn oauthbearer(data: &[u8]) {
                 assert!(token.scope.contains(scope));
             }
         }
+    }
+}
+
+/// `oauthbearer_jwks`: 8 bytes of `now_ms`, a JWKS document, a NUL, then a signed token.
+/// Neither part panics or allocates beyond its bound (I166); a document over
+/// `MAX_JWKS_BYTES` is refused; a token that validates against the parsed set has a non-empty
+/// principal, expires after `now` minus the skew, and was verified by a key of the set (I167,
+/// I168).
+pub fn oauthbearer_jwks(data: &[u8]) {
+    let mut input = Input::new(data);
+    let now_ms = i64::from(input.u32()) << 32 | i64::from(input.u32());
+    let rest = input.rest();
+    let (document, token) = match rest.iter().position(|b| *b == 0) {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => (rest, &b""[..]),
+    };
+    let parsed = Jwks::parse(document);
+    if document.len() > MAX_JWKS_BYTES {
+        assert!(parsed.is_err());
+    }
+    let jwks = parsed.unwrap_or_default();
+    assert!(jwks.keys.len() <= MAX_JWKS_KEYS);
+    let token = String::from_utf8_lossy(token);
+    let config = SignedValidatorConfig::default();
+    if let Ok(valid) = validate_signed(&token, &jwks, &config, now_ms) {
+        assert!(!jwks.keys.is_empty());
+        assert!(!valid.principal.trim().is_empty());
+        assert!(valid.lifetime_ms > now_ms.saturating_sub(30_000));
     }
 }
 

@@ -41,6 +41,7 @@ fn fixture() -> &'static (SaslSettings, ScramStore, SupportedVersions) {
             ],
             plain: Some(PlainUsers::from_jaas(&entry).expect("PLAIN users")),
             oauthbearer: Some(UnsecuredValidatorConfig::default()),
+            oauthbearer_jwks: None,
         };
         let mut store = ScramStore::default();
         for m in ScramMechanism::ALL {

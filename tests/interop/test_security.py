@@ -636,3 +636,104 @@ def test_confluent_kafka_reauthenticates_before_its_session_expires(broker_facto
     log = broker.output()
     assert log.count("re-authenticated") >= 4, log
     assert 'user="erin"' in log and "session expired" not in log, log
+
+
+# OAUTHBEARER with signed tokens (KIP-768's broker side, I166–I168): the broker verifies each
+# token against a JWKS file; librdkafka (confluent-kafka's oauth_cb) and kafka-python (a
+# token provider) sign theirs with a key made here. kfake cannot validate a JWKS.
+
+
+def _jwks_keys(tmp_path):
+    """A P-256 key, its JWKS file (kid ``k1``), and a signer of claims as an ES256 JWT."""
+    import base64
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+    def b64(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    pub = key.public_key().public_numbers()
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{
+        "kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
+        "x": b64(pub.x.to_bytes(32, "big")), "y": b64(pub.y.to_bytes(32, "big"))}]}))
+
+    def sign(claims, signer=key):
+        header = b64(json.dumps({"alg": "ES256", "kid": "k1", "typ": "JWT"}).encode())
+        body = b64(json.dumps(claims).encode())
+        der = signer.sign(f"{header}.{body}".encode(), ec.ECDSA(hashes.SHA256()))
+        r, s = utils.decode_dss_signature(der)
+        return f"{header}.{body}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+    return jwks, sign, lambda: ec.generate_private_key(ec.SECP256R1())
+
+
+def test_real_clients_authenticate_with_signed_tokens_against_a_jwks(broker_factory, tmp_path):
+    jwks, sign, other_key = _jwks_keys(tmp_path)
+    port = _free_port()
+    broker = broker_factory(**{
+        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},OAUTH://127.0.0.1:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT",
+        "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"file://{jwks}",
+        "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer": "https://idp.test",
+        "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience": "kafka",
+    })
+    _topic(broker, "signed")
+    addr = f"127.0.0.1:{port}"
+
+    def claims(sub, **extra):
+        now = int(time.time())
+        return {"sub": sub, "iss": "https://idp.test", "aud": "kafka", "iat": now,
+                "exp": now + 600, **extra}
+
+    def ck(token_fn, **extra):
+        return {"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "oauth_cb": token_fn, **extra}
+
+    # librdkafka: oauth_cb returns (token, expiry in epoch seconds, principal).
+    good = ck(lambda _config: (sign(claims("alice")), time.time() + 600, "alice"))
+    producer = Producer(good)
+    delivered = []
+    producer.produce("signed", b"ck signed", on_delivery=lambda e, m: delivered.append(e))
+    assert producer.flush(LIMIT_S) == 0
+    assert delivered == [None], delivered
+    assert 'user="alice"' in broker.output() or "user=alice" in broker.output()
+
+    # kafka-python: a token provider.
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Provider(AbstractTokenProvider):
+        def token(self):
+            return sign(claims("bob"))
+
+    kp = KafkaProducer(bootstrap_servers=addr, security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider())
+    kp.send("signed", b"kp signed").get(timeout=LIMIT_S)
+    kp.close()
+    consumer = Consumer({**good, "group.id": f"g-{uuid.uuid4()}", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["signed"])
+    seen, deadline = [], time.monotonic() + LIMIT_S
+    while len(seen) < 2 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value())
+    consumer.close()
+    assert sorted(seen) == [b"ck signed", b"kp signed"], seen
+
+    # Refused as Kafka refuses them: another key, another issuer, an expired token.
+    for bad in (sign(claims("mallory"), signer=other_key()),
+                sign(claims("mallory", iss="https://elsewhere")),
+                sign(claims("mallory", exp=int(time.time()) - 120))):
+        failures = []
+        refused = Producer(ck(lambda _c, t=bad: (t, time.time() + 600, "mallory"),
+                              error_cb=failures.append))
+        deadline = time.monotonic() + LIMIT_S
+        while not any(e.code() == KafkaError._AUTHENTICATION for e in failures):
+            assert time.monotonic() < deadline, f"no authentication error: {failures}"
+            refused.poll(0.2)
+        refusal = next(e for e in failures if e.code() == KafkaError._AUTHENTICATION)
+        assert "invalid_token" in refusal.str(), refusal.str()
+    assert "OAUTHBEARER token refused: Invalid signed JWT" in broker.output()

@@ -81,6 +81,9 @@ pub struct SaslSettings {
     pub plain: Option<PlainUsers>,
     /// OAUTHBEARER's unsecured validator options (set when OAUTHBEARER is enabled).
     pub oauthbearer: Option<minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig>,
+    /// OAUTHBEARER's signed-token validator, when `sasl.oauthbearer.jwks.endpoint.url` is set
+    /// (then unsecured tokens are refused).
+    pub oauthbearer_jwks: Option<super::security::JwksValidator>,
 }
 
 /// Kafka's default `listener.security.protocol.map`: each protocol names itself.

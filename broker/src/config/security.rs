@@ -14,7 +14,11 @@
 
 use std::collections::BTreeMap;
 
+use std::io::Read as _;
+use std::sync::Arc;
+
 use minikafka_core::auth::jaas;
+use minikafka_core::auth::jwks::{Jwks, SignedValidatorConfig, MAX_JWKS_BYTES};
 use minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig;
 use minikafka_core::auth::plain::PlainUsers;
 
@@ -32,6 +36,25 @@ pub const PER_LISTENER: &[&str] = &[
     "sasl.enabled.mechanisms",
     "sasl.jaas.config",
     "max.connection.creation.rate",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+];
+
+/// The settings of OAUTHBEARER's signed-token validator, which Kafka reads with the
+/// mechanism's prefix (`listener.name.<l>.oauthbearer.sasl.oauthbearer.…`) as well.
+const OAUTHBEARER_SETTINGS: &[&str] = &[
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 ];
 
 /// The base setting of a `listener.name.<l>.[<mechanism>.]<setting>` key, if `key` is one and
@@ -47,6 +70,14 @@ pub fn per_listener_base(key: &str) -> Option<&'static str> {
         return Some(base);
     }
     let (mechanism, setting) = setting.split_once(".sasl.")?;
+    if mechanism.eq_ignore_ascii_case("oauthbearer") {
+        if let Some(base) = OAUTHBEARER_SETTINGS
+            .iter()
+            .find(|b| b.strip_prefix("sasl.") == Some(setting))
+        {
+            return Some(base);
+        }
+    }
     (setting == "jaas.config" && MECHANISMS.iter().any(|m| m.eq_ignore_ascii_case(mechanism)))
         .then_some("sasl.jaas.config")
 }
@@ -155,13 +186,16 @@ pub fn resolve(
             plain = Some(users);
         }
         let mut oauthbearer = None;
+        let mut oauthbearer_jwks = None;
         if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
             oauthbearer = Some(oauthbearer_validator(settings, listener)?);
+            oauthbearer_jwks = jwks_validator(settings, listener)?;
         }
         listener.sasl = SaslSettings {
             mechanisms,
             plain,
             oauthbearer,
+            oauthbearer_jwks,
         };
     }
     Ok(())
@@ -184,6 +218,188 @@ fn oauthbearer_validator(
     }
     UnsecuredValidatorConfig::from_options(&entry.options)
         .map_err(|e| (key, hidden(), e.to_string()))
+}
+
+/// A listener's signed-token validator: the JWKS read from `sasl.oauthbearer.jwks.endpoint.url`
+/// and the claims a token must carry (I166–I168). The file is read again when
+/// `sasl.oauthbearer.jwks.endpoint.refresh.ms` has passed since the last read (clones share
+/// the keys, so every connection of the listener sees a new set); a read that fails keeps the
+/// keys it had. The re-read is a blocking read of at most 1 MiB on the thread of the connection
+/// whose check found the keys stale, once per interval for the whole listener.
+#[derive(Clone, Debug)]
+pub struct JwksValidator {
+    /// The URL the keys came from (for logs).
+    pub url: String,
+    /// The file the URL names.
+    path: String,
+    /// How long a read of the file is used before it is read again.
+    refresh_ms: i64,
+    /// The keys, and when they were read (ms since the epoch; 0: at startup).
+    loaded: Arc<std::sync::RwLock<(Arc<Jwks>, i64)>>,
+    /// The expected issuer, audience, claim names and skew.
+    pub config: SignedValidatorConfig,
+}
+
+impl PartialEq for JwksValidator {
+    fn eq(&self, other: &Self) -> bool {
+        self.url == other.url && self.refresh_ms == other.refresh_ms && self.config == other.config
+    }
+}
+
+impl Eq for JwksValidator {}
+
+impl JwksValidator {
+    /// The keys to verify with at `now_ms`: the last read, or the file read again when
+    /// `refresh_ms` has passed since then.
+    pub fn keys(&self, now_ms: i64) -> Arc<Jwks> {
+        let (keys, loaded_ms) = match self.loaded.read() {
+            Ok(guard) => (Arc::clone(&guard.0), guard.1),
+            Err(poisoned) => (Arc::clone(&poisoned.get_ref().0), poisoned.get_ref().1),
+        };
+        if now_ms.saturating_sub(loaded_ms) < self.refresh_ms {
+            return keys;
+        }
+        let mut guard = match self.loaded.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if now_ms.saturating_sub(guard.1) < self.refresh_ms {
+            return Arc::clone(&guard.0);
+        }
+        // Whatever the outcome, the next try waits a whole interval.
+        guard.1 = now_ms;
+        match read_jwks(&self.path) {
+            Ok(jwks) => guard.0 = Arc::new(jwks),
+            Err(why) => tracing::warn!(url = %self.url, %why, "JWKS not re-read; keeping its keys"),
+        }
+        Arc::clone(&guard.0)
+    }
+}
+
+/// The path of a `file:` URL (`file:/p`, `file:///p`, `file://localhost/p`), or why not.
+fn file_url_path(url: &str) -> Result<&str, String> {
+    let rest = url.strip_prefix("file:").ok_or_else(|| {
+        "only file: URLs are read (http(s): JWKS endpoints are not served)".to_string()
+    })?;
+    let path = match rest.strip_prefix("//") {
+        Some(authority_and_path) => authority_and_path
+            .strip_prefix("localhost")
+            .unwrap_or(authority_and_path),
+        None => rest,
+    };
+    if !path.starts_with('/') {
+        return Err("a file: URL needs an absolute path".into());
+    }
+    Ok(path)
+}
+
+/// Checks `sasl.oauthbearer.jwks.endpoint.url`: empty, or a `file:` URL with an absolute path.
+pub fn check_jwks_url(value: &str) -> Result<(), String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(());
+    }
+    file_url_path(value).map(drop)
+}
+
+/// Checks a claim-name setting: not empty.
+pub fn check_claim_name(value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err("a claim name cannot be empty".into());
+    }
+    Ok(())
+}
+
+/// Now, in ms since the Unix epoch (when a JWKS was read).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Reads a JWKS file, at most [`MAX_JWKS_BYTES`] (one byte more is read to tell a longer file,
+/// which the parser refuses: I166).
+fn read_jwks(path: &str) -> Result<Jwks, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut data = Vec::new();
+    file.take(MAX_JWKS_BYTES as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    Jwks::parse(&data).map_err(|e| format!("{path}: {e}"))
+}
+
+/// The value of an OAUTHBEARER setting for `listener`: mechanism-prefixed, listener-prefixed,
+/// then unprefixed (Kafka's order).
+fn oauthbearer_value<'a>(
+    settings: &'a BTreeMap<String, String>,
+    listener: &Listener,
+    key: &str,
+) -> Option<(String, &'a str)> {
+    let mechanism_key = format!("{}oauthbearer.{key}", listener.config_prefix());
+    match settings.get(&mechanism_key) {
+        Some(v) => Some((mechanism_key, v.as_str())),
+        None => listener_value(settings, listener, key),
+    }
+}
+
+/// OAUTHBEARER's signed-token validator for `listener`, when its JWKS URL is set.
+fn jwks_validator(
+    settings: &BTreeMap<String, String>,
+    listener: &Listener,
+) -> Result<Option<JwksValidator>, (String, String, String)> {
+    let value = |key: &str| oauthbearer_value(settings, listener, key);
+    let Some((url_key, url)) =
+        value("sasl.oauthbearer.jwks.endpoint.url").filter(|(_, v)| !v.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let url = url.trim();
+    let path = file_url_path(url).map_err(|why| (url_key.clone(), url.to_string(), why))?;
+    let jwks = read_jwks(path).map_err(|why| (url_key.clone(), url.to_string(), why))?;
+    let mut config = SignedValidatorConfig::default();
+    if let Some((_, v)) = value("sasl.oauthbearer.expected.audience") {
+        config.expected_audience = v
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    if let Some((_, v)) = value("sasl.oauthbearer.expected.issuer") {
+        config.expected_issuer = Some(v.trim().to_string()).filter(|i| !i.is_empty());
+    }
+    for (key, field) in [
+        ("sasl.oauthbearer.sub.claim.name", &mut config.sub_claim),
+        ("sasl.oauthbearer.scope.claim.name", &mut config.scope_claim),
+    ] {
+        if let Some((k, v)) = value(key) {
+            check_claim_name(v).map_err(|why| (k, v.to_string(), why))?;
+            *field = v.trim().to_string();
+        }
+    }
+    let mut refresh_ms = 3_600_000;
+    if let Some((k, v)) = value("sasl.oauthbearer.jwks.endpoint.refresh.ms") {
+        refresh_ms = v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| (k, v.to_string(), "not a positive number of ms".to_string()))?;
+    }
+    if let Some((k, v)) = value("sasl.oauthbearer.clock.skew.seconds") {
+        config.clock_skew_seconds = v
+            .trim()
+            .parse::<u32>()
+            .map(u64::from)
+            .map_err(|_| (k, v.to_string(), "not a number of seconds".to_string()))?;
+    }
+    Ok(Some(JwksValidator {
+        url: url.to_string(),
+        path: path.to_string(),
+        refresh_ms,
+        loaded: Arc::new(std::sync::RwLock::new((Arc::new(jwks), wall_clock_ms()))),
+        config,
+    }))
 }
 
 #[cfg(test)]
@@ -211,6 +427,96 @@ mod tests {
     }
 
     const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+
+    #[test]
+    fn oauthbearer_jwks_settings_resolve_per_listener_and_mechanism() {
+        assert_eq!(
+            per_listener_base(
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.expected.issuer"
+            ),
+            Some("sasl.oauthbearer.expected.issuer")
+        );
+        assert_eq!(
+            per_listener_base("listener.name.sasl_ssl.sasl.oauthbearer.jwks.endpoint.url"),
+            Some("sasl.oauthbearer.jwks.endpoint.url")
+        );
+        assert_eq!(
+            per_listener_base("listener.name.x.plain.sasl.oauthbearer.expected.issuer"),
+            None
+        );
+        assert_eq!(file_url_path("file:///etc/jwks.json"), Ok("/etc/jwks.json"));
+        assert_eq!(file_url_path("file:/etc/jwks.json"), Ok("/etc/jwks.json"));
+        assert_eq!(file_url_path("file://localhost/etc/j"), Ok("/etc/j"));
+        assert!(file_url_path("file:jwks.json").is_err());
+        assert!(check_jwks_url("https://idp.example/jwks").is_err());
+        assert!(check_jwks_url("").is_ok());
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("jwks.json");
+        std::fs::write(&path, r#"{"keys":[]}"#).expect("written");
+        let url = format!("file://{}", path.display());
+        let mut listeners = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        let given = settings(&[
+            (
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+                url.as_str(),
+            ),
+            ("sasl.oauthbearer.expected.audience", "a, b"),
+            (
+                "listener.name.sasl_ssl.sasl.oauthbearer.clock.skew.seconds",
+                "7",
+            ),
+        ]);
+        resolve(&mut listeners, &given, &["OAUTHBEARER".to_string()]).expect("resolves");
+        let signed = listeners[0]
+            .sasl
+            .oauthbearer_jwks
+            .as_ref()
+            .expect("a JWKS validator");
+        assert_eq!(signed.config.expected_audience, ["a", "b"]);
+        assert_eq!(signed.config.clock_skew_seconds, 7);
+        assert_eq!(signed.config.expected_issuer, None);
+        // Read again once the refresh interval has passed; a bad file keeps the keys.
+        let key = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","y":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}"#;
+        let mut given = given.clone();
+        given.insert(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms".into(),
+            "1000".into(),
+        );
+        let mut listeners = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        resolve(&mut listeners, &given, &["OAUTHBEARER".to_string()]).expect("resolves");
+        let signed = listeners[0]
+            .sasl
+            .oauthbearer_jwks
+            .clone()
+            .expect("a JWKS validator");
+        let start = wall_clock_ms();
+        assert!(signed.keys(start).keys.is_empty());
+        std::fs::write(&path, key).expect("written");
+        let later = start + 1000;
+        assert_eq!(signed.keys(later).keys.len(), 1);
+        std::fs::write(&path, "not json").expect("written");
+        assert_eq!(
+            signed.keys(later + 999).keys.len(),
+            1,
+            "not read before the interval"
+        );
+        assert_eq!(
+            signed.keys(later + 1000).keys.len(),
+            1,
+            "a bad file keeps the keys"
+        );
+        // Without OAUTHBEARER enabled the JWKS is not read.
+        let mut listeners = vec![listener("SASL_SSL", SecurityProtocol::SaslSsl)];
+        let given = settings(&[("sasl.oauthbearer.jwks.endpoint.url", "file:///absent")]);
+        let mut with_plain = given.clone();
+        with_plain.insert("sasl.jaas.config".into(), JAAS.into());
+        resolve(&mut listeners, &with_plain, &["PLAIN".to_string()]).expect("resolves");
+        assert!(listeners[0].sasl.oauthbearer_jwks.is_none());
+        let err =
+            resolve(&mut listeners, &given, &["OAUTHBEARER".to_string()]).expect_err("absent");
+        assert_eq!(err.0, "sasl.oauthbearer.jwks.endpoint.url");
+    }
 
     #[test]
     fn prefixed_keys_name_their_base_setting() {

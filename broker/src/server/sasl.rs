@@ -15,7 +15,9 @@
 //!   Kafka says for both) and closes the connection; it is logged with the username and
 //!   the mechanism, never a password, token or proof, and counted in the metrics.
 //! - OAUTHBEARER (RFC 7628) validates the client's unsecured JWT as Kafka's default
-//!   validator does (I138): a token refused gets Kafka's JSON error as the server's
+//!   validator does (I138), or, on a listener with `sasl.oauthbearer.jwks.endpoint.url`, a
+//!   signed JWT against that JWKS as Kafka's `OAuthBearerValidatorCallbackHandler` does
+//!   (`core::auth::jwks`, I166–I168; unsecured tokens are refused there): a token refused gets Kafka's JSON error as the server's
 //!   challenge (`{"status":"invalid_token"}`, or `insufficient_scope` with the required
 //!   scope), the client acknowledges it with a lone `\x01`, and that is answered
 //!   SASL_AUTHENTICATION_FAILED with the same JSON and the connection closes. A malformed
@@ -34,6 +36,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::StrBytes;
+use minikafka_core::auth::jwks;
 use minikafka_core::auth::oauthbearer::{self, OAuthBearerError};
 use minikafka_core::auth::scram::{
     server_nonce_from_entropy, ScramMechanism, ScramOutput, ScramServer,
@@ -453,7 +456,24 @@ impl Authenticator {
                         })
                     }
                 };
-                match oauthbearer::validate_unsecured(&response.token, config, inputs.now_ms) {
+                // With a JWKS only signed tokens are accepted (I167); else Kafka's default,
+                // unsecured validator.
+                let (validated, required_scope) = match &sasl.oauthbearer_jwks {
+                    Some(signed) => (
+                        jwks::validate_signed(
+                            &response.token,
+                            &signed.keys(inputs.now_ms),
+                            &signed.config,
+                            inputs.now_ms,
+                        ),
+                        &[][..],
+                    ),
+                    None => (
+                        oauthbearer::validate_unsecured(&response.token, config, inputs.now_ms),
+                        &config.required_scope[..],
+                    ),
+                };
+                match validated {
                     Ok(token)
                         if !response.authzid.is_empty() && response.authzid != token.principal =>
                     {
@@ -473,7 +493,7 @@ impl Authenticator {
                     Err(e) => {
                         // RFC 7628 §3.2.2: the error goes to the client as a challenge; its
                         // `\x01` acknowledgement is answered with the failure.
-                        let json = oauthbearer_json_error(&e, &config.required_scope);
+                        let json = oauthbearer_json_error(&e, required_scope);
                         self.state = State::OAuthBearerRefused {
                             raw,
                             failure: Failure {

@@ -20,6 +20,8 @@
 //!   syntax, and the server as a machine ([`scram::ScramServer`]).
 //! - [`oauthbearer`]: OAUTHBEARER's client initial response (RFC 7628) and Kafka's unsecured
 //!   JWT validator.
+//! - [`jwks`]: signed OAUTHBEARER tokens (KIP-768): a JWKS parsed with bounds, a JWS's
+//!   signature verified with ring, the claims checked (I166–I168).
 //! - [`ssl_principal`]: Kafka's `ssl.principal.mapping.rules`, a client certificate's subject
 //!   to a principal name (I140, I141).
 //! - [`acl_filter`]: ACL filters (DescribeAcls, DeleteAcls) and the checks of a new ACL.
@@ -31,6 +33,7 @@
 pub mod acl;
 pub mod acl_filter;
 pub mod jaas;
+pub mod jwks;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;

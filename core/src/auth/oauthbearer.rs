@@ -72,6 +72,13 @@ pub enum OAuthBearerError {
     /// A required scope is missing from the token.
     #[error("The provided scope did not include the required scope: {0}")]
     MissingScope(String),
+    /// The JWKS could not be read (what was wrong); the listener keeps no keys from it.
+    #[error("Invalid JWKS: {0}")]
+    BadJwks(String),
+    /// A signed token was refused (what was wrong): its form, algorithm, key, signature or
+    /// a claim other than time and scope.
+    #[error("Invalid signed JWT: {0}")]
+    BadSignedToken(&'static str),
     /// The authzid is not the token's principal.
     #[error("Authentication failed: Client requested an authorization id that is different from the token's principal name")]
     AuthzidMismatch,
