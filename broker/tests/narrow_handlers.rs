@@ -3,7 +3,7 @@
 //! The handlers listed in [`NARROWED`] take `server::shard_context` traits
 //! (`TopicCatalogue`, `BrokerIdentity`, `PartitionOps`, `GroupOps`, `TxnOps`, `ConfigLookup`,
 //! `ShardClock`, `TopicAdmin`, `TxnVerification`, `ProducerIds`, `SecurityStores`,
-//! `Authorizer`), never the whole
+//! `Authorizer`, `QuotaLedger`), never the whole
 //! `ShardState`. This test reads each of them (comments, literals and `#[cfg(test)]` items
 //! removed by the scanner shared with `no_clock.rs`) and fails if one names `ShardState` or
 //! the `shard` module, so a handler cannot widen its context again unnoticed. It also checks
@@ -48,6 +48,7 @@ const NARROWED: &[&str] = &[
     "offset_for_leader_epoch.rs",
     "produce.rs",
     "scram_credentials.rs",
+    "throttle.rs",
     "txn_offset_commit.rs",
     "txn_shared.rs",
     "write_txn_markers.rs",

@@ -54,11 +54,12 @@ pub use super::partition_ops::{
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
 use super::quota_store;
+use super::quotas::Quotas;
 use super::routing;
 use super::scram_store::{self, ScramStore};
 use super::shard_context::{
-    Authorizer, BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ProducerIds, SecurityStores,
-    ShardClock, TopicCatalogue, TxnOps,
+    Authorizer, BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ProducerIds, QuotaLedger,
+    SecurityStores, ShardClock, TopicCatalogue, TxnOps,
 };
 use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
@@ -320,6 +321,13 @@ impl<B: Backend> SecurityStores for ShardState<B> {
         quota_store::save(&self.backend, &self.data_dir(), &next).await?;
         self.shared.quotas.set_configs(next);
         Ok(())
+    }
+}
+
+/// The quota ledger the handlers see: the shared one.
+impl<B: Backend> QuotaLedger for ShardState<B> {
+    fn quotas(&self) -> &Quotas {
+        &self.shared.quotas
     }
 }
 

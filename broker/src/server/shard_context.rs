@@ -23,6 +23,7 @@
 //!   is on and what a caller may do, for the handlers that check inside their answer (the
 //!   ACL APIs, Metadata's auto-creation and KIP-430 bitfields); every API's own check runs
 //!   before its handler, from the table in `handlers::authorize`.
+//!   [`QuotaLedger`]: the client quotas' rate ledger, charged by Produce and Fetch.
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -54,6 +55,7 @@ use super::group_configs::GroupConfigs;
 use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead,
 };
+use super::quotas::Quotas;
 use super::scram_store::ScramStore;
 use super::shared::{Shared, TopicInfo};
 use crate::config::BrokerConfig;
@@ -274,6 +276,13 @@ pub trait Authorizer {
     }
 }
 
+/// The client quotas' rate ledger (one per broker, shared by the shards) that Produce's and
+/// Fetch's bytes are charged to.
+pub trait QuotaLedger {
+    /// The ledger.
+    fn quotas(&self) -> &Quotas;
+}
+
 impl<T: TopicCatalogue + ?Sized> TopicCatalogue for Rc<T> {
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         (**self).topic(name)
@@ -416,6 +425,18 @@ impl Authorizer for Shared {
         requested: bool,
     ) -> i32 {
         super::authz::authorized_operations(self, caller, resource_type, name, requested)
+    }
+}
+
+impl<T: QuotaLedger + ?Sized> QuotaLedger for Rc<T> {
+    fn quotas(&self) -> &Quotas {
+        (**self).quotas()
+    }
+}
+
+impl QuotaLedger for Shared {
+    fn quotas(&self) -> &Quotas {
+        &self.quotas
     }
 }
 
