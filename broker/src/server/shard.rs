@@ -287,7 +287,7 @@ impl<B: Backend> ProducerIds for ShardState<B> {
 }
 
 /// The security stores the handlers see: the shared ones, written through this shard's
-/// backend into the data directory.
+/// backend into the data directory, and put in force only once written (I152).
 impl<B: Backend> SecurityStores for ShardState<B> {
     async fn lock_admin(&self) -> MutexGuard<'_, ()> {
         self.shared.admin_lock.lock().await

@@ -227,7 +227,8 @@ pub trait ProducerIds {
 
 /// The broker's security stores, each replaced whole: written durably through the shard's
 /// backend (an atomic file in the data directory) and only then put in force on every shard.
-/// A read-modify-write holds [`SecurityStores::lock_admin`] from the read to the replace.
+/// A read-modify-write holds [`SecurityStores::lock_admin`] from the read to the replace; a
+/// failed write leaves the store in force unchanged (I152).
 #[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
 pub trait SecurityStores {
     /// Waits for the admin lock (topic, configuration and security changes, one at a time).

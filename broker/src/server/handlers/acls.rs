@@ -293,6 +293,113 @@ mod tests {
 
     const DISABLED: i16 = ErrorCode::SECURITY_DISABLED.code();
 
+    /// ACLs in memory, whose durable write fails when `fail` is set, and an authorizer that
+    /// allows everything: the handler sees only these two traits (I150).
+    struct FakeStores {
+        acls: std::cell::RefCell<std::sync::Arc<AclSet>>,
+        fail: bool,
+        admin: futures::lock::Mutex<()>,
+    }
+
+    impl SecurityStores for FakeStores {
+        async fn lock_admin(&self) -> futures::lock::MutexGuard<'_, ()> {
+            self.admin.lock().await
+        }
+        fn acls(&self) -> std::sync::Arc<AclSet> {
+            self.acls.borrow().clone()
+        }
+        async fn replace_acls(&self, next: AclSet) -> std::io::Result<()> {
+            if self.fail {
+                return Err(std::io::Error::other("disk full"));
+            }
+            *self.acls.borrow_mut() = std::sync::Arc::new(next);
+            Ok(())
+        }
+        fn scram_credentials(&self) -> std::sync::Arc<crate::server::scram_store::ScramStore> {
+            unreachable!("the ACL APIs read no credentials")
+        }
+        async fn replace_scram_credentials(
+            &self,
+            _: crate::server::scram_store::ScramStore,
+        ) -> std::io::Result<()> {
+            unreachable!("the ACL APIs write no credentials")
+        }
+        fn quota_configs(&self) -> std::sync::Arc<minikafka_core::quota::QuotaConfigs> {
+            unreachable!("the ACL APIs read no quotas")
+        }
+        async fn replace_quota_configs(
+            &self,
+            _: minikafka_core::quota::QuotaConfigs,
+        ) -> std::io::Result<()> {
+            unreachable!("the ACL APIs write no quotas")
+        }
+    }
+
+    impl Authorizer for FakeStores {
+        fn authorizer_enabled(&self) -> bool {
+            true
+        }
+        fn allowed(
+            &self,
+            _: &Caller,
+            _: minikafka_core::auth::acl::ResourceType,
+            _: &str,
+            _: Operation,
+        ) -> bool {
+            true
+        }
+        fn authorized_operations(
+            &self,
+            _: &Caller,
+            _: minikafka_core::auth::acl::ResourceType,
+            _: &str,
+            _: bool,
+        ) -> i32 {
+            unreachable!("the ACL APIs answer no bitfields")
+        }
+    }
+
+    fn read_on_topic(principal: &str) -> AclCreation {
+        let mut c = AclCreation::default();
+        c.resource_type = 2; // TOPIC
+        c.resource_name = str_bytes("orders");
+        c.resource_pattern_type = 3; // LITERAL
+        c.principal = str_bytes(principal);
+        c.host = str_bytes("*");
+        c.operation = 3; // READ
+        c.permission_type = 3; // ALLOW
+        c
+    }
+
+    /// I152: a failed write answers UNKNOWN_SERVER_ERROR and changes nothing.
+    #[test]
+    fn a_creation_is_in_force_only_once_stored() {
+        let caller = Caller::anonymous("127.0.0.1:9".parse().expect("an address"));
+        let mut request = CreateAclsRequest::default();
+        request.creations = vec![read_on_topic("User:alice"), AclCreation::default()];
+        for fail in [true, false] {
+            let stores = FakeStores {
+                acls: Default::default(),
+                fail,
+                admin: futures::lock::Mutex::new(()),
+            };
+            let response = futures::executor::block_on(handle_create(&stores, &caller, &request));
+            let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+            let invalid = ErrorCode::INVALID_REQUEST.code();
+            if fail {
+                let failed = ErrorCode::UNKNOWN_SERVER_ERROR.code();
+                assert_eq!(codes, [failed, invalid]);
+                assert!(
+                    stores.acls().bindings().is_empty(),
+                    "a failed write changed ACLs"
+                );
+            } else {
+                assert_eq!(codes, [ErrorCode::NONE.code(), invalid]);
+                assert_eq!(stores.acls().bindings().len(), 1);
+            }
+        }
+    }
+
     #[test]
     fn every_creation_and_every_filter_gets_its_own_security_disabled_result() {
         let mut create_request = CreateAclsRequest::default();
