@@ -29,16 +29,21 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
+use futures::lock::MutexGuard;
+use minikafka_core::auth::acl::{Operation, ResourceType};
 use minikafka_core::backend::{Backend, ShardId};
 use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse, TxnResult};
+use minikafka_core::quota::QuotaConfigs;
 use minikafka_core::txn::{TxnRequest, TxnResponse};
 use minikafka_core::types::Offset;
 use minikafka_core::wakeup::PartitionSignal;
 use uuid::Uuid;
 
+use super::acl_store::{self, AclSet};
+use super::authz::Caller;
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::groups::host::{GroupHosts, HostContext, OffsetsAppender};
@@ -48,9 +53,13 @@ pub use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead, ProducerDescription,
 };
 use super::partition_ops::{LocalPartitions, PartitionCall, PartitionKey, Reply};
+use super::quota_store;
+use super::quotas::Quotas;
 use super::routing;
+use super::scram_store::{self, ScramStore};
 use super::shard_context::{
-    BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ShardClock, TopicCatalogue,
+    Authorizer, BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ProducerIds, QuotaLedger,
+    SecurityStores, ShardClock, TopicCatalogue, TxnOps,
 };
 use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
@@ -249,6 +258,103 @@ impl<B: Backend> GroupOps for Rc<ShardState<B>> {
         request: GroupRequest,
     ) -> Result<GroupResponse, ErrorCode> {
         ShardState::group_request(self, partition, request).await
+    }
+}
+
+/// The transaction-coordinator operations the handlers see: this shard's routed calls (I150).
+impl<B: Backend> TxnOps for Rc<ShardState<B>> {
+    async fn txn_request(
+        &self,
+        partition: i32,
+        request: TxnRequest,
+    ) -> Result<TxnResponse, ErrorCode> {
+        ShardState::txn_request(self, partition, request).await
+    }
+}
+
+/// The producer-id allocator the handlers see: the shared one, on this shard's backend.
+impl<B: Backend> ProducerIds for ShardState<B> {
+    async fn allocate_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> std::io::Result<(i64, i16)> {
+        let data_dir = self.data_dir();
+        self.shared
+            .producer_ids
+            .allocate(&self.backend, &data_dir, current)
+            .await
+    }
+}
+
+/// The security stores the handlers see: the shared ones, written through this shard's
+/// backend into the data directory, and put in force only once written (I152).
+impl<B: Backend> SecurityStores for ShardState<B> {
+    async fn lock_admin(&self) -> MutexGuard<'_, ()> {
+        self.shared.admin_lock.lock().await
+    }
+
+    fn acls(&self) -> Arc<AclSet> {
+        self.shared.acls()
+    }
+
+    async fn replace_acls(&self, next: AclSet) -> std::io::Result<()> {
+        acl_store::save(&self.backend, &self.data_dir(), &next).await?;
+        self.shared.set_acls(next);
+        Ok(())
+    }
+
+    fn scram_credentials(&self) -> Arc<ScramStore> {
+        self.shared.scram_store()
+    }
+
+    async fn replace_scram_credentials(&self, next: ScramStore) -> std::io::Result<()> {
+        scram_store::save(&self.backend, &self.data_dir(), &next).await?;
+        self.shared.set_scram_store(next);
+        Ok(())
+    }
+
+    fn quota_configs(&self) -> Arc<QuotaConfigs> {
+        self.shared.quotas.configs()
+    }
+
+    async fn replace_quota_configs(&self, next: QuotaConfigs) -> std::io::Result<()> {
+        quota_store::save(&self.backend, &self.data_dir(), &next).await?;
+        self.shared.quotas.set_configs(next);
+        Ok(())
+    }
+}
+
+/// The quota ledger the handlers see: the shared one.
+impl<B: Backend> QuotaLedger for ShardState<B> {
+    fn quotas(&self) -> &Quotas {
+        &self.shared.quotas
+    }
+}
+
+/// The authorizer the handlers see: the shared one's.
+impl<B: Backend> Authorizer for ShardState<B> {
+    fn authorizer_enabled(&self) -> bool {
+        Authorizer::authorizer_enabled(&*self.shared)
+    }
+
+    fn allowed(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        operation: Operation,
+    ) -> bool {
+        Authorizer::allowed(&*self.shared, caller, resource_type, name, operation)
+    }
+
+    fn authorized_operations(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        requested: bool,
+    ) -> i32 {
+        Authorizer::authorized_operations(&*self.shared, caller, resource_type, name, requested)
     }
 }
 

@@ -14,7 +14,16 @@
 //!   [`ShardClock`]: the shard's time and its shutdown, for a handler that waits.
 //!   [`TopicAdmin`]: creating, deleting and growing topics (`server::topics` implements it).
 //!   [`TxnVerification`]: the produce path's question to the transaction coordinators
-//!   (`handlers::add_partitions_to_txn` implements it).
+//!   (`handlers::add_partitions_to_txn` implements it for whatever has the catalogue and
+//!   [`TxnOps`]). [`TxnOps`]: a request to the transaction coordinator of one
+//!   `__transaction_state` partition, on its owner. [`ProducerIds`]: the durable producer-id
+//!   allocator (InitProducerId without a transactional id). [`SecurityStores`]: the ACLs,
+//!   SCRAM credentials and client quotas, read as in force or replaced (durable first, then
+//!   in force on every shard) under the admin lock. [`Authorizer`]: whether an authorizer
+//!   is on and what a caller may do, for the handlers that check inside their answer (the
+//!   ACL APIs, Metadata's auto-creation and KIP-430 bitfields); every API's own check runs
+//!   before its handler, from the table in `handlers::authorize`.
+//!   [`QuotaLedger`]: the client quotas' rate ledger, charged by Produce and Fetch.
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -29,18 +38,25 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::lock::MutexGuard;
+use minikafka_core::auth::acl::{Operation, ResourceType};
 use minikafka_core::clock::MonoTime;
 use minikafka_core::control_batch::TxnMarker;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::group::{GroupRequest, GroupResponse};
-use minikafka_core::txn::{AddPartitionsTxn, TopicPartition};
+use minikafka_core::quota::QuotaConfigs;
+use minikafka_core::txn::{AddPartitionsTxn, TopicPartition, TxnRequest, TxnResponse};
 use uuid::Uuid;
 
+use super::acl_store::AclSet;
+use super::authz::{Caller, CLUSTER_NAME};
 use super::dynamic_config::DynamicBrokerConfig;
 use super::group_configs::GroupConfigs;
 use super::partition_ops::{
     AppendRefusal, Appended, ListedOffset, PartitionDescription, PartitionRead,
 };
+use super::quotas::Quotas;
+use super::scram_store::ScramStore;
 use super::shared::{Shared, TopicInfo};
 use crate::config::BrokerConfig;
 use crate::protocol::SupportedVersions;
@@ -183,6 +199,91 @@ pub trait GroupOps {
     ) -> Result<GroupResponse, ErrorCode>;
 }
 
+/// A request to a transaction coordinator, run on the shard that owns its
+/// `__transaction_state` partition.
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait TxnOps {
+    /// Runs `request` on the coordinator of `__transaction_state` partition `partition`:
+    /// NOT_COORDINATOR when its owner no longer takes calls or is shutting down,
+    /// COORDINATOR_NOT_AVAILABLE when it hosts no such coordinator.
+    async fn txn_request(
+        &self,
+        partition: i32,
+        request: TxnRequest,
+    ) -> Result<TxnResponse, ErrorCode>;
+}
+
+/// Producer ids for idempotent producers, from the broker's durable allocator
+/// (`log::producer_ids`).
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait ProducerIds {
+    /// A fresh id with epoch 0, or `current` with its epoch bumped (KIP-360); an error when
+    /// the allocator's high-water mark cannot be read or written.
+    async fn allocate_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> std::io::Result<(i64, i16)>;
+}
+
+/// The broker's security stores, each replaced whole: written durably through the shard's
+/// backend (an atomic file in the data directory) and only then put in force on every shard.
+/// A read-modify-write holds [`SecurityStores::lock_admin`] from the read to the replace; a
+/// failed write leaves the store in force unchanged (I152).
+#[allow(async_fn_in_trait)] // As `PartitionOps`: a shard's futures stay on its thread.
+pub trait SecurityStores {
+    /// Waits for the admin lock (topic, configuration and security changes, one at a time).
+    async fn lock_admin(&self) -> MutexGuard<'_, ()>;
+    /// The ACLs in force.
+    fn acls(&self) -> Arc<AclSet>;
+    /// Stores `next` as the ACLs, then puts it in force.
+    async fn replace_acls(&self, next: AclSet) -> std::io::Result<()>;
+    /// The SCRAM credentials in force.
+    fn scram_credentials(&self) -> Arc<ScramStore>;
+    /// Stores `next` as the SCRAM credentials, then puts it in force.
+    async fn replace_scram_credentials(&self, next: ScramStore) -> std::io::Result<()>;
+    /// The client quotas in force.
+    fn quota_configs(&self) -> Arc<QuotaConfigs>;
+    /// Stores `next` as the client quotas, then puts it in force.
+    async fn replace_quota_configs(&self, next: QuotaConfigs) -> std::io::Result<()>;
+}
+
+/// The authorizer as a handler asks it inside its answer (`server::authz`'s checks).
+pub trait Authorizer {
+    /// Whether an authorizer is configured (else the ACL APIs answer SECURITY_DISABLED).
+    fn authorizer_enabled(&self) -> bool;
+    /// Whether `caller` may do `operation` on the resource (always, with no authorizer).
+    fn allowed(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        operation: Operation,
+    ) -> bool;
+    /// The KIP-430 bitfield for `caller` on the resource (`authz::authorized_operations`).
+    fn authorized_operations(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        requested: bool,
+    ) -> i32;
+    /// Whether `caller` may do `operation` on the cluster.
+    fn cluster_allowed(&self, caller: &Caller, operation: Operation) -> bool {
+        self.allowed(caller, ResourceType::Cluster, CLUSTER_NAME, operation)
+    }
+    /// Whether `caller` may do `operation` on the topic `topic`.
+    fn topic_allowed(&self, caller: &Caller, topic: &str, operation: Operation) -> bool {
+        self.allowed(caller, ResourceType::Topic, topic, operation)
+    }
+}
+
+/// The client quotas' rate ledger (one per broker, shared by the shards) that Produce's and
+/// Fetch's bytes are charged to.
+pub trait QuotaLedger {
+    /// The ledger.
+    fn quotas(&self) -> &Quotas;
+}
+
 impl<T: TopicCatalogue + ?Sized> TopicCatalogue for Rc<T> {
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
         (**self).topic(name)
@@ -234,6 +335,109 @@ impl<T: ConfigLookup + ?Sized> ConfigLookup for Rc<T> {
 
     fn group_configs(&self) -> Arc<GroupConfigs> {
         (**self).group_configs()
+    }
+}
+
+impl<T: ProducerIds + ?Sized> ProducerIds for Rc<T> {
+    async fn allocate_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> std::io::Result<(i64, i16)> {
+        (**self).allocate_producer_id(current).await
+    }
+}
+
+impl<T: SecurityStores + ?Sized> SecurityStores for Rc<T> {
+    async fn lock_admin(&self) -> MutexGuard<'_, ()> {
+        (**self).lock_admin().await
+    }
+
+    fn acls(&self) -> Arc<AclSet> {
+        (**self).acls()
+    }
+
+    async fn replace_acls(&self, next: AclSet) -> std::io::Result<()> {
+        (**self).replace_acls(next).await
+    }
+
+    fn scram_credentials(&self) -> Arc<ScramStore> {
+        (**self).scram_credentials()
+    }
+
+    async fn replace_scram_credentials(&self, next: ScramStore) -> std::io::Result<()> {
+        (**self).replace_scram_credentials(next).await
+    }
+
+    fn quota_configs(&self) -> Arc<QuotaConfigs> {
+        (**self).quota_configs()
+    }
+
+    async fn replace_quota_configs(&self, next: QuotaConfigs) -> std::io::Result<()> {
+        (**self).replace_quota_configs(next).await
+    }
+}
+
+impl<T: Authorizer + ?Sized> Authorizer for Rc<T> {
+    fn authorizer_enabled(&self) -> bool {
+        (**self).authorizer_enabled()
+    }
+
+    fn allowed(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        operation: Operation,
+    ) -> bool {
+        (**self).allowed(caller, resource_type, name, operation)
+    }
+
+    fn authorized_operations(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        requested: bool,
+    ) -> i32 {
+        (**self).authorized_operations(caller, resource_type, name, requested)
+    }
+}
+
+impl Authorizer for Shared {
+    fn authorizer_enabled(&self) -> bool {
+        self.config.authorizer.enabled()
+    }
+
+    fn allowed(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        operation: Operation,
+    ) -> bool {
+        super::authz::allowed(self, caller, resource_type, name, operation)
+    }
+
+    fn authorized_operations(
+        &self,
+        caller: &Caller,
+        resource_type: ResourceType,
+        name: &str,
+        requested: bool,
+    ) -> i32 {
+        super::authz::authorized_operations(self, caller, resource_type, name, requested)
+    }
+}
+
+impl<T: QuotaLedger + ?Sized> QuotaLedger for Rc<T> {
+    fn quotas(&self) -> &Quotas {
+        (**self).quotas()
+    }
+}
+
+impl QuotaLedger for Shared {
+    fn quotas(&self) -> &Quotas {
+        &self.quotas
     }
 }
 

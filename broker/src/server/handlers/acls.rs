@@ -15,8 +15,6 @@
 //! - The requests' arrays are bounded by the pre-check before decoding (I10), so each
 //!   answer's size is bounded by the request's and the ACL count.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
@@ -28,13 +26,12 @@ use kafka_protocol::messages::{
 };
 use minikafka_core::auth::acl::{AclBinding, Operation};
 use minikafka_core::auth::acl_filter::{new_binding, AclFilter};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
-use crate::server::acl_store::{self, AclSet};
-use crate::server::authz::{cluster_allowed, Caller};
-use crate::server::shard::ShardState;
+use crate::server::acl_store::AclSet;
+use crate::server::authz::Caller;
+use crate::server::shard_context::{Authorizer, SecurityStores};
 
 /// Apache Kafka's message for SECURITY_DISABLED when no authorizer is configured.
 pub const NO_AUTHORIZER_MESSAGE: &str = "No Authorizer is configured.";
@@ -58,17 +55,16 @@ fn filter_of(
 
 /// DescribeAcls: SECURITY_DISABLED without an authorizer, else the ACLs the filter selects,
 /// grouped by resource pattern.
-pub fn handle_describe<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub fn handle_describe(
+    state: &(impl SecurityStores + Authorizer),
     caller: &Caller,
     request: &DescribeAclsRequest,
 ) -> DescribeAclsResponse {
-    let shared = &state.shared;
-    if !shared.config.authorizer.enabled() {
+    if !state.authorizer_enabled() {
         return describe();
     }
     let mut response = DescribeAclsResponse::default();
-    if !cluster_allowed(shared, caller, Operation::Describe) {
+    if !state.cluster_allowed(caller, Operation::Describe) {
         response.error_code = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
         response.error_message = Some(str_bytes(CLUSTER_DENIED_MESSAGE));
         return response;
@@ -89,7 +85,7 @@ pub fn handle_describe<B: Backend>(
             return response;
         }
     };
-    let acls = shared.acls();
+    let acls = state.acls();
     // The set is sorted by resource type, pattern type and name first: equal patterns are
     // adjacent.
     for acl in acls.matching(&filter) {
@@ -124,12 +120,9 @@ pub fn handle_describe<B: Backend>(
 
 /// Stores `next` as the broker's ACLs (durable first, then in force on every shard; the
 /// caller holds the admin lock); the reason, for the answer, when it could not be stored.
-async fn store<B: Backend>(state: &ShardState<B>, next: AclSet) -> Result<(), String> {
-    match acl_store::save(&state.backend, &state.data_dir(), &next).await {
-        Ok(()) => {
-            state.shared.set_acls(next);
-            Ok(())
-        }
+async fn store(state: &impl SecurityStores, next: AclSet) -> Result<(), String> {
+    match state.replace_acls(next).await {
+        Ok(()) => Ok(()),
         Err(e) => {
             tracing::error!("storing the ACLs failed: {e}");
             Err(e.to_string())
@@ -145,17 +138,16 @@ fn creation_result(code: ErrorCode, message: Option<&str>) -> AclCreationResult 
 }
 
 /// CreateAcls: SECURITY_DISABLED without an authorizer, else each valid creation stored.
-pub async fn handle_create<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle_create(
+    state: &(impl SecurityStores + Authorizer),
     caller: &Caller,
     request: &CreateAclsRequest,
 ) -> CreateAclsResponse {
-    let shared = &state.shared;
-    if !shared.config.authorizer.enabled() {
+    if !state.authorizer_enabled() {
         return create(request);
     }
     let mut response = CreateAclsResponse::default();
-    if !cluster_allowed(shared, caller, Operation::Alter) {
+    if !state.cluster_allowed(caller, Operation::Alter) {
         response.results = vec![
             creation_result(
                 ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
@@ -187,8 +179,8 @@ pub async fn handle_create<B: Backend>(
     let stored = if added.is_empty() {
         Ok(())
     } else {
-        let _admin = shared.admin_lock.lock().await;
-        store(state, shared.acls().with(added)).await
+        let _admin = state.lock_admin().await;
+        store(state, state.acls().with(added)).await
     };
     response.results = checked
         .iter()
@@ -222,17 +214,16 @@ fn matching_acl(acl: &AclBinding) -> DeleteAclsMatchingAcl {
 
 /// DeleteAcls: SECURITY_DISABLED without an authorizer, else every ACL a valid filter
 /// selects removed, and listed under each filter that selected it.
-pub async fn handle_delete<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle_delete(
+    state: &(impl SecurityStores + Authorizer),
     caller: &Caller,
     request: &DeleteAclsRequest,
 ) -> DeleteAclsResponse {
-    let shared = &state.shared;
-    if !shared.config.authorizer.enabled() {
+    if !state.authorizer_enabled() {
         return delete(request);
     }
     let mut response = DeleteAclsResponse::default();
-    if !cluster_allowed(shared, caller, Operation::Alter) {
+    if !state.cluster_allowed(caller, Operation::Alter) {
         response.filter_results = vec![
             filter_result(
                 ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
@@ -247,8 +238,8 @@ pub async fn handle_delete<B: Backend>(
         .iter()
         .filter_map(|f| f.as_ref().ok().cloned())
         .collect();
-    let _admin = shared.admin_lock.lock().await;
-    let before = shared.acls();
+    let _admin = state.lock_admin().await;
+    let before = state.acls();
     let next = before.without(&valid);
     let stored = if next == *before {
         Ok(())
@@ -301,6 +292,113 @@ mod tests {
     use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 
     const DISABLED: i16 = ErrorCode::SECURITY_DISABLED.code();
+
+    /// ACLs in memory, whose durable write fails when `fail` is set, and an authorizer that
+    /// allows everything: the handler sees only these two traits (I150).
+    struct FakeStores {
+        acls: std::cell::RefCell<std::sync::Arc<AclSet>>,
+        fail: bool,
+        admin: futures::lock::Mutex<()>,
+    }
+
+    impl SecurityStores for FakeStores {
+        async fn lock_admin(&self) -> futures::lock::MutexGuard<'_, ()> {
+            self.admin.lock().await
+        }
+        fn acls(&self) -> std::sync::Arc<AclSet> {
+            self.acls.borrow().clone()
+        }
+        async fn replace_acls(&self, next: AclSet) -> std::io::Result<()> {
+            if self.fail {
+                return Err(std::io::Error::other("disk full"));
+            }
+            *self.acls.borrow_mut() = std::sync::Arc::new(next);
+            Ok(())
+        }
+        fn scram_credentials(&self) -> std::sync::Arc<crate::server::scram_store::ScramStore> {
+            unreachable!("the ACL APIs read no credentials")
+        }
+        async fn replace_scram_credentials(
+            &self,
+            _: crate::server::scram_store::ScramStore,
+        ) -> std::io::Result<()> {
+            unreachable!("the ACL APIs write no credentials")
+        }
+        fn quota_configs(&self) -> std::sync::Arc<minikafka_core::quota::QuotaConfigs> {
+            unreachable!("the ACL APIs read no quotas")
+        }
+        async fn replace_quota_configs(
+            &self,
+            _: minikafka_core::quota::QuotaConfigs,
+        ) -> std::io::Result<()> {
+            unreachable!("the ACL APIs write no quotas")
+        }
+    }
+
+    impl Authorizer for FakeStores {
+        fn authorizer_enabled(&self) -> bool {
+            true
+        }
+        fn allowed(
+            &self,
+            _: &Caller,
+            _: minikafka_core::auth::acl::ResourceType,
+            _: &str,
+            _: Operation,
+        ) -> bool {
+            true
+        }
+        fn authorized_operations(
+            &self,
+            _: &Caller,
+            _: minikafka_core::auth::acl::ResourceType,
+            _: &str,
+            _: bool,
+        ) -> i32 {
+            unreachable!("the ACL APIs answer no bitfields")
+        }
+    }
+
+    fn read_on_topic(principal: &str) -> AclCreation {
+        let mut c = AclCreation::default();
+        c.resource_type = 2; // TOPIC
+        c.resource_name = str_bytes("orders");
+        c.resource_pattern_type = 3; // LITERAL
+        c.principal = str_bytes(principal);
+        c.host = str_bytes("*");
+        c.operation = 3; // READ
+        c.permission_type = 3; // ALLOW
+        c
+    }
+
+    /// I152: a failed write answers UNKNOWN_SERVER_ERROR and changes nothing.
+    #[test]
+    fn a_creation_is_in_force_only_once_stored() {
+        let caller = Caller::anonymous("127.0.0.1:9".parse().expect("an address"));
+        let mut request = CreateAclsRequest::default();
+        request.creations = vec![read_on_topic("User:alice"), AclCreation::default()];
+        for fail in [true, false] {
+            let stores = FakeStores {
+                acls: Default::default(),
+                fail,
+                admin: futures::lock::Mutex::new(()),
+            };
+            let response = futures::executor::block_on(handle_create(&stores, &caller, &request));
+            let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+            let invalid = ErrorCode::INVALID_REQUEST.code();
+            if fail {
+                let failed = ErrorCode::UNKNOWN_SERVER_ERROR.code();
+                assert_eq!(codes, [failed, invalid]);
+                assert!(
+                    stores.acls().bindings().is_empty(),
+                    "a failed write changed ACLs"
+                );
+            } else {
+                assert_eq!(codes, [ErrorCode::NONE.code(), invalid]);
+                assert_eq!(stores.acls().bindings().len(), 1);
+            }
+        }
+    }
 
     #[test]
     fn every_creation_and_every_filter_gets_its_own_security_disabled_result() {

@@ -4,19 +4,16 @@
 //! Contract: the coordinator owning the transactional id answers once its record is durable
 //! (I62); a routing failure is that code; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, TxnRequest, TxnResponse};
 
 use super::txn_shared::{for_version, run_for_id};
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TxnOps),
     request: AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {

@@ -18,21 +18,18 @@
 //!   partitions of one transaction.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, TopicPartition, TxnRequest, TxnResponse};
 
 use super::str_bytes;
 use super::txn_shared::{for_version, partition_exists, topic_error};
-use crate::server::shard::ShardState;
-use crate::server::shard_context::TxnVerification;
+use crate::server::shard_context::{TopicCatalogue, TxnOps, TxnVerification};
 use crate::server::txns::route;
 
 /// One transaction's codes, per partition in request order.
@@ -70,8 +67,8 @@ fn by_topic(codes: &Codes, version: i16) -> Vec<AddPartitionsToTxnTopicResult> {
 }
 
 /// Handles the request (see the module documentation).
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TxnOps),
     request: AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
@@ -116,8 +113,9 @@ pub async fn handle<B: Backend>(
     response
 }
 
-/// The produce path's verification, as the shard context names it (I150).
-impl<B: Backend> TxnVerification for Rc<ShardState<B>> {
+/// The produce path's verification, as the shard context names it (I150): whatever reaches
+/// the catalogue and the transaction coordinators can ask them.
+impl<S: TopicCatalogue + TxnOps> TxnVerification for S {
     async fn add_partitions(
         &self,
         transactions: Vec<txn::AddPartitionsTxn>,
@@ -129,8 +127,8 @@ impl<B: Backend> TxnVerification for Rc<ShardState<B>> {
 /// Runs `transactions` on their coordinators (see the module documentation): per
 /// transaction, in order, its id and its partitions' codes. Also the produce path's
 /// verification (KIP-890 part 1) uses it, with `verify_only` set.
-pub async fn add_partitions<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn add_partitions(
+    state: &(impl TopicCatalogue + TxnOps),
     transactions: Vec<txn::AddPartitionsTxn>,
 ) -> Vec<(String, Codes)> {
     let mut results: Vec<(String, Codes)> = Vec::with_capacity(transactions.len());

@@ -26,7 +26,6 @@
 //!   request and the stored quotas.
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use kafka_protocol::messages::alter_client_quotas_response::{
     EntityData as AlterEntityData, EntryData as AlterEntryData,
@@ -38,14 +37,12 @@ use kafka_protocol::messages::{
     alter_client_quotas_request, describe_client_quotas_request, AlterClientQuotasRequest,
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::quota::{EntityName, QuotaConfigs, QuotaEntity, QuotaKind};
 
 use super::str_bytes;
-use crate::server::quota_store;
 use crate::server::quotas::ENFORCED;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::SecurityStores;
 
 /// Kafka's entity type of a user quota.
 pub const USER: &str = "user";
@@ -206,18 +203,17 @@ fn check_entry(
 }
 
 /// AlterClientQuotas (authorized by the caller).
-pub async fn alter<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn alter(
+    state: &impl SecurityStores,
     request: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
-    let shared = &state.shared;
     let checked: Vec<_> = request.entries.iter().map(check_entry).collect();
     let stored: Result<(), String> =
         if request.validate_only || !checked.iter().any(|c| matches!(c, Ok(Some(_)))) {
             Ok(())
         } else {
-            let _admin = shared.admin_lock.lock().await;
-            let mut next: QuotaConfigs = (*shared.quotas.configs()).clone();
+            let _admin = state.lock_admin().await;
+            let mut next: QuotaConfigs = (*state.quota_configs()).clone();
             for (entity, changes) in checked.iter().flatten().flatten() {
                 for (kind, value) in changes {
                     match entity {
@@ -226,11 +222,8 @@ pub async fn alter<B: Backend>(
                     }
                 }
             }
-            match quota_store::save(&state.backend, &state.data_dir(), &next).await {
-                Ok(()) => {
-                    shared.quotas.set_configs(next);
-                    Ok(())
-                }
+            match state.replace_quota_configs(next).await {
+                Ok(()) => Ok(()),
                 Err(e) => {
                     tracing::error!("storing the client quotas failed: {e}");
                     Err(e.to_string())
@@ -337,8 +330,8 @@ fn matches(sides: &[(&str, &EntityName)], filter: &[(String, Match)], strict: bo
 }
 
 /// DescribeClientQuotas (authorized by the caller).
-pub fn describe<B: Backend>(
-    state: &ShardState<B>,
+pub fn describe(
+    state: &impl SecurityStores,
     request: &DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
     let mut response = DescribeClientQuotasResponse::default();
@@ -350,7 +343,7 @@ pub fn describe<B: Backend>(
             return response;
         }
     };
-    let configs = state.shared.quotas.configs();
+    let configs = state.quota_configs();
     response.entries = Some(describe_entries(&configs, &filter, request.strict));
     response
 }

@@ -7,16 +7,14 @@
 //! that cannot be reached gives its ids the routing code.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, DescribedTransaction, TxnRequest, TxnResponse};
 
 use super::str_bytes;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 use crate::server::txns::route;
 
 fn failed(transactional_id: &str, code: ErrorCode) -> DescribedTransaction {
@@ -55,8 +53,8 @@ fn to_wire(d: DescribedTransaction) -> TransactionState {
 }
 
 /// Handles the request (see the module documentation).
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TxnOps),
     request: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let ids: Vec<String> = request

@@ -6,19 +6,16 @@
 //! ends with an epoch bump, and the answer carries the producer id and epoch for the next
 //! one. A routing failure is that code; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, TxnRequest, TxnResponse};
 
 use super::txn_shared::{for_version, run_for_id};
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 
 /// Handles the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TxnOps),
     request: EndTxnRequest,
     version: i16,
 ) -> EndTxnResponse {

@@ -15,12 +15,11 @@
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
 use crate::server::session::RequestContext;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{BrokerIdentity, TopicCatalogue};
 use crate::server::txns::route;
 
 /// Key type of a consumer group.
@@ -46,15 +45,14 @@ fn answer(key_type: i8, transactions: bool) -> (ErrorCode, Option<&'static str>)
 }
 
 /// Builds the response.
-pub fn handle<B: Backend>(
-    state: &ShardState<B>,
+pub fn handle(
+    state: &(impl TopicCatalogue + BrokerIdentity),
     request: FindCoordinatorRequest,
     version: i16,
     ctx: &RequestContext,
 ) -> FindCoordinatorResponse {
-    let shared = &state.shared;
-    let node_id = shared.config.node_id;
-    let (host, port) = shared.advertised_address(&ctx.listener);
+    let node_id = state.node_id();
+    let (host, port) = state.advertised_address(&ctx.listener);
     let mut response = FindCoordinatorResponse::default();
     let key_type = if version >= 1 {
         request.key_type

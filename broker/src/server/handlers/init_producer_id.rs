@@ -27,13 +27,10 @@
 //!   is never reset to 0, which could repeat ids).
 //! - Never: hands out an id before the block holding it is durable.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
-use minikafka_core::backend::Backend;
 
 use super::txn_shared::{for_version, run_for_id};
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{ProducerIds, TopicCatalogue, TxnOps};
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, TxnRequest, TxnResponse};
 
@@ -50,8 +47,8 @@ fn response(
 }
 
 /// Handles the request (see the module documentation).
-pub async fn handle_request<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle_request(
+    state: &(impl TopicCatalogue + TxnOps + ProducerIds),
     request: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
@@ -81,13 +78,7 @@ pub async fn handle_request<B: Backend>(
     }
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
-    let data_dir = state.data_dir();
-    match state
-        .shared
-        .producer_ids
-        .allocate(&state.backend, &data_dir, current)
-        .await
-    {
+    match state.allocate_producer_id(current).await {
         Ok((id, epoch)) => {
             tracing::debug!(producer_id = id, epoch, "producer id issued");
             response(ErrorCode::NONE, id, epoch)

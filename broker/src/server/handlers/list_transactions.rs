@@ -12,16 +12,14 @@
 //! - Unknown state filters are listed back once each (as Kafka).
 
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{self, ListedTransaction, TxnRequest, TxnResponse};
 
 use super::str_bytes;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 use crate::server::txns::route;
 
 /// Largest compiled pattern (bytes of the regex program).
@@ -39,8 +37,8 @@ fn pattern(text: Option<&str>) -> Result<Option<regex::Regex>, ErrorCode> {
 }
 
 /// Handles the request (see the module documentation).
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + TxnOps),
     request: ListTransactionsRequest,
     version: i16,
 ) -> ListTransactionsResponse {

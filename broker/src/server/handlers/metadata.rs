@@ -15,24 +15,21 @@
 //!   otherwise Kafka's "not requested" sentinel (`authorized_operations`).
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
-use minikafka_core::backend::Backend;
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::server::authz::{
-    authorized_operations, cluster_allowed, topic_allowed, Caller, CLUSTER_NAME,
-};
+use crate::server::authz::{Caller, CLUSTER_NAME};
 use crate::server::groups::offsets_topic;
 use crate::server::session::RequestContext;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{
+    Authorizer, BrokerIdentity, ConfigLookup, TopicAdmin, TopicCatalogue,
+};
 use crate::server::shared::TopicInfo;
-use crate::server::topics;
 use minikafka_core::auth::acl::{Operation, ResourceType};
 use minikafka_core::error_code::ErrorCode;
 
@@ -79,13 +76,12 @@ fn error_entry(
 }
 
 /// Builds the response, auto-creating topics where allowed.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + BrokerIdentity + ConfigLookup + TopicAdmin + Authorizer),
     request: MetadataRequest,
     version: i16,
     ctx: &RequestContext,
 ) -> MetadataResponse {
-    let shared = &state.shared;
     let with_topic_ops = version >= 8 && request.include_topic_authorized_operations;
     let with_cluster_ops =
         (8..=10).contains(&version) && request.include_cluster_authorized_operations;
@@ -94,10 +90,9 @@ pub async fn handle<B: Backend>(
     for topic in &mut response.topics {
         let name = topic.name.as_ref().map_or("", |n| n.as_str());
         topic.topic_authorized_operations =
-            authorized_operations(shared, caller, ResourceType::Topic, name, with_topic_ops);
+            state.authorized_operations(caller, ResourceType::Topic, name, with_topic_ops);
     }
-    response.cluster_authorized_operations = authorized_operations(
-        shared,
+    response.cluster_authorized_operations = state.authorized_operations(
         caller,
         ResourceType::Cluster,
         CLUSTER_NAME,
@@ -106,18 +101,17 @@ pub async fn handle<B: Backend>(
     response
 }
 
-async fn topics_and_brokers<B: Backend>(
-    state: &Rc<ShardState<B>>,
+async fn topics_and_brokers(
+    state: &(impl TopicCatalogue + BrokerIdentity + ConfigLookup + TopicAdmin + Authorizer),
     request: MetadataRequest,
     version: i16,
     ctx: &RequestContext,
 ) -> MetadataResponse {
-    let shared = &state.shared;
-    let config = &shared.config;
+    let config = state.settings();
     let caller = &Caller::from_context(ctx);
-    let describe = |name: &str| topic_allowed(shared, caller, name, Operation::Describe);
-    let node_id = config.node_id;
-    let (host, port) = shared.advertised_address(&ctx.listener);
+    let describe = |name: &str| state.topic_allowed(caller, name, Operation::Describe);
+    let node_id = state.node_id();
+    let (host, port) = state.advertised_address(&ctx.listener);
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = node_id.into();
@@ -125,7 +119,7 @@ async fn topics_and_brokers<B: Backend>(
     broker.port = i32::from(port);
     response.brokers = vec![broker];
     if version >= 2 {
-        response.cluster_id = Some(str_bytes(&shared.cluster_id));
+        response.cluster_id = Some(str_bytes(state.cluster_id()));
     }
     if version >= 1 {
         response.controller_id = node_id.into();
@@ -135,7 +129,7 @@ async fn topics_and_brokers<B: Backend>(
         Some(list) => version == 0 && list.is_empty(),
     };
     if all {
-        response.topics = shared
+        response.topics = state
             .all_topics()
             .iter()
             .filter(|t| describe(&t.name))
@@ -149,7 +143,7 @@ async fn topics_and_brokers<B: Backend>(
         let entry = match wanted.name {
             Some(name) => {
                 let name = name.0.as_str().to_string();
-                let exists = shared.topic(&name);
+                let exists = state.topic(&name);
                 match exists {
                     _ if !describe(&name) => error_entry(
                         Some(&name),
@@ -161,8 +155,8 @@ async fn topics_and_brokers<B: Backend>(
                     // Auto-creation needs CREATE on the cluster or the topic (Kafka's
                     // `KafkaApis.handleTopicMetadataRequest`).
                     None if allow_create
-                        && !cluster_allowed(shared, caller, Operation::Create)
-                        && !topic_allowed(shared, caller, &name, Operation::Create) =>
+                        && !state.cluster_allowed(caller, Operation::Create)
+                        && !state.topic_allowed(caller, &name, Operation::Create) =>
                     {
                         error_entry(
                             Some(&name),
@@ -172,28 +166,21 @@ async fn topics_and_brokers<B: Backend>(
                         )
                     }
                     None if allow_create => {
-                        match topics::create_topic(
-                            state,
-                            &name,
-                            config.num_partitions,
-                            BTreeMap::new(),
-                            false,
-                        )
-                        .await
+                        match state
+                            .create_topic(&name, config.num_partitions, BTreeMap::new(), false)
+                            .await
                         {
                             Ok(info) => topic_entry(&info, node_id, version),
                             // Another request created it meanwhile.
-                            Err((ErrorCode::TOPIC_ALREADY_EXISTS, _)) => {
-                                match shared.topic(&name) {
-                                    Some(info) => topic_entry(&info, node_id, version),
-                                    None => error_entry(
-                                        Some(&name),
-                                        Uuid::nil(),
-                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                                        version,
-                                    ),
-                                }
-                            }
+                            Err((ErrorCode::TOPIC_ALREADY_EXISTS, _)) => match state.topic(&name) {
+                                Some(info) => topic_entry(&info, node_id, version),
+                                None => error_entry(
+                                    Some(&name),
+                                    Uuid::nil(),
+                                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                                    version,
+                                ),
+                            },
                             Err((code, message)) => {
                                 tracing::debug!(topic = name, "auto-create refused: {message}");
                                 error_entry(Some(&name), Uuid::nil(), code, version)
@@ -210,7 +197,7 @@ async fn topics_and_brokers<B: Backend>(
                     }
                 }
             }
-            None => match shared.topic_by_id(wanted.topic_id) {
+            None => match state.topic_by_id(wanted.topic_id) {
                 Some(info) if !describe(&info.name) => error_entry(
                     None,
                     wanted.topic_id,

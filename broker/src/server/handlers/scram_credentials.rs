@@ -25,12 +25,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::auth::scram::{ScramCredential, ScramMechanism};
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 
 use super::str_bytes;
-use crate::server::scram_store::{self, valid_username};
-use crate::server::shard::ShardState;
+use crate::server::scram_store::valid_username;
+use crate::server::shard_context::SecurityStores;
 
 /// Kafka's `ScramMechanism` type codes.
 fn mechanism_code(m: ScramMechanism) -> i8 {
@@ -47,11 +46,11 @@ fn mechanism_of(code: i8) -> Option<ScramMechanism> {
 }
 
 /// Builds the Describe response.
-pub fn describe<B: Backend>(
-    state: &ShardState<B>,
+pub fn describe(
+    state: &impl SecurityStores,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let store = state.shared.scram_store();
+    let store = state.scram_credentials();
     let names: Vec<String> = match request.users.filter(|u| !u.is_empty()) {
         Some(users) => users.into_iter().map(|u| u.name.to_string()).collect(),
         None => store.usernames().map(str::to_string).collect(),
@@ -90,13 +89,12 @@ pub fn describe<B: Backend>(
 type Change = Result<Vec<(ScramMechanism, Option<ScramCredential>)>, (ErrorCode, String)>;
 
 /// Builds the Alter response, storing the accepted changes first.
-pub async fn alter<B: Backend>(
-    state: &ShardState<B>,
+pub async fn alter(
+    state: &impl SecurityStores,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
-    let shared = &state.shared;
-    let _admin = shared.admin_lock.lock().await;
-    let mut store = (*shared.scram_store()).clone();
+    let _admin = state.lock_admin().await;
+    let mut store = (*state.scram_credentials()).clone();
     // user -> changes, in request order of first mention.
     let mut changes: BTreeMap<String, Change> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
@@ -196,12 +194,12 @@ pub async fn alter<B: Backend>(
     }
     let mut stored: Result<(), String> = Ok(());
     if altered {
-        stored = scram_store::save(&state.backend, &state.data_dir(), &store)
+        stored = state
+            .replace_scram_credentials(store)
             .await
             .map_err(|e| format!("storing SCRAM credentials: {e}"));
         match &stored {
             Ok(()) => {
-                shared.set_scram_store(store);
                 tracing::info!(users = ?changes.iter().filter(|(_, c)| c.is_ok()).map(|(u, _)| u).collect::<Vec<_>>(), "SCRAM credentials altered");
             }
             Err(e) => tracing::error!("{e}"),

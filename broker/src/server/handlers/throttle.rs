@@ -16,12 +16,11 @@
 //! - Every throttle time is bounded by the quota window (I81), so it fits the `i32` field.
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest};
-use minikafka_core::backend::Backend;
 use minikafka_core::quota::QuotaKind;
 
 use crate::protocol::{DecodedRequest, RequestBody};
 use crate::server::session::RequestContext;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{QuotaLedger, ShardClock};
 
 /// The record bytes a Produce carries.
 pub fn produce_bytes(request: &ProduceRequest) -> u64 {
@@ -43,8 +42,8 @@ pub struct Admitted {
 
 /// Charges a Produce when the reader admits it (see the module documentation); nothing for
 /// other requests.
-pub fn admit<B: Backend>(
-    state: &ShardState<B>,
+pub fn admit(
+    state: &(impl ShardClock + QuotaLedger),
     request: &DecodedRequest,
     ctx: &RequestContext,
 ) -> Admitted {
@@ -71,27 +70,25 @@ pub fn fetch_bytes(response: &FetchResponse) -> u64 {
 
 /// Charges `bytes` of `kind` to the request's principal and `client_id`, mutes the
 /// connection when throttled, and returns the throttle time for the answer.
-pub fn charge<B: Backend>(
-    state: &ShardState<B>,
+pub fn charge(
+    state: &(impl ShardClock + QuotaLedger),
     ctx: &RequestContext,
     client_id: &str,
     kind: QuotaKind,
     bytes: u64,
 ) -> i32 {
-    let now = state.backend.now();
+    let now = state.now();
     let keep = kind != QuotaKind::ConsumerByteRate;
-    let throttle_ms =
-        state
-            .shared
-            .quotas
-            .charge(kind, &ctx.principal.name, client_id, bytes, now, keep);
+    let throttle_ms = state
+        .quotas()
+        .charge(kind, &ctx.principal.name, client_id, bytes, now, keep);
     ctx.throttle.mute_for(now, throttle_ms);
     i32::try_from(throttle_ms).unwrap_or(i32::MAX)
 }
 
 /// Charges a Fetch answer; empties it when throttled (see the module documentation).
-pub fn charge_fetch<B: Backend>(
-    state: &ShardState<B>,
+pub fn charge_fetch(
+    state: &(impl ShardClock + QuotaLedger),
     ctx: &RequestContext,
     client_id: &str,
     response: &mut FetchResponse,
@@ -105,14 +102,14 @@ pub fn charge_fetch<B: Backend>(
 }
 
 /// Caps a Fetch's `max_bytes` at the bytes its consumer quota allows in one window.
-pub fn cap_fetch<B: Backend>(
-    state: &ShardState<B>,
+pub fn cap_fetch(
+    state: &impl QuotaLedger,
     ctx: &RequestContext,
     client_id: &str,
     request: &mut FetchRequest,
 ) {
     let kind = QuotaKind::ConsumerByteRate;
-    let quotas = &state.shared.quotas;
+    let quotas = state.quotas();
     if let Some(cap) = quotas.max_bytes_in_window(kind, &ctx.principal.name, client_id) {
         let cap = i32::try_from(cap).unwrap_or(i32::MAX);
         request.max_bytes = request.max_bytes.min(cap);

@@ -14,24 +14,21 @@
 //! - A coordinator that cannot take the request: its code on every partition. Answers are
 //!   in request order.
 
-use std::rc::Rc;
-
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
-use minikafka_core::backend::Backend;
 use minikafka_core::group::{self as core_group, GroupRequest};
 
 use super::group_offsets::CommitShape;
 use super::groups::{text, text_since};
 use super::str_bytes;
 use crate::server::groups::route;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{GroupOps, TopicCatalogue};
 
 /// TxnOffsetCommit.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl TopicCatalogue + GroupOps),
     request: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {

@@ -12,18 +12,15 @@
 //!   UNKNOWN_TOPIC_OR_PARTITION, and then the others OPERATION_NOT_ATTEMPTED (Kafka's
 //!   AddPartitionsToTxn does the same); the coordinator is not asked.
 
-use std::rc::Rc;
-
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{TxnRequest, TxnResponse};
 
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 use crate::server::txns::route;
 
 /// Runs `request` on the coordinator of `transactional_id` (see the module documentation).
-pub async fn run_for_id<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn run_for_id(
+    state: &(impl TopicCatalogue + TxnOps),
     transactional_id: &str,
     request: TxnRequest,
 ) -> Result<TxnResponse, ErrorCode> {
@@ -41,9 +38,8 @@ pub fn for_version(code: ErrorCode, version: i16, fenced_since: i16) -> ErrorCod
 }
 
 /// Whether `topic`/`partition` exists and may join a transaction.
-pub fn partition_exists<B: Backend>(state: &ShardState<B>, topic: &str, partition: i32) -> bool {
+pub fn partition_exists(state: &impl TopicCatalogue, topic: &str, partition: i32) -> bool {
     state
-        .shared
         .topic(topic)
         .is_some_and(|t| (0..t.partition_count()).contains(&partition))
 }

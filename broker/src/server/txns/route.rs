@@ -5,9 +5,10 @@
 //! Contract:
 //! - [`coordinator_partition`] uses the topic's actual partition count (an existing topic
 //!   keeps its count, I62).
-//! - [`submit`] runs the request on the owning shard's [`TxnHost`] (the `LocalPartitions::txn`
-//!   operation addressed to the state partition: a direct call when this shard owns it,
-//!   else through the owner's inbox). `Err(code)`: the coordinator could not take it:
+//! - [`submit`] runs the request on the owning shard's [`TxnHost`] through
+//!   `shard_context::TxnOps` (the `LocalPartitions::txn` operation addressed to the state
+//!   partition: a direct call when this shard owns it, else through the owner's inbox); the
+//!   routing needs only that and the topic catalogue, not the shard (I150). `Err(code)`: the coordinator could not take it:
 //!   NOT_COORDINATOR (16) while shutting down, COORDINATOR_NOT_AVAILABLE (15) when the
 //!   topic or the host is missing. The handler turns the code into the API's answer.
 //! - Requests about many ids are split by partition by the handlers, each part submitted on
@@ -15,35 +16,28 @@
 //!
 //! [`TxnHost`]: super::host::TxnHost
 
-use std::rc::Rc;
-
-use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::txn::{transaction_partition, TxnRequest, TxnResponse};
 
 use super::state_topic::TRANSACTION_STATE_TOPIC;
-use crate::server::shard::ShardState;
+use crate::server::shard_context::{TopicCatalogue, TxnOps};
 
 /// Partition count of `__transaction_state`, if it exists.
-pub fn state_partition_count<B: Backend>(state: &ShardState<B>) -> Option<i32> {
+pub fn state_partition_count(state: &impl TopicCatalogue) -> Option<i32> {
     state
-        .shared
         .topic(TRANSACTION_STATE_TOPIC)
         .map(|t| t.partition_count())
         .filter(|&n| n > 0)
 }
 
 /// The state partition whose coordinator owns `transactional_id`.
-pub fn coordinator_partition<B: Backend>(
-    state: &ShardState<B>,
-    transactional_id: &str,
-) -> Option<i32> {
+pub fn coordinator_partition(state: &impl TopicCatalogue, transactional_id: &str) -> Option<i32> {
     state_partition_count(state).map(|n| transaction_partition(transactional_id, n))
 }
 
 /// Runs `request` on coordinator `partition` (see the module documentation).
-pub async fn submit<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn submit(
+    state: &impl TxnOps,
     partition: i32,
     request: TxnRequest,
 ) -> Result<TxnResponse, ErrorCode> {
@@ -51,8 +45,8 @@ pub async fn submit<B: Backend>(
 }
 
 /// Runs `request` on the coordinator of `transactional_id`.
-pub async fn submit_for_id<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn submit_for_id(
+    state: &(impl TopicCatalogue + TxnOps),
     transactional_id: &str,
     request: TxnRequest,
 ) -> Result<TxnResponse, ErrorCode> {
