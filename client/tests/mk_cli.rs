@@ -726,12 +726,12 @@ fn mk_quotas_alters_and_describes_client_quotas() {
                 "alter",
                 "--client-default",
                 "--add-config",
-                "request_percentage=50",
+                "controller_mutation_rate=5",
             ],
             None,
         ),
         "a quota minikafka does not enforce",
-        &["request_percentage", "not enforced"],
+        &["controller_mutation_rate", "not enforced"],
     );
     run_ok(
         addr,
