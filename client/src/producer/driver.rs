@@ -15,7 +15,8 @@
 //! after retrying for `max_block`. The retry keeps a partition's order with
 //! `max_in_flight_per_partition` 1 (the default). With more, a later batch can reach the new
 //! leader before the retried one: a transactional producer's is refused there
-//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; a plain producer's is written first.
+//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; an idempotent one's is refused the same
+//! way and fails its records (I163); a plain producer's is written first.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{poll_fn, Future};
