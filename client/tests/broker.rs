@@ -433,3 +433,91 @@ fn producing_to_a_missing_partition_fails_that_record_only() {
         driver.await;
     });
 }
+
+/// An idempotent, non-transactional producer (`enable_idempotence`, I163): its batches carry
+/// a producer id and per-partition sequences the broker accepts in order, with several
+/// requests in flight per partition; DescribeProducers names one producer per partition whose
+/// last sequence is the partition's record count less one. Idempotence needs acks=all.
+#[test]
+fn an_idempotent_producer_numbers_its_batches_per_partition() {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{DescribeProducersRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let broker = Broker::start();
+    let (partitions, per_partition) = (3, 400);
+    smol::block_on(async {
+        broker.create_topic("idem", partitions).await;
+        let refused = Producer::connect(
+            broker.stream().await,
+            ProducerConfig {
+                enable_idempotence: true,
+                acks: Acks::Leader,
+                ..ProducerConfig::default()
+            },
+            SmolRuntime,
+        )
+        .await;
+        assert!(matches!(refused, Err(Error::InvalidArgument(_))));
+        let config = ProducerConfig {
+            enable_idempotence: true,
+            connection: ConnectionConfig {
+                max_in_flight: 5,
+                ..ConnectionConfig::default()
+            },
+            max_in_flight_per_partition: 3,
+            batch: BatchConfig {
+                max_records: 7,
+                max_bytes: 1 << 20,
+                linger: Duration::from_millis(1),
+            },
+            ..ProducerConfig::default()
+        };
+        let (producer, driver) = producer(&broker, config).await;
+        let mut futures = Vec::new();
+        for i in 0..per_partition {
+            for p in 0..partitions {
+                let record = ProducerRecord::new("idem", format!("v{i}")).with_partition(p);
+                futures.push(producer.send(record).await.expect("send"));
+            }
+        }
+        let deliveries = deliver_all(futures).await;
+        assert_eq!(deliveries.len(), (partitions * per_partition) as usize);
+        drop(producer);
+        driver.await;
+        let mut conn = minikafka_client::Connection::connect(
+            broker.stream().await,
+            ConnectionConfig::default(),
+        )
+        .await
+        .expect("connect");
+        let request = DescribeProducersRequest::default()
+            .with_topics(vec![TopicRequest::default()
+                .with_name(TopicName(StrBytes::from_static_str("idem")))
+                .with_partition_indexes((0..partitions).collect())]);
+        let response = conn.request(&request).await.expect("DescribeProducers");
+        let answers = &response.topics[0].partitions;
+        assert_eq!(answers.len(), partitions as usize);
+        let mut ids = Vec::new();
+        for a in answers {
+            assert_eq!(a.error_code, 0, "partition {}", a.partition_index);
+            assert_eq!(
+                a.active_producers.len(),
+                1,
+                "partition {}",
+                a.partition_index
+            );
+            let s = &a.active_producers[0];
+            assert!(s.producer_id.0 >= 0);
+            assert_eq!(
+                s.last_sequence,
+                per_partition - 1,
+                "partition {}",
+                a.partition_index
+            );
+            ids.push(s.producer_id.0);
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "one producer id for every partition: {ids:?}");
+    });
+}

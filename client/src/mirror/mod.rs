@@ -16,19 +16,21 @@
 //!   target's read_committed view.
 //! - Committed offsets of source groups matching `groups` are translated through the offset map
 //!   and committed on the target for groups with no member there (module `groups`) (I85).
-//! - Errors a retry can cure (connection lost, NOT_LEADER, timeouts, coordinator moves) restart
-//!   the session from the durable progress, up to `max_restarts` times in a row.
-//! - Targets with several brokers (module `route`): at-least-once sends each partition's records
-//!   to its leader, one producer per leading broker, found with Metadata at the start of each
-//!   session; a moved leader (NOT_LEADER_OR_FOLLOWER) restarts the session, which asks again.
-//!   With `exactly_once` one routed transactional producer (I162) is bootstrapped from the
-//!   given address and follows the target itself: Produce to each partition's leader,
-//!   transactional requests to the transaction coordinator, TxnOffsetCommit to the group
-//!   coordinator, each over its own connection; a moved leader or coordinator is looked up
-//!   again and the request retried inside the transaction, without a restart (this replaced
-//!   I123's refusal of such targets). In both modes the progress is read from the progress
-//!   topic's leader and the stable offsets from each partition's, and each group is synced
-//!   at its coordinator.
+//! - Errors a retry can cure (connection lost, timeouts, a leader that stays away longer than
+//!   the producer retries) restart the session from the durable progress, up to
+//!   `max_restarts` times in a row.
+//! - Targets with several brokers (module `route`): one routed producer (I162) is
+//!   bootstrapped from the given address and follows the target itself: Produce to each
+//!   partition's leader and, with `exactly_once`, transactional requests to the transaction
+//!   coordinator and TxnOffsetCommit to the group coordinator, each over its own connection.
+//!   A moved leader (NOT_LEADER_OR_FOLLOWER) or coordinator is looked up again and the request
+//!   retried in place, without a restart. At-least-once the producer is idempotent (I163): the
+//!   re-sent batch keeps its producer id, epoch and sequence, so it is written once (this
+//!   replaced one producer per leading broker and a session restart at each move, with up to
+//!   a window of repeats). With `exactly_once` it is transactional and the retry stays inside
+//!   the transaction (this replaced I123's refusal of such targets). In both modes the
+//!   progress is read from the progress topic's leader and the stable offsets from each
+//!   partition's, and each group is synced at its coordinator.
 //! - Security (I121): each side's `k=v` settings carry librdkafka's `security.protocol`,
 //!   `sasl.*` and `ssl.*`; every connection of that side runs TLS and SASL with them. A failed
 //!   authentication or a refused certificate ends the run (not retried).

@@ -1,8 +1,7 @@
-//! Leaders on the target: which broker leads each partition, so that the at-least-once mirror
-//! sends every partition's records to its leader (one producer per leading broker), and both
-//! modes read the progress and the stable offsets from the leaders. A leader that moves
-//! answers NOT_LEADER_OR_FOLLOWER; the session restarts and asks again. (The exactly-once
-//! producer follows the leaders itself, I162.)
+//! Leaders on the target: which broker leads each partition, so that the mirror reads its
+//! progress and the stable offsets from the leaders. (The mirror's producer follows the
+//! leaders itself, I162, I163; a leader that moves between this lookup and a read answers
+//! NOT_LEADER_OR_FOLLOWER and the session restarts and asks again.)
 
 use std::collections::BTreeMap;
 

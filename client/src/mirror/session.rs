@@ -345,6 +345,8 @@ fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) ->
     }
     if !exactly_once {
         c.producer.transactional_id = None;
+        // At-least-once: idempotent, so a batch re-sent to a moved leader is written once (I163).
+        c.producer.enable_idempotence = true;
     }
     (c.tls, c.connection.sasl) = security.resolve(side)?;
     c.consumer.connection = c.connection.clone();
@@ -681,27 +683,9 @@ impl Session<'_> {
                 consumer.seek(tp, SeekTo::Offset(Offset(next)))?;
             }
         }
+        // One routed producer follows the target's leaders (and coordinators) itself (I162):
+        // a moved leader is retried in place, in both modes (I163).
         let (mut producer, mut driver) = self.producer(&config.target).await?;
-        // At-least-once: one more producer per other broker leading a mirrored partition.
-        let mut route = Route::default();
-        if !config.exactly_once {
-            // With --exactly-once the one transactional producer follows the leaders and the
-            // coordinators itself (I162).
-            let mut by_node: BTreeMap<i32, usize> = BTreeMap::new();
-            for (tp, node) in &leaders.leader {
-                let index = match by_node.get(node) {
-                    Some(i) => *i,
-                    None => {
-                        let addr = &leaders.brokers[node];
-                        let (p, task) = self.producer(addr).await?;
-                        route.others.push((p, task));
-                        by_node.insert(*node, route.others.len());
-                        route.others.len()
-                    }
-                };
-                route.index.insert(tp.clone(), index);
-            }
-        }
         if config.exactly_once {
             producer.init_transactions().await?;
             let mut waiting = partitions.clone();
@@ -757,8 +741,7 @@ impl Session<'_> {
                     }
                     next
                 };
-                self.copy_window(&producer, &route, chunk, &next, &mut map)
-                    .await?;
+                self.copy_window(&producer, chunk, &next, &mut map).await?;
                 meter.add(chunk.len());
             }
             let lag = lag(&consumer, &positions);
@@ -797,27 +780,23 @@ impl Session<'_> {
         producer.flush().await?;
         drop(producer);
         driver.await;
-        route.close().await?;
         self.sync_groups(&mut source_admin, &mut target_admin, &map)
             .await?;
         Ok(ended)
     }
 
-    /// A producer on the target at `addr`. The transactional one (--exactly-once) is routed:
-    /// `addr` bootstraps it and it connects to every leader and coordinator the target names
-    /// (I162); the at-least-once ones send everything to `addr` (see [`Route`]).
+    /// The routed producer on the target: `addr` bootstraps it and it connects to every
+    /// leader and coordinator the target names (I162). Transactional with --exactly-once,
+    /// idempotent otherwise (I163).
     async fn producer(&self, addr: &str) -> Result<(Producer, smol::Task<()>)> {
         let conn = connect(addr, self.target).await?;
-        let (producer, driver) = if self.config.exactly_once {
-            let clients = self.target.clone();
-            let connector: Connector<TcpStream> = Box::new(move |addr: String| {
-                let clients = clients.clone();
-                Box::pin(async move { connect(&addr, &clients).await })
-            });
-            Producer::new_routed(conn, connector, self.target.producer.clone(), SmolRuntime)?
-        } else {
-            Producer::new(conn, self.target.producer.clone(), SmolRuntime)?
-        };
+        let clients = self.target.clone();
+        let connector: Connector<TcpStream> = Box::new(move |addr: String| {
+            let clients = clients.clone();
+            Box::pin(async move { connect(&addr, &clients).await })
+        });
+        let (producer, driver) =
+            Producer::new_routed(conn, connector, self.target.producer.clone(), SmolRuntime)?;
         Ok((producer, smol::spawn(driver.run())))
     }
 
@@ -850,7 +829,6 @@ impl Session<'_> {
     async fn copy_window(
         &mut self,
         producer: &Producer,
-        route: &Route,
         records: &[ConsumerRecord],
         next: &BTreeMap<TopicPartition, i64>,
         map: &mut OffsetMap,
@@ -881,10 +859,9 @@ impl Session<'_> {
                     .collect(),
                 timestamp_ms: Some(r.timestamp_ms),
             };
-            let to = route.pick(producer, &r.topic, r.partition);
-            sent.push((r.partition, r.offset.0, to.send(record).await?));
+            sent.push((r.partition, r.offset.0, producer.send(record).await?));
         }
-        route.flush(producer).await?;
+        producer.flush().await?;
         let mut windows: BTreeMap<TopicPartition, Window> = BTreeMap::new();
         for (r, (partition, source_offset, delivery)) in records.iter().zip(sent) {
             let delivered = delivery.await?;
@@ -907,13 +884,12 @@ impl Session<'_> {
             let record = ProducerRecord::new(PROGRESS_TOPIC, p.encode())
                 .with_key(progress_key(tp))
                 .with_partition(0);
-            let to = route.pick(producer, PROGRESS_TOPIC, 0);
-            progress.push((tp.clone(), p, to.send(record).await?));
+            progress.push((tp.clone(), p, producer.send(record).await?));
         }
         if eos {
             producer.commit_transaction().await?;
         } else {
-            route.flush(producer).await?;
+            producer.flush().await?;
         }
         for (tp, p, delivery) in progress {
             delivery.await?;
@@ -938,41 +914,6 @@ impl Session<'_> {
         });
         if !records.is_empty() {
             self.copied_this_session = true;
-        }
-        Ok(())
-    }
-}
-
-/// The at-least-once producers per leading broker (empty: everything goes to the main one).
-#[derive(Default)]
-struct Route {
-    /// Producers connected to the leaders, in the order first needed.
-    others: Vec<(Producer, smol::Task<()>)>,
-    /// Partition to 1 + its index in `others`.
-    index: BTreeMap<TopicPartition, usize>,
-}
-
-impl Route {
-    fn pick<'a>(&'a self, main: &'a Producer, topic: &str, partition: i32) -> &'a Producer {
-        match self.index.get(&TopicPartition::new(topic, partition)) {
-            Some(&i) if i > 0 => &self.others[i - 1].0,
-            _ => main,
-        }
-    }
-
-    async fn flush(&self, main: &Producer) -> Result<()> {
-        main.flush().await?;
-        for (p, _) in &self.others {
-            p.flush().await?;
-        }
-        Ok(())
-    }
-
-    async fn close(self) -> Result<()> {
-        for (p, task) in self.others {
-            p.flush().await?;
-            drop(p);
-            task.await;
         }
         Ok(())
     }
@@ -1064,6 +1005,10 @@ mod tests {
         // without --exactly-once even when an id is given.
         let plain = clients(&kv(&[("transactional.id", "t")]), false, false).expect("target");
         assert_eq!(plain.producer.transactional_id, None);
+        assert!(
+            plain.producer.enable_idempotence,
+            "at-least-once is idempotent (I163)"
+        );
         assert_eq!(plain.replication_factor, -1);
         let default = clients(&[], true, false).expect("source");
         assert_eq!(

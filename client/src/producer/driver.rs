@@ -15,7 +15,8 @@
 //! after retrying for `max_block`. The retry keeps a partition's order with
 //! `max_in_flight_per_partition` 1 (the default). With more, a later batch can reach the new
 //! leader before the retried one: a transactional producer's is refused there
-//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; a plain producer's is written first.
+//! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; an idempotent one's is refused the same
+//! way and fails its records (I163); a plain producer's is written first.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{poll_fn, Future};
@@ -34,6 +35,7 @@ use kafka_protocol::ResponseError;
 use minikafka_core::record::{compute_crc, Compression, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
 
+use super::idempotence::Idempotence;
 use super::links::{Link, Links};
 use super::txn::TxnManager;
 use super::txn_io::{self, Retry};
@@ -87,6 +89,8 @@ pub struct ProducerDriver<S, R: Runtime> {
     timer: Option<(Instant, Pin<Box<R::Sleep>>)>,
     /// Transactional state, when `transactional_id` is set.
     txn: Option<TxnManager>,
+    /// Producer id and sequences of an idempotent, non-transactional producer.
+    idempotence: Option<Idempotence>,
 }
 
 impl<S, R: Runtime> std::fmt::Debug for ProducerDriver<S, R> {
@@ -136,6 +140,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             flushes: Vec::new(),
             timer: None,
             txn: config.transactional_id.clone().map(TxnManager::new),
+            idempotence: (config.enable_idempotence && config.transactional_id.is_none())
+                .then(Idempotence::new),
             config,
         }
     }
@@ -208,6 +214,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             }
         }
         let txn = &mut self.txn;
+        let idempotence = &mut self.idempotence;
         let routed = self.links.routed();
         let max_block = self.config.max_block;
         let now = Instant::now();
@@ -220,9 +227,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 }
                 *b.retry_until.get_or_insert(now + max_block) > now
             },
-            |err| match txn {
-                Some(m) => m.on_batch_failed(err),
-                None => err,
+            |err| {
+                if let Some(i) = idempotence.as_mut() {
+                    i.on_batch_failed();
+                }
+                match txn {
+                    Some(m) => m.on_batch_failed(err),
+                    None => err,
+                }
             },
         );
         if !again.is_empty() {
@@ -457,11 +469,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
         Ok(n)
     }
 
+    /// An idempotent producer gets a producer id before its first record and after a batch
+    /// failed (module `idempotence`).
+    async fn ensure_producer_id(&mut self) -> Result<()> {
+        if !self.idempotence.as_ref().is_some_and(Idempotence::needs_id) {
+            return Ok(());
+        }
+        let retry = Retry::new(&self.runtime, &self.config);
+        let (pid, epoch) = txn_io::init_idempotent(&mut self.links, &retry).await?;
+        if let Some(m) = self.idempotence.as_mut() {
+            m.on_initialized(pid, epoch);
+        }
+        Ok(())
+    }
+
     async fn handle(&mut self, cmd: Command) -> Result<()> {
         match cmd {
             Command::Record(record, reply) => {
                 if let Some(Err(e)) = self.txn.as_ref().map(TxnManager::check_in_transaction) {
                     let _ = reply.send(Err(e));
+                    return Ok(());
+                }
+                if let Err(err) = self.ensure_producer_id().await {
+                    let _ = reply.send(Err(err.clone()));
+                    if is_fatal(&err) {
+                        return Err(err);
+                    }
                     return Ok(());
                 }
                 let count = match self.partition_count(&record.topic).await {
@@ -536,6 +569,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 .on_batch_sealed(&batch.topic, batch.partition, count);
             let mut batch = batch;
             if let Some(m) = self.txn.as_mut() {
+                let (pid, epoch) = m.producer();
+                batch.builder.producer_id = pid;
+                batch.builder.producer_epoch = epoch;
+                batch.builder.base_sequence =
+                    m.take_sequence(&batch.topic, batch.partition, batch.builder.len() as i32);
+            } else if let Some(m) = self.idempotence.as_mut() {
+                // Same id, epoch and sequence on a re-send: the broker writes it once (I163).
                 let (pid, epoch) = m.producer();
                 batch.builder.producer_id = pid;
                 batch.builder.producer_epoch = epoch;
@@ -769,6 +809,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     .drain(..)
                     .partition(|b| self.links.leader_now(&b.topic, b.partition).is_none());
                 self.ready = kept.into();
+                if let (Some(i), false) = (self.idempotence.as_mut(), failed.is_empty()) {
+                    i.on_batch_failed();
+                }
                 let err = match self.txn.as_mut() {
                     Some(m) => m.on_batch_failed(err),
                     None => err,

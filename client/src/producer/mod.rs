@@ -48,9 +48,14 @@
 //!   (TxnOffsetCommit); NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE re-send the batch (same
 //!   sequence) to the leader Metadata names next, NOT_COORDINATOR looks the coordinator up
 //!   again. This is the one retry of a Produce, and only routed producers make it.
+//! - Idempotence without transactions (`enable_idempotence`, module `idempotence`, I163): an
+//!   InitProducerId with no transactional id (asked of the bootstrap broker) before the first
+//!   record; every batch then carries the producer id, epoch and its partition's sequence, and
+//!   the re-send after a moved leader keeps them, so it is written once.
 
 mod accumulator;
 mod driver;
+pub mod idempotence;
 mod links;
 pub mod txn;
 mod txn_io;
@@ -138,6 +143,10 @@ pub struct ProducerConfig {
     pub partitioner_seed: u64,
     /// Kafka's `transactional.id`: makes this a transactional (and idempotent) producer.
     pub transactional_id: Option<String>,
+    /// Kafka's `enable.idempotence` for a producer without `transactional_id`: batches carry a
+    /// producer id, epoch and sequences (module `idempotence`), so a routed producer's re-send
+    /// after a moved leader is written once (I163). Needs acks=all. Off by default.
+    pub enable_idempotence: bool,
     /// How long the coordinator lets a transaction stay open before aborting it
     /// (`transaction.timeout.ms`).
     pub transaction_timeout_ms: i32,
@@ -164,6 +173,7 @@ impl Default for ProducerConfig {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0x5eed),
             transactional_id: None,
+            enable_idempotence: false,
             transaction_timeout_ms: 60_000,
             txn_retry_backoff: Duration::from_millis(100),
             max_block: Duration::from_secs(60),
@@ -341,6 +351,11 @@ impl Producer {
         if config.transactional_id.is_some() && config.acks != Acks::All {
             return Err(Error::InvalidArgument(
                 "a transactional producer needs acks=all (idempotence is implied)".into(),
+            ));
+        }
+        if config.enable_idempotence && config.acks != Acks::All {
+            return Err(Error::InvalidArgument(
+                "an idempotent producer needs acks=all".into(),
             ));
         }
         if config.batch.max_records == 0

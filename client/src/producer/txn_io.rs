@@ -335,3 +335,31 @@ pub(super) async fn end_txn<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
         }
     }
 }
+
+/// InitProducerId without a transactional id, for an idempotent producer (module
+/// `idempotence`): any broker answers it, so the bootstrap broker is asked. Retried like the
+/// coordinator requests while the broker answers a retriable coordinator error.
+pub(super) async fn init_idempotent<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
+    links: &mut Links<S>,
+    retry: &Retry<'_, R>,
+) -> Result<(i64, i16)> {
+    loop {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response = links.bootstrap().request(&request).await?;
+        let code = response.error_code;
+        if code == 0 {
+            return Ok((response.producer_id.0, response.producer_epoch));
+        }
+        let context = || "InitProducerId for an idempotent producer".to_string();
+        if !is_retriable_coordinator_code(code) || Instant::now() >= retry.deadline {
+            return Err(Error::check(code, context)
+                .err()
+                .unwrap_or(Error::Protocol(context())));
+        }
+        retry.runtime.sleep(retry.config.txn_retry_backoff).await;
+    }
+}
