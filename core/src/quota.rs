@@ -132,9 +132,9 @@ impl QuotaConfigs {
     /// entity, else the default IP entity), `None` when neither is set. Named entities are
     /// compared as addresses, so `::ffff:10.0.0.1` and `10.0.0.1` stay distinct as in Kafka's
     /// `InetAddress` map.
-    pub fn ip_quota(&self, ip: std::net::IpAddr) -> Option<f64> {
+    pub fn ip_quota(&self, ip: core::net::IpAddr) -> Option<f64> {
         let named = self.ips.iter().find_map(|(name, v)| match name {
-            EntityName::Named(n) if n.parse::<std::net::IpAddr>().ok() == Some(ip) => Some(*v),
+            EntityName::Named(n) if n.parse::<core::net::IpAddr>().ok() == Some(ip) => Some(*v),
             _ => None,
         });
         named.or_else(|| self.ips.get(&EntityName::Default).copied())
@@ -370,7 +370,7 @@ mod tests {
     #[test]
     fn an_ip_quota_is_its_own_else_the_default() {
         let mut configs = QuotaConfigs::default();
-        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+        let ip = |s: &str| s.parse::<core::net::IpAddr>().expect("ip");
         assert_eq!(configs.ip_quota(ip("10.0.0.1")), None);
         assert!(!configs.has_kind(QuotaKind::ConnectionCreationRate));
         configs.set_ip(EntityName::Default, Some(5.0));

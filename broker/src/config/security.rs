@@ -256,13 +256,18 @@ impl JwksValidator {
             Ok(guard) => (Arc::clone(&guard.0), guard.1),
             Err(poisoned) => (Arc::clone(&poisoned.get_ref().0), poisoned.get_ref().1),
         };
-        if now_ms.saturating_sub(loaded_ms) < self.refresh_ms {
+        if loaded_ms != NOT_YET_STAMPED && now_ms.saturating_sub(loaded_ms) < self.refresh_ms {
             return keys;
         }
         let mut guard = match self.loaded.write() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
+        if guard.1 == NOT_YET_STAMPED {
+            // Read at startup, before the shards' clock existed: the interval starts now.
+            guard.1 = now_ms;
+            return Arc::clone(&guard.0);
+        }
         if now_ms.saturating_sub(guard.1) < self.refresh_ms {
             return Arc::clone(&guard.0);
         }
@@ -310,12 +315,9 @@ pub fn check_claim_name(value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Now, in ms since the Unix epoch (when a JWKS was read).
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+/// The read time of a JWKS read at startup: the settings are parsed before the broker has a
+/// clock (it asks its backend for time), so the first `keys(now)` stamps it with `now`.
+const NOT_YET_STAMPED: i64 = i64::MIN;
 
 /// Reads a JWKS file, at most [`MAX_JWKS_BYTES`] (one byte more is read to tell a longer file,
 /// which the parser refuses: I166).
@@ -397,7 +399,7 @@ fn jwks_validator(
         url: url.to_string(),
         path: path.to_string(),
         refresh_ms,
-        loaded: Arc::new(std::sync::RwLock::new((Arc::new(jwks), wall_clock_ms()))),
+        loaded: Arc::new(std::sync::RwLock::new((Arc::new(jwks), NOT_YET_STAMPED))),
         config,
     }))
 }
@@ -490,7 +492,7 @@ mod tests {
             .oauthbearer_jwks
             .clone()
             .expect("a JWKS validator");
-        let start = wall_clock_ms();
+        let start = 1_700_000_000_000;
         assert!(signed.keys(start).keys.is_empty());
         std::fs::write(&path, key).expect("written");
         let later = start + 1000;

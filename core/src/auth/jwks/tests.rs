@@ -1,5 +1,5 @@
-//! Signed tokens made here with keys made here (ring for P-256, `openssl genpkey` for RSA,
-//! which ring cannot generate), verified and refused (I166–I168).
+//! Signed tokens made here with keys made here (ring for P-256; a fixed RSA test key, which
+//! ring cannot generate), verified and refused (I166–I168).
 
 use super::*;
 use proptest::prelude::*;
@@ -47,23 +47,12 @@ impl EcKey {
 struct RsaKey(RsaKeyPair);
 
 impl RsaKey {
+    /// A fixed 2048-bit test key (`openssl genpkey -algorithm RSA -outform DER`): ring cannot
+    /// make RSA keys, and core's code, tests included, starts no process (core/tests/no_io.rs).
     fn new() -> RsaKey {
-        let out = std::process::Command::new("openssl")
-            .args([
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-                "-outform",
-                "DER",
-            ])
-            .output()
-            .expect("openssl makes the test's RSA key");
-        assert!(out.status.success());
+        let der: &[u8] = include_bytes!("rsa_test_key.der");
         // OpenSSL 3.0 writes the DER form as PKCS#1 RSAPrivateKey, other versions as PKCS#8.
-        let pair =
-            RsaKeyPair::from_der(&out.stdout).or_else(|_| RsaKeyPair::from_pkcs8(&out.stdout));
+        let pair = RsaKeyPair::from_der(der).or_else(|_| RsaKeyPair::from_pkcs8(der));
         RsaKey(pair.expect("test setup"))
     }
     fn jwk(&self, kid: &str) -> Value {
