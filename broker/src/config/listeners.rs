@@ -83,7 +83,7 @@ pub struct SaslSettings {
     pub oauthbearer: Option<minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig>,
     /// OAUTHBEARER's signed-token validator, when `sasl.oauthbearer.jwks.endpoint.url` is set
     /// (then unsecured tokens are refused).
-    pub oauthbearer_jwks: Option<super::security::JwksValidator>,
+    pub oauthbearer_jwks: Option<super::jwks::JwksValidator>,
 }
 
 /// Kafka's default `listener.security.protocol.map`: each protocol names itself.

@@ -12,6 +12,7 @@
 //!   [`Effect::NoEffect`]).
 
 pub mod docs;
+pub mod jwks;
 pub mod listeners;
 pub mod security;
 pub mod table;
