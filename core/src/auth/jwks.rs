@@ -27,7 +27,7 @@ use base64::Engine as _;
 use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
 use serde_json::Value;
 
-use super::oauthbearer::{OAuthBearerError, ValidatedToken};
+use super::oauthbearer::{scope_claim, OAuthBearerError, ScopeShape, ValidatedToken};
 use super::MAX_SASL_MESSAGE_BYTES;
 
 /// The largest JWKS document read (I166): a set of a few dozen 8192-bit keys fits.
@@ -351,20 +351,12 @@ pub fn validate_signed(
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         _ => return Err(bad("no subject claim")),
     };
-    let scope = match claims.get(&config.scope_claim) {
-        None => Vec::new(),
-        Some(Value::String(s)) => s
-            .split(' ')
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .collect::<Option<_>>()
-            .ok_or(bad("the scope claim is not a list of strings"))?,
-        Some(_) => return Err(bad("the scope claim is not a string or a list")),
-    };
+    let scope = scope_claim(claims.get(&config.scope_claim)).map_err(|shape| {
+        bad(match shape {
+            ScopeShape::NotStrings => "the scope claim is not a list of strings",
+            ScopeShape::Neither => "the scope claim is not a string or a list",
+        })
+    })?;
     Ok(ValidatedToken {
         principal,
         lifetime_ms: exp,

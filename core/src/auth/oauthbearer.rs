@@ -333,20 +333,12 @@ pub fn validate_unsecured(
     if now_ms.saturating_sub(skew) >= lifetime_ms {
         return Err(OAuthBearerError::Time("expired"));
     }
-    let scope: Vec<String> = match claims.get(&config.scope_claim) {
-        None => Vec::new(),
-        Some(Value::String(s)) => s
-            .split(' ')
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .collect::<Option<_>>()
-            .ok_or(OAuthBearerError::BadToken("scope is not a list of strings"))?,
-        Some(_) => return Err(OAuthBearerError::BadToken("scope is not a string or list")),
-    };
+    let scope = scope_claim(claims.get(&config.scope_claim)).map_err(|shape| {
+        OAuthBearerError::BadToken(match shape {
+            ScopeShape::NotStrings => "scope is not a list of strings",
+            ScopeShape::Neither => "scope is not a string or list",
+        })
+    })?;
     if let Some(missing) = config.required_scope.iter().find(|s| !scope.contains(s)) {
         return Err(OAuthBearerError::MissingScope(missing.clone()));
     }
@@ -378,6 +370,34 @@ pub fn unsecured_token(claims: &Value) -> String {
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#);
     let claims = URL_SAFE_NO_PAD.encode(claims.to_string());
     format!("{header}.{claims}.")
+}
+
+/// Why a scope claim was refused (each validator words it its own way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScopeShape {
+    /// A list with an item that is not a string.
+    NotStrings,
+    /// Neither a string nor a list.
+    Neither,
+}
+
+/// A token's scope claim, as Kafka reads it: absent (no scope), a space-separated string, or a
+/// list of strings.
+pub(crate) fn scope_claim(claim: Option<&Value>) -> Result<Vec<String>, ScopeShape> {
+    match claim {
+        None => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(s
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .ok_or(ScopeShape::NotStrings),
+        Some(_) => Err(ScopeShape::Neither),
+    }
 }
 
 #[cfg(test)]
