@@ -12,7 +12,7 @@
 //!   record asks for a new id, whose sequences start at 0. Batches sealed before that still
 //!   carry the old id and may be refused (OUT_OF_ORDER_SEQUENCE), failing their records.
 
-use std::collections::HashMap;
+use super::sequences::Sequences;
 
 /// Producer id, epoch and sequences of an idempotent, non-transactional producer.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ pub struct Idempotence {
     producer_epoch: i16,
     /// A batch failed: get a new producer id before the next record.
     renew: bool,
-    next_sequence: HashMap<(String, i32), i32>,
+    next_sequence: Sequences,
 }
 
 impl Default for Idempotence {
@@ -37,7 +37,7 @@ impl Idempotence {
             producer_id: -1,
             producer_epoch: -1,
             renew: false,
-            next_sequence: HashMap::new(),
+            next_sequence: Sequences::default(),
         }
     }
 
@@ -66,14 +66,7 @@ impl Idempotence {
 
     /// Takes the next `count` sequence numbers of `topic`/`partition`, returning the first.
     pub fn take_sequence(&mut self, topic: &str, partition: i32, count: i32) -> i32 {
-        let next = self
-            .next_sequence
-            .entry((topic.to_string(), partition))
-            .or_insert(0);
-        let base = *next;
-        // Sequences wrap at i32::MAX like Kafka's.
-        *next = next.wrapping_add(count) & i32::MAX;
-        base
+        self.next_sequence.take(topic, partition, count)
     }
 }
 

@@ -57,6 +57,7 @@ mod accumulator;
 mod driver;
 pub mod idempotence;
 mod links;
+mod sequences;
 pub mod txn;
 mod txn_io;
 

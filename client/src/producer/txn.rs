@@ -17,10 +17,11 @@
 //! - Sequences: every batch of a transactional (hence idempotent) producer carries its producer
 //!   id, epoch and the partition's next sequence; a new epoch starts every partition at 0.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use kafka_protocol::ResponseError;
 
+use super::sequences::Sequences;
 use crate::error::Error;
 pub use crate::group::admin::ConsumerGroupMetadata;
 
@@ -92,7 +93,7 @@ pub struct TxnManager {
     /// A batch failed in the open transaction, so the broker's sequences may be ahead of ours:
     /// bump the epoch after the abort (KIP-360).
     needs_epoch_bump: bool,
-    next_sequence: BTreeMap<(String, i32), i32>,
+    next_sequence: Sequences,
 }
 
 impl TxnManager {
@@ -106,7 +107,7 @@ impl TxnManager {
             partitions: BTreeSet::new(),
             offsets_added: false,
             needs_epoch_bump: false,
-            next_sequence: BTreeMap::new(),
+            next_sequence: Sequences::default(),
         }
     }
 
@@ -259,14 +260,7 @@ impl TxnManager {
 
     /// Takes the next `count` sequence numbers of `topic`/`partition`, returning the first.
     pub fn take_sequence(&mut self, topic: &str, partition: i32, count: i32) -> i32 {
-        let next = self
-            .next_sequence
-            .entry((topic.to_string(), partition))
-            .or_insert(0);
-        let base = *next;
-        // Sequences wrap at i32::MAX like Kafka's.
-        *next = next.wrapping_add(count) & i32::MAX;
-        base
+        self.next_sequence.take(topic, partition, count)
     }
 }
 
