@@ -120,20 +120,29 @@ fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
-/// Asks for the metadata of `topics` (all topics when `None`), sorted by name.
-pub async fn metadata<S: AsyncRead + AsyncWrite + Unpin>(
-    conn: &mut Connection<S>,
+/// The Metadata request for `topics` (all topics when `None`): the one way this crate asks
+/// (admin calls, the producer's leaders, the mirror's leaders, the group consumer's topic ids).
+pub(crate) fn metadata_request(
     topics: Option<&[&str]>,
     allow_auto_topic_creation: bool,
-) -> Result<Vec<TopicMetadata>> {
-    let request = MetadataRequest::default()
+) -> MetadataRequest {
+    MetadataRequest::default()
         .with_topics(topics.map(|names| {
             names
                 .iter()
                 .map(|n| MetadataRequestTopic::default().with_name(Some(topic_name(n))))
                 .collect()
         }))
-        .with_allow_auto_topic_creation(allow_auto_topic_creation);
+        .with_allow_auto_topic_creation(allow_auto_topic_creation)
+}
+
+/// Asks for the metadata of `topics` (all topics when `None`), sorted by name.
+pub async fn metadata<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    topics: Option<&[&str]>,
+    allow_auto_topic_creation: bool,
+) -> Result<Vec<TopicMetadata>> {
+    let request = metadata_request(topics, allow_auto_topic_creation);
     let response = conn.request(&request).await?;
     let mut out: Vec<TopicMetadata> = response
         .topics

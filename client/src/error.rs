@@ -123,6 +123,12 @@ impl Error {
         }
     }
 
+    /// True when the connection itself failed (reset, closed, refused): the request may or
+    /// may not have reached the broker, and a new connection can cure it.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::Io(_) | Error::ConnectionClosed)
+    }
+
     /// True for a transactional error after which the producer must be dropped.
     pub fn is_fatal_transaction_error(&self) -> bool {
         matches!(self, Error::Transaction { fatal: true, .. })

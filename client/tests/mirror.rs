@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use minikafka_client::configs::{ConfigResource, ConfigSource};
 use minikafka_client::group::admin::{commit_offsets_checked, fetch_offsets, Committer};
+use minikafka_client::producer::BatchConfig;
 use minikafka_client::{
     admin, Admin, Connection, ConnectionConfig, Consumer, ConsumerConfig, ConsumerGroupMetadata,
     ConsumerRecord, GroupConfig, GroupConsumer, IsolationLevel, Offset, OffsetReset, OffsetSpec,
@@ -1192,9 +1193,11 @@ fn duplicates_of_in_order(source: &[usize], target: &[usize]) -> usize {
 /// A target of two brokers (the test kit's `ClusterProxy` in front of one minikafka, since no
 /// multi-broker Kafka exists here): the at-least-once mirror sends each partition to its leader
 /// over its own connection (no Produce reaches a non-leader while leaders stay put), leaders
-/// that move mid-stream answer NOT_LEADER_OR_FOLLOWER and are followed in place (I163), every
-/// connection cut mid-stream restarts the session; nothing is lost, order is kept and repeats
-/// are bounded by one window per restart (I86).
+/// that move mid-stream answer NOT_LEADER_OR_FOLLOWER and are followed in place (I163), and
+/// when every connection is cut mid-stream the producer opens new ones and re-sends what they
+/// carried (I182) instead of restarting the session (a restart, should another of the mirror's
+/// target connections be needed before the end, is still allowed); nothing is lost, order is
+/// kept and repeats are bounded by one window per restart (I86), none without one.
 #[test]
 fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothing() {
     let source = common::Broker::start();
@@ -1235,13 +1238,12 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
     for (node, accepted) in s.produces_forwarded.iter().enumerate() {
         assert!(accepted.load(SeqCst) > 0, "broker {node} led nothing");
     }
+    // The report names restarts only when there were some.
     let restarts: usize = report
         .lines()
         .find_map(|l| l.strip_prefix("restarts after retriable errors: "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no restarts reported: {report}"));
-    // The cut restarts the session; the move does not (I163).
-    assert!(restarts >= 1, "{report}");
+        .map(|n| n.trim().parse().expect("a count"))
+        .unwrap_or(0);
     smol::block_on(async {
         for p in 0..partitions {
             let tp = TopicPartition::new("spread", p);
@@ -1544,6 +1546,250 @@ fn a_routed_transactional_producer_commits_offsets_at_the_group_coordinator() {
             assert_eq!(got, want, "{tp}");
         }
     });
+}
+
+/// A routed producer through `proxy`'s first broker, its driver spawned.
+async fn routed_producer(
+    proxy: &ClusterProxy,
+    config: ProducerConfig,
+) -> (Producer, smol::Task<()>) {
+    let connector: minikafka_client::Connector<TcpStream> =
+        Box::new(|addr: String| Box::pin(async move { Ok(connection(&addr).await) }));
+    let (producer, driver) = Producer::new_routed(
+        connection(&proxy.addrs[0]).await,
+        connector,
+        config,
+        SmolRuntime,
+    )
+    .expect("producer");
+    (producer, smol::spawn(driver.run()))
+}
+
+/// Sends `"0"..n` to `topic`, record `i` to partition `i % partitions`, in transactions of
+/// `per_txn` records when the producer is transactional; returns each partition's delivered
+/// offsets in send order.
+async fn send_numbered(
+    producer: &Producer,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    per_txn: Option<usize>,
+) -> BTreeMap<i32, Vec<i64>> {
+    let mut delivered: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    let mut start = 0;
+    while start < n {
+        let end = per_txn.map_or(n, |t| (start + t).min(n));
+        if per_txn.is_some() {
+            producer.begin_transaction().await.expect("begin");
+        }
+        let mut sent = Vec::new();
+        for i in start..end {
+            let r = ProducerRecord::new(topic, i.to_string()).with_partition(i as i32 % partitions);
+            sent.push(producer.send(r).await.expect("send"));
+        }
+        if per_txn.is_some() {
+            producer.commit_transaction().await.expect("commit");
+        }
+        for d in sent {
+            let d = d.await.expect("delivered despite the lost connections");
+            let offset = d.offset.expect("an offset with acks=all").0;
+            delivered.entry(d.partition).or_default().push(offset);
+        }
+        start = end;
+    }
+    delivered
+}
+
+/// Checks that each partition of `topic` holds record `i` (for `i % partitions` = the
+/// partition) exactly once and in order, at the offsets its delivery said.
+async fn assert_numbered_once(
+    addr: &str,
+    topic: &str,
+    partitions: i32,
+    n: usize,
+    delivered: &BTreeMap<i32, Vec<i64>>,
+    isolation: IsolationLevel,
+) {
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p);
+        let got = read_all(addr, &tp, isolation).await;
+        let values: Vec<String> = got
+            .iter()
+            .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into())
+            .collect();
+        let want: Vec<String> = (p as usize..n)
+            .step_by(partitions as usize)
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(values, want, "{tp}: every record once, in order");
+        let offsets: Vec<i64> = got.iter().map(|r| r.offset.0).collect();
+        assert_eq!(delivered.get(&p), Some(&offsets), "{tp}: delivered offsets");
+    }
+}
+
+/// A routed idempotent producer whose connection is cut after the broker wrote a Produce but
+/// before its answer arrived (the test kit's `ClusterProxy` drops the answer and cuts the
+/// connection, again and again) re-sends what that connection carried over a new one, with the
+/// same producer id, epoch and sequences: the broker recognises the written batches and
+/// answers their first offsets, so every record is stored exactly once, in order, and every
+/// delivery names its record's offset (I182).
+#[test]
+fn a_routed_idempotent_producer_resends_over_a_new_connection_once_each() {
+    let target = common::Broker::start();
+    let proxy = ClusterProxy::start(
+        &target.addr,
+        ProxyPlan {
+            lose_answers_at: Some(3),
+            lose_answers_every: Some(10),
+            ..ProxyPlan::new(2)
+        },
+    )
+    .expect("proxy");
+    let (n, partitions) = (4_000, 4);
+    smol::block_on(async {
+        let mut admin = Admin::new(connection(&target.addr).await);
+        admin
+            .create_topic("lost", partitions, &[])
+            .await
+            .expect("create");
+        let config = ProducerConfig {
+            enable_idempotence: true,
+            batch: BatchConfig {
+                max_records: 50,
+                ..BatchConfig::default()
+            },
+            ..ProducerConfig::default()
+        };
+        let (producer, task) = routed_producer(&proxy, config).await;
+        let delivered = send_numbered(&producer, "lost", partitions, n, None).await;
+        drop(producer);
+        task.await;
+        let lost = proxy.counters().lost_answers.load(SeqCst);
+        assert!(lost >= 3, "only {lost} connections were cut");
+        assert_numbered_once(
+            &target.addr,
+            "lost",
+            partitions,
+            n,
+            &delivered,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await;
+    });
+}
+
+/// The same cuts under a routed transactional producer: the lost batches are re-sent inside
+/// the open transaction (and its coordinator's connection, cut with them when it is the same
+/// broker, is opened again); every transaction commits and the read_committed view holds
+/// every record exactly once, in order (I182).
+#[test]
+fn a_routed_transactional_producer_resends_within_the_transaction_once_each() {
+    let target = common::Broker::start();
+    let proxy = ClusterProxy::start(
+        &target.addr,
+        ProxyPlan {
+            lose_answers_at: Some(2),
+            lose_answers_every: Some(7),
+            ..ProxyPlan::new(2)
+        },
+    )
+    .expect("proxy");
+    let (n, partitions) = (4_000, 4);
+    smol::block_on(async {
+        let mut admin = Admin::new(connection(&target.addr).await);
+        admin
+            .create_topic("lost-txn", partitions, &[])
+            .await
+            .expect("create");
+        let config = ProducerConfig {
+            transactional_id: Some("lost-txn".into()),
+            batch: BatchConfig {
+                max_records: 50,
+                ..BatchConfig::default()
+            },
+            ..ProducerConfig::default()
+        };
+        let (producer, task) = routed_producer(&proxy, config).await;
+        producer.init_transactions().await.expect("init");
+        let delivered = send_numbered(&producer, "lost-txn", partitions, n, Some(1_000)).await;
+        drop(producer);
+        task.await;
+        let lost = proxy.counters().lost_answers.load(SeqCst);
+        assert!(lost >= 3, "only {lost} connections were cut");
+        assert_numbered_once(
+            &target.addr,
+            "lost-txn",
+            partitions,
+            n,
+            &delivered,
+            IsolationLevel::ReadCommitted,
+        )
+        .await;
+    });
+}
+
+/// The mirror, both modes, into a target whose Produce connections are cut again and again
+/// after the broker wrote the records (answers dropped by the test kit's `ClusterProxy`): its
+/// routed producer re-sends over new connections (I182), so the session never restarts and
+/// the target holds every source record exactly once, in order (read_committed with
+/// `--exactly-once`).
+#[test]
+fn the_mirror_keeps_its_session_when_produce_connections_are_lost() {
+    let source = common::Broker::start();
+    let (n, partitions) = (6_000, 3);
+    smol::block_on(produce_events(&source.addr, "cut", partitions, n));
+    for (mode, extra, isolation) in [
+        ("at-least-once", None, IsolationLevel::ReadUncommitted),
+        (
+            "exactly-once",
+            Some("--exactly-once"),
+            IsolationLevel::ReadCommitted,
+        ),
+    ] {
+        let target = common::Broker::start();
+        let proxy = ClusterProxy::start(
+            &target.addr,
+            ProxyPlan {
+                lose_answers_at: Some(4),
+                lose_answers_every: Some(6),
+                ..ProxyPlan::new(2)
+            },
+        )
+        .expect("proxy");
+        let mut flags = vec!["--once", "--batch-records", "500"];
+        flags.extend(extra);
+        let args = mirror_args(&source.addr, &proxy.addrs[0], &flags);
+        let out = mk_bounded(&args, Duration::from_secs(120));
+        let (report, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{mode}: {report}\n{stderr}");
+        let lost = proxy.counters().lost_answers.load(SeqCst);
+        eprintln!("{mode}: {lost} Produce connections cut\n{report}");
+        assert!(lost >= 2, "{mode}: only {lost} connections were cut");
+        assert!(
+            !report.contains("restarts after retriable errors") && !stderr.contains("restarting"),
+            "{mode}: a lost connection restarted the session: {report}{stderr}"
+        );
+        smol::block_on(async {
+            for p in 0..partitions {
+                let tp = TopicPartition::new("cut", p);
+                let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
+                    .await
+                    .iter()
+                    .map(seq)
+                    .collect();
+                let b: Vec<usize> = read_all(&target.addr, &tp, isolation)
+                    .await
+                    .iter()
+                    .map(seq)
+                    .collect();
+                assert_eq!(a.len(), n / partitions as usize);
+                assert_eq!(b, a, "{mode} {tp}: every record once, in order");
+            }
+        });
+    }
 }
 
 /// Fetches `GET path` from the metrics endpoint: the status line and the body.

@@ -20,7 +20,11 @@
 //!   and OffsetFetch away from the group coordinator get NOT_COORDINATOR. (The other group
 //!   requests — membership, ListGroups, DescribeGroups — are forwarded from any port.)
 //! - Connections are cut ([`ClusterProxy::cut_connections`], or at the
-//!   `cut_connections_at`-th Produce, which is not forwarded).
+//!   `cut_connections_at`-th Produce, which is not forwarded). At the `lose_answers_at`-th
+//!   Produce (and each `lose_answers_every`-th after it) only the connection carrying it is cut,
+//!   after the broker answered it: the records are written but the client never hears so, the
+//!   case an idempotent producer's re-send must not duplicate (I182). Its other requests still
+//!   waiting are lost with it.
 //! - Leaders move ([`ClusterProxy::move_leaders`], or at the `move_leaders_at`-th Produce) and
 //!   coordinators move ([`ClusterProxy::move_coordinators`], or at the
 //!   `move_coordinators_at`-th EndTxn); the next Metadata / FindCoordinator answers say so.
@@ -80,6 +84,11 @@ pub struct ProxyPlan {
     pub move_coordinators_at: Option<usize>,
     /// Every proxied connection is cut at this Produce request (counted from 1).
     pub cut_connections_at: Option<usize>,
+    /// This Produce request is forwarded, its answer read from the broker and dropped, and the
+    /// client's connection that carried it cut (counted from 1).
+    pub lose_answers_at: Option<usize>,
+    /// With `lose_answers_at`: and again every this many Produce requests after it.
+    pub lose_answers_every: Option<usize>,
 }
 
 impl ProxyPlan {
@@ -94,6 +103,8 @@ impl ProxyPlan {
             move_leaders_at: None,
             move_coordinators_at: None,
             cut_connections_at: None,
+            lose_answers_at: None,
+            lose_answers_every: None,
         }
     }
 }
@@ -134,6 +145,8 @@ pub struct Counters {
     pub coordinator_moves: AtomicUsize,
     /// Times every connection was cut.
     pub cuts: AtomicUsize,
+    /// Produce answers dropped, each with the connection that carried its request.
+    pub lost_answers: AtomicUsize,
     /// Frames refused by the pre-check or the decoder (their connection was closed).
     pub refused_frames: AtomicUsize,
 }
@@ -304,6 +317,8 @@ enum Reply {
     },
     /// The proxy's own answer.
     Own(Vec<u8>),
+    /// The real broker's answer, read and dropped; the client connection is then cut.
+    LoseUpstream,
 }
 
 /// A request decoded after its body passed the pre-check.
@@ -334,6 +349,8 @@ fn encode<R: Encodable + HeaderVersion>(correlation_id: i32, version: i16, body:
 /// What to do with one request.
 enum Verdict {
     Forward,
+    /// Forward, then drop the answer and cut the client's connection.
+    ForwardAndLoseAnswer,
     /// The proxy's own answer (empty when it could not be encoded: the connection closes).
     Answer(Vec<u8>),
     /// Refused without an answer (an acks=0 Produce at a non-leader).
@@ -519,6 +536,16 @@ fn judge(node: usize, frame: &[u8], shared: &Shared) -> Verdict {
             });
             if !wrong {
                 c.produces_forwarded[node].fetch_add(1, SeqCst);
+                let lose = match (shared.plan.lose_answers_at, shared.plan.lose_answers_every) {
+                    (Some(at), None) => seen == at,
+                    (Some(at), Some(every)) => {
+                        seen >= at && (seen - at).is_multiple_of(every.max(1))
+                    }
+                    (None, _) => false,
+                };
+                if lose && request.acks != 0 {
+                    return Verdict::ForwardAndLoseAnswer;
+                }
                 return Verdict::Forward;
             }
             c.not_leader.fetch_add(1, SeqCst);
@@ -683,6 +710,13 @@ fn serve(node: usize, client: TcpStream, shared: &Arc<Shared>) {
         for reply in rx {
             let frame = match reply {
                 Reply::Own(frame) => frame,
+                Reply::LoseUpstream => {
+                    // The broker has answered (so it wrote the records); the client never
+                    // hears it.
+                    let _ = read_frame(&mut from_upstream);
+                    writer_shared.counters.lost_answers.fetch_add(1, SeqCst);
+                    break;
+                }
                 Reply::Upstream {
                     api_key,
                     version,
@@ -705,9 +739,12 @@ fn serve(node: usize, client: TcpStream, shared: &Arc<Shared>) {
         }
         let api_key = i16::from_be_bytes([frame[0], frame[1]]);
         let version = i16::from_be_bytes([frame[2], frame[3]]);
-        match judge(node, &frame, shared) {
+        let verdict = judge(node, &frame, shared);
+        let lose_answer = matches!(verdict, Verdict::ForwardAndLoseAnswer);
+        match verdict {
             Verdict::Close => break,
             Verdict::Drop => continue,
+            Verdict::ForwardAndLoseAnswer => {}
             Verdict::Answer(answer) => {
                 if answer.is_empty() || tx.send(Reply::Own(answer)).is_err() {
                     break;
@@ -729,10 +766,14 @@ fn serve(node: usize, client: TcpStream, shared: &Arc<Shared>) {
         } else {
             0
         };
-        let reply = Reply::Upstream {
-            api_key,
-            version,
-            key_type,
+        let reply = if lose_answer {
+            Reply::LoseUpstream
+        } else {
+            Reply::Upstream {
+                api_key,
+                version,
+                key_type,
+            }
         };
         if !acks_zero && tx.send(reply).is_err() {
             break;

@@ -29,11 +29,10 @@ use futures_io::{AsyncRead, AsyncWrite};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    MetadataRequest, SyncGroupRequest, TopicName,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use minikafka_core::types::Offset;
@@ -739,17 +738,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> GroupConsumer<S, R> {
     }
 
     async fn refresh_topic_ids(&mut self) -> Result<()> {
-        let request = MetadataRequest::default()
-            .with_topics(Some(
-                self.config
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default().with_name(Some(TopicName(str_bytes(t))))
-                    })
-                    .collect(),
-            ))
-            .with_allow_auto_topic_creation(false);
+        let topics: Vec<&str> = self.config.topics.iter().map(String::as_str).collect();
+        let request = crate::admin::metadata_request(Some(&topics), false);
         let response = self.coordinator.request(&request).await?;
         for t in response.topics {
             if let (Some(name), false) = (t.name, t.topic_id.is_nil()) {

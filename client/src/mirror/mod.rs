@@ -16,9 +16,10 @@
 //!   target's read_committed view.
 //! - Committed offsets of source groups matching `groups` are translated through the offset map
 //!   and committed on the target for groups with no member there (module `groups`) (I85).
-//! - Errors a retry can cure (connection lost, timeouts, a leader that stays away longer than
-//!   the producer retries) restart the session from the durable progress, up to
-//!   `max_restarts` times in a row.
+//! - Errors a retry can cure (an admin or consumer connection lost, timeouts, a leader or
+//!   broker that stays away longer than the producer retries) restart the session from the
+//!   durable progress, up to `max_restarts` times in a row. The producer's own lost
+//!   connections do not: it re-sends what they carried over new ones (I182).
 //! - Targets with several brokers (module `route`): one routed producer (I162) is
 //!   bootstrapped from the given address and follows the target itself: Produce to each
 //!   partition's leader and, with `exactly_once`, transactional requests to the transaction

@@ -1,14 +1,11 @@
 //! Leaders on the target: which broker leads each partition, so that the mirror reads its
 //! progress and the stable offsets from the leaders. (The mirror's producer follows the
-//! leaders itself, I162, I163; a leader that moves between this lookup and a read answers
+//! leaders itself and survives lost connections, I162, I163, I182; a leader that moves between this lookup and a read answers
 //! NOT_LEADER_OR_FOLLOWER and the session restarts and asks again.)
 
 use std::collections::BTreeMap;
 
 use super::Stream as TcpStream;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::connection::Connection;
@@ -38,17 +35,7 @@ impl Leaders {
 /// Asks the target for the leaders of every partition of `topics`; a partition without a
 /// leader is LEADER_NOT_AVAILABLE (retriable: the session restarts).
 pub async fn leaders(conn: &mut Connection<TcpStream>, topics: &[&str]) -> Result<Leaders> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(
-            topics
-                .iter()
-                .map(|t| {
-                    MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
-                })
-                .collect(),
-        ))
-        .with_allow_auto_topic_creation(false);
+    let request = crate::admin::metadata_request(Some(topics), false);
     let response = conn.request(&request).await?;
     let mut out = Leaders::default();
     for b in response.brokers {

@@ -17,6 +17,11 @@
 //! leader before the retried one: a transactional producer's is refused there
 //! (OUT_OF_ORDER_SEQUENCE) and fails the transaction; an idempotent one's is refused the same
 //! way and fails its records (I163); a plain producer's is written first.
+//!
+//! A routed idempotent or transactional producer whose connection fails re-sends the batches
+//! of every request that connection carried the same way (I182): each request remembers the
+//! generation of the connection it went over, so it is found lost even after a new connection
+//! to that broker opened.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{poll_fn, Future};
@@ -60,6 +65,8 @@ struct ReadyBatch {
 
 struct SentRequest {
     link: Link,
+    /// The generation of `link`'s connection it went over (I182).
+    generation: u64,
     ticket: InFlight<ProduceRequest>,
     batches: Vec<ReadyBatch>,
 }
@@ -204,15 +211,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             .in_flight
             .remove(index)
             .ok_or_else(|| Error::Protocol("response without request".into()))?;
-        for b in &sent.batches {
-            let key = (b.topic.clone(), b.partition);
-            if let Some(n) = self.partition_in_flight.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    self.partition_in_flight.remove(&key);
-                }
+        self.release(&sent.batches);
+        let result = match result {
+            Err(err) if self.resends_lost() && err.is_connection_lost() => {
+                return self.resend_lost(sent.link, sent.generation, sent.batches, err);
             }
-        }
+            result => result,
+        };
         let txn = &mut self.txn;
         let idempotence = &mut self.idempotence;
         let routed = self.links.routed();
@@ -241,16 +246,82 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             tracing::debug!(batches = again.len(), "leader moved; asking Metadata again");
             self.links.forget_leaders();
             self.metadata_stale = true;
-            for b in again {
-                // Back in sequence order: before every later batch of its partition.
-                let at = self
-                    .ready
-                    .iter()
-                    .position(|r| r.seq > b.seq)
-                    .unwrap_or(self.ready.len());
-                self.ready.insert(at, b);
+            self.requeue(again);
+        }
+        Ok(())
+    }
+
+    /// Puts batches back on the ready queue in sequence order: each before every later batch
+    /// of its partition.
+    fn requeue(&mut self, batches: Vec<ReadyBatch>) {
+        for b in batches {
+            let at = self
+                .ready
+                .iter()
+                .position(|r| r.seq > b.seq)
+                .unwrap_or(self.ready.len());
+            self.ready.insert(at, b);
+        }
+    }
+
+    /// `batches` are no longer in flight.
+    fn release(&mut self, batches: &[ReadyBatch]) {
+        for b in batches {
+            let key = (b.topic.clone(), b.partition);
+            if let Some(n) = self.partition_in_flight.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.partition_in_flight.remove(&key);
+                }
             }
         }
+    }
+
+    /// A routed idempotent or transactional producer re-sends what a lost connection carried
+    /// (I182), as Kafka's clients do: the same producer id, epoch and sequences, so the broker
+    /// writes once a batch it had already written (and answers its first offsets). Leaders
+    /// are asked again after the backoff first.
+    fn resends_lost(&self) -> bool {
+        self.links.routed() && (self.txn.is_some() || self.idempotence.is_some())
+    }
+
+    /// The `batches` of a request sent over `link`'s connection at `generation` were lost
+    /// with it (`err`): they and those of every other request that went over that connection
+    /// go back on the ready queue, and the connection is forgotten (a new one opens at the
+    /// next send). Once a batch has been retried for `max_block`, `err` ends the driver as
+    /// before.
+    fn resend_lost(
+        &mut self,
+        link: Link,
+        generation: u64,
+        mut batches: Vec<ReadyBatch>,
+        err: Error,
+    ) -> Result<()> {
+        let mut i = 0;
+        while i < self.in_flight.len() {
+            if self.in_flight[i].link == link && self.in_flight[i].generation == generation {
+                if let Some(other) = self.in_flight.remove(i) {
+                    self.release(&other.batches);
+                    batches.extend(other.batches);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        let now = Instant::now();
+        let max_block = self.config.max_block;
+        let expired = batches
+            .iter_mut()
+            .any(|b| *b.retry_until.get_or_insert(now + max_block) <= now);
+        if expired {
+            fail_batches(batches, &err);
+            return Err(err);
+        }
+        tracing::debug!(%err, batches = batches.len(), "connection lost; re-sending its batches");
+        self.links.lose(link, generation);
+        self.links.forget_leaders();
+        self.metadata_stale = true;
+        self.requeue(batches);
         Ok(())
     }
 
@@ -273,6 +344,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 continue;
             }
             polled.push(sent.link);
+            if self.links.generation(sent.link) != Some(sent.generation) {
+                // Its connection was lost (and maybe replaced) while it waited (I182).
+                return Poll::Ready((i, Err(Error::ConnectionClosed)));
+            }
             let conn = match self.links.conn(sent.link) {
                 Ok(conn) => conn,
                 Err(err) => return Poll::Ready((i, Err(err))),
@@ -618,6 +693,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     /// per partition; a partition at its in-flight limit is skipped along with every later batch
     /// of it, so each partition's batches still go out in seal order.
     async fn dispatch(&mut self) -> Result<()> {
+        loop {
+            self.dispatch_once().await?;
+            // A send met a lost connection (I182): route and send its batches again now, as
+            // nothing else would wake the loop for them.
+            if !self.metadata_stale || self.ready.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn dispatch_once(&mut self) -> Result<()> {
         let acks = self.config.acks;
         let per_partition = self.config.max_in_flight_per_partition;
         if self.links.routed() && !self.ready.is_empty() {
@@ -741,12 +827,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                     }
                 }
             } else {
+                let generation = self.links.generation(link).unwrap_or_default();
                 match self.links.conn(link)?.send(&request).await {
                     Ok(ticket) => self.in_flight.push_back(SentRequest {
                         link,
+                        generation,
                         ticket,
                         batches,
                     }),
+                    Err(err) if self.resends_lost() && err.is_connection_lost() => {
+                        self.release(&batches);
+                        return self.resend_lost(link, generation, batches, err);
+                    }
                     Err(err) => {
                         fail_batches(batches, &err);
                         return Err(err);
@@ -762,11 +854,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
     /// most `max_block`; the batches of a partition still without a leader then fail.
     async fn route_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + self.config.max_block;
+        let resends = self.resends_lost();
         loop {
             let mut missing = self.metadata_stale;
             if !missing {
                 for b in &self.ready {
-                    if self.links.leader(&b.topic, b.partition).await?.is_none() {
+                    if !has_leader(&mut self.links, &b.topic, b.partition, resends).await? {
                         missing = true;
                         break;
                     }
@@ -783,12 +876,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
             let topics: Vec<&str> = topics.into_iter().collect();
             match self.links.refresh_metadata(&topics, false).await {
                 Ok(_) => {}
-                Err(err) if is_fatal(&err) => return Err(err),
+                Err(err) if is_fatal(&err) && !(resends && err.is_connection_lost()) => {
+                    return Err(err)
+                }
                 Err(err) => tracing::debug!(%err, "metadata refresh failed; retrying"),
             }
             let mut leaderless = false;
             for b in &self.ready {
-                if self.links.leader(&b.topic, b.partition).await?.is_none() {
+                if !has_leader(&mut self.links, &b.topic, b.partition, resends).await? {
                     leaderless = true;
                 }
             }
@@ -866,6 +961,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin, R: Runtime> ProducerDriver<S, R> {
                 }
             }
         }
+    }
+}
+
+/// True when `topic`/`partition`'s leader is known and connected. For a producer that
+/// `resends` what a lost connection carried, a leader that cannot be reached yet counts as no
+/// leader (Metadata is asked again until `max_block`, I182); otherwise that error ends the driver.
+async fn has_leader<S: AsyncRead + AsyncWrite + Unpin>(
+    links: &mut Links<S>,
+    topic: &str,
+    partition: i32,
+    resends: bool,
+) -> Result<bool> {
+    match links.leader(topic, partition).await {
+        Ok(link) => Ok(link.is_some()),
+        Err(err) if resends && err.is_connection_lost() => {
+            tracing::debug!(%err, topic, partition, "leader unreachable; asking Metadata again");
+            Ok(false)
+        }
+        Err(err) => Err(err),
     }
 }
 

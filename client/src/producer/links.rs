@@ -11,18 +11,21 @@
 //!   coordinators'; both are cached until [`Links::forget_leaders`] /
 //!   [`Links::forget_coordinator`], which the driver calls on NOT_LEADER_OR_FOLLOWER,
 //!   LEADER_NOT_AVAILABLE and NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.
-//! - A connection that fails ends the producer's driver, as the bootstrap's always did.
+//! - A lost connection (reset, closed, refused) on one node ends the producer's driver. A routed
+//!   producer instead forgets it ([`Links::lose`]) and opens a new one when the broker is next
+//!   needed; each connection has a generation, so a request sent over a lost one is known as
+//!   lost even after its replacement opened (the driver re-sends its batches, I182). A lost
+//!   bootstrap connection is replaced by one to a broker the last Metadata named.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 
 use futures_io::{AsyncRead, AsyncWrite};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::Request;
 use kafka_protocol::ResponseError;
 
+use crate::admin::metadata_request;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 use crate::group::admin::find_coordinator_of;
@@ -46,7 +49,11 @@ pub(super) enum Link {
 pub(super) struct Links<S> {
     bootstrap: Connection<S>,
     connector: Option<Connector<S>>,
-    nodes: BTreeMap<i32, Connection<S>>,
+    /// Open connections by broker id, each with its generation.
+    nodes: BTreeMap<i32, (u64, Connection<S>)>,
+    /// The generation of the bootstrap connection, and the last one given out.
+    bootstrap_generation: u64,
+    last_generation: u64,
     /// Broker id to `host:port`, from Metadata and FindCoordinator answers.
     addrs: BTreeMap<i32, String>,
     /// Each partition's leader by topic and partition, from the last Metadata answer that
@@ -70,6 +77,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
             bootstrap,
             connector,
             nodes: BTreeMap::new(),
+            bootstrap_generation: 0,
+            last_generation: 0,
             addrs: BTreeMap::new(),
             leaders: HashMap::new(),
             coordinators: BTreeMap::new(),
@@ -93,8 +102,87 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
             Link::Node(id) => self
                 .nodes
                 .get_mut(&id)
+                .map(|(_, conn)| conn)
                 .ok_or_else(|| Error::Protocol(format!("no connection to broker {id}"))),
         }
+    }
+
+    /// The generation of `link`'s open connection (`None`: none is open): a request sent at
+    /// another generation went over a connection since lost.
+    pub(super) fn generation(&self, link: Link) -> Option<u64> {
+        match link {
+            Link::Bootstrap => Some(self.bootstrap_generation),
+            Link::Node(id) => self.nodes.get(&id).map(|(g, _)| *g),
+        }
+    }
+
+    /// `link`'s connection at `generation` was lost: forget it (routed producers), so the next
+    /// request to that broker opens a new one. The bootstrap is replaced when next asked.
+    pub(super) fn lose(&mut self, link: Link, generation: u64) {
+        if let Link::Node(id) = link {
+            if self.generation(link) == Some(generation) {
+                tracing::debug!(broker = id, "connection lost; a new one opens when needed");
+                self.nodes.remove(&id);
+            }
+        }
+    }
+
+    /// Sends `request` over `link` and waits for the answer. A routed producer forgets a
+    /// connection lost on the way (the caller decides whether to try again).
+    pub(super) async fn request<Req: Request>(
+        &mut self,
+        link: Link,
+        request: &Req,
+    ) -> Result<Req::Response> {
+        if link == Link::Bootstrap {
+            return self.bootstrap_request(request).await;
+        }
+        let generation = self.generation(link);
+        let result = self.conn(link)?.request(request).await;
+        if let (Err(err), Some(generation)) = (&result, generation) {
+            if self.routed() && err.is_connection_lost() {
+                self.lose(link, generation);
+            }
+        }
+        result
+    }
+
+    /// Sends `request` to the bootstrap broker; a routed producer whose bootstrap connection
+    /// was lost replaces it with one to a broker the last Metadata named and asks once more.
+    pub(super) async fn bootstrap_request<Req: Request>(
+        &mut self,
+        request: &Req,
+    ) -> Result<Req::Response> {
+        match self.bootstrap.request(request).await {
+            Err(err) if self.routed() && err.is_connection_lost() => {
+                self.reopen_bootstrap(err).await?;
+                self.bootstrap.request(request).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// Replaces the lost bootstrap connection (`lost` says why) with a new one to the first
+    /// known broker that accepts it; `lost` comes back when none does.
+    async fn reopen_bootstrap(&mut self, lost: Error) -> Result<()> {
+        let addrs: Vec<String> = self.addrs.values().cloned().collect();
+        let Some(connector) = self.connector.as_mut() else {
+            return Err(lost);
+        };
+        let mut last = lost;
+        for addr in addrs {
+            match connector(addr.clone()).await {
+                Ok(conn) => {
+                    tracing::debug!(%addr, "bootstrap connection lost; asking {addr} instead");
+                    self.bootstrap = conn;
+                    self.last_generation += 1;
+                    self.bootstrap_generation = self.last_generation;
+                    return Ok(());
+                }
+                Err(err) => last = err,
+            }
+        }
+        Err(last)
     }
 
     /// Opens the connection to broker `id` unless it is open.
@@ -110,7 +198,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
                 .as_mut()
                 .ok_or_else(|| Error::IllegalState("a one-node producer opens nothing".into()))?;
             let conn = connector(addr).await?;
-            self.nodes.insert(id, conn);
+            self.last_generation += 1;
+            self.nodes.insert(id, (self.last_generation, conn));
         }
         Ok(Link::Node(id))
     }
@@ -130,18 +219,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
         topics: &[&str],
         allow_auto_topic_creation: bool,
     ) -> Result<Vec<i32>> {
-        let request = MetadataRequest::default()
-            .with_topics(Some(
-                topics
-                    .iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
-                    })
-                    .collect(),
-            ))
-            .with_allow_auto_topic_creation(allow_auto_topic_creation);
-        let response = self.bootstrap.request(&request).await?;
+        let request = metadata_request(Some(topics), allow_auto_topic_creation);
+        let response = self.bootstrap_request(&request).await?;
         for b in &response.brokers {
             self.learn(b.node_id.0, format!("{}:{}", b.host, b.port));
         }
@@ -201,7 +280,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Links<S> {
     /// Looks the coordinator of `key` (`key_type` 0 group, 1 transactional id) up on the
     /// bootstrap broker and returns its link (the bootstrap on one node, which must be it).
     pub(super) async fn find_coordinator(&mut self, key: &str, key_type: i8) -> Result<Link> {
-        let found = find_coordinator_of(&mut self.bootstrap, key, key_type).await?;
+        let found = match find_coordinator_of(&mut self.bootstrap, key, key_type).await {
+            Err(err) if self.routed() && err.is_connection_lost() => {
+                self.reopen_bootstrap(err).await?;
+                find_coordinator_of(&mut self.bootstrap, key, key_type).await?
+            }
+            found => found?,
+        };
         if !self.routed() {
             return Ok(Link::Bootstrap);
         }

@@ -23,7 +23,7 @@
 //!   caller spawns; it reads
 //!   `Instant::now()` and sleeps through the [`Runtime`]. It ends once every handle is dropped
 //!   and everything queued is answered, or at the first connection error (which fails every
-//!   pending record).
+//!   pending record; a routed idempotent or transactional producer re-sends instead, below).
 //! - Never: retries (a failed batch fails its records; routed producers excepted, below), or
 //!   spawns tasks itself.
 //! - Transactions (with `transactional_id` set; KIP-98 as the Java client and librdkafka run
@@ -52,7 +52,12 @@
 //!   InitProducerId with no transactional id (asked of the bootstrap broker) before the first
 //!   record; every batch then carries the producer id, epoch and its partition's sequence, and
 //!   the re-send after a moved leader keeps them, so it is written once.
-
+//! - Lost connections (I182): a routed producer that is idempotent or transactional re-sends
+//!   the batches of every Produce request a lost connection carried, unchanged, over a new
+//!   connection after a Metadata refresh (so a batch the broker had written is answered as a
+//!   duplicate with its first offsets), asks its transactional requests again over a new
+//!   connection inside the open transaction, and replaces a lost bootstrap connection; all
+//!   for at most `max_block`.
 mod accumulator;
 mod driver;
 pub mod idempotence;

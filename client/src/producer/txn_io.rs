@@ -2,8 +2,11 @@
 //! AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), each retried after
 //! `txn_retry_backoff` while the coordinator answers a retriable error
 //! ([`is_retriable_coordinator_code`]), for at most `max_block`. NOT_COORDINATOR and
-//! COORDINATOR_NOT_AVAILABLE look the coordinator up again first. Errors come back raw: the
-//! caller classifies them through [`TxnManager`].
+//! COORDINATOR_NOT_AVAILABLE look the coordinator up again first. On a routed producer a lost
+//! connection is retried the same way over a new one (I182): each of these requests may be
+//! asked twice (EndTxn v4 and below answers a repeated commit or abort of the transaction just
+//! completed with success). Errors come back raw: the caller classifies them through
+//! [`TxnManager`].
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -108,17 +111,43 @@ impl<'a, R: Runtime> Retry<'a, R> {
         }
     }
 
-    /// The coordinator of `key`: as last found, or looked up now.
+    /// The coordinator of `key`: as last found, or looked up now; a routed producer that cannot
+    /// connect to it tries again after the backoff until `max_block`.
     async fn coordinator<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         links: &mut Links<S>,
         key: &str,
         key_type: i8,
     ) -> Result<Link> {
-        match links.coordinator(key, key_type).await? {
-            Some(link) => Ok(link),
-            None => self.find_coordinator(links, key, key_type).await,
+        loop {
+            let found = match links.coordinator(key, key_type).await {
+                Ok(Some(link)) => Ok(link),
+                Ok(None) => self.find_coordinator(links, key, key_type).await,
+                Err(err) => Err(err),
+            };
+            match found {
+                Err(err) => self.lost(links, err, (key, key_type)).await?,
+                found => return found,
+            }
         }
+    }
+
+    /// A try of a request to the coordinator of `key` failed with `err`: `Ok` to try again
+    /// (routed producers, a lost connection, before `max_block`: after the backoff, the
+    /// coordinator looked up again), `err` otherwise (I182).
+    async fn lost<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        links: &mut Links<S>,
+        err: Error,
+        key: (&str, i8),
+    ) -> Result<()> {
+        if !links.routed() || !err.is_connection_lost() || Instant::now() >= self.deadline {
+            return Err(err);
+        }
+        tracing::debug!(%err, "transactional request retrying over a new connection");
+        self.runtime.sleep(self.config.txn_retry_backoff).await;
+        links.forget_coordinator(key.0, key.1);
+        Ok(())
     }
 }
 
@@ -143,7 +172,13 @@ pub(super) async fn init_producer_id<S: AsyncRead + AsyncWrite + Unpin, R: Runti
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch);
         let link = retry.coordinator(links, m.transactional_id(), 1).await?;
-        let response = links.conn(link)?.request(&request).await?;
+        let response = match links.request(link, &request).await {
+            Ok(response) => response,
+            Err(err) => {
+                retry.lost(links, err, (m.transactional_id(), 1)).await?;
+                continue;
+            }
+        };
         let context = || format!("InitProducerId for {}", m.transactional_id());
         if !retry
             .again(
@@ -190,7 +225,13 @@ pub(super) async fn add_partitions<S: AsyncRead + AsyncWrite + Unpin, R: Runtime
                     .collect(),
             );
         let link = retry.coordinator(links, m.transactional_id(), 1).await?;
-        let response = links.conn(link)?.request(&request).await?;
+        let response = match links.request(link, &request).await {
+            Ok(response) => response,
+            Err(err) => {
+                retry.lost(links, err, (m.transactional_id(), 1)).await?;
+                continue;
+            }
+        };
         // The first real failure; OPERATION_NOT_ATTEMPTED only says another partition failed.
         let mut failed = (0i16, String::new());
         for t in &response.results_by_topic_v3_and_below {
@@ -231,7 +272,13 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
             .with_producer_epoch(epoch)
             .with_group_id(group_id.clone());
         let link = retry.coordinator(links, m.transactional_id(), 1).await?;
-        let response = links.conn(link)?.request(&request).await?;
+        let response = match links.request(link, &request).await {
+            Ok(response) => response,
+            Err(err) => {
+                retry.lost(links, err, (m.transactional_id(), 1)).await?;
+                continue;
+            }
+        };
         let context = || format!("AddOffsetsToTxn for group {}", group.group_id);
         if !retry
             .again(
@@ -276,7 +323,13 @@ pub(super) async fn send_offsets<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
                     .collect(),
             );
         let link = retry.coordinator(links, &group.group_id, 0).await?;
-        let response = links.conn(link)?.request(&request).await?;
+        let response = match links.request(link, &request).await {
+            Ok(response) => response,
+            Err(err) => {
+                retry.lost(links, err, (&group.group_id, 0)).await?;
+                continue;
+            }
+        };
         let mut failed = (0i16, String::new());
         for t in &response.topics {
             for p in &t.partitions {
@@ -314,7 +367,13 @@ pub(super) async fn end_txn<S: AsyncRead + AsyncWrite + Unpin, R: Runtime>(
             .with_producer_epoch(epoch)
             .with_committed(committed);
         let link = retry.coordinator(links, m.transactional_id(), 1).await?;
-        let response = links.conn(link)?.request(&request).await?;
+        let response = match links.request(link, &request).await {
+            Ok(response) => response,
+            Err(err) => {
+                retry.lost(links, err, (m.transactional_id(), 1)).await?;
+                continue;
+            }
+        };
         let context = || {
             format!(
                 "EndTxn ({}) for {}",
@@ -349,7 +408,7 @@ pub(super) async fn init_idempotent<S: AsyncRead + AsyncWrite + Unpin, R: Runtim
             .with_transaction_timeout_ms(-1)
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
-        let response = links.bootstrap().request(&request).await?;
+        let response = links.bootstrap_request(&request).await?;
         let code = response.error_code;
         if code == 0 {
             return Ok((response.producer_id.0, response.producer_epoch));
