@@ -540,16 +540,8 @@ fn kill_9_at_least_once_duplicates_at_most_one_window() {
         let mut duplicates = 0;
         for p in 0..4 {
             let tp = TopicPartition::new("events", p);
-            let want: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
-            let got: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let want = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            let got = seqs(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
             // `got` is `want` with runs copied again: each restart point goes back, never forward.
             let mut expected = 0;
             for s in got {
@@ -622,16 +614,8 @@ fn kill_9_exactly_once_leaves_no_duplicate_in_the_committed_view() {
                 );
                 smol::Timer::after(Duration::from_millis(200)).await;
             }
-            let want: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
-            let got: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadCommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let want = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            let got = seqs(&target.addr, &tp, IsolationLevel::ReadCommitted).await;
             assert_eq!(got.len(), want.len(), "{tp}");
             assert!(
                 got == want,
@@ -920,11 +904,7 @@ fn kill_9_of_the_source_broker_is_survived() {
         let mut duplicates = 0;
         for p in 0..4 {
             let tp = TopicPartition::new("events", p);
-            let got: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let got = seqs(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
             let want = &want[p as usize];
             let mut expected = 0;
             for s in got {
@@ -1169,6 +1149,26 @@ fn security_on_both_sides_ssl_with_a_client_certificate_into_sasl_ssl_scram() {
     }
 }
 
+/// Runs `mk mirror` with `args` (killed after `limit`), checks that it succeeded, prints and
+/// returns its report and stderr.
+fn mirror_ok(args: &[String], limit: Duration) -> (String, String) {
+    let out = mk_bounded(args, limit);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{report}\n{stderr}");
+    eprintln!("{report}{stderr}");
+    (report, stderr)
+}
+
+/// The `seq` header of every record of `tp` at `addr`, as `isolation` reads it.
+async fn seqs(addr: &str, tp: &TopicPartition, isolation: IsolationLevel) -> Vec<usize> {
+    read_all(addr, tp, isolation)
+        .await
+        .iter()
+        .map(seq)
+        .collect()
+}
+
 /// Is `target` the source's records once each, in order, with runs repeated (at-least-once
 /// re-copies after a restart)? Returns the number of repeated records.
 fn duplicates_of_in_order(source: &[usize], target: &[usize]) -> usize {
@@ -1220,13 +1220,7 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
         &proxy.addrs[0],
         &["--once", "--batch-records", &window_arg],
     );
-    let out = mk_bounded(&args, limit);
-    let (report, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{report}\n{stderr}");
-    eprintln!("{report}{stderr}");
+    let (report, stderr) = mirror_ok(&args, limit);
     let s = proxy.counters();
     assert_eq!(s.not_leader_before_move.load(SeqCst), 0, "{stderr}");
     assert!(
@@ -1247,16 +1241,8 @@ fn a_target_of_two_brokers_routing_moved_leaders_and_cut_connections_lose_nothin
     smol::block_on(async {
         for p in 0..partitions {
             let tp = TopicPartition::new("spread", p);
-            let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
-            let b: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let a = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            let b = seqs(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
             assert_eq!(a.len(), n / partitions as usize);
             let repeated = duplicates_of_in_order(&a, &b);
             assert!(
@@ -1292,13 +1278,7 @@ fn at_least_once_follows_a_moved_leader_without_a_restart_or_a_duplicate() {
         &proxy.addrs[0],
         &["--once", "--batch-records", "500"],
     );
-    let out = mk_bounded(&args, Duration::from_secs(120));
-    let (report, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{report}\n{stderr}");
-    eprintln!("{report}{stderr}");
+    let (report, stderr) = mirror_ok(&args, Duration::from_secs(120));
     let c = proxy.counters();
     let produced: Vec<usize> = c
         .produces_forwarded
@@ -1325,16 +1305,8 @@ fn at_least_once_follows_a_moved_leader_without_a_restart_or_a_duplicate() {
     smol::block_on(async {
         for p in 0..partitions {
             let tp = TopicPartition::new("moved", p);
-            let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
-            let b: Vec<usize> = read_all(&target.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let a = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            let b = seqs(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
             assert_eq!(a.len(), n / partitions as usize);
             assert_eq!(duplicates_of_in_order(&a, &b), 0, "{tp}: {summary}");
             assert_eq!(b, a, "{tp}");
@@ -1387,13 +1359,7 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
         &proxy.addrs[0],
         &["--once", "--exactly-once", "--batch-records", "500"],
     );
-    let out = mk_bounded(&args, Duration::from_secs(120));
-    let (report, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{report}\n{stderr}");
-    eprintln!("{report}{stderr}");
+    let (report, stderr) = mirror_ok(&args, Duration::from_secs(120));
     // The report names restarts only when there were some; stderr says each.
     assert!(
         !report.contains("restarts after retriable errors") && !stderr.contains("restarting"),
@@ -1434,11 +1400,7 @@ fn exactly_once_into_three_brokers_follows_moved_leaders_and_coordinators() {
     smol::block_on(async {
         for p in 0..partitions {
             let tp = TopicPartition::new("eos3", p);
-            let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                .await
-                .iter()
-                .map(seq)
-                .collect();
+            let a = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
             let b = read_all(&target.addr, &tp, IsolationLevel::ReadCommitted).await;
             assert_eq!(a.len(), n / partitions as usize);
             assert_eq!(b.iter().map(seq).collect::<Vec<_>>(), a, "{tp}");
@@ -1470,20 +1432,11 @@ fn a_routed_transactional_producer_commits_offsets_at_the_group_coordinator() {
         let mut admin = Admin::new(connection(&target.addr).await);
         admin.create_topic("in", 1, &[]).await.expect("create in");
         admin.create_topic("out", 3, &[]).await.expect("create out");
-        let connector: minikafka_client::Connector<TcpStream> =
-            Box::new(|addr: String| Box::pin(async move { Ok(connection(&addr).await) }));
         let config = ProducerConfig {
             transactional_id: Some("routed-1".into()),
             ..ProducerConfig::default()
         };
-        let (producer, driver) = Producer::new_routed(
-            connection(&proxy.addrs[0]).await,
-            connector,
-            config,
-            SmolRuntime,
-        )
-        .expect("producer");
-        let task = smol::spawn(driver.run());
+        let (producer, task) = routed_producer(&proxy, config).await;
         producer.init_transactions().await.expect("init");
         let rounds = 4;
         for round in 0..rounds {
@@ -1627,55 +1580,75 @@ async fn assert_numbered_once(
     }
 }
 
-/// A routed idempotent producer whose connection is cut after the broker wrote a Produce but
-/// before its answer arrived (the test kit's `ClusterProxy` drops the answer and cuts the
-/// connection, again and again) re-sends what that connection carried over a new one, with the
-/// same producer id, epoch and sequences: the broker recognises the written batches and
-/// answers their first offsets, so every record is stored exactly once, in order, and every
-/// delivery names its record's offset (I182).
-#[test]
-fn a_routed_idempotent_producer_resends_over_a_new_connection_once_each() {
+/// Sends 4 000 numbered records over 4 partitions through a routed producer with `config`
+/// (in 50-record batches; with a transactional id, in transactions of `per_txn` records) into a
+/// target whose test kit `ClusterProxy` forwards the `lose.0`-th Produce and every `lose.1`-th
+/// after, drops the broker's answer and cuts that connection; checks that connections were
+/// cut and that `topic` holds every record exactly once, in order, at its delivered offset,
+/// as `isolation` reads it.
+fn produce_through_lost_answers(
+    topic: &str,
+    config: ProducerConfig,
+    lose: (usize, usize),
+    per_txn: Option<usize>,
+    isolation: IsolationLevel,
+) {
     let target = common::Broker::start();
     let proxy = ClusterProxy::start(
         &target.addr,
         ProxyPlan {
-            lose_answers_at: Some(3),
-            lose_answers_every: Some(10),
+            lose_answers_at: Some(lose.0),
+            lose_answers_every: Some(lose.1),
             ..ProxyPlan::new(2)
         },
     )
     .expect("proxy");
     let (n, partitions) = (4_000, 4);
+    let config = ProducerConfig {
+        batch: BatchConfig {
+            max_records: 50,
+            ..BatchConfig::default()
+        },
+        ..config
+    };
+    let transactional = config.transactional_id.is_some();
     smol::block_on(async {
         let mut admin = Admin::new(connection(&target.addr).await);
         admin
-            .create_topic("lost", partitions, &[])
+            .create_topic(topic, partitions, &[])
             .await
             .expect("create");
-        let config = ProducerConfig {
-            enable_idempotence: true,
-            batch: BatchConfig {
-                max_records: 50,
-                ..BatchConfig::default()
-            },
-            ..ProducerConfig::default()
-        };
         let (producer, task) = routed_producer(&proxy, config).await;
-        let delivered = send_numbered(&producer, "lost", partitions, n, None).await;
+        if transactional {
+            producer.init_transactions().await.expect("init");
+        }
+        let delivered = send_numbered(&producer, topic, partitions, n, per_txn).await;
         drop(producer);
         task.await;
         let lost = proxy.counters().lost_answers.load(SeqCst);
         assert!(lost >= 3, "only {lost} connections were cut");
-        assert_numbered_once(
-            &target.addr,
-            "lost",
-            partitions,
-            n,
-            &delivered,
-            IsolationLevel::ReadUncommitted,
-        )
-        .await;
+        assert_numbered_once(&target.addr, topic, partitions, n, &delivered, isolation).await;
     });
+}
+
+/// A routed idempotent producer whose connection is cut after the broker wrote a Produce but
+/// before its answer arrived, again and again, re-sends what that connection carried over a
+/// new one, with the same producer id, epoch and sequences: the broker recognises the written
+/// batches and answers their first offsets, so every record is stored exactly once, in order,
+/// and every delivery names its record's offset (I182).
+#[test]
+fn a_routed_idempotent_producer_resends_over_a_new_connection_once_each() {
+    let config = ProducerConfig {
+        enable_idempotence: true,
+        ..ProducerConfig::default()
+    };
+    produce_through_lost_answers(
+        "lost",
+        config,
+        (3, 10),
+        None,
+        IsolationLevel::ReadUncommitted,
+    );
 }
 
 /// The same cuts under a routed transactional producer: the lost batches are re-sent inside
@@ -1684,48 +1657,17 @@ fn a_routed_idempotent_producer_resends_over_a_new_connection_once_each() {
 /// every record exactly once, in order (I182).
 #[test]
 fn a_routed_transactional_producer_resends_within_the_transaction_once_each() {
-    let target = common::Broker::start();
-    let proxy = ClusterProxy::start(
-        &target.addr,
-        ProxyPlan {
-            lose_answers_at: Some(2),
-            lose_answers_every: Some(7),
-            ..ProxyPlan::new(2)
-        },
-    )
-    .expect("proxy");
-    let (n, partitions) = (4_000, 4);
-    smol::block_on(async {
-        let mut admin = Admin::new(connection(&target.addr).await);
-        admin
-            .create_topic("lost-txn", partitions, &[])
-            .await
-            .expect("create");
-        let config = ProducerConfig {
-            transactional_id: Some("lost-txn".into()),
-            batch: BatchConfig {
-                max_records: 50,
-                ..BatchConfig::default()
-            },
-            ..ProducerConfig::default()
-        };
-        let (producer, task) = routed_producer(&proxy, config).await;
-        producer.init_transactions().await.expect("init");
-        let delivered = send_numbered(&producer, "lost-txn", partitions, n, Some(1_000)).await;
-        drop(producer);
-        task.await;
-        let lost = proxy.counters().lost_answers.load(SeqCst);
-        assert!(lost >= 3, "only {lost} connections were cut");
-        assert_numbered_once(
-            &target.addr,
-            "lost-txn",
-            partitions,
-            n,
-            &delivered,
-            IsolationLevel::ReadCommitted,
-        )
-        .await;
-    });
+    let config = ProducerConfig {
+        transactional_id: Some("lost-txn".into()),
+        ..ProducerConfig::default()
+    };
+    produce_through_lost_answers(
+        "lost-txn",
+        config,
+        (2, 7),
+        Some(1_000),
+        IsolationLevel::ReadCommitted,
+    );
 }
 
 /// The mirror, both modes, into a target whose Produce connections are cut again and again
@@ -1759,14 +1701,9 @@ fn the_mirror_keeps_its_session_when_produce_connections_are_lost() {
         let mut flags = vec!["--once", "--batch-records", "500"];
         flags.extend(extra);
         let args = mirror_args(&source.addr, &proxy.addrs[0], &flags);
-        let out = mk_bounded(&args, Duration::from_secs(120));
-        let (report, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "{mode}: {report}\n{stderr}");
+        let (report, stderr) = mirror_ok(&args, Duration::from_secs(120));
         let lost = proxy.counters().lost_answers.load(SeqCst);
-        eprintln!("{mode}: {lost} Produce connections cut\n{report}");
+        eprintln!("{mode}: {lost} Produce connections cut");
         assert!(lost >= 2, "{mode}: only {lost} connections were cut");
         assert!(
             !report.contains("restarts after retriable errors") && !stderr.contains("restarting"),
@@ -1775,16 +1712,8 @@ fn the_mirror_keeps_its_session_when_produce_connections_are_lost() {
         smol::block_on(async {
             for p in 0..partitions {
                 let tp = TopicPartition::new("cut", p);
-                let a: Vec<usize> = read_all(&source.addr, &tp, IsolationLevel::ReadUncommitted)
-                    .await
-                    .iter()
-                    .map(seq)
-                    .collect();
-                let b: Vec<usize> = read_all(&target.addr, &tp, isolation)
-                    .await
-                    .iter()
-                    .map(seq)
-                    .collect();
+                let a = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+                let b = seqs(&target.addr, &tp, isolation).await;
                 assert_eq!(a.len(), n / partitions as usize);
                 assert_eq!(b, a, "{mode} {tp}: every record once, in order");
             }
