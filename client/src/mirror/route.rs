@@ -1,7 +1,8 @@
 //! Leaders on the target: which broker leads each partition, so that the mirror reads its
 //! progress and the stable offsets from the leaders. (The mirror's producer follows the
-//! leaders itself and survives lost connections, I162, I163, I182; a leader that moves between this lookup and a read answers
-//! NOT_LEADER_OR_FOLLOWER and the session restarts and asks again.)
+//! leaders itself and survives lost connections, I162, I163, I182; a leader that moves
+//! between this lookup and a read answers NOT_LEADER_OR_FOLLOWER and the session restarts and
+//! asks again.)
 
 use std::collections::BTreeMap;
 

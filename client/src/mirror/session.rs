@@ -345,7 +345,8 @@ fn clients(pairs: &[(String, String)], source_side: bool, exactly_once: bool) ->
     }
     if !exactly_once {
         c.producer.transactional_id = None;
-        // At-least-once: idempotent, so a batch re-sent to a moved leader is written once (I163).
+        // At-least-once: idempotent, so a batch re-sent to a moved leader (I163) or over a new
+        // connection after a lost one (I182) is written once.
         c.producer.enable_idempotence = true;
     }
     (c.tls, c.connection.sasl) = security.resolve(side)?;
@@ -684,7 +685,8 @@ impl Session<'_> {
             }
         }
         // One routed producer follows the target's leaders (and coordinators) itself (I162):
-        // a moved leader is retried in place, in both modes (I163).
+        // a moved leader is retried in place, in both modes (I163), and so is what a lost
+        // connection carried (I182).
         let (mut producer, mut driver) = self.producer(&config.target).await?;
         if config.exactly_once {
             producer.init_transactions().await?;
