@@ -1651,6 +1651,26 @@ fn a_routed_idempotent_producer_resends_over_a_new_connection_once_each() {
     );
 }
 
+/// The same with five batches of a partition in flight at once (Kafka's most for an
+/// idempotent producer): every request the lost connection carried is re-sent, in sequence
+/// order, over the new one, and the broker, which remembers a producer's last five batches,
+/// keeps one copy of each (I182).
+#[test]
+fn a_routed_idempotent_producer_with_five_batches_in_flight_resends_once_each() {
+    let config = ProducerConfig {
+        enable_idempotence: true,
+        max_in_flight_per_partition: 5,
+        ..ProducerConfig::default()
+    };
+    produce_through_lost_answers(
+        "lost-5",
+        config,
+        (4, 9),
+        None,
+        IsolationLevel::ReadUncommitted,
+    );
+}
+
 /// The same cuts under a routed transactional producer: the lost batches are re-sent inside
 /// the open transaction (and its coordinator's connection, cut with them when it is the same
 /// broker, is opened again); every transaction commits and the read_committed view holds
