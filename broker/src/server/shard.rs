@@ -1097,13 +1097,14 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         result: TxnResult,
     ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
         let now = self
             .0
             .upgrade()
             .map_or(0, |state| state.backend.wall_clock_ms());
-        let batch = encode_marker(producer_id, producer_epoch, result, now);
+        let batch = encode_marker(producer_id, producer_epoch, coordinator_epoch, result, now);
         self.append(partition, batch.into())
     }
 }

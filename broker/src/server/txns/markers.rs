@@ -137,6 +137,7 @@ async fn group_marker<B: Backend>(
         tp.partition,
         write.producer_id,
         write.producer_epoch,
+        write.coordinator_epoch,
         result,
     )
     .await
