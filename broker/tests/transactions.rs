@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use minikafka_core::control_batch::decode_marker;
 use minikafka_core::error_code::ErrorCode;
-use minikafka_core::record::{compute_crc, BatchBuilder, NewRecord};
+use minikafka_core::record::{compute_crc, BatchBuilder, BatchHeader, NewRecord};
 use minikafka_core::types::Offset;
 
 use common::librdkafka::TEST_LIMIT;
@@ -483,5 +484,186 @@ fn the_coordinator_caps_are_settings() {
             [("caps".to_string(), 2, ErrorCode::INVALID_REQUEST.code())]
         );
         assert_eq!(end_txn(&mut c, 3, "cap-a", pe, true), 0);
+    });
+}
+
+/// The coordinator epoch DescribeProducers reports for `producer_id` on `topic`/`partition`:
+/// the one in the last marker the partition took from its coordinator.
+fn coordinator_epoch(
+    client: &mut TypedClient,
+    (topic, partition): (&str, i32),
+    producer_id: i64,
+) -> i32 {
+    let mut t = describe_producers_request::TopicRequest::default();
+    t.name = TopicName(s(topic));
+    t.partition_indexes = vec![partition];
+    let mut req = DescribeProducersRequest::default();
+    req.topics = vec![t];
+    let r: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &req);
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, NONE);
+    p.active_producers
+        .iter()
+        .find(|s| s.producer_id.0 == producer_id)
+        .unwrap_or_else(|| panic!("producer {producer_id} on {topic}-{partition}: {p:?}"))
+        .coordinator_epoch
+}
+
+/// Every COMMIT/ABORT marker in `topic`/`partition` (read whole, read_uncommitted), in log
+/// order: (producer id, coordinator epoch), from each control record's value.
+fn marker_epochs(client: &mut TypedClient, (topic, partition): (&str, i32)) -> Vec<(i64, i32)> {
+    let mut p = fetch_request::FetchPartition::default();
+    p.partition = partition;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_bytes = 1 << 20;
+    req.topics = vec![t];
+    let r: FetchResponse = client.call(ApiKey::Fetch, 12, &req);
+    let answer = &r.responses[0].partitions[0];
+    assert_eq!(answer.error_code, NONE, "fetch {topic}-{partition}");
+    let records = answer.records.clone().unwrap_or_default();
+    let mut markers = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let header = BatchHeader::parse(&records[at..]).expect("a whole batch");
+        let end = at + 12 + header.batch_length as usize;
+        if header.is_control() {
+            let marker = decode_marker(&records[at..end]).expect("a marker");
+            markers.push((marker.producer_id, marker.coordinator_epoch));
+        }
+        at = end;
+    }
+    markers
+}
+
+/// AddOffsetsToTxn (v3) for `group`, then TxnOffsetCommit (v3) of offset `offset` of
+/// `topic`/0 for it: the two codes.
+fn send_offsets(
+    client: &mut TypedClient,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    group: &str,
+    (topic, offset): (&str, i64),
+) -> (i16, i16) {
+    let mut add = AddOffsetsToTxnRequest::default();
+    add.transactional_id = TransactionalId(s(id));
+    add.producer_id = ProducerId(pid);
+    add.producer_epoch = epoch;
+    add.group_id = GroupId(s(group));
+    let added: AddOffsetsToTxnResponse = client.call(ApiKey::AddOffsetsToTxn, 3, &add);
+    let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(s(topic));
+    t.partitions = vec![p];
+    let mut commit = TxnOffsetCommitRequest::default();
+    commit.transactional_id = TransactionalId(s(id));
+    commit.group_id = GroupId(s(group));
+    commit.producer_id = ProducerId(pid);
+    commit.producer_epoch = epoch;
+    commit.generation_id = -1;
+    commit.topics = vec![t];
+    let committed: TxnOffsetCommitResponse = client.call(ApiKey::TxnOffsetCommit, 3, &commit);
+    (
+        added.error_code,
+        committed.topics[0].partitions[0].error_code,
+    )
+}
+
+/// A COMMIT marker for `producer_id` at `producer_epoch` on `topic`/0 from coordinator epoch
+/// `coordinator_epoch`, as WriteTxnMarkers v1 (the broker-to-broker API): its code.
+fn write_marker(
+    client: &mut TypedClient,
+    topic: &str,
+    (producer_id, producer_epoch): (i64, i16),
+    coordinator_epoch: i32,
+) -> i16 {
+    let mut t = write_txn_markers_request::WritableTxnMarkerTopic::default();
+    t.name = TopicName(s(topic));
+    t.partition_indexes = vec![0];
+    let mut marker = write_txn_markers_request::WritableTxnMarker::default();
+    marker.producer_id = ProducerId(producer_id);
+    marker.producer_epoch = producer_epoch;
+    marker.transaction_result = true;
+    marker.coordinator_epoch = coordinator_epoch;
+    marker.topics = vec![t];
+    let mut req = WriteTxnMarkersRequest::default();
+    req.markers = vec![marker];
+    let r: WriteTxnMarkersResponse = client.call(ApiKey::WriteTxnMarkers, 1, &req);
+    r.markers[0].topics[0].partitions[0].error_code
+}
+
+/// I175: the coordinators' markers carry an epoch that grows with every start (Kafka's is the
+/// `__transaction_state` partition's leader epoch), stored durably, so it survives kill -9
+/// as well as a clean stop, on a data partition and on the group's `__consumer_offsets`
+/// partition (written by the group coordinator, I65); a marker from an earlier start's
+/// coordinator epoch is then refused by the partition with TRANSACTION_COORDINATOR_FENCED
+/// (I72), and one from this start's is taken.
+#[test]
+fn each_start_marks_with_a_newer_coordinator_epoch_and_older_markers_are_fenced() {
+    bounded(TEST_LIMIT, || {
+        const FENCED: i16 = ErrorCode::TRANSACTION_COORDINATOR_FENCED.code();
+        let (mut broker, _) = started();
+        let mut c = TypedClient::connect(broker.addr());
+        create_topic(&mut c, "ce", 1);
+        // `started()` has 4 offsets partitions.
+        let offsets = (
+            "__consumer_offsets",
+            minikafka_core::group::group_partition("g-ce", 4),
+        );
+        let mut epochs = Vec::new();
+        let mut producer = (0, 0);
+        for start in ["first start", "after kill -9", "after a clean stop"] {
+            match start {
+                "after kill -9" => broker.kill9(),
+                "after a clean stop" => assert!(broker.stop().success(), "clean stop"),
+                _ => {}
+            }
+            if start != "first start" {
+                broker.restart();
+                c = TypedClient::connect(broker.addr());
+            }
+            let (code, pid, epoch) = init_settled(&mut c, "tx-ce", 60_000);
+            assert_eq!(code, NONE, "{start}");
+            producer = (pid, epoch);
+            assert_eq!(
+                add_partitions(&mut c, 3, "tx-ce", producer, &[("ce", 0)]),
+                vec![("ce".into(), 0, NONE)],
+                "{start}"
+            );
+            let batch = txn_batch(producer, 0, start.as_bytes());
+            assert_eq!(produce(&mut c, "tx-ce", "ce", 0, batch), NONE, "{start}");
+            let sent = send_offsets(&mut c, "tx-ce", producer, "g-ce", ("ce", 1));
+            assert_eq!(sent, (NONE, NONE), "{start}");
+            assert_eq!(end_txn(&mut c, 3, "tx-ce", producer, true), NONE, "{start}");
+            wait_for_state(&mut c, "tx-ce", "CompleteCommit");
+            epochs.push(coordinator_epoch(&mut c, ("ce", 0), pid));
+        }
+        // One more per start, in the markers on the data partition and on the group's
+        // offsets partition alike, and in the partition's fence.
+        let pid = producer.0;
+        assert_eq!(
+            epochs,
+            [0, 1, 2],
+            "the data partition's fence after each start"
+        );
+        for partition in [("ce", 0), offsets] {
+            assert_eq!(
+                marker_epochs(&mut c, partition),
+                [(pid, 0), (pid, 1), (pid, 2)],
+                "the markers on {partition:?}"
+            );
+        }
+        // The partition's fence is the newest coordinator's: the earlier ones' are refused,
+        // the current one's is taken (an empty COMMIT, as a retried marker is).
+        for older in [0, 1] {
+            assert_eq!(write_marker(&mut c, "ce", producer, older), FENCED);
+        }
+        assert_eq!(write_marker(&mut c, "ce", producer, 2), NONE);
     });
 }

@@ -189,6 +189,7 @@ async fn round_trip_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), 
                 group_id: "g".into(),
                 producer_id: pid,
                 producer_epoch: 3,
+                coordinator_epoch: 0,
                 result,
             }),
         )
@@ -265,9 +266,10 @@ impl<B: Backend> OffsetsAppender for LogAppender<B> {
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         result: TxnResult,
     ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
-        let batch = encode_marker(producer_id, producer_epoch, result, NOW);
+        let batch = encode_marker(producer_id, producer_epoch, coordinator_epoch, result, NOW);
         self.append(partition, batch.into())
     }
 }
@@ -323,6 +325,7 @@ async fn through_the_host_checks<B: Backend>(backend: B, root: PathBuf) -> Resul
             group_id: "g".into(),
             producer_id: 7,
             producer_epoch: 2,
+            coordinator_epoch: 0,
             result: TxnResult::Commit,
         })),
     );
@@ -423,6 +426,7 @@ async fn compacted_checks<B: Backend>(backend: B, root: PathBuf) -> Result<(), S
         group_id: "g".into(),
         producer_id: 7,
         producer_epoch: 2,
+        coordinator_epoch: 0,
         result: TxnResult::Abort,
     };
     drive(&mut c, &log, GroupRequest::CompleteTxn(abort)).await?;

@@ -11,6 +11,8 @@ use minikafka_core::group::*;
 
 const PID: i64 = 4000;
 const EPOCH: i16 = 3;
+/// The transaction coordinator epoch `complete` sends: its marker must carry it (I175).
+const COORDINATOR_EPOCH: i32 = 6;
 
 fn txn_commit(
     version: i16,
@@ -70,6 +72,7 @@ fn complete(d: &mut Driver, result: TxnResult) -> ErrorCode {
         group_id: GROUP.into(),
         producer_id: PID,
         producer_epoch: EPOCH,
+        coordinator_epoch: COORDINATOR_EPOCH,
         result,
     }));
     match d.take(t).expect("answered") {
@@ -126,6 +129,7 @@ fn pending_offsets_become_visible_on_commit() {
         Some((
             AppendKind::Marker {
                 producer_id: PID,
+                coordinator_epoch: COORDINATOR_EPOCH,
                 result: TxnResult::Commit,
                 ..
             },
@@ -206,6 +210,7 @@ fn completion_waits_for_its_marker_to_be_durable() {
         group_id: GROUP.into(),
         producer_id: PID,
         producer_epoch: EPOCH,
+        coordinator_epoch: 0,
         result: TxnResult::Commit,
     }));
     assert!(d.take(t).is_none(), "not acknowledged before durable");
@@ -249,6 +254,7 @@ fn a_completion_behind_an_inflight_commit_applies_it_in_log_order() {
         group_id: GROUP.into(),
         producer_id: PID,
         producer_epoch: EPOCH,
+        coordinator_epoch: 0,
         result: TxnResult::Commit,
     }));
     assert_eq!(d.held.len(), 2, "the marker is written behind the commit");

@@ -119,6 +119,15 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
             shared.fail(format!("creating the {SCHEMAS_TOPIC} topic: {e}"));
         } else if let Err(e) = topics::load_registry(&state).await {
             shared.fail(format!("loading topics: {e}"));
+        } else {
+            // Durable before any shard's coordinators load, after the barrier (I175).
+            match txns::coordinator_epoch::next_epoch(&state.backend, &shared.config.log_dir).await
+            {
+                Ok(epoch) => {
+                    let _ = shared.txn_coordinator_epoch.set(epoch);
+                }
+                Err(e) => shared.fail(format!("taking the transaction coordinator epoch: {e}")),
+            }
         }
     }
     if shared.barrier(&backend, Barrier::TopicsLoaded).await {

@@ -58,8 +58,8 @@ use super::quotas::Quotas;
 use super::routing;
 use super::scram_store::{self, ScramStore};
 use super::shard_context::{
-    Authorizer, BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ProducerIds, QuotaLedger,
-    SecurityStores, ShardClock, TopicCatalogue, TxnOps,
+    ApiMetrics, Authorizer, BrokerIdentity, ConfigLookup, GroupOps, PartitionOps, ProducerIds,
+    QuotaLedger, SecurityStores, ShardClock, TopicCatalogue, TxnOps,
 };
 use super::shared::{Shared, TopicInfo};
 use super::txns::host::TxnHosts;
@@ -331,6 +331,13 @@ impl<B: Backend> QuotaLedger for ShardState<B> {
     }
 }
 
+/// The request counters the dispatcher sees: this shard's.
+impl<B: Backend> ApiMetrics for ShardState<B> {
+    fn count_errors(&self, api_key: i16, codes: impl IntoIterator<Item = i16>) {
+        self.metrics.errors(api_key, codes)
+    }
+}
+
 /// The authorizer the handlers see: the shared one's.
 impl<B: Backend> Authorizer for ShardState<B> {
     fn authorizer_enabled(&self) -> bool {
@@ -355,6 +362,10 @@ impl<B: Backend> Authorizer for ShardState<B> {
         requested: bool,
     ) -> i32 {
         Authorizer::authorized_operations(&*self.shared, caller, resource_type, name, requested)
+    }
+
+    fn any_topic_allowed(&self, caller: &Caller, operation: Operation) -> bool {
+        Authorizer::any_topic_allowed(&*self.shared, caller, operation)
     }
 }
 
@@ -1086,13 +1097,14 @@ impl<B: Backend> OffsetsAppender for ShardOffsetsAppender<B> {
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         result: TxnResult,
     ) -> LocalBoxFuture<'_, Result<(), ErrorCode>> {
         let now = self
             .0
             .upgrade()
             .map_or(0, |state| state.backend.wall_clock_ms());
-        let batch = encode_marker(producer_id, producer_epoch, result, now);
+        let batch = encode_marker(producer_id, producer_epoch, coordinator_epoch, result, now);
         self.append(partition, batch.into())
     }
 }

@@ -24,6 +24,9 @@
 //!   ACL APIs, Metadata's auto-creation and KIP-430 bitfields); every API's own check runs
 //!   before its handler, from the table in `handlers::authorize`.
 //!   [`QuotaLedger`]: the client quotas' rate ledger, charged by Produce and Fetch.
+//!   [`ApiMetrics`]: the request counters each answer's error codes are counted in.
+//! - [`ShardContext`] is all of them at once: what the dispatcher (`handlers::handle`)
+//!   takes, to hand each handler the part it uses.
 //! - `ShardState` implements the catalogue and the identity, and through its `Rc` (the
 //!   operations route through it) the partition and group operations; [`Shared`]
 //!   implements the catalogue and the identity, which are its own; an `Rc` of either
@@ -267,6 +270,9 @@ pub trait Authorizer {
         name: &str,
         requested: bool,
     ) -> i32;
+    /// Whether `caller` may do `operation` on some topic (KIP-679's idempotent-write grant,
+    /// `authz::any_topic_allowed`).
+    fn any_topic_allowed(&self, caller: &Caller, operation: Operation) -> bool;
     /// Whether `caller` may do `operation` on the cluster.
     fn cluster_allowed(&self, caller: &Caller, operation: Operation) -> bool {
         self.allowed(caller, ResourceType::Cluster, CLUSTER_NAME, operation)
@@ -282,6 +288,58 @@ pub trait Authorizer {
 pub trait QuotaLedger {
     /// The ledger.
     fn quotas(&self) -> &Quotas;
+}
+
+/// The shard's request counters, as the dispatcher counts each answer's error codes
+/// (`minikafka_request_errors_total`).
+pub trait ApiMetrics {
+    /// Counts the non-zero `codes` of one answer to API `api_key`.
+    fn count_errors(&self, api_key: i16, codes: impl IntoIterator<Item = i16>);
+}
+
+/// Everything a request may ask of its shard: the dispatcher's context (`handlers::handle`),
+/// which hands each handler the part it uses. Any type with all the narrow traits is one
+/// (the shard's `Rc`, or a test's fake).
+pub trait ShardContext:
+    TopicCatalogue
+    + BrokerIdentity
+    + PartitionOps
+    + GroupOps
+    + TxnOps
+    + TxnVerification
+    + ConfigLookup
+    + ShardClock
+    + TopicAdmin
+    + ProducerIds
+    + SecurityStores
+    + Authorizer
+    + QuotaLedger
+    + ApiMetrics
+{
+}
+
+impl<T> ShardContext for T where
+    T: TopicCatalogue
+        + BrokerIdentity
+        + PartitionOps
+        + GroupOps
+        + TxnOps
+        + TxnVerification
+        + ConfigLookup
+        + ShardClock
+        + TopicAdmin
+        + ProducerIds
+        + SecurityStores
+        + Authorizer
+        + QuotaLedger
+        + ApiMetrics
+{
+}
+
+impl<T: ApiMetrics + ?Sized> ApiMetrics for Rc<T> {
+    fn count_errors(&self, api_key: i16, codes: impl IntoIterator<Item = i16>) {
+        (**self).count_errors(api_key, codes)
+    }
 }
 
 impl<T: TopicCatalogue + ?Sized> TopicCatalogue for Rc<T> {
@@ -401,6 +459,10 @@ impl<T: Authorizer + ?Sized> Authorizer for Rc<T> {
     ) -> i32 {
         (**self).authorized_operations(caller, resource_type, name, requested)
     }
+
+    fn any_topic_allowed(&self, caller: &Caller, operation: Operation) -> bool {
+        (**self).any_topic_allowed(caller, operation)
+    }
 }
 
 impl Authorizer for Shared {
@@ -426,6 +488,10 @@ impl Authorizer for Shared {
         requested: bool,
     ) -> i32 {
         super::authz::authorized_operations(self, caller, resource_type, name, requested)
+    }
+
+    fn any_topic_allowed(&self, caller: &Caller, operation: Operation) -> bool {
+        super::authz::any_topic_allowed(self, caller, operation)
     }
 }
 

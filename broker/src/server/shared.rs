@@ -76,6 +76,9 @@ pub struct Shared {
     pub cluster_id: String,
     /// Whether the previous run shut down cleanly (passed to every `PartitionLog::open`).
     pub clean_shutdown: bool,
+    /// The transaction coordinators' epoch for this start, taken by shard 0 before the
+    /// `TopicsLoaded` barrier (`txns::coordinator_epoch`, I175).
+    pub txn_coordinator_epoch: OnceLock<i32>,
     /// Topics by name.
     topics: RwLock<BTreeMap<String, Arc<TopicInfo>>>,
     /// The dynamic broker settings (AlterConfigs on the broker), an immutable snapshot
@@ -170,6 +173,7 @@ impl Shared {
             supported,
             cluster_id,
             clean_shutdown,
+            txn_coordinator_epoch: OnceLock::new(),
             topics: RwLock::new(BTreeMap::new()),
             dynamic: RwLock::new(Arc::new(DynamicBrokerConfig::default())),
             keystores: RwLock::new(Arc::new(ReloadedKeystores::default())),

@@ -50,6 +50,8 @@ pub enum AppendKind {
         producer_id: i64,
         /// Producer epoch.
         producer_epoch: i16,
+        /// The transaction coordinator's epoch, written into the marker.
+        coordinator_epoch: i32,
         /// Commit or abort.
         result: TxnResult,
     },

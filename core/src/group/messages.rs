@@ -377,6 +377,9 @@ pub struct CompleteTxnRequest {
     pub producer_id: i64,
     /// Producer epoch of the marker (the transaction coordinator's, possibly bumped).
     pub producer_epoch: i16,
+    /// The transaction coordinator's epoch, which the marker carries (Kafka's
+    /// `onTransactionCompleted` is handed it too).
+    pub coordinator_epoch: i32,
     /// Commit or abort.
     pub result: TxnResult,
 }

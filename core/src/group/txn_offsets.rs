@@ -310,6 +310,7 @@ impl Coordinator {
             AppendKind::Marker {
                 producer_id: req.producer_id,
                 producer_epoch: req.producer_epoch,
+                coordinator_epoch: req.coordinator_epoch,
                 result: req.result,
             },
             Vec::new(),

@@ -61,13 +61,15 @@ pub trait OffsetsAppender {
     fn append(&self, partition: i32, batch: Bytes) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
 
     /// Appends the COMMIT or ABORT marker of `producer_id`'s transaction to
-    /// `__consumer_offsets` partition `partition` (a control batch, I74), through the log's
-    /// own way for markers; like [`OffsetsAppender::append`] otherwise.
+    /// `__consumer_offsets` partition `partition` (a control batch, I74) from transaction
+    /// coordinator epoch `coordinator_epoch` (I175), through the log's own way for markers;
+    /// like [`OffsetsAppender::append`] otherwise.
     fn append_marker(
         &self,
         partition: i32,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         result: TxnResult,
     ) -> LocalBoxFuture<'_, Result<(), ErrorCode>>;
 }
@@ -221,12 +223,17 @@ impl<B: Backend> HostedMachine<B> for Coordinator {
                     AppendKind::Marker {
                         producer_id,
                         producer_epoch,
+                        coordinator_epoch,
                         result,
                     },
                 ..
-            }] => context
-                .appender
-                .append_marker(partition, *producer_id, *producer_epoch, *result),
+            }] => context.appender.append_marker(
+                partition,
+                *producer_id,
+                *producer_epoch,
+                *coordinator_epoch,
+                *result,
+            ),
             _ => {
                 let batch = encode_appends(appends, now_ms);
                 context.appender.append(partition, batch.into())

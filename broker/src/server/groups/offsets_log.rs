@@ -65,9 +65,9 @@ fn set_attribute_bits(batch: &mut [u8], bits: i16) {
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// A COMMIT or ABORT control record's key and value (Kafka's `EndTransactionMarker`, v0;
-/// the coordinator epoch is 0: ours is a single-node broker whose coordinators never move).
-pub fn marker_record(result: TxnResult) -> (Vec<u8>, Vec<u8>) {
+/// A COMMIT or ABORT control record's key and value (Kafka's `EndTransactionMarker`, v0,
+/// carrying the transaction coordinator's epoch, I175).
+pub fn marker_record(result: TxnResult, coordinator_epoch: i32) -> (Vec<u8>, Vec<u8>) {
     let kind = match result {
         TxnResult::Commit => CONTROL_COMMIT,
         TxnResult::Abort => CONTROL_ABORT,
@@ -75,8 +75,8 @@ pub fn marker_record(result: TxnResult) -> (Vec<u8>, Vec<u8>) {
     let mut key = 0i16.to_be_bytes().to_vec();
     key.extend_from_slice(&kind.to_be_bytes());
     let mut value = 0i16.to_be_bytes().to_vec();
-    // The coordinator epoch: the transaction coordinator's, a single node's leader epoch (I65).
-    value.extend_from_slice(&crate::log::LEADER_EPOCH.to_be_bytes());
+    // The coordinator epoch: the transaction coordinator's, one more per start (I65, I175).
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
     (key, value)
 }
 
@@ -111,8 +111,17 @@ pub fn encode_appends(appends: &[Append], now_ms: i64) -> Vec<u8> {
             AppendKind::Marker {
                 producer_id,
                 producer_epoch,
+                coordinator_epoch,
                 result,
-            } => return encode_marker(producer_id, producer_epoch, result, now_ms),
+            } => {
+                return encode_marker(
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    result,
+                    now_ms,
+                )
+            }
         }
     }
     encode_records(appends, now_ms, -1, -1)
@@ -122,10 +131,11 @@ pub fn encode_appends(appends: &[Append], now_ms: i64) -> Vec<u8> {
 pub fn encode_marker(
     producer_id: i64,
     producer_epoch: i16,
+    coordinator_epoch: i32,
     result: TxnResult,
     now_ms: i64,
 ) -> Vec<u8> {
-    let (key, value) = marker_record(result);
+    let (key, value) = marker_record(result, coordinator_epoch);
     let mut builder = BatchBuilder::new();
     builder.producer_id = producer_id;
     builder.producer_epoch = producer_epoch;

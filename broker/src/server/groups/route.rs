@@ -65,7 +65,8 @@ pub async fn submit_for_group(
 
 /// Ends producer `producer_id`'s transaction in the coordinator of `group_id` (callable from
 /// any shard; the group's coordinator lives on one): a COMMIT or ABORT marker with
-/// `producer_epoch` is appended to the group's `__consumer_offsets` partition, and once it is
+/// `producer_epoch` (and the transaction coordinator's `coordinator_epoch`, I175) is appended
+/// to the group's `__consumer_offsets` partition, and once it is
 /// durable the producer's pending TxnOffsetCommit offsets there become visible (commit) or
 /// vanish (abort) — in every group of that partition, as Kafka's marker does (I73, I74).
 /// `Ok(())` once durable, or at once when the producer has nothing pending there (so a retry
@@ -76,12 +77,21 @@ pub async fn complete_txn_offsets(
     group_id: &str,
     producer_id: i64,
     producer_epoch: i16,
+    coordinator_epoch: i32,
     result: TxnResult,
 ) -> Result<(), ErrorCode> {
     match coordinator_partition(state, group_id) {
         Some(partition) => {
-            complete_txn_offsets_in_partition(state, partition, producer_id, producer_epoch, result)
-                .await
+            let (id, epoch) = (producer_id, producer_epoch);
+            complete_txn_offsets_in_partition(
+                state,
+                partition,
+                id,
+                epoch,
+                coordinator_epoch,
+                result,
+            )
+            .await
         }
         None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
     }
@@ -97,6 +107,7 @@ pub async fn complete_txn_offsets_in_partition(
     partition: i32,
     producer_id: i64,
     producer_epoch: i16,
+    coordinator_epoch: i32,
     result: TxnResult,
 ) -> Result<(), ErrorCode> {
     let request = GroupRequest::CompleteTxn(CompleteTxnRequest {
@@ -104,6 +115,7 @@ pub async fn complete_txn_offsets_in_partition(
         group_id: String::new(),
         producer_id,
         producer_epoch,
+        coordinator_epoch,
         result,
     });
     match submit(state, partition, request).await? {

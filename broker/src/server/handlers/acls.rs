@@ -357,6 +357,9 @@ mod tests {
         ) -> i32 {
             unreachable!("the ACL APIs answer no bitfields")
         }
+        fn any_topic_allowed(&self, _: &Caller, _: Operation) -> bool {
+            true
+        }
     }
 
     fn read_on_topic(principal: &str) -> AclCreation {

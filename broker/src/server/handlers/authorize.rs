@@ -42,11 +42,9 @@ use minikafka_core::authorized_operations::OMITTED;
 use minikafka_core::error_code::ErrorCode;
 use uuid::Uuid;
 
-use crate::server::authz::{
-    allowed, any_topic_allowed, authorized_operations, Caller, CLUSTER_NAME,
-};
+use crate::server::authz::{Caller, CLUSTER_NAME};
 use crate::server::groups::offsets_topic::is_internal;
-use crate::server::shared::Shared;
+use crate::server::shard_context::{Authorizer, TopicCatalogue};
 
 const TOPIC_DENIED: i16 = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
 const GROUP_DENIED: i16 = ErrorCode::GROUP_AUTHORIZATION_FAILED.code();
@@ -56,6 +54,12 @@ const TXN_DENIED: i16 = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code();
 /// Kafka's config resource types (DescribeConfigs, AlterConfigs) that are not the cluster.
 const CONFIG_TOPIC: i8 = 2;
 const CONFIG_GROUP: i8 = 32;
+
+/// What the checks ask of the broker: the authorizer, and the catalogue for a topic named
+/// by id (I150). The shard and the shared registry both are one.
+pub trait AuthzView: Authorizer + TopicCatalogue {}
+
+impl<T: Authorizer + TopicCatalogue + ?Sized> AuthzView for T {}
 
 // ---------------------------------------------------------------------------------------
 // The shared code: what a check names, and the four kinds of row.
@@ -86,12 +90,12 @@ impl<'a> Target<'a> {
     }
 
     /// The ACL resource and name checked; `None` for a topic id no topic has.
-    fn resource(self, shared: &Shared) -> Option<(ResourceType, Cow<'a, str>)> {
+    fn resource(self, broker: &impl AuthzView) -> Option<(ResourceType, Cow<'a, str>)> {
         Some(match self {
             Target::Topic(name, id) if id.is_nil() => (ResourceType::Topic, name.into()),
             Target::Topic(_, id) => (
                 ResourceType::Topic,
-                shared.topic_by_id(id)?.name.clone().into(),
+                broker.topic_by_id(id)?.name.clone().into(),
             ),
             Target::Group(name) | Target::Config(CONFIG_GROUP, name) => {
                 (ResourceType::Group, name.into())
@@ -104,12 +108,12 @@ impl<'a> Target<'a> {
 
     /// The code that answers `caller` when it may not do `operation` on this; `None` when
     /// it may (always, with no authorizer) or when there is nothing to check.
-    fn denial(self, shared: &Shared, caller: &Caller, operation: Operation) -> Option<i16> {
-        if !shared.config.authorizer.enabled() {
+    fn denial(self, broker: &impl AuthzView, caller: &Caller, operation: Operation) -> Option<i16> {
+        if !broker.authorizer_enabled() {
             return None;
         }
-        let (resource, name) = self.resource(shared)?;
-        (!allowed(shared, caller, resource, &name, operation)).then_some(match resource {
+        let (resource, name) = self.resource(broker)?;
+        (!broker.allowed(caller, resource, &name, operation)).then_some(match resource {
             ResourceType::Topic => TOPIC_DENIED,
             ResourceType::Group => GROUP_DENIED,
             ResourceType::Cluster => CLUSTER_DENIED,
@@ -117,8 +121,8 @@ impl<'a> Target<'a> {
         })
     }
 
-    fn allows(self, shared: &Shared, caller: &Caller, operation: Operation) -> bool {
-        self.denial(shared, caller, operation).is_none()
+    fn allows(self, broker: &impl AuthzView, caller: &Caller, operation: Operation) -> bool {
+        self.denial(broker, caller, operation).is_none()
     }
 }
 
@@ -133,13 +137,13 @@ pub struct Gate<Req> {
 /// The code of the first gate that refuses `caller`, if one does.
 fn first_denial<Req>(
     gates: &[Gate<Req>],
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     r: &Req,
 ) -> Option<i16> {
     gates
         .iter()
-        .find_map(|g| (g.target)(r)?.denial(shared, caller, g.operation))
+        .find_map(|g| (g.target)(r)?.denial(broker, caller, g.operation))
 }
 
 /// A row for an API whose denial answers the whole request (the handler never runs).
@@ -152,8 +156,8 @@ pub struct Whole<Req: 'static, Resp> {
 
 impl<Req: 'static, Resp> Whole<Req, Resp> {
     /// The answer when `caller` may not make `request`; `None` when the handler may run.
-    pub fn denied(&self, shared: &Shared, caller: &Caller, request: &Req) -> Option<Resp> {
-        let code = first_denial(self.gates, shared, caller, request)?;
+    pub fn denied(&self, broker: &impl AuthzView, caller: &Caller, request: &Req) -> Option<Resp> {
+        let code = first_denial(self.gates, broker, caller, request)?;
         Some((self.answer)(request, code))
     }
 }
@@ -185,14 +189,19 @@ pub struct PerItem<Req: 'static, Item, Answer> {
 impl<Req: 'static, Item, Answer> PerItem<Req, Item, Answer> {
     /// Takes the items `caller` may not touch out of `request` (order kept on both sides)
     /// and gives back their answers.
-    pub fn split(&self, shared: &Shared, caller: &Caller, request: &mut Req) -> Vec<Answer> {
-        if !shared.config.authorizer.enabled() {
+    pub fn split(
+        &self,
+        broker: &impl AuthzView,
+        caller: &Caller,
+        request: &mut Req,
+    ) -> Vec<Answer> {
+        if !broker.authorizer_enabled() {
             // Every check allows: leave the request as it came (the produce and fetch path).
             return Vec::new();
         }
         let whole = match self.first {
-            First::Gates(gates) => first_denial(gates, shared, caller, request),
-            First::ClusterGrant(op) if Target::Cluster.allows(shared, caller, op) => {
+            First::Gates(gates) => first_denial(gates, broker, caller, request),
+            First::ClusterGrant(op) if Target::Cluster.allows(broker, caller, op) => {
                 return Vec::new();
             }
             First::ClusterGrant(_) | First::Nothing => None,
@@ -203,7 +212,7 @@ impl<Req: 'static, Item, Answer> PerItem<Req, Item, Answer> {
         items.reserve(asked.len());
         for item in asked {
             let code =
-                whole.or_else(|| (self.target)(&item).denial(shared, caller, self.operation));
+                whole.or_else(|| (self.target)(&item).denial(broker, caller, self.operation));
             match code {
                 Some(code) => denied.push((self.answer)(item, code)),
                 None => items.push(item),
@@ -227,13 +236,13 @@ pub struct Visible<Resp, Item> {
 
 impl<Resp, Item> Visible<Resp, Item> {
     /// Leaves in `response` only the items `caller` may see.
-    pub fn retain(&self, shared: &Shared, caller: &Caller, response: &mut Resp) {
+    pub fn retain(&self, broker: &impl AuthzView, caller: &Caller, response: &mut Resp) {
         if let Some(op) = self.cluster_grant {
-            if Target::Cluster.allows(shared, caller, op) {
+            if Target::Cluster.allows(broker, caller, op) {
                 return;
             }
         }
-        (self.items)(response).retain(|i| (self.target)(i).allows(shared, caller, self.operation));
+        (self.items)(response).retain(|i| (self.target)(i).allows(broker, caller, self.operation));
     }
 }
 
@@ -248,20 +257,20 @@ pub struct Bitfields<Resp, Item> {
 impl<Resp, Item> Bitfields<Resp, Item> {
     /// Puts the caller's bitfield in place of each one the handler filled (any value but
     /// the "not requested" sentinel).
-    pub fn fill(&self, shared: &Shared, caller: &Caller, response: &mut Resp) {
+    pub fn fill(&self, broker: &impl AuthzView, caller: &Caller, response: &mut Resp) {
         for item in (self.items)(response) {
             if let Some((field, target)) = (self.field)(item) {
-                own_operations(shared, caller, field, target);
+                own_operations(broker, caller, field, target);
             }
         }
     }
 }
 
 /// The caller's bitfield in place of one a handler filled.
-fn own_operations(shared: &Shared, caller: &Caller, field: &mut i32, target: Target<'_>) {
+fn own_operations(broker: &impl AuthzView, caller: &Caller, field: &mut i32, target: Target<'_>) {
     if *field != OMITTED {
-        if let Some((resource, name)) = target.resource(shared) {
-            *field = authorized_operations(shared, caller, resource, &name, true);
+        if let Some((resource, name)) = target.resource(broker) {
+            *field = broker.authorized_operations(caller, resource, &name, true);
         }
     }
 }
@@ -996,11 +1005,11 @@ pub const LIST_TRANSACTIONS: Visible<
 
 /// DescribeCluster: DESCRIBE on the cluster, and the caller's cluster bitfield.
 pub fn describe_cluster_answer(
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     response: &mut DescribeClusterResponse,
 ) {
-    match Target::Cluster.denial(shared, caller, Operation::Describe) {
+    match Target::Cluster.denial(broker, caller, Operation::Describe) {
         Some(code) => {
             *response = DescribeClusterResponse::default()
                 .with_error_code(code)
@@ -1009,7 +1018,7 @@ pub fn describe_cluster_answer(
                 .with_cluster_authorized_operations(OMITTED);
         }
         None => own_operations(
-            shared,
+            broker,
             caller,
             &mut response.cluster_authorized_operations,
             Target::Cluster,
@@ -1019,9 +1028,9 @@ pub fn describe_cluster_answer(
 
 /// The name of a topic given by name or (when `id` is not nil) by id; empty for an
 /// unknown id.
-fn topic_name(shared: &Shared, name: &str, id: Uuid) -> String {
+fn topic_name(broker: &impl AuthzView, name: &str, id: Uuid) -> String {
     Target::Topic(name, id)
-        .resource(shared)
+        .resource(broker)
         .map(|(_, n)| n.into_owned())
         .unwrap_or_default()
 }
@@ -1032,16 +1041,16 @@ fn topic_name(shared: &Shared, name: &str, id: Uuid) -> String {
 /// describe answer TOPIC_AUTHORIZATION_FAILED (asked for by name) or are left out (an
 /// all-topics fetch).
 pub fn offset_fetch_answer(
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     request: &OffsetFetchRequest,
     response: &mut OffsetFetchResponse,
 ) {
-    if !shared.config.authorizer.enabled() {
+    if !broker.authorizer_enabled() {
         return;
     }
-    let group_ok = |g: &str| Target::Group(g).allows(shared, caller, Operation::Describe);
-    let visible = |t: &str| Target::topic(t).allows(shared, caller, Operation::Describe);
+    let group_ok = |g: &str| Target::Group(g).allows(broker, caller, Operation::Describe);
+    let visible = |t: &str| Target::topic(t).allows(broker, caller, Operation::Describe);
     if !request.group_id.is_empty() || !response.topics.is_empty() || request.groups.is_empty() {
         if !group_ok(&request.group_id) {
             response.topics.clear();
@@ -1068,7 +1077,7 @@ pub fn offset_fetch_answer(
             group.topics.retain(|t| visible(&t.name));
         }
         for t in &mut group.topics {
-            if !visible(&topic_name(shared, &t.name, t.topic_id)) {
+            if !visible(&topic_name(broker, &t.name, t.topic_id)) {
                 for p in &mut t.partitions {
                     p.error_code = TOPIC_DENIED;
                     p.committed_offset = -1;
@@ -1082,7 +1091,7 @@ pub fn offset_fetch_answer(
 /// Denied keys answer GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED, at the top level
 /// (v0–3) or per key (v4+), with no node.
 pub fn find_coordinator_answer(
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     request: &FindCoordinatorRequest,
     response: &mut FindCoordinatorResponse,
@@ -1092,7 +1101,7 @@ pub fn find_coordinator_answer(
             1 => Target::TransactionalId(key),
             _ => Target::Group(key),
         };
-        target.denial(shared, caller, Operation::Describe)
+        target.denial(broker, caller, Operation::Describe)
     };
     if response.coordinators.is_empty() {
         if let Some(code) = check(&request.key) {
@@ -1117,14 +1126,14 @@ pub fn find_coordinator_answer(
 /// InitProducerId: WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the
 /// cluster or WRITE on some topic (KIP-679). The denial when refused.
 pub fn init_producer_id_denied(
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     request: &InitProducerIdRequest,
 ) -> Option<InitProducerIdResponse> {
     let code = match &request.transactional_id {
-        Some(id) => Target::TransactionalId(id).denial(shared, caller, Operation::Write),
-        None => (!Target::Cluster.allows(shared, caller, Operation::IdempotentWrite)
-            && !any_topic_allowed(shared, caller, Operation::Write))
+        Some(id) => Target::TransactionalId(id).denial(broker, caller, Operation::Write),
+        None => (!Target::Cluster.allows(broker, caller, Operation::IdempotentWrite)
+            && !broker.any_topic_allowed(caller, Operation::Write))
         .then_some(CLUSTER_DENIED),
     }?;
     Some(
@@ -1143,7 +1152,7 @@ pub fn init_producer_id_denied(
 /// UNKNOWN_TOPIC_OR_PARTITION where `exists` says no (I48). v4+ comes only from brokers
 /// and needs CLUSTER_ACTION on the cluster, answered at the top level.
 pub fn add_partitions_to_txn_denied(
-    shared: &Shared,
+    broker: &impl AuthzView,
     caller: &Caller,
     request: &AddPartitionsToTxnRequest,
     version: i16,
@@ -1152,22 +1161,22 @@ pub fn add_partitions_to_txn_denied(
     use add_partitions_to_txn_response::{
         AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
     };
-    if !shared.config.authorizer.enabled() {
+    if !broker.authorizer_enabled() {
         return None;
     }
     if version >= 4 {
-        let code = Target::Cluster.denial(shared, caller, Operation::ClusterAction)?;
+        let code = Target::Cluster.denial(broker, caller, Operation::ClusterAction)?;
         return Some(AddPartitionsToTxnResponse::default().with_error_code(code));
     }
     let txn_ok = Target::TransactionalId(&request.v3_and_below_transactional_id).allows(
-        shared,
+        broker,
         caller,
         Operation::Write,
     );
     let topics = &request.v3_and_below_topics;
     // Internal topics are never authorized here, as Kafka: only the broker writes them.
     let topic_ok = |name: &str| {
-        txn_ok && !is_internal(name) && Target::topic(name).allows(shared, caller, Operation::Write)
+        txn_ok && !is_internal(name) && Target::topic(name).allows(broker, caller, Operation::Write)
     };
     if txn_ok && topics.iter().all(|t| topic_ok(&t.name)) {
         return None;

@@ -6,9 +6,12 @@
 //! - Output: an [`Outcome`]: the encoded response, nothing (`acks=0` produce), or a reason
 //!   to close the connection (an encoding failure, an `acks=0` produce that failed). Every
 //!   API the pre-check covers has a handler: the dispatch `match` is exhaustive.
+//! - The dispatcher, like every handler, sees the shard through the narrow traits of
+//!   [`super::shard_context`] (here all of them, as one [`ShardContext`], and the
+//!   configuration changes' [`ConfigAdmin`]), never the shard itself (I150): `tests/narrow_handlers.rs` scans every file of this folder for it.
 //! - Never: touches a partition log directly (they are reached through
-//!   [`ShardState`](super::shard::ShardState)'s routed calls), or answers for an API that
-//!   [`served_versions`] does not list.
+//!   [`PartitionOps`](super::shard_context::PartitionOps)' routed calls), or answers for an
+//!   API that [`served_versions`] does not list.
 
 pub mod acls;
 pub mod add_offsets_to_txn;
@@ -47,16 +50,14 @@ pub mod txn_offset_commit;
 pub mod txn_shared;
 pub mod write_txn_markers;
 
-use std::rc::Rc;
-
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
-use minikafka_core::backend::Backend;
 
+use super::alter_configs::ConfigAdmin;
 use super::authz::Caller;
 use super::session::RequestContext;
-use super::shard::ShardState;
+use super::shard_context::{ApiMetrics, ShardContext};
 use crate::protocol::spliced::encode_response_spliced;
 
 /// Re-exported for the handlers (`super::str_bytes`): it lives with the protocol, so the
@@ -167,22 +168,22 @@ pub fn respond<R: Encodable + HeaderVersion>(
 }
 
 /// Counts the response's error codes against API `api`, then encodes it ([`respond`]).
-fn answer<B: Backend, R: Encodable + HeaderVersion + ErrorCodes>(
-    state: &ShardState<B>,
+fn answer<R: Encodable + HeaderVersion + ErrorCodes>(
+    state: &impl ApiMetrics,
     api: i16,
     api_version: i16,
     correlation_id: i32,
     response: &R,
 ) -> Outcome {
-    state.metrics.errors(api, response.error_codes());
+    state.count_errors(api, response.error_codes());
     respond(api_version, correlation_id, response)
 }
 
 /// Handles one request in `ctx`, the connection's principal and listener when the request
 /// was read (I45). A handler that authorizes or answers per listener takes `ctx`.
 /// `admitted` is what [`throttle::admit`] charged when the reader took the request.
-pub async fn handle<B: Backend>(
-    state: &Rc<ShardState<B>>,
+pub async fn handle(
+    state: &(impl ShardContext + ConfigAdmin),
     request: DecodedRequest,
     ctx: &RequestContext,
     admitted: throttle::Admitted,
@@ -194,7 +195,6 @@ pub async fn handle<B: Backend>(
     // The connection's principal when the request was read (I45), checked by the
     // authorizer (I48).
     let caller = Caller::from_context(ctx);
-    let shared = &*state.shared;
     // The client id quotas are charged to (Kafka's: empty when the header has none).
     let client_id = request.header.client_id.as_deref().unwrap_or("");
     // Every answered request: its error codes counted, then encoded with its header.
@@ -208,13 +208,13 @@ pub async fn handle<B: Backend>(
         RequestBody::Metadata(req) => reply!(metadata::handle(state, req, version, ctx).await),
         RequestBody::Produce(mut req) => {
             let acks = req.acks;
-            let denied = authorize::PRODUCE.split(shared, &caller, &mut req);
+            let denied = authorize::PRODUCE.split(state, &caller, &mut req);
             let mut response = produce::handle(state, req, version).await;
             response.responses.extend(denied);
             // Charged when the reader admitted it (I98).
             response.throttle_time_ms = admitted.produce_throttle_ms;
             if acks == 0 {
-                state.metrics.errors(api, response.error_codes());
+                state.count_errors(api, response.error_codes());
                 // Kafka closes an acks=0 connection on error so the producer notices.
                 match produce::first_error(&response) {
                     Some(code) => {
@@ -227,7 +227,7 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::Fetch(mut req) => {
-            let denied = authorize::FETCH.split(shared, &caller, &mut req);
+            let denied = authorize::FETCH.split(state, &caller, &mut req);
             if !denied.is_empty() {
                 // Answered at once (no long poll), as a request with an error is.
                 req.max_wait_ms = 0;
@@ -236,7 +236,7 @@ pub async fn handle<B: Backend>(
             let mut response = fetch::handle(state, req, version).await;
             response.responses.extend(denied);
             throttle::charge_fetch(state, ctx, client_id, &mut response);
-            state.metrics.errors(api, response.error_codes());
+            state.count_errors(api, response.error_codes());
             let records = fetch::records_in_order(&response);
             match encode_response_spliced(version, correlation_id, &response, records) {
                 Ok(parts) => Outcome::RespondInParts(parts),
@@ -244,66 +244,66 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::ListOffsets(mut req) => {
-            let denied = authorize::LIST_OFFSETS.split(shared, &caller, &mut req);
+            let denied = authorize::LIST_OFFSETS.split(state, &caller, &mut req);
             let mut response = list_offsets::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::CreateTopics(mut req) => {
-            let denied = authorize::CREATE_TOPICS.split(shared, &caller, &mut req);
+            let denied = authorize::CREATE_TOPICS.split(state, &caller, &mut req);
             let mut response = create_topics::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DeleteTopics(mut req) => {
-            let mut denied = authorize::DELETE_TOPICS_BY_NAME.split(shared, &caller, &mut req);
-            denied.extend(authorize::DELETE_TOPICS.split(shared, &caller, &mut req));
+            let mut denied = authorize::DELETE_TOPICS_BY_NAME.split(state, &caller, &mut req);
+            denied.extend(authorize::DELETE_TOPICS.split(state, &caller, &mut req));
             let mut response = delete_topics::handle(state, req, version).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::DeleteRecords(mut req) => {
-            let denied = authorize::DELETE_RECORDS.split(shared, &caller, &mut req);
+            let denied = authorize::DELETE_RECORDS.split(state, &caller, &mut req);
             let mut response = delete_records::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::AlterConfigs(mut req) => {
-            let denied = authorize::ALTER_CONFIGS.split(shared, &caller, &mut req);
+            let denied = authorize::ALTER_CONFIGS.split(state, &caller, &mut req);
             let mut response = alter_configs::handle_alter(state, req).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::IncrementalAlterConfigs(mut req) => {
-            let denied = authorize::INCREMENTAL_ALTER_CONFIGS.split(shared, &caller, &mut req);
+            let denied = authorize::INCREMENTAL_ALTER_CONFIGS.split(state, &caller, &mut req);
             let mut response = alter_configs::handle_incremental(state, req).await;
             response.responses.extend(denied);
             reply!(response)
         }
         RequestBody::CreatePartitions(mut req) => {
-            let denied = authorize::CREATE_PARTITIONS.split(shared, &caller, &mut req);
+            let denied = authorize::CREATE_PARTITIONS.split(state, &caller, &mut req);
             let mut response = create_partitions::handle(state, req).await;
             response.results.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeConfigs(mut req) => {
-            let denied = authorize::DESCRIBE_CONFIGS.split(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_CONFIGS.split(state, &caller, &mut req);
             let mut response = describe_configs::handle(state, req, version);
             response.results.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeCluster(req) => {
             let mut response = describe_cluster::handle(state, req, version, ctx);
-            authorize::describe_cluster_answer(shared, &caller, &mut response);
+            authorize::describe_cluster_answer(state, &caller, &mut response);
             reply!(response)
         }
         RequestBody::FindCoordinator(req) => {
             let mut response = find_coordinator::handle(state, req.clone(), version, ctx);
-            authorize::find_coordinator_answer(shared, &caller, &req, &mut response);
+            authorize::find_coordinator_answer(state, &caller, &req, &mut response);
             reply!(response)
         }
         RequestBody::JoinGroup(req) => {
-            if let Some(denied) = authorize::JOIN_GROUP.denied(shared, &caller, &req) {
+            if let Some(denied) = authorize::JOIN_GROUP.denied(state, &caller, &req) {
                 return reply!(denied);
             }
             let client = groups::ClientInfo::new(
@@ -312,22 +312,20 @@ pub async fn handle<B: Backend>(
             );
             reply!(group_membership::join_group(state, req, version, &client).await)
         }
-        RequestBody::SyncGroup(req) => match authorize::SYNC_GROUP.denied(shared, &caller, &req) {
+        RequestBody::SyncGroup(req) => match authorize::SYNC_GROUP.denied(state, &caller, &req) {
             Some(denied) => reply!(denied),
             None => reply!(group_membership::sync_group(state, req, version).await),
         },
-        RequestBody::Heartbeat(req) => match authorize::HEARTBEAT.denied(shared, &caller, &req) {
+        RequestBody::Heartbeat(req) => match authorize::HEARTBEAT.denied(state, &caller, &req) {
             Some(denied) => reply!(denied),
             None => reply!(group_membership::heartbeat(state, req, version).await),
         },
-        RequestBody::LeaveGroup(req) => {
-            match authorize::LEAVE_GROUP.denied(shared, &caller, &req) {
-                Some(denied) => reply!(denied),
-                None => reply!(group_membership::leave_group(state, req, version).await),
-            }
-        }
+        RequestBody::LeaveGroup(req) => match authorize::LEAVE_GROUP.denied(state, &caller, &req) {
+            Some(denied) => reply!(denied),
+            None => reply!(group_membership::leave_group(state, req, version).await),
+        },
         RequestBody::OffsetCommit(mut req) => {
-            let denied = authorize::OFFSET_COMMIT.split(shared, &caller, &mut req);
+            let denied = authorize::OFFSET_COMMIT.split(state, &caller, &mut req);
             let mut response = group_offsets::offset_commit(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
@@ -335,20 +333,20 @@ pub async fn handle<B: Backend>(
         RequestBody::OffsetFetch(req) => {
             let asked = req.clone();
             let mut response = group_offsets::offset_fetch(state, req, version).await;
-            authorize::offset_fetch_answer(shared, &caller, &asked, &mut response);
+            authorize::offset_fetch_answer(state, &caller, &asked, &mut response);
             reply!(response)
         }
         RequestBody::TxnOffsetCommit(mut req) => {
-            let denied = authorize::TXN_OFFSET_COMMIT.split(shared, &caller, &mut req);
+            let denied = authorize::TXN_OFFSET_COMMIT.split(state, &caller, &mut req);
             let mut response = txn_offset_commit::handle(state, req, version).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::OffsetDelete(mut req) => {
-            match authorize::OFFSET_DELETE.denied(shared, &caller, &req) {
+            match authorize::OFFSET_DELETE.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => {
-                    let denied = authorize::OFFSET_DELETE_TOPICS.split(shared, &caller, &mut req);
+                    let denied = authorize::OFFSET_DELETE_TOPICS.split(state, &caller, &mut req);
                     let mut response = group_offsets::offset_delete(state, req).await;
                     response.topics.extend(denied);
                     reply!(response)
@@ -356,26 +354,25 @@ pub async fn handle<B: Backend>(
             }
         }
         RequestBody::DeleteGroups(mut req) => {
-            let denied = authorize::DELETE_GROUPS.split(shared, &caller, &mut req);
+            let denied = authorize::DELETE_GROUPS.split(state, &caller, &mut req);
             let mut response = groups::delete_groups(state, req).await;
             response.results.extend(denied);
             reply!(response)
         }
         RequestBody::ListGroups(req) => {
             let mut response = groups::list_groups(state, req, version).await;
-            authorize::LIST_GROUPS.retain(shared, &caller, &mut response);
+            authorize::LIST_GROUPS.retain(state, &caller, &mut response);
             reply!(response)
         }
         RequestBody::DescribeGroups(mut req) => {
-            let denied = authorize::DESCRIBE_GROUPS.split(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_GROUPS.split(state, &caller, &mut req);
             let mut response = groups::describe_groups(state, req, version).await;
-            authorize::DESCRIBE_GROUPS_OPERATIONS.fill(shared, &caller, &mut response);
+            authorize::DESCRIBE_GROUPS_OPERATIONS.fill(state, &caller, &mut response);
             response.groups.extend(denied);
             reply!(response)
         }
         RequestBody::ConsumerGroupHeartbeat(req) => {
-            if let Some(denied) = authorize::CONSUMER_GROUP_HEARTBEAT.denied(shared, &caller, &req)
-            {
+            if let Some(denied) = authorize::CONSUMER_GROUP_HEARTBEAT.denied(state, &caller, &req) {
                 return reply!(denied);
             }
             let client = groups::ClientInfo::new(
@@ -385,20 +382,20 @@ pub async fn handle<B: Backend>(
             reply!(group_consumer::heartbeat(state, req, version, &client).await)
         }
         RequestBody::ConsumerGroupDescribe(mut req) => {
-            let denied = authorize::CONSUMER_GROUP_DESCRIBE.split(shared, &caller, &mut req);
+            let denied = authorize::CONSUMER_GROUP_DESCRIBE.split(state, &caller, &mut req);
             let mut response = group_consumer::describe(state, req, version).await;
-            authorize::CONSUMER_GROUP_DESCRIBE_OPERATIONS.fill(shared, &caller, &mut response);
+            authorize::CONSUMER_GROUP_DESCRIBE_OPERATIONS.fill(state, &caller, &mut response);
             response.groups.extend(denied);
             reply!(response)
         }
         RequestBody::OffsetForLeaderEpoch(mut req) => {
-            let denied = authorize::OFFSET_FOR_LEADER_EPOCH.split(shared, &caller, &mut req);
+            let denied = authorize::OFFSET_FOR_LEADER_EPOCH.split(state, &caller, &mut req);
             let mut response = offset_for_leader_epoch::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeLogDirs(req) => {
-            match authorize::DESCRIBE_LOG_DIRS.denied(shared, &caller, &req) {
+            match authorize::DESCRIBE_LOG_DIRS.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(describe_log_dirs::handle(state, req).await),
             }
@@ -407,15 +404,15 @@ pub async fn handle<B: Backend>(
         RequestBody::CreateAcls(req) => reply!(acls::handle_create(state, &caller, &req).await),
         RequestBody::DeleteAcls(req) => reply!(acls::handle_delete(state, &caller, &req).await),
         RequestBody::DescribeProducers(mut req) => {
-            let denied = authorize::DESCRIBE_PRODUCERS.split(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_PRODUCERS.split(state, &caller, &mut req);
             let mut response = describe_producers::handle(state, req).await;
             response.topics.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeTopicPartitions(mut req) => {
-            let denied = authorize::DESCRIBE_TOPIC_PARTITIONS.split(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_TOPIC_PARTITIONS.split(state, &caller, &mut req);
             let mut response = describe_topic_partitions::handle(state, req);
-            authorize::DESCRIBE_TOPIC_PARTITIONS_OPERATIONS.fill(shared, &caller, &mut response);
+            authorize::DESCRIBE_TOPIC_PARTITIONS_OPERATIONS.fill(state, &caller, &mut response);
             response.topics.extend(denied);
             reply!(response)
         }
@@ -435,70 +432,70 @@ pub async fn handle<B: Backend>(
             reply!(response)
         }
         RequestBody::DescribeUserScramCredentials(req) => {
-            match authorize::DESCRIBE_SCRAM.denied(shared, &caller, &req) {
+            match authorize::DESCRIBE_SCRAM.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(scram_credentials::describe(state, req)),
             }
         }
         RequestBody::AlterUserScramCredentials(req) => {
-            match authorize::ALTER_SCRAM.denied(shared, &caller, &req) {
+            match authorize::ALTER_SCRAM.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(scram_credentials::alter(state, req).await),
             }
         }
         RequestBody::WriteTxnMarkers(req) => {
-            match authorize::WRITE_TXN_MARKERS.denied(shared, &caller, &req) {
+            match authorize::WRITE_TXN_MARKERS.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(write_txn_markers::handle(state, req).await),
             }
         }
         RequestBody::InitProducerId(req) => {
-            match authorize::init_producer_id_denied(shared, &caller, &req) {
+            match authorize::init_producer_id_denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(init_producer_id::handle_request(state, req, version).await),
             }
         }
         RequestBody::AddPartitionsToTxn(req) => {
             let exists = |topic: &str, p: i32| txn_shared::partition_exists(state, topic, p);
-            match authorize::add_partitions_to_txn_denied(shared, &caller, &req, version, exists) {
+            match authorize::add_partitions_to_txn_denied(state, &caller, &req, version, exists) {
                 Some(denied) => reply!(denied),
                 None => reply!(add_partitions_to_txn::handle(state, req, version).await),
             }
         }
         RequestBody::AddOffsetsToTxn(req) => {
-            match authorize::ADD_OFFSETS_TO_TXN.denied(shared, &caller, &req) {
+            match authorize::ADD_OFFSETS_TO_TXN.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(add_offsets_to_txn::handle(state, req, version).await),
             }
         }
-        RequestBody::EndTxn(req) => match authorize::END_TXN.denied(shared, &caller, &req) {
+        RequestBody::EndTxn(req) => match authorize::END_TXN.denied(state, &caller, &req) {
             Some(denied) => reply!(denied),
             None => reply!(end_txn::handle(state, req, version).await),
         },
         RequestBody::DescribeTransactions(mut req) => {
-            let denied = authorize::DESCRIBE_TRANSACTIONS.split(shared, &caller, &mut req);
+            let denied = authorize::DESCRIBE_TRANSACTIONS.split(state, &caller, &mut req);
             let mut response = describe_transactions::handle(state, req).await;
-            for state in &mut response.transaction_states {
-                authorize::DESCRIBE_TRANSACTION_TOPICS.retain(shared, &caller, state);
+            for txn in &mut response.transaction_states {
+                authorize::DESCRIBE_TRANSACTION_TOPICS.retain(state, &caller, txn);
             }
             response.transaction_states.extend(denied);
             reply!(response)
         }
         RequestBody::DescribeClientQuotas(req) => {
-            match authorize::DESCRIBE_CLIENT_QUOTAS.denied(shared, &caller, &req) {
+            match authorize::DESCRIBE_CLIENT_QUOTAS.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(client_quotas::describe(state, &req)),
             }
         }
         RequestBody::AlterClientQuotas(req) => {
-            match authorize::ALTER_CLIENT_QUOTAS.denied(shared, &caller, &req) {
+            match authorize::ALTER_CLIENT_QUOTAS.denied(state, &caller, &req) {
                 Some(denied) => reply!(denied),
                 None => reply!(client_quotas::alter(state, req).await),
             }
         }
         RequestBody::ListTransactions(req) => {
             let mut response = list_transactions::handle(state, req, version).await;
-            authorize::LIST_TRANSACTIONS.retain(shared, &caller, &mut response);
+            authorize::LIST_TRANSACTIONS.retain(state, &caller, &mut response);
             reply!(response)
         }
     }

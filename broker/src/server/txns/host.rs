@@ -302,7 +302,8 @@ async fn write_markers<B: Backend>(host: Rc<TxnHost<B>>, write: MarkerWrite) {
 
 impl<B: Backend> Hosts<B, TxnMachine> {
     /// Replays and starts a coordinator for each `(partition, log)` of `logs` (see the
-    /// module documentation). Returns how many it started.
+    /// module documentation), each writing `coordinator_epoch` into its markers (this
+    /// start's, I175). Returns how many it started.
     pub async fn load(
         &self,
         context: Rc<TxnContext<B>>,
@@ -323,6 +324,7 @@ impl<B: Backend> Hosts<B, TxnMachine> {
                     skipped = stats.skipped,
                     bytes = stats.bytes,
                     ids = coordinator.transactional_ids().len(),
+                    coordinator_epoch,
                     "transaction coordinator loaded"
                 );
             }

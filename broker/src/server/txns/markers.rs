@@ -98,7 +98,7 @@ async fn partition_marker<B: Backend>(
             TxnResult::Abort => ControlType::Abort,
         },
     };
-    // s3-txn-data's seam: the owner appends it through the log's marker path (flush policy).
+    // The owner appends it through the log's marker path (flush policy).
     match state
         .write_txn_marker(tp.topic.clone(), tp.partition, marker)
         .await
@@ -121,8 +121,8 @@ async fn partition_marker<B: Backend>(
 
 /// One marker on a `__consumer_offsets` partition: the group coordinator owning it appends
 /// the marker (its partition's only writer) and the producer's pending TxnOffsetCommit
-/// offsets there become visible or vanish, in every group of the partition (s3-txn-offsets'
-/// seam, addressed by partition since the marker write names partitions, not groups).
+/// offsets there become visible or vanish, in every group of the partition (addressed by
+/// partition, since the marker write names partitions, not groups).
 async fn group_marker<B: Backend>(
     state: &Rc<ShardState<B>>,
     tp: &TopicPartition,
@@ -137,6 +137,7 @@ async fn group_marker<B: Backend>(
         tp.partition,
         write.producer_id,
         write.producer_epoch,
+        write.coordinator_epoch,
         result,
     )
     .await

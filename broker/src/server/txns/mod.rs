@@ -4,6 +4,7 @@
 //! Modules, a concept each:
 //! - [`state_topic`]: `__transaction_state`, created at startup, protected from users.
 //! - [`state_log`]: coordinator records to record batches and back (startup replay).
+//! - [`coordinator_epoch`]: the coordinators' epoch in every marker, one more per start.
 //! - [`host`]: one shard's coordinators, their writer, marker and timer tasks.
 //! - [`markers`]: COMMIT/ABORT markers written to the partitions of a transaction.
 //! - [`route`]: transactional id → state partition → owning shard; submitting there.
@@ -14,6 +15,7 @@
 //! the other handlers (`handlers::txn_*`). Invariants I62–I66 (docs/DESIGN.md,
 //! "Transactions: coordinator hosting").
 
+pub mod coordinator_epoch;
 pub mod host;
 pub mod markers;
 pub mod metrics;

@@ -88,10 +88,12 @@ pub async fn load<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String
     if let Some(offsets) = state.shared.topic(OFFSETS_TOPIC) {
         config.offsets_topic_partitions = offsets.partition_count();
     }
-    // Kafka's coordinator epoch is the state partition's leader epoch; a single node leads
-    // every partition at one epoch (I65).
-    state
-        .txns
-        .load(context, config, crate::log::LEADER_EPOCH, logs)
-        .await
+    // Kafka's coordinator epoch is the state partition's leader epoch, which grows with each
+    // election; a single node counts one per start instead, taken by shard 0 (I175).
+    let epoch = *state
+        .shared
+        .txn_coordinator_epoch
+        .get()
+        .ok_or("no transaction coordinator epoch was taken")?;
+    state.txns.load(context, config, epoch, logs).await
 }
