@@ -1,11 +1,11 @@
 //! [`MonoioFile`]: a [`BackendFile`] over monoio's `File`.
 //!
-//! Contract (the glommio backend's design, kept where it matters; see `backend-uring/src/file.rs`):
+//! Contract:
 //! - Reads of at least [`CACHED_READ_MIN_BYTES`] first try `preadv2(RWF_NOWAIT)` on the shard's
 //!   thread straight into the caller's buffer (the kernel answers from the page cache or says
 //!   it would block, never waits for the disk); the rest, and smaller reads, are io_uring
-//!   `READ`s. Unlike glommio's, monoio's ring read fills the caller's own buffer (an owned
-//!   buffer handed to the kernel and back), so neither path copies in user space.
+//!   `READ`s. The ring read fills the caller's own buffer (an owned buffer handed to the
+//!   kernel and back), so neither path copies in user space.
 //! - Writes take the path the file's filesystem makes cheap, decided by the file's first write,
 //!   a `pwritev2(RWF_NOWAIT)` on the shard's thread: where the filesystem does non-blocking
 //!   buffered writes, later writes are io_uring `WRITE`s of the caller's buffer (no copy for
@@ -39,8 +39,8 @@ use crate::stats;
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
 /// Smallest read tried on the shard's thread first (see the module's contract); smaller reads
-/// go through the ring. The same bound as the glommio backend's (a small read's ring round
-/// trip is cheap, and a large one answered from the cache skips it).
+/// go through the ring: the 64 KiB inline bound (a small read's ring round trip is cheap, and
+/// a large one answered from the cache skips it).
 pub const CACHED_READ_MIN_BYTES: usize = INLINE_WRITE_MAX_BYTES;
 
 /// How a file's writes are issued.

@@ -1,10 +1,11 @@
 //! # minikafka-backend-monoio
 //!
-//! A second io_uring backend of minikafka: [`MonoioBackend`] implements
-//! [`minikafka_core::backend::Backend`] on [monoio] 0.2, one runtime (one thread, one io_uring,
-//! its own timer wheel and a one-thread blocking pool) per shard. It exists beside the glommio
-//! backend (`minikafka-backend-uring`) because glommio is no longer released; the broker picks
-//! one with a cargo feature (`monoio` here), and the lead chooses the default after measuring.
+//! The io_uring backend of minikafka and the broker's default on Linux (cargo feature
+//! `monoio`): [`MonoioBackend`] implements [`minikafka_core::backend::Backend`] on [monoio]
+//! 0.2, one runtime (one thread, one io_uring, its own timer wheel and a one-thread blocking
+//! pool) per shard, pinned to its own CPU when there are enough. It replaced the glommio
+//! backend, which lost the 2026-12-06 bake-off on every durable and latency row and is no
+//! longer released (docs/perf-log/2026-12-06-glommio-removed.md).
 //!
 //! This crate owns: starting and joining shard runtimes (CPU pinning), the file, directory,
 //! TCP, timer and task operations of the trait, and per-shard counters showing which path
@@ -32,8 +33,8 @@
 //! Machine facts this crate was written against (the development machine: 2 cores, Linux
 //! 6.18, io_uring enabled, ext4): ext4 refuses `RWF_NOWAIT` buffered writes (`EOPNOTSUPP`),
 //! which is why writes there run on the shard (see [`file`]); io_uring rings no longer count
-//! against `RLIMIT_MEMLOCK` on these kernels and monoio registers no buffers, so unlike the
-//! glommio backend nothing is sized to the memlock limit.
+//! against `RLIMIT_MEMLOCK` on these kernels and monoio registers no buffers, so nothing is
+//! sized to the memlock limit (`tests/shards.rs` starts shards under a tiny soft limit).
 //!
 //! [monoio]: https://docs.rs/monoio/0.2
 #![warn(missing_docs)]
@@ -120,9 +121,9 @@ impl Backend for MonoioBackend {
     }
 
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<MonoioFile> {
-        // `openat(2)` on the shard's thread, as the glommio backend does: a lookup in the
-        // dentry cache does not wait for the disk, and a ring `OPENAT` is punted to a kernel
-        // worker (a thread hop per file, three per partition at startup).
+        // `openat(2)` on the shard's thread: a lookup in the dentry cache does not wait for
+        // the disk, and a ring `OPENAT` is punted to a kernel worker (a thread hop per file,
+        // three per partition at startup).
         let mut options = std::fs::OpenOptions::new();
         match mode {
             OpenMode::ReadWriteCreate => options.read(true).write(true).create(true),

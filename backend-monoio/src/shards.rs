@@ -10,8 +10,7 @@
 //! - Never: pins two shards to one CPU (with more shards than allowed CPUs every shard runs
 //!   unpinned), or falls back to epoll when a ring cannot be built (that start fails).
 //!
-//! The same placement rule and start-up gate as the glommio backend's `shards.rs`; there is no
-//! memlock sizing, because monoio registers no buffers and rings are not charged to
+//! There is no memlock sizing, because monoio registers no buffers and rings are not charged to
 //! `RLIMIT_MEMLOCK` on the kernels this runs on (5.12 and later).
 
 use std::io;

@@ -146,7 +146,7 @@ pub struct PortableFile {
 
 /// A TCP stream of the portable backend: `smol::Async<TcpStream>` with `TCP_NODELAY`, whose
 /// `close` flushes and then shuts down the write half (the peer reads end of stream), as
-/// glommio's does. Dropping it closes the socket.
+/// the monoio backend's does. Dropping it closes the socket.
 #[derive(Debug)]
 pub struct PortableStream {
     inner: Async<TcpStream>,

@@ -6,8 +6,8 @@ through `perf script` and puts every sample in one group.
     benches/scripts/cpu-groups.py OUT/record.PID [RECORDS]
 
 User-space samples go by their own function (CRC, record codec and validation, the Kafka
-protocol codec, allocation, memory copies — named by the first caller of ours —, glommio's
-executor and timers, glommio's ring code, the broker's own code); kernel samples go by what
+protocol codec, allocation, memory copies — named by the first caller of ours —, monoio's
+runtime and timers, monoio's ring code, the broker's own code); kernel samples go by what
 the kernel was doing for us, from the innermost frame that says so (the socket, a file
 write, a file read, fsync, an io_uring punt to a worker, io_uring submission, timers, a
 context switch or wait, entry/exit of a system call). Prints each group's share of the
@@ -23,8 +23,8 @@ USER = [
     ("record batches: decode, validate, walk (core::record)", r"minikafka_core::record|RecordIter|walk_records|read_bytes_field|read_varint|minikafka_core::batch"),
     ("Kafka protocol codec (kafka-protocol, precheck, header)", r"kafka_protocol::|minikafka_broker::protocol::|parse_header|precheck"),
     ("allocation (malloc, free, realloc)", r"^(malloc|cfree|free|_int_malloc|_int_free|_int_realloc|realloc|calloc|malloc_consolidate|unlink_chunk|tcache|__rust_alloc|__rust_dealloc|__rust_realloc|alloc::alloc|__libc_malloc|__libc_free|_int_free_merge_chunk|_int_free_create_chunk|_int_free_maybe_consolidate)"),
-    ("glommio executor, tasks, timers", r"glommio::(executor|task|timer|reactor::Reactor::(process|timer))|scoped_tls|__vdso_clock_gettime|clock_gettime|std::time|Instant::now"),
-    ("glommio ring code (submit, reap)", r"glommio::(sys|iou|reactor)|io_uring|_io_uring|rust_io_uring|__sys_io_uring"),
+    ("monoio runtime, tasks, timers", r"monoio::(runtime|task|scheduler|time|blocking)|scoped_tls|__vdso_clock_gettime|clock_gettime|std::time|Instant::now"),
+    ("monoio ring code (submit, reap)", r"monoio::driver|io_uring::|io_uring|_io_uring|rust_io_uring|__sys_io_uring"),
 ]
 COPY = r"__memmove|__memcpy|__memset|memcpy|memmove"
 KERNEL = [
@@ -64,7 +64,7 @@ def group(frames):
     if "kernel" not in dso:
         if re.search(COPY, sym):
             for _, s, _ in frames[1:]:
-                if re.search(r"minikafka|glommio|kafka_protocol|bytes::", s) and not re.search(COPY, s):
+                if re.search(r"minikafka|monoio|kafka_protocol|bytes::", s) and not re.search(COPY, s):
                     return "memory copy, called from " + shorten(s)
             return "memory copy"
         # The leaf function and the functions inlined into it (same address), innermost first.

@@ -6,7 +6,7 @@
 //!   `cargo build --release` of the workspace puts both in `target/release`), a scratch
 //!   directory, a flush policy and extra `--override`s.
 //! - Outputs: a [`BrokerHandle`] with the address to connect to, the backend the broker
-//!   announced (`uring`, `portable`; `external` for a broker this harness did not start) and
+//!   announced (`monoio`, `portable`; `external` for a broker this harness did not start) and
 //!   the child's pid. Dropping the handle kills the child and removes its data directory.
 //! - Readiness is the broker's own stdout line `minikafka: listening on <addr> (backend …)`;
 //!   no port is probed. Its stderr goes to `broker.log` next to the data directory.

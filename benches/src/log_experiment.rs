@@ -6,7 +6,7 @@
 //! - Inputs: [`LogOptions`]: sizes ([`LogSizes::full`] or [`LogSizes::quick`]), the backends,
 //!   and a scratch directory on the filesystem under test.
 //! - Outputs: [`Row`]s, baselines first, each with median/min/max over its repetitions, the
-//!   ratio to its baseline, the uring ÷ portable ratio, syncs, and the load average.
+//!   ratio to its baseline, the monoio (io_uring) ÷ portable ratio, syncs, and the load average.
 //! - Each repetition runs on a fresh single shard ([`on_fresh_shard`]) with a fresh log
 //!   directory; backends alternate within each repetition so slow drift of a shared machine
 //!   spreads over both. The workloads are the generic ones of [`crate::log_workloads`]: the only
@@ -38,8 +38,8 @@ pub const EXPERIMENT: &str = "log";
 /// A backend to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum BackendKind {
-    /// `minikafka_backend_uring::UringBackend` (glommio, io_uring; Linux only).
-    Uring,
+    /// `minikafka_backend_monoio::MonoioBackend` (monoio, io_uring; Linux only).
+    Monoio,
     /// `minikafka_backend_portable::PortableBackend` (smol, blocking thread pool).
     Portable,
 }
@@ -48,7 +48,7 @@ impl BackendKind {
     /// The backend's short name (as `Backend::name` gives it).
     pub fn name(self) -> &'static str {
         match self {
-            BackendKind::Uring => "uring",
+            BackendKind::Monoio => "monoio",
             BackendKind::Portable => "portable",
         }
     }
@@ -128,10 +128,10 @@ pub fn dispatch<W: Workload>(kind: BackendKind, workload: W) -> Result<W::Output
     match kind {
         BackendKind::Portable => workload.run::<PortableBackend>(),
         #[cfg(target_os = "linux")]
-        BackendKind::Uring => workload.run::<minikafka_backend_uring::UringBackend>(),
+        BackendKind::Monoio => workload.run::<minikafka_backend_monoio::MonoioBackend>(),
         #[cfg(not(target_os = "linux"))]
-        BackendKind::Uring => Err(BenchError::Check(
-            "the uring backend exists on Linux only".into(),
+        BackendKind::Monoio => Err(BenchError::Check(
+            "the io_uring (monoio) backend exists on Linux only".into(),
         )),
     }
 }
@@ -482,9 +482,9 @@ mod tests {
     fn vs_portable_divides_by_the_matching_portable_row() {
         let mut rows = vec![
             backend_row("fio_seq_write", "fio", 500.0),
-            backend_row("append", "uring", 300.0),
+            backend_row("append", "monoio", 300.0),
             backend_row("append", "portable", 200.0),
-            backend_row("read", "uring", 100.0),
+            backend_row("read", "monoio", 100.0),
         ];
         fill_vs_portable(&mut rows);
         assert_eq!(rows[0].vs_portable, None);
@@ -505,7 +505,7 @@ mod tests {
         let runs = [m(300, 10), m(100, 50), m(200, 20)];
         let r = row(
             "durable_append",
-            "uring",
+            "monoio",
             "p".into(),
             "appends/s",
             vec![300.0, 100.0, 200.0],

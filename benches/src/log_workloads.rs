@@ -407,8 +407,8 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn append_then_read_reads_back_every_record_on_uring() {
-        append_then_read_on::<minikafka_backend_uring::UringBackend>("append-read-uring");
+    fn append_then_read_reads_back_every_record_on_monoio() {
+        append_then_read_on::<minikafka_backend_monoio::MonoioBackend>("append-read-monoio");
     }
 
     #[test]
@@ -418,7 +418,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn concurrent_fsync_appends_are_acknowledged_and_synced_on_uring() {
-        concurrent_fsync_appends_on::<minikafka_backend_uring::UringBackend>("durable-uring");
+    fn concurrent_fsync_appends_are_acknowledged_and_synced_on_monoio() {
+        concurrent_fsync_appends_on::<minikafka_backend_monoio::MonoioBackend>("durable-monoio");
     }
 }

@@ -3,7 +3,7 @@
 //! Contract:
 //! - Input: a backend type `B` and a workload `FnOnce(B) -> Future<Output = T>`.
 //! - Output: the workload's `T`, after `B::run_shards(1, …)` has started a shard, run it to
-//!   completion and joined it, so every measurement gets a fresh executor (and, for uring,
+//!   completion and joined it, so every measurement gets a fresh executor (and, for monoio,
 //!   fresh rings). Both backends go through the same code: nothing here is per backend except
 //!   the sync counter each one exposes under its own name ([`SyncCounter`]).
 //! - Never: retries, or hides a shard that produced no result (that is an error).
@@ -28,7 +28,7 @@ impl SyncCounter for PortableBackend {
 }
 
 #[cfg(target_os = "linux")]
-impl SyncCounter for minikafka_backend_uring::UringBackend {
+impl SyncCounter for minikafka_backend_monoio::MonoioBackend {
     fn syncs_issued(&self) -> u64 {
         self.io_stats().file_syncs
     }
@@ -78,9 +78,9 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn uring_shard_returns_the_workload_output() {
+    fn monoio_shard_returns_the_workload_output() {
         assert_eq!(
-            run_generic::<minikafka_backend_uring::UringBackend>(),
+            run_generic::<minikafka_backend_monoio::MonoioBackend>(),
             (0, 0)
         );
     }

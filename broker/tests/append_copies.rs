@@ -8,17 +8,18 @@
 //!   writes header and records with one `pwritev`.
 //! - A coalesced group of such batches, 64 KiB or less in all, is written the same way: no
 //!   concatenating buffer. A larger group is one `pwritev` from the portable backend's pool
-//!   (no copy) and, on the uring backend, one `pwritev` on the shard (no copy) where the
-//!   filesystem refuses non-blocking buffered writes.
-//! - On a filesystem that does non-blocking buffered writes, the uring backend sends every
-//!   write through the ring, whose buffer glommio 0.9 must own (one copy each); the test asks
-//!   the backend which path this filesystem gets and expects accordingly.
+//!   (no copy) and, on the io_uring (monoio) backend, one `pwritev` on the shard (no copy)
+//!   where the filesystem refuses non-blocking buffered writes (ext4).
+//! - On a filesystem that does non-blocking buffered writes, the io_uring backend sends every
+//!   write through the ring, and monoio 0.2 has no positional vectored file write, so a write
+//!   of several parts (header and records) is joined into one buffer (one copy each); the test
+//!   asks the backend which path this filesystem gets and expects accordingly.
 //!
 //! - Each batch is validated exactly once (`PartitionLog::batch_validations`): the log's
 //!   `validate_produced` is the produce path's only validation.
 //!
 //! One `#[test]` in this binary, so no other test's allocations are counted; the shard's
-//! other threads (the portable backend's pool, glommio's) make no allocation that large
+//! other threads (the portable backend's pool, monoio's blocking pool) make no allocation that large
 //! while an append runs. What is written is checked too, byte for byte.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -188,15 +189,15 @@ fn outcome(result: Result<(), String>) -> Vec<String> {
     }
 }
 
-/// The uring backend's copies: a ring submission's buffer for every write where this
+/// The io_uring backend's copies: one joined buffer for every write where this
 /// filesystem takes non-blocking buffered writes, none where it refuses them (asked with a
 /// probe file in `dir`, as the log's files will be).
-#[cfg(all(target_os = "linux", feature = "uring"))]
-async fn uring_copies(
-    backend: &minikafka_backend_uring::UringBackend,
+#[cfg(all(target_os = "linux", feature = "monoio"))]
+async fn monoio_copies(
+    backend: &minikafka_backend_monoio::MonoioBackend,
     dir: &Path,
 ) -> Result<WriteCopies, String> {
-    use minikafka_backend_uring::WritePath;
+    use minikafka_backend_monoio::WritePath;
     use minikafka_core::backend::{BackendFile, OpenMode};
     backend
         .create_dir_all(dir)
@@ -223,18 +224,18 @@ async fn uring_copies(
 fn appends_copy_only_the_batch_header_on_both_backends() {
     let dir = tempfile::tempdir().expect("scratch dir");
     let none = WriteCopies { small: 0, large: 0 };
-    // Extended by the uring run where that backend is built.
-    #[cfg_attr(not(all(target_os = "linux", feature = "uring")), allow(unused_mut))]
+    // Extended by the io_uring (monoio) run where that backend is built.
+    #[cfg_attr(not(all(target_os = "linux", feature = "monoio")), allow(unused_mut))]
     let mut failures = run_on_one_shard::<minikafka_backend_portable::PortableBackend, _, _>(
         &dir.path().join("portable"),
         move |backend, root| async move { outcome(count_copies(backend, &root, none).await) },
     );
-    #[cfg(all(target_os = "linux", feature = "uring"))]
+    #[cfg(all(target_os = "linux", feature = "monoio"))]
     failures.extend(
-        run_on_one_shard::<minikafka_backend_uring::UringBackend, _, _>(
-            &dir.path().join("uring"),
+        run_on_one_shard::<minikafka_backend_monoio::MonoioBackend, _, _>(
+            &dir.path().join("monoio"),
             |backend, root| async move {
-                let copies = match uring_copies(&backend, &root.join("probe")).await {
+                let copies = match monoio_copies(&backend, &root.join("probe")).await {
                     Ok(copies) => copies,
                     Err(e) => return vec![e],
                 };
@@ -242,7 +243,7 @@ fn appends_copy_only_the_batch_header_on_both_backends() {
             },
         )
         .into_iter()
-        .map(|e| format!("uring: {e}")),
+        .map(|e| format!("monoio: {e}")),
     );
     assert_none_failed("append copies", &failures);
 }

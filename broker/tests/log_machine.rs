@@ -445,9 +445,9 @@ fn the_machine_built_from_a_reopened_log_decides_as_the_log_portable() {
     run_check::<minikafka_backend_portable::PortableBackend, _, _>(&dir, check).expect("check");
 }
 
-#[cfg(all(target_os = "linux", feature = "uring"))]
+#[cfg(all(target_os = "linux", feature = "monoio"))]
 #[test]
-fn the_machine_built_from_a_reopened_log_decides_as_the_log_uring() {
-    let dir = scratch_dir("log-machine-uring");
-    run_check::<minikafka_backend_uring::UringBackend, _, _>(&dir, check).expect("check");
+fn the_machine_built_from_a_reopened_log_decides_as_the_log_monoio() {
+    let dir = scratch_dir("log-machine-monoio");
+    run_check::<minikafka_backend_monoio::MonoioBackend, _, _>(&dir, check).expect("check");
 }

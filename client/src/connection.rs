@@ -2,7 +2,7 @@
 //!
 //! Contract:
 //! - Inputs: any `futures_io::AsyncRead + AsyncWrite + Unpin` stream the caller connected
-//!   (smol's or glommio's `TcpStream`, a backend's stream), and requests built with
+//!   (smol's `TcpStream`, a backend's stream such as the monoio shard's), and requests built with
 //!   kafka-protocol's message types.
 //! - Outputs: decoded responses, matched to their requests by correlation id.
 //! - Pipelining: [`Connection::send`] writes a request and returns an [`InFlight`] ticket at

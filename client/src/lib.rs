@@ -2,7 +2,7 @@
 //!
 //! An async, runtime-agnostic Kafka client: it talks over any
 //! `futures_io::AsyncRead + AsyncWrite + Unpin` stream the caller connects, so it runs on smol,
-//! on glommio, or over a backend's stream.
+//! on a thread-per-core runtime (a monoio shard), or over a backend's stream.
 //!
 //! - [`connection`]: framing, correlation ids, ApiVersions negotiation, pipelining.
 //! - [`producer`]: per-partition batches sealed by count, bytes or linger; Kafka's murmur2
@@ -27,7 +27,7 @@
 //!     let stream = smol::net::TcpStream::connect("127.0.0.1:9092").await?;
 //!     let (producer, driver) =
 //!         Producer::connect(stream, ProducerConfig::default(), SmolRuntime).await?;
-//!     let task = smol::spawn(driver.run()); // glommio: `glommio::spawn_local(driver.run())`
+//!     let task = smol::spawn(driver.run()); // a monoio shard: `backend.spawn_local(driver.run())`
 //!     let delivery = producer.send(ProducerRecord::new("events", "hello")).await?.await?;
 //!     println!("partition {} offset {:?}", delivery.partition, delivery.offset);
 //!     drop(producer); // the driver ends once every handle is gone and all is answered

@@ -2,8 +2,8 @@
 //!
 //! Contract: the library never spawns and never sleeps on its own. The producer's linger timer
 //! comes from a [`Runtime`] the caller passes in, and the producer's driver is a future the
-//! caller spawns on its executor (`smol::spawn`, glommio's `spawn_local`, …). No `Send` bound:
-//! glommio's futures are `!Send`; a driver built from `Send` parts is itself `Send`.
+//! caller spawns on its executor (`smol::spawn`, a backend's `spawn_local`, …). No `Send` bound:
+//! a thread-per-core runtime's futures (monoio's) are `!Send`; a driver built from `Send` parts is itself `Send`.
 
 use std::future::Future;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Contract:
 //! - Core *declares* this interface and never calls it: defining a trait performs no I/O.
 //!   It lives here so both backends and the broker see it without depending on each other.
-//! - One backend instance per shard (per core). Futures are `!Send` (glommio's are, and so are
+//! - One backend instance per shard (per core). Futures are `!Send` (monoio's are, and so are
 //!   shard-local structures): methods are plain `async fn`s with no `Send` bound.
 //! - Buffers are owned and handed back (`(result, buf)`), so an io_uring backend can own a
 //!   buffer while the kernel uses it, and callers reuse allocations. A write may also come in
@@ -252,7 +252,7 @@ pub trait Backend: Clone + 'static {
     /// Listening socket.
     type Listener: BackendListener;
 
-    /// A short name for logs ("uring", "portable").
+    /// A short name for logs ("monoio", "portable", "sim").
     fn name(&self) -> &'static str;
 
     /// This instance's shard.

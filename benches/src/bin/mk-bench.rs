@@ -1,11 +1,11 @@
 //! `mk-bench`: the minikafka benchmark harness.
 //!
 //! Subcommands, one per experiment:
-//! - `mk-bench log [--quick] [--out DIR] [--backend uring|portable|both] [--data-dir PATH]`:
+//! - `mk-bench log [--quick] [--out DIR] [--backend monoio|portable|both] [--data-dir PATH]`:
 //!   partition-log workloads on the backends against fio baselines
 //!   (see `minikafka_benches::log_experiment` and docs/BENCHMARKS.md).
 //! - `mk-bench kafka [--quick] [--out DIR] [--broker external:HOST:PORT | --backend
-//!   uring|portable] [--minikafka-bin PATH] [--idempotence]`: the Kafka-level experiments
+//!   monoio|portable] [--minikafka-bin PATH] [--idempotence]`: the Kafka-level experiments
 //!   against TCP and fio baselines (see `minikafka_benches::kafka_experiment`).
 //! - `mk-bench side-by-side [--quick] [--out DIR] [--peer CMD] [--peer-durable-flag FLAG]
 //!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH] [--only W,..]
@@ -219,8 +219,10 @@ struct SideBySideArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BrokerBackendArg {
-    /// A broker built with the io_uring backend (the default build on Linux).
-    Uring,
+    /// A broker built with the io_uring backend on monoio (the default build on Linux);
+    /// `uring` is accepted for it too.
+    #[value(alias = "uring")]
+    Monoio,
     /// A broker built with `--no-default-features --features portable`.
     Portable,
 }
@@ -258,8 +260,9 @@ struct KafkaArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
-    /// The io_uring (glommio) backend.
-    Uring,
+    /// The io_uring backend on monoio; `uring` is accepted for it too.
+    #[value(alias = "uring")]
+    Monoio,
     /// The portable (smol) backend.
     Portable,
     /// Both, side by side.
@@ -312,9 +315,9 @@ fn main() -> ExitCode {
 
 fn backends(arg: BackendArg) -> Vec<BackendKind> {
     match arg {
-        BackendArg::Uring => vec![BackendKind::Uring],
+        BackendArg::Monoio => vec![BackendKind::Monoio],
         BackendArg::Portable => vec![BackendKind::Portable],
-        BackendArg::Both => vec![BackendKind::Uring, BackendKind::Portable],
+        BackendArg::Both => vec![BackendKind::Monoio, BackendKind::Portable],
     }
 }
 
@@ -411,7 +414,7 @@ fn run_kafka(args: &KafkaArgs) -> Result<(), BenchError> {
                 bin,
                 scratch: scratch.clone(),
                 expect_backend: args.backend.map(|b| match b {
-                    BrokerBackendArg::Uring => "uring".to_owned(),
+                    BrokerBackendArg::Monoio => "monoio".to_owned(),
                     BrokerBackendArg::Portable => "portable".to_owned(),
                 }),
                 shards: args.shards,

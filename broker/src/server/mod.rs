@@ -100,25 +100,12 @@ pub use data_dir::{
 };
 use shared::Shared;
 
-/// The backend the `minikafka` binary runs on: glommio/io_uring on Linux with the `uring`
-/// feature (the default), monoio/io_uring on Linux with the `monoio` feature, smol everywhere
-/// else or with `--features portable` (which wins over both; `monoio` wins over `uring`).
-#[cfg(all(
-    target_os = "linux",
-    feature = "uring",
-    not(feature = "monoio"),
-    not(feature = "portable")
-))]
-pub type DefaultBackend = minikafka_backend_uring::UringBackend;
-/// The backend the `minikafka` binary runs on (see the `uring` variant's documentation).
+/// The backend the `minikafka` binary runs on: io_uring on monoio on Linux with the `monoio`
+/// feature (the default), smol everywhere else or with `--features portable` (which wins).
 #[cfg(all(target_os = "linux", feature = "monoio", not(feature = "portable")))]
 pub type DefaultBackend = minikafka_backend_monoio::MonoioBackend;
-/// The backend the `minikafka` binary runs on (see the `uring` variant's documentation).
-#[cfg(not(all(
-    target_os = "linux",
-    any(feature = "uring", feature = "monoio"),
-    not(feature = "portable")
-)))]
+/// The backend the `minikafka` binary runs on (see the `monoio` variant's documentation).
+#[cfg(not(all(target_os = "linux", feature = "monoio", not(feature = "portable"))))]
 pub type DefaultBackend = minikafka_backend_portable::PortableBackend;
 
 /// How long startup's probe of the listener address waits for a connection.

@@ -1,11 +1,11 @@
-//! Helpers shared by the uring backend's integration tests.
+//! Helpers shared by the monoio backend's integration tests.
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use minikafka_backend_uring::UringBackend;
+use minikafka_backend_monoio::MonoioBackend;
 use minikafka_core::backend::Backend;
 
 /// A fresh, empty directory under the system temp dir, removed on drop.
@@ -14,12 +14,14 @@ pub struct TempDir {
 }
 
 impl TempDir {
-    /// Creates `<tmp>/minikafka-uring-<pid>-<name>-<n>`.
+    /// Creates `<tmp>/minikafka-monoio-<pid>-<name>-<n>`.
     pub fn new(name: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("minikafka-uring-{}-{name}-{n}", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "minikafka-monoio-{}-{name}-{n}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir { path }
@@ -37,11 +39,11 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs `body` on a single uring shard and waits for it; panics in `body` fail the test.
+/// Runs `body` on a single monoio shard and waits for it; panics in `body` fail the test.
 pub fn on_one_shard<F, Fut>(body: F)
 where
-    F: Fn(UringBackend) -> Fut + Send + Sync + 'static,
+    F: Fn(MonoioBackend) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + 'static,
 {
-    UringBackend::run_shards(1, body).expect("start one uring shard");
+    MonoioBackend::run_shards(1, body).expect("start one monoio shard");
 }

@@ -1,4 +1,4 @@
-//! TCP through the uring backend: echo, `SO_REUSEPORT` across shards.
+//! TCP through the monoio backend: echo, `SO_REUSEPORT` across shards.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use common::on_one_shard;
 use futures::{AsyncReadExt, AsyncWriteExt};
-use minikafka_backend_uring::UringBackend;
+use minikafka_backend_monoio::MonoioBackend;
 use minikafka_core::backend::{Backend, BackendListener};
 
 fn loopback() -> SocketAddr {
@@ -102,7 +102,7 @@ fn every_shard_binds_the_same_address() {
     let port = Arc::new(Mutex::new(None::<u16>));
     let bound = Arc::new(Mutex::new(Vec::new()));
     let (port_in, bound_in) = (Arc::clone(&port), Arc::clone(&bound));
-    UringBackend::run_shards(2, move |backend| {
+    MonoioBackend::run_shards(2, move |backend| {
         let (port, bound) = (Arc::clone(&port_in), Arc::clone(&bound_in));
         async move {
             let addr = loop {

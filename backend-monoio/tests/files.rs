@@ -1,4 +1,4 @@
-//! File and directory round trips through the uring backend.
+//! File and directory round trips through the monoio backend.
 
 mod common;
 
@@ -82,7 +82,7 @@ fn reads_longer_than_one_chunk_are_complete() {
     on_one_shard(move |backend| {
         let path = root.join("big");
         async move {
-            let total = minikafka_backend_uring::READ_CHUNK_BYTES * 2 + 123;
+            let total = minikafka_backend_monoio::READ_CHUNK_BYTES * 2 + 123;
             let payload: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
             let file = backend
                 .open(&path, OpenMode::CreateNew)
@@ -164,7 +164,7 @@ fn libc_enoent() -> i32 {
 
 #[test]
 fn relative_paths_work() {
-    // glommio opens with dirfd -1; the backend must make paths absolute first.
+    // Relative paths resolve against the process's working directory, as std's do.
     let dir = TempDir::new("relative");
     let cwd = std::env::current_dir().expect("cwd");
     let relative: PathBuf = pathdiff(dir.path(), &cwd);
