@@ -9,52 +9,15 @@
 //! Run with `TMPDIR` on another filesystem (tmpfs: `TMPDIR=/dev/shm`) to prove the other
 //! write path.
 
-use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
 use bytes::Bytes;
-use minikafka_backend_monoio::{MonoioBackend, WritePath, CACHED_READ_MIN_BYTES};
+use common::{on_one_shard, TempDir};
+use minikafka_backend_monoio::{WritePath, CACHED_READ_MIN_BYTES};
 use minikafka_core::backend::{Backend, BackendFile, OpenMode, INLINE_WRITE_MAX_BYTES};
 
 const OPS: u64 = 25;
 const BLOCK_BYTES: usize = 512;
-
-/// A fresh, empty directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "minikafka-monoio-{}-{name}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `body` on one monoio shard; a panic in it fails the test.
-fn on_one_shard<F, Fut>(body: F)
-where
-    F: Fn(MonoioBackend) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    MonoioBackend::run_shards(1, body).expect("start one monoio shard");
-}
 
 #[test]
 fn file_reads_writes_and_syncs_take_the_documented_paths() {
