@@ -214,6 +214,14 @@ impl Backend for MonoioBackend {
         }
     }
 
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        blocking(func).await
+    }
+
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F) {
         // Dropping monoio's join handle detaches the task.
         drop(monoio::spawn(task));

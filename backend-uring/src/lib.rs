@@ -240,6 +240,14 @@ impl Backend for UringBackend {
         }
     }
 
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        blocking(func).await
+    }
+
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F) {
         glommio::spawn_local(task).detach();
     }

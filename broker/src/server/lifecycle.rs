@@ -191,6 +191,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     if shared.barrier(&backend, Barrier::Listening).await {
         spawn_timers(&state);
         if shard == 0 {
+            super::jwks_refresh::spawn(&state);
             announce(&state);
         }
     }
