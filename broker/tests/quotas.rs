@@ -868,3 +868,37 @@ fn a_client_over_its_request_percentage_gets_throttle_time_and_a_muted_connectio
         assert_eq!(metadata_throttle(&mut client), 0);
     });
 }
+
+#[test]
+fn writing_answers_is_charged_to_the_request_quota_beside_handling_them() {
+    bounded(TEST_LIMIT, || {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let broker = short_window_broker(&[("metrics.listener", &format!("http://{metrics}"))]);
+        let mut admin = TypedClient::connect(broker.addr());
+        let mut client = TypedClient::connect(broker.addr());
+        let charged = |part: &str| {
+            let series = format!("minikafka_request_quota_time_seconds_total{{part=\"{part}\"}}");
+            sample(&scrape(&metrics), &series)
+        };
+        // No request quota: no request is timed.
+        metadata_throttle(&mut client);
+        assert_eq!(charged("handler"), 0.0);
+        assert_eq!(charged("network"), 0.0);
+        // A quota far above what a few requests use: timed and charged, never throttled.
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("client-id", Some(TYPED_CLIENT_ID))],
+                &[("request_percentage", 1_000_000.0, false)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        for _ in 0..20 {
+            assert_eq!(metadata_throttle(&mut client), 0);
+        }
+        // I179: the shard's time writing the answers is charged, beside decoding and handling
+        // them (I159), as Kafka charges network-thread and request-thread time.
+        assert!(charged("handler") > 0.0);
+        assert!(charged("network") > 0.0);
+    });
+}
