@@ -9,12 +9,13 @@
 //!   start (Kafka's `RefreshingHttpsJwks` throws "Could not refresh JWKS" from its
 //!   configuration, which stops the broker).
 //! - An endpoint is fetched again by a task on shard 0 ([`crate::server::jwks_refresh`]), the
-//!   blocking HTTP call on the backend's blocking pool, never on a shard's event loop; a
+//!   blocking HTTP call through [`Backend::run_blocking`](minikafka_core::backend::Backend::run_blocking)
+//!   (a thread of its own), never on a shard's event loop; a
 //!   token's check only reads the keys held. A fetch is bounded in time ([`FETCH_TIMEOUT`],
 //!   connecting within [`CONNECT_TIMEOUT`]) and size ([`MAX_JWKS_BYTES`]: a longer body is
 //!   refused, not truncated); a failed fetch keeps the keys and is retried after
 //!   `...retry.backoff.ms`, doubling up to `...retry.backoff.max.ms`.
-//! - Redirects are not followed; an `https:` endpoint is verified against the OAUTHBEARER
+//! - Redirects are not followed and no proxy is used; an `https:` endpoint is verified against the OAUTHBEARER
 //!   JAAS entry's `ssl.truststore.location` (PEM) when given, else Mozilla's roots.
 
 use std::io::Read as _;
@@ -70,7 +71,8 @@ pub struct HttpEndpoint {
 
 impl HttpEndpoint {
     /// A client for an endpoint, trusting `trust_roots` (DER certificates) when given, else
-    /// Mozilla's roots; redirects are not followed; bounded by the timeouts above.
+    /// Mozilla's roots; redirects are not followed, no proxy is used; bounded by the timeouts
+    /// above.
     pub fn new(
         trust_roots: Option<Vec<Vec<u8>>>,
         retry_backoff_ms: u64,
@@ -90,6 +92,9 @@ impl HttpEndpoint {
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(FETCH_TIMEOUT))
             .max_redirects(0)
+            // Direct: no proxy from the environment (Kafka's JVM client reads none either),
+            // so where a fetch goes does not depend on the broker's environment.
+            .proxy(None)
             .http_status_as_error(true)
             .build()
             .into();
@@ -237,7 +242,7 @@ impl JwksRefresher {
         Duration::from_millis(doubled.min(self.endpoint.retry_backoff_max_ms.max(base)))
     }
 
-    /// The blocking fetch, to run on the backend's blocking pool.
+    /// The blocking fetch, to run through `Backend::run_blocking`.
     pub fn fetch(&self) -> impl FnOnce() -> std::io::Result<Jwks> + Send + 'static {
         let agent = self.endpoint.agent.clone();
         let url = self.url.clone();

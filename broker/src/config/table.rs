@@ -574,7 +574,7 @@ pub static SETTINGS: &[Setting] = &[
     // `listener.name.<listener>.oauthbearer.` may precede these.
     broker("sasl.oauthbearer.jwks.endpoint.url", Kind::String, "",
         Valid::Check(security::check_jwks_url, "empty, a file: URL, or an http(s): URL"),
-        "KIP-768: the JWKS whose keys verify OAUTHBEARER tokens' signatures (RS256/384/512, PS256/384/512, ES256/384); set, unsecured tokens are refused; a file: URL is read, an http(s): URL fetched (10 s at most, no redirects; https: trusts the OAUTHBEARER JAAS entry's ssl.truststore.location PEM, else Mozilla's roots), at startup (the broker does not start without the keys, as Kafka) then every sasl.oauthbearer.jwks.endpoint.refresh.ms; at most 1 MiB",
+        "KIP-768: the JWKS whose keys verify OAUTHBEARER tokens' signatures (RS256/384/512, PS256/384/512, ES256/384); set, unsecured tokens are refused; a file: URL is read, an http(s): URL fetched (10 s at most, no redirects, no proxy; https: trusts the OAUTHBEARER JAAS entry's ssl.truststore.location PEM, else Mozilla's roots), at startup (the broker does not start without the keys, as Kafka) then every sasl.oauthbearer.jwks.endpoint.refresh.ms; at most 1 MiB",
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.jwks.endpoint.url", "")),
     broker("sasl.oauthbearer.expected.audience", Kind::List, "",
@@ -602,7 +602,7 @@ pub static SETTINGS: &[Setting] = &[
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.clock.skew.seconds", "30")),
     broker("sasl.oauthbearer.jwks.endpoint.refresh.ms", Kind::Long, "3600000", Valid::Range(1, i64::MAX),
-        "with a JWKS: how long its keys are used before they are read again (a file: by the next token's check; an http(s): endpoint by a background task on the backend's blocking pool); a read or fetch that fails keeps the keys it had",
+        "with a JWKS: how long its keys are used before they are read again (a file: by the next token's check; an http(s): endpoint by a background task, off the shards' threads); a read or fetch that fails keeps the keys it had",
         |_, _, _| Ok(()),
         |c| explicit_or(c, "sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000")),
     broker("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", Kind::Long, "100", Valid::Range(0, i64::MAX),

@@ -3,7 +3,7 @@
 //! `RefreshingHttpsJwks` does on its own thread.
 //!
 //! Contract (I178): the fetch (a blocking HTTP GET, bounded in time and bytes by
-//! [`crate::config::jwks`]) runs on the backend's blocking pool ([`Backend::run_blocking`]),
+//! [`crate::config::jwks`]) runs through [`Backend::run_blocking`] (a thread of its own),
 //! never on a shard's event loop, so a stalled endpoint delays only the next set of keys;
 //! a failed fetch keeps the keys every connection checks with and is tried again after the
 //! retry backoff, doubling up to its maximum; time comes from the backend; the task ends at
