@@ -47,6 +47,7 @@ pub mod atomic_file;
 pub mod cleaner;
 pub mod commit;
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod partition;
 pub mod produced_batch;
