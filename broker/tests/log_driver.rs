@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use futures::future::join_all;
 
-use minikafka_broker::log::driver::{MachineDriver, SegmentFiles};
+use minikafka_broker::log::driver::{MachineDriver, SegmentFiles, SplitBatch};
 use minikafka_broker::log::partition::machine_config;
 use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
 use minikafka_core::backend::Backend;
@@ -48,7 +48,7 @@ async fn check<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
         backend.clone(),
         dir.clone(),
         machine,
-        vec![first],
+        vec![std::rc::Rc::new(first)],
         Vec::new(),
         NOW_MS,
     );
@@ -59,7 +59,11 @@ async fn check<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
         .collect();
     let answers = join_all(batches.iter().map(|batch| {
         let header = BatchHeader::parse(batch).expect("a valid batch");
-        driver.append(batch.clone(), move |t| Append::produced(t, header), NOW_MS)
+        driver.append(
+            SplitBatch::new(batch.clone()).expect("valid"),
+            move |t| Append::produced(t, header),
+            NOW_MS,
+        )
     }))
     .await;
     let mut next = Offset(0);
@@ -86,10 +90,18 @@ async fn check<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
     let idempotent = Bytes::from(producer_batch(7, 0, 0, 2, 1));
     let header = BatchHeader::parse(&idempotent).expect("valid");
     let first = driver
-        .append(idempotent.clone(), |t| Append::produced(t, header), NOW_MS)
+        .append(
+            SplitBatch::new(idempotent.clone()).expect("valid"),
+            |t| Append::produced(t, header),
+            NOW_MS,
+        )
         .await;
     let retry = driver
-        .append(idempotent, |t| Append::produced(t, header), NOW_MS)
+        .append(
+            SplitBatch::new(idempotent).expect("valid"),
+            |t| Append::produced(t, header),
+            NOW_MS,
+        )
         .await;
     let (Ok(Done::Appended(first)), Ok(Done::Appended(retry))) = (first, retry) else {
         return Err("the idempotent batch or its retry failed".to_string());

@@ -1,7 +1,6 @@
 //! [`MachineDriver`]: carries out a [`PartitionMachine`]'s I/O on a backend — the driver of
-//! docs/DESIGN.md, "The partition log machine" — built and tested on its own, ahead of
-//! [`super::PartitionLog`] owning one (the switch is not done yet: the log still runs its
-//! own write path, so this driver never shares a directory with a live log).
+//! docs/DESIGN.md, "The partition log machine". [`super::PartitionLog`] owns one: the
+//! machine is the one owner of the log's state (I170).
 //!
 //! Shape (I170): the machine sits in a `RefCell` beside the segment files, the batch bytes
 //! by [`RequestToken`] and the callers' oneshots. A caller feeds its input inline
@@ -26,76 +25,46 @@ use std::task::{Poll, Waker};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, StreamExt};
-use minikafka_core::backend::{Backend, BackendFile, OpenMode};
+use minikafka_core::backend::{Backend, BackendFile};
 use minikafka_core::partition::{
     Append, Done, Io, IoFailure, IoKind, IoToken, PartitionError, PartitionMachine, PlacedBatch,
     RequestToken,
 };
-use minikafka_core::record::{patch_base_offset, patch_leader_epoch, HEADER_BYTES};
+use minikafka_core::record::{
+    patch_base_offset, patch_leader_epoch, BatchError, BatchHeader, HEADER_BYTES,
+};
 use minikafka_core::types::Offset;
 
 use super::producers;
-use super::segment::{index_file_name, log_file_name, time_index_file_name};
+use super::segment::Segment;
+pub use super::segment::SegmentFiles;
 use super::start_offset;
 use super::txn_index;
 use super::LEADER_EPOCH;
 use crate::metrics::SyncStats;
 
-/// One segment's three open files, as the driver writes them (the machine holds its state).
-pub struct SegmentFiles<B: Backend> {
-    base_offset: Offset,
-    log_path: PathBuf,
-    index_path: PathBuf,
-    time_index_path: PathBuf,
-    log: B::File,
-    index: B::File,
-    time_index: B::File,
+/// A produced batch held in two pieces until it is written: its fixed header, copied out so
+/// the driver can patch it (base offset, leader epoch; a log-append-time stamp), and the
+/// records after it, which stay the caller's bytes (a slice of the request frame).
+pub struct SplitBatch {
+    /// The fixed header.
+    pub head: [u8; HEADER_BYTES],
+    /// The records, not copied.
+    pub records: Bytes,
 }
 
-impl<B: Backend> SegmentFiles<B> {
-    /// Creates the three files of an empty segment at `base_offset` (cutting leftovers of the
-    /// same name) and syncs the directory (`IoKind::CreateSegment`).
-    pub async fn create(backend: &B, dir: &Path, base_offset: Offset) -> io::Result<Self> {
-        let log_path = dir.join(log_file_name(base_offset));
-        let index_path = dir.join(index_file_name(base_offset));
-        let time_index_path = dir.join(time_index_file_name(base_offset));
-        let log = backend.open(&log_path, OpenMode::ReadWriteCreate).await?;
-        log.truncate(0).await?;
-        let index = backend.open(&index_path, OpenMode::ReadWriteCreate).await?;
-        index.truncate(0).await?;
-        let time_index = backend
-            .open(&time_index_path, OpenMode::ReadWriteCreate)
-            .await?;
-        time_index.truncate(0).await?;
-        backend.sync_dir(dir).await?;
-        Ok(SegmentFiles {
-            base_offset,
-            log_path,
-            index_path,
-            time_index_path,
-            log,
-            index,
-            time_index,
+impl SplitBatch {
+    /// Splits a batch; one shorter than [`HEADER_BYTES`] is core's truncated-header error
+    /// (validation has refused it already).
+    pub fn new(batch: Bytes) -> Result<SplitBatch, BatchError> {
+        BatchHeader::parse(&batch)?;
+        let mut head = [0u8; HEADER_BYTES];
+        head.copy_from_slice(&batch[..HEADER_BYTES]);
+        Ok(SplitBatch {
+            head,
+            records: batch.slice(HEADER_BYTES..),
         })
     }
-
-    /// The segment's base offset.
-    pub fn base_offset(&self) -> Offset {
-        self.base_offset
-    }
-
-    /// Reads up to `len` bytes at `pos` of the `.log` (fewer only at the end of the file).
-    pub async fn read_log(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        let (result, buf) = self.log.read_at(Vec::with_capacity(len), pos, len).await;
-        result.map(|()| buf)
-    }
-}
-
-/// A batch waiting for its `WriteLog`: its fixed header, copied to be patched, and its records
-/// (the caller's bytes, not copied).
-struct HeldBatch {
-    head: [u8; HEADER_BYTES],
-    records: Bytes,
 }
 
 /// Wakes the driver task: set by a caller after an input, taken by the task.
@@ -130,7 +99,7 @@ struct Shared<B: Backend> {
     dir: PathBuf,
     machine: RefCell<PartitionMachine>,
     files: RefCell<BTreeMap<Offset, Rc<SegmentFiles<B>>>>,
-    batches: RefCell<HashMap<RequestToken, HeldBatch>>,
+    batches: RefCell<HashMap<RequestToken, SplitBatch>>,
     waiters: RefCell<HashMap<RequestToken, Reply>>,
     next_token: Cell<u64>,
     /// The latest `now_ms` an input brought (stamps I/O completions).
@@ -141,6 +110,10 @@ struct Shared<B: Backend> {
     /// Offsets of the producer snapshots on disk, ascending (pruned after each write).
     snapshots: RefCell<Vec<Offset>>,
     sync_stats: SyncStats,
+    /// Appends are held back (the `hold_appends` test hook): fed to the machine together,
+    /// in arrival order, when the hold ends.
+    held: Cell<bool>,
+    deferred: RefCell<Vec<Append>>,
 }
 
 type IoFuture = Pin<Box<dyn Future<Output = (IoToken, Result<(), IoFailure>)>>>;
@@ -157,13 +130,13 @@ impl<B: Backend> MachineDriver<B> {
         backend: B,
         dir: PathBuf,
         machine: PartitionMachine,
-        files: Vec<SegmentFiles<B>>,
+        files: Vec<Rc<SegmentFiles<B>>>,
         snapshots: Vec<Offset>,
         now_ms: i64,
     ) -> Self {
         let files = files
             .into_iter()
-            .map(|f| (f.base_offset, Rc::new(f)))
+            .map(|f| (f.base_offset(), f))
             .collect::<BTreeMap<_, _>>();
         assert!(
             machine
@@ -185,6 +158,8 @@ impl<B: Backend> MachineDriver<B> {
             dropped: Cell::new(false),
             snapshots: RefCell::new(snapshots),
             sync_stats: SyncStats::new(),
+            held: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
         });
         backend.spawn_local(run(shared.clone()));
         MachineDriver { shared }
@@ -193,6 +168,80 @@ impl<B: Backend> MachineDriver<B> {
     /// Reads the machine (getters, `fetch_plan`): never across an `.await`.
     pub fn with_machine<T>(&self, read: impl FnOnce(&PartitionMachine) -> T) -> T {
         read(&self.shared.machine.borrow())
+    }
+
+    /// Changes the machine with no I/O (`reconfigure`, `forget_aborted`): never across an
+    /// `.await`.
+    pub fn with_machine_mut<T>(&self, change: impl FnOnce(&mut PartitionMachine) -> T) -> T {
+        change(&mut self.shared.machine.borrow_mut())
+    }
+
+    /// The latest `now_ms` an input brought.
+    pub fn now_ms(&self) -> i64 {
+        self.shared.now_ms.get()
+    }
+
+    /// Snapshots of the machine's segments over their files, oldest first.
+    pub fn segments(&self) -> Vec<Rc<Segment<B>>> {
+        let machine = self.shared.machine.borrow();
+        let files = self.shared.files.borrow();
+        machine
+            .segments()
+            .iter()
+            .map(|s| Rc::new(Segment::snapshot(files[&s.base_offset].clone(), s.clone())))
+            .collect()
+    }
+
+    /// A snapshot of the active segment over its files.
+    pub fn active_segment(&self) -> Rc<Segment<B>> {
+        let machine = self.shared.machine.borrow();
+        let active = &machine.segments()[machine.segments().len() - 1];
+        let files = self.shared.files.borrow()[&active.base_offset].clone();
+        Rc::new(Segment::snapshot(files, active.clone()))
+    }
+
+    /// The cleaner's swap (I24): `new` replaces the sealed segments at `old` in the machine,
+    /// and its files theirs. False, changing nothing, when the machine refuses.
+    pub fn replace_segments(&self, old: &[Offset], new: &Segment<B>) -> bool {
+        let replaced = self
+            .shared
+            .machine
+            .borrow_mut()
+            .replace_segments(old, new.machine_state());
+        if replaced {
+            let mut files = self.shared.files.borrow_mut();
+            for base in old {
+                files.remove(base);
+            }
+            files.insert(new.base_offset(), new.files().clone());
+        }
+        replaced
+    }
+
+    /// Offsets of the producer snapshots on disk, ascending.
+    pub fn snapshot_offsets(&self) -> Vec<Offset> {
+        self.shared.snapshots.borrow().clone()
+    }
+
+    /// Holds appends back until [`release`](Self::release): they are then placed together,
+    /// in arrival order (a test hook).
+    pub fn hold(&self) {
+        self.shared.held.set(true);
+    }
+
+    /// Ends a [`hold`](Self::hold): the driver task hands the appends held back to the
+    /// machine together at its next turn (one whose caller went away before that is dropped).
+    pub fn release(&self) {
+        self.shared.held.set(false);
+        self.shared.kick.kick();
+    }
+
+    /// Takes the files of every segment out of the driver (after the close), for the caller
+    /// to close those no read holds.
+    pub fn take_files(&self) -> Vec<Rc<SegmentFiles<B>>> {
+        std::mem::take(&mut *self.shared.files.borrow_mut())
+            .into_values()
+            .collect()
     }
 
     /// The files of the segment at `base_offset`, while the machine holds it.
@@ -205,23 +254,22 @@ impl<B: Backend> MachineDriver<B> {
         &self.shared.sync_stats
     }
 
-    /// Appends one validated batch (I3) of `kind` with header `header`, answered under the
-    /// flush policy. `batch` is the whole batch; its records are written as they are.
+    /// Appends one validated batch (I3), answered under the flush policy; `append` makes the
+    /// machine's input from the request's token. Its records are written as they are.
     pub async fn append(
         &self,
-        batch: Bytes,
+        held: SplitBatch,
         append: impl FnOnce(RequestToken) -> Append,
         now_ms: i64,
     ) -> Result<Done, PartitionError> {
-        let mut head = [0u8; HEADER_BYTES];
-        head.copy_from_slice(&batch[..HEADER_BYTES]);
-        let held = HeldBatch {
-            head,
-            records: batch.slice(HEADER_BYTES..),
-        };
         self.request(now_ms, true, |machine, token| {
             self.shared.batches.borrow_mut().insert(token, held);
-            machine.handle_append([append(token)], now_ms);
+            // Behind the appends held back, in arrival order (I27).
+            if self.shared.held.get() || !self.shared.deferred.borrow().is_empty() {
+                self.shared.deferred.borrow_mut().push(append(token));
+            } else {
+                machine.handle_append([append(token)], now_ms);
+            }
         })
         .await
     }
@@ -329,11 +377,18 @@ impl<B: Backend> Drop for CancelOnDrop<'_, B> {
     fn drop(&mut self) {
         self.shared.waiters.borrow_mut().remove(&self.token);
         if self.cancellable {
-            let dropped = self
-                .shared
-                .machine
-                .borrow_mut()
-                .handle_cancel(self.token, self.now_ms);
+            let held_back = {
+                let mut deferred = self.shared.deferred.borrow_mut();
+                let before = deferred.len();
+                deferred.retain(|a| a.token != self.token);
+                deferred.len() != before
+            };
+            let dropped = held_back
+                || self
+                    .shared
+                    .machine
+                    .borrow_mut()
+                    .handle_cancel(self.token, self.now_ms);
             if dropped {
                 self.shared.batches.borrow_mut().remove(&self.token);
             }
@@ -455,9 +510,9 @@ impl<B: Backend> Shared<B> {
                 };
                 // The log first: a crash between leaves indexes without a log, which the
                 // next open removes.
-                remove_if_present(&self.backend, &files.log_path).await?;
-                remove_if_present(&self.backend, &files.index_path).await?;
-                remove_if_present(&self.backend, &files.time_index_path).await?;
+                remove_if_present(&self.backend, files.log_path()).await?;
+                remove_if_present(&self.backend, files.index_path()).await?;
+                remove_if_present(&self.backend, files.time_index_path()).await?;
                 txn_index::remove(&self.backend, &self.dir, base_offset).await
             }
             IoKind::SyncDir => self.backend.sync_dir(&self.dir).await,
@@ -518,6 +573,11 @@ impl<B: Backend> Shared<B> {
 async fn run<B: Backend>(shared: Rc<Shared<B>>) {
     let mut in_flight: FuturesUnordered<IoFuture> = FuturesUnordered::new();
     loop {
+        if !shared.held.get() && !shared.deferred.borrow().is_empty() {
+            let deferred = std::mem::take(&mut *shared.deferred.borrow_mut());
+            let now_ms = shared.now_ms.get();
+            shared.machine.borrow_mut().handle_append(deferred, now_ms);
+        }
         loop {
             let io = shared.machine.borrow_mut().poll_io();
             let Some(io) = io else { break };
