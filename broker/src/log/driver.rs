@@ -6,7 +6,7 @@
 //! by [`RequestToken`] and the callers' oneshots. A caller feeds its input inline
 //! (`handle_append` in arrival order, so offsets follow arrival order, I27) and wakes the
 //! partition's one driver task; that task drains `poll_io` into a set of I/O futures run
-//! concurrently (a write group beside a sync, as the log does today), feeds each completion
+//! concurrently (a write group beside a sync), feeds each completion
 //! back with `handle_io_done`, and sends every `poll_ack` answer to its caller. The machine
 //! is never borrowed across an `.await`. A caller that goes away before its append was
 //! placed cancels it (`handle_cancel`); once placed, the write goes on and the answer is
@@ -203,11 +203,23 @@ impl<B: Backend> MachineDriver<B> {
     /// The cleaner's swap (I24): `new` replaces the sealed segments at `old` in the machine,
     /// and its files theirs. False, changing nothing, when the machine refuses.
     pub fn replace_segments(&self, old: &[Offset], new: &Segment<B>) -> bool {
-        let replaced = self
-            .shared
-            .machine
-            .borrow_mut()
-            .replace_segments(old, new.machine_state());
+        let mut machine = self.shared.machine.borrow_mut();
+        let mut state = new.machine_state();
+        // The cleaned segment covers the run's offsets even when compaction removed the
+        // run's last records (I1 allows gaps in a sealed segment): it ends where the run
+        // ended, as the cleaner's own view of a sealed segment does (`segment_facts`).
+        let run_end = old.last().and_then(|last| {
+            machine
+                .segments()
+                .iter()
+                .find(|s| s.base_offset == *last)
+                .map(|s| s.next_offset)
+        });
+        if let Some(end) = run_end.filter(|end| state.next_offset <= *end) {
+            state.next_offset = end;
+        }
+        let replaced = machine.replace_segments(old, state);
+        drop(machine);
         if replaced {
             let mut files = self.shared.files.borrow_mut();
             for base in old {
@@ -428,6 +440,10 @@ impl<B: Backend> Shared<B> {
                 let files = self.files_of(segment)?;
                 let parts = self.patched_parts(&batches);
                 let (written, _parts) = files.log.write_parts_at(parts, position).await;
+                if written.is_ok() {
+                    // The appends the next sync covers (the metrics' appends per sync).
+                    self.sync_stats.written(batches.len() as u64);
+                }
                 written
             }
             IoKind::WriteIndex {
