@@ -113,9 +113,9 @@ enum RollStep {
     SyncLog,
     SyncIndexes,
     Create,
-    /// The producer snapshot at the new segment's base: the roll ends when it is done, so a
-    /// snapshot exists at every roll before the next group is written (its failure only
-    /// makes the next open replay more).
+    /// The producer snapshot at the new segment's base (I171): the roll ends when it is
+    /// done, so a snapshot exists at every roll before the next group is written (its failure
+    /// only makes the next open replay more).
     Snapshot,
 }
 
