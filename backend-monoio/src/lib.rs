@@ -215,6 +215,24 @@ impl Backend for MonoioBackend {
         }
     }
 
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        // A thread of its own, not the shard's blocking pool (one thread, which the shard's
+        // file operations queue on): a call that blocks for long delays nothing else.
+        let (answer, answered) = futures::channel::oneshot::channel();
+        std::thread::Builder::new()
+            .name("blocking-call".into())
+            .spawn(move || {
+                let _ = answer.send(func());
+            })?;
+        answered
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the blocking call's thread ended")))
+    }
+
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F) {
         // Dropping monoio's join handle detaches the task.
         drop(monoio::spawn(task));

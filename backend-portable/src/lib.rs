@@ -604,6 +604,16 @@ impl Backend for PortableBackend {
         }
     }
 
+    /// On smol's blocking pool (`smol::unblock`), which grows a thread while its others are
+    /// busy, so a call that blocks for long delays no file operation.
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        smol::unblock(func).await
+    }
+
     /// Spawns `task`, detached, on this thread's shard executor.
     ///
     /// # Panics

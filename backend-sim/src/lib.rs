@@ -463,6 +463,15 @@ impl Backend for SimBackend {
         Sleep { at: deadline }.await;
     }
 
+    /// In place: the simulated world is single-threaded and replays exactly.
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        func()
+    }
+
     /// # Panics
     /// Outside `run_shards` on this thread.
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F) {

@@ -868,3 +868,101 @@ fn a_client_over_its_request_percentage_gets_throttle_time_and_a_muted_connectio
         assert_eq!(metadata_throttle(&mut client), 0);
     });
 }
+
+#[test]
+fn writing_answers_is_charged_to_the_request_quota_beside_handling_them() {
+    bounded(TEST_LIMIT, || {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let broker = short_window_broker(&[("metrics.listener", &format!("http://{metrics}"))]);
+        let mut admin = TypedClient::connect(broker.addr());
+        let mut client = TypedClient::connect(broker.addr());
+        let charged = |part: &str| {
+            let series = format!("minikafka_request_quota_time_seconds_total{{part=\"{part}\"}}");
+            sample(&scrape(&metrics), &series)
+        };
+        // No request quota: no request is timed.
+        metadata_throttle(&mut client);
+        assert_eq!(charged("handler"), 0.0);
+        assert_eq!(charged("network"), 0.0);
+        // A quota far above what a few requests use: timed and charged, never throttled.
+        let codes = alter(
+            &mut admin,
+            vec![entry(
+                &[("client-id", Some(TYPED_CLIENT_ID))],
+                &[("request_percentage", 1_000_000.0, false)],
+            )],
+        );
+        assert_eq!(codes, vec![0]);
+        for _ in 0..20 {
+            assert_eq!(metadata_throttle(&mut client), 0);
+        }
+        // I179: the shard's time writing the answers is charged, beside decoding and handling
+        // them (I159), as Kafka charges network-thread and request-thread time.
+        assert!(charged("handler") > 0.0);
+        assert!(charged("network") > 0.0);
+    });
+}
+
+/// Sends ApiVersions v0 on a new connection; whether an answer came within `wait`.
+fn answered_within(addr: std::net::SocketAddr, wait: Duration) -> (TcpStream, bool) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    // size 10: api_key 18, version 0, correlation id 1, null client id.
+    stream
+        .write_all(&[0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff])
+        .expect("send");
+    let mut size = [0_u8; 4];
+    let answered = stream.read_exact(&mut size).is_ok();
+    (stream, answered)
+}
+
+#[test]
+fn a_broker_stopped_while_an_accept_waits_for_the_creation_rate_stops_without_serving_it() {
+    bounded(TEST_LIMIT, || {
+        // One connection per second over 60 s samples: the 62nd connection or so makes the
+        // accept loop wait up to a whole sample (60 s, longer than a stop may take).
+        let mut broker = Broker::builder()
+            .with("quota.window.num", "2")
+            .with("quota.window.size.seconds", "60")
+            .with("listener.name.plaintext.max.connection.creation.rate", "1")
+            .start();
+        let mut served = Vec::new();
+        let delayed = loop {
+            let (stream, answered) = answered_within(broker.addr(), Duration::from_secs(3));
+            if !answered {
+                break stream;
+            }
+            served.push(stream);
+            assert!(served.len() < 200, "the accept loop never waited");
+        };
+        // I160: told to stop while its accept loop waits, the broker ends the wait: it exits
+        // cleanly (within the stop limit, far less than the wait) and the waiting connection
+        // is closed without ever being served.
+        let status = broker.stop();
+        assert!(status.success(), "{status:?}");
+        let mut delayed = delayed;
+        delayed
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut byte = [0_u8; 1];
+        assert!(
+            !matches!(delayed.read(&mut byte), Ok(n) if n > 0),
+            "the waiting connection was served"
+        );
+        // Every accept loop ended, the waiting one included, before the shutdown completed.
+        let output = broker.output();
+        let ended: Vec<usize> = output
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains("stopped accepting"))
+            .map(|(i, _)| i)
+            .collect();
+        let clean = output
+            .lines()
+            .position(|l| l.contains("clean shutdown"))
+            .expect("a clean shutdown");
+        let shards: usize = common::TEST_SHARDS.parse().expect("a number");
+        assert_eq!(ended.len(), shards, "accept loops that ended:\n{output}");
+        assert!(ended.iter().all(|i| *i < clean), "{output}");
+    });
+}

@@ -12,11 +12,21 @@
 //! and an unsecured `alg: none` token. kfake (the peer) does not validate JWKS, so these run
 //! against minikafka only.
 //!
+//! The same keys served by an `http:` and an `https:` endpoint inside the test (I178): fetched
+//! at startup (a broker whose endpoint fails does not start, as Kafka), rotated keys picked up
+//! after the refresh interval, an oversized body refused, an `https:` endpoint trusted only
+//! through the OAUTHBEARER JAAS entry's `ssl.truststore.location`, and a refresh that fails or
+//! stalls keeps the keys while the broker serves on.
+//!
 //! Contract: every test starts its own broker ([`common::Broker`]) inside [`common::bounded`].
 
 mod common;
 
+use std::io::Write as _;
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -283,7 +293,7 @@ fn a_missing_or_oversized_jwks_stops_the_broker_from_starting() {
         for url in [
             format!("file://{}", big.display()),
             format!("file://{}", dir.path().join("absent.json").display()),
-            "https://idp.example/jwks".to_string(),
+            "ftp://idp.example/jwks".to_string(),
         ] {
             let out = std::process::Command::new(common::minikafka_bin())
                 .arg("--override")
@@ -303,5 +313,330 @@ fn a_missing_or_oversized_jwks_stops_the_broker_from_starting() {
                 "{url}: {err}"
             );
         }
+    });
+}
+
+/// What the test's JWKS endpoint answers.
+#[derive(Clone)]
+enum Answer {
+    /// 200 with this body.
+    Json(String),
+    /// This status, no body.
+    Status(u16),
+    /// Reads the request, then holds the connection, answering nothing, until released.
+    Stall,
+}
+
+/// A JWKS endpoint on 127.0.0.1 (plain HTTP, or HTTPS when given a server config), one thread
+/// per connection; every connection is answered and closed.
+struct JwksServer {
+    url: String,
+    answer: Arc<Mutex<Answer>>,
+    requests: Arc<AtomicUsize>,
+    stalled: Arc<AtomicUsize>,
+    release: Arc<AtomicBool>,
+}
+
+impl JwksServer {
+    fn start(answer: Answer, tls: Option<Arc<rustls::ServerConfig>>) -> JwksServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let server = JwksServer {
+            url: format!("{scheme}://127.0.0.1:{port}/.well-known/jwks.json"),
+            answer: Arc::new(Mutex::new(answer)),
+            requests: Arc::new(AtomicUsize::new(0)),
+            stalled: Arc::new(AtomicUsize::new(0)),
+            release: Arc::new(AtomicBool::new(false)),
+        };
+        let (answer, requests) = (Arc::clone(&server.answer), Arc::clone(&server.requests));
+        let (stalled, release) = (Arc::clone(&server.stalled), Arc::clone(&server.release));
+        // Detached: the listener lives as long as the test process, which ends with the test.
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (answer, requests) = (Arc::clone(&answer), Arc::clone(&requests));
+                let (stalled, release) = (Arc::clone(&stalled), Arc::clone(&release));
+                let tls = tls.clone();
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    let reply = |io: &mut dyn ReadWrite| {
+                        serve_one(io, &answer, &requests, &stalled, &release);
+                    };
+                    match tls {
+                        Some(config) => {
+                            let conn = rustls::ServerConnection::new(config).expect("TLS");
+                            let mut io = rustls::StreamOwned::new(conn, stream);
+                            reply(&mut io);
+                            io.conn.send_close_notify();
+                            let _ = io.flush();
+                        }
+                        None => {
+                            let mut io = stream;
+                            reply(&mut io);
+                        }
+                    }
+                });
+            }
+        });
+        server
+    }
+
+    fn answer(&self, answer: Answer) {
+        *self.answer.lock().expect("answer") = answer;
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// Waits (bounded) until `done()`.
+    fn wait_for(&self, what: &str, done: impl Fn(&JwksServer) -> bool) {
+        let mut tries = 0;
+        while !done(self) {
+            tries += 1;
+            assert!(tries < 400, "never: {what}");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+trait ReadWrite: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
+
+fn serve_one(
+    io: &mut dyn ReadWrite,
+    answer: &Mutex<Answer>,
+    requests: &AtomicUsize,
+    stalled: &AtomicUsize,
+    release: &AtomicBool,
+) {
+    let mut request = Vec::new();
+    let mut buf = [0_u8; 1024];
+    while !contains(&request, b"\r\n\r\n") {
+        match io.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+        if request.len() > 16 * 1024 {
+            return;
+        }
+    }
+    assert!(request.starts_with(b"GET /.well-known/jwks.json "), "a GET");
+    requests.fetch_add(1, Ordering::SeqCst);
+    let answer = answer.lock().expect("answer").clone();
+    let reply = match answer {
+        Answer::Json(body) => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        Answer::Status(code) => {
+            format!("HTTP/1.1 {code} Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        }
+        Answer::Stall => {
+            stalled.fetch_add(1, Ordering::SeqCst);
+            for _ in 0..3000 {
+                if release.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stalled.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+    };
+    let _ = io.write_all(reply.as_bytes());
+    let _ = io.flush();
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn jwks_json(keys: &[Value]) -> String {
+    json!({ "keys": keys }).to_string()
+}
+
+/// A broker whose OAUTHBEARER listener fetches its JWKS from `url`, with `extra` settings.
+fn broker_with_endpoint(url: &str, extra: &[(&str, &str)]) -> Broker {
+    let prefix = "listener.name.sasl_plaintext.oauthbearer.";
+    let mut builder = Broker::builder()
+        .listener("SASL_PLAINTEXT")
+        // One shard: a fetch that blocked a shard's loop would block every connection.
+        .with("num.shards", "1")
+        .with(
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "OAUTHBEARER",
+        )
+        .with(&format!("{prefix}sasl.oauthbearer.jwks.endpoint.url"), url)
+        .with(&format!("{prefix}sasl.oauthbearer.expected.issuer"), ISSUER);
+    for (k, v) in extra {
+        builder = builder.with(k, v);
+    }
+    builder.start()
+}
+
+/// Runs `minikafka` with an OAUTHBEARER listener whose JWKS is `url` (and `extra` overrides)
+/// and returns its stderr; it must exit without serving.
+fn refused_start(dir: &Path, url: &str, extra: &[String]) -> String {
+    let mut cmd = std::process::Command::new(common::minikafka_bin());
+    cmd.args(["--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0"])
+        .args(["--override", "sasl.enabled.mechanisms=OAUTHBEARER"])
+        .arg("--override")
+        .arg(format!("sasl.oauthbearer.jwks.endpoint.url={url}"))
+        .arg("--override")
+        .arg(format!("log.dirs={}", dir.join("data").display()));
+    for e in extra {
+        cmd.arg("--override").arg(e);
+    }
+    let out = cmd.output().expect("minikafka runs");
+    assert!(!out.status.success(), "{url}: started");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("sasl.oauthbearer.jwks.endpoint.url"),
+        "{url}: {err}"
+    );
+    err
+}
+
+#[test]
+fn an_http_jwks_is_fetched_at_startup_and_rotated_keys_after_the_refresh_interval() {
+    bounded(LIMIT, || {
+        let old = EcKey::new();
+        let new = EcKey::new();
+        let server = JwksServer::start(Answer::Json(jwks_json(&[old.jwk("old")])), None);
+        let broker = broker_with_endpoint(
+            &server.url,
+            &[("sasl.oauthbearer.jwks.endpoint.refresh.ms", "200")],
+        );
+        assert!(server.requests() >= 1, "fetched at startup");
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        let token = new.token("new", &claims("bob"));
+        assert!(!authenticates(&broker, &token), "not in the JWKS yet");
+        // Rotation at the identity provider: the new key beside the old one; no restart.
+        server.answer(Answer::Json(jwks_json(&[old.jwk("old"), new.jwk("new")])));
+        let mut tries = 0;
+        while !authenticates(&broker, &token) {
+            tries += 1;
+            assert!(tries < 200, "the new key was never fetched");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_accepted(&broker, &old.token("old", &claims("carol")));
+    });
+}
+
+#[test]
+fn a_failed_or_stalled_refresh_keeps_the_keys_and_blocks_no_connection() {
+    bounded(LIMIT, || {
+        let old = EcKey::new();
+        let new = EcKey::new();
+        let server = JwksServer::start(Answer::Json(jwks_json(&[old.jwk("old")])), None);
+        let broker = broker_with_endpoint(
+            &server.url,
+            &[
+                ("sasl.oauthbearer.jwks.endpoint.refresh.ms", "100"),
+                ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "20"),
+                ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "100"),
+            ],
+        );
+        // The endpoint fails: fetches are retried, the keys kept.
+        server.answer(Answer::Status(500));
+        let before = server.requests();
+        server.wait_for("retries after a failed fetch", |s| {
+            s.requests() >= before + 3
+        });
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        // An oversized set is refused and the keys kept (I166).
+        let filler = " ".repeat(1024 * 1024);
+        server.answer(Answer::Json(format!(
+            "{}{filler}",
+            jwks_json(&[new.jwk("new")])
+        )));
+        let before = server.requests();
+        server.wait_for("an oversized set fetched", |s| s.requests() >= before + 2);
+        assert!(!authenticates(&broker, &new.token("new", &claims("bob"))));
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        // The endpoint stalls mid-fetch: the one shard still authenticates and serves.
+        server.answer(Answer::Stall);
+        server.wait_for("a fetch stalled", |s| s.stalled.load(Ordering::SeqCst) >= 1);
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        assert_accepted(&broker, &old.token("old", &claims("dave")));
+        assert!(
+            server.stalled.load(Ordering::SeqCst) >= 1,
+            "served while the fetch was still stalled"
+        );
+        // The endpoint recovers: the stalled fetch fails, the retry gets the new set.
+        server.answer(Answer::Json(jwks_json(&[new.jwk("new")])));
+        server.release.store(true, Ordering::SeqCst);
+        let token = new.token("new", &claims("bob"));
+        let mut tries = 0;
+        while !authenticates(&broker, &token) {
+            tries += 1;
+            assert!(tries < 200, "the new key was never fetched");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!authenticates(&broker, &old.token("old", &claims("alice"))));
+    });
+}
+
+#[test]
+fn an_https_jwks_is_trusted_through_the_jaas_truststore_and_startup_needs_the_keys() {
+    bounded(LIMIT, || {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // A self-signed certificate for 127.0.0.1, made here (no key material is committed).
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("certificate");
+        let ca = dir.path().join("idp-ca.pem");
+        std::fs::write(&ca, cert.pem()).expect("written");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .expect("server config");
+        let ec = EcKey::new();
+        let server = JwksServer::start(
+            Answer::Json(jwks_json(&[ec.jwk("k1")])),
+            Some(Arc::new(tls)),
+        );
+        let jaas = format!(
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ssl.truststore.type=\"PEM\" ssl.truststore.location=\"{}\";",
+            ca.display()
+        );
+        let broker = broker_with_endpoint(
+            &server.url,
+            &[(
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+                &jaas,
+            )],
+        );
+        assert_accepted(&broker, &ec.token("k1", &claims("alice")));
+        drop(broker);
+
+        // Without the truststore the endpoint's certificate is not trusted: no keys, no start.
+        let err = refused_start(dir.path(), &server.url, &[]);
+        assert!(err.contains("cannot fetch"), "{err}");
+        // An endpoint that refuses connections, answers an error, or sends more than 1 MiB.
+        let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = closed.local_addr().expect("addr").port();
+        drop(closed);
+        refused_start(dir.path(), &format!("http://127.0.0.1:{port}/jwks"), &[]);
+        let plain = JwksServer::start(Answer::Status(404), None);
+        let err = refused_start(dir.path(), &plain.url, &[]);
+        assert!(err.contains("404"), "{err}");
+        plain.answer(Answer::Json(format!(
+            "{}{}",
+            jwks_json(&[]),
+            " ".repeat(1024 * 1024)
+        )));
+        let err = refused_start(dir.path(), &plain.url, &[]);
+        assert!(err.contains("larger than"), "{err}");
     });
 }

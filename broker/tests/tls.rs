@@ -696,7 +696,7 @@ fn a_keystore_altered_at_run_time_serves_new_handshakes_and_a_bad_one_is_refused
     bounded(TEST_LIMIT, || {
         let pki = pki();
         let location = "listener.name.ssl.ssl.keystore.location";
-        let broker = Broker::builder()
+        let mut broker = Broker::builder()
             .listener("SSL")
             .with("node.id", "1")
             .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
@@ -772,6 +772,27 @@ fn a_keystore_altered_at_run_time_serves_new_handshakes_and_a_bad_one_is_refused
                 .expect("re-read");
             assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker3,O=test");
         });
+        // I180: the altered location was stored, as Kafka stores a dynamic broker config: a
+        // restart serves it, not the static one.
+        assert!(broker.stop().success());
+        broker.restart();
+        let addr = broker.listener_addr("SSL");
+        smol::block_on(async {
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker3,O=test");
+        });
+        // A stored keystore that no longer loads is logged; the static one serves.
+        std::fs::remove_file(pki.path("broker2.pem")).expect("removed");
+        assert!(broker.stop().success());
+        broker.restart();
+        let addr = broker.listener_addr("SSL");
+        smol::block_on(async {
+            assert_eq!(connect_seeing(addr, &client).await.0, "CN=broker,O=test");
+        });
+        assert!(
+            broker.output().contains("do not load"),
+            "{}",
+            broker.output()
+        );
     });
 }
 

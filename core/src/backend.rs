@@ -321,6 +321,15 @@ pub trait Backend: Clone + 'static {
     /// Completes once [`Backend::now`] has reached `deadline` (at once if it has).
     async fn sleep_until(&self, deadline: MonoTime);
 
+    /// Runs `func`, a call that may block for long (a JWKS fetched over HTTP, with its own
+    /// timeouts), off this shard's event loop and without delaying the shard's other blocking
+    /// work (its file operations): on a thread of its own, or a blocking pool that grows. The
+    /// simulated backend runs it in place (its world is single-threaded and replays exactly).
+    async fn run_blocking<R, F>(&self, func: F) -> io::Result<R>
+    where
+        F: FnOnce() -> io::Result<R> + Send + 'static,
+        R: Send + 'static;
+
     /// Runs `task` on this shard, detached.
     fn spawn_local<F: Future<Output = ()> + 'static>(&self, task: F);
 

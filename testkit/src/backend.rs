@@ -1,5 +1,5 @@
 //! Backend conformance: the behaviour every [`Backend`] must show, checked through the trait
-//! alone so the uring and portable backends (and wrappers such as
+//! alone so the monoio (io_uring) and portable backends (and wrappers such as
 //! [`FaultyBackend`](crate::fault::FaultyBackend)) run the same code.
 //!
 //! Contract:
@@ -570,6 +570,42 @@ pub async fn check_spawn_local_runs<B: Backend>(backend: &B, _dir: &Path) -> Res
     })
 }
 
+/// `run_blocking` runs its call on another thread and answers its result, and a call that
+/// blocks does not hold back the shard's file operations: here the call waits until the
+/// shard has created a directory and written a file (a backend that queued file work behind
+/// it would have the call give up, bounded, and the check fail).
+pub async fn check_run_blocking_delays_no_file_operation<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Result<(), String> {
+    let dir = dir.join("run_blocking");
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let shard_thread = std::thread::current().id();
+    let call = backend.run_blocking(move || {
+        let elsewhere = std::thread::current().id() != shard_thread;
+        let was_released = released.recv_timeout(CHECK_TIMEOUT / 2).is_ok();
+        Ok((elsewhere, was_released))
+    });
+    let file_work = async {
+        step("create_dir_all", backend.create_dir_all(&dir).await)?;
+        write_file(backend, &dir.join("written"), b"while a call blocks").await?;
+        let _ = release.send(());
+        Ok::<(), String>(())
+    };
+    let (called, worked) = futures::join!(
+        within(backend, "run_blocking", call),
+        within(backend, "file work beside run_blocking", file_work)
+    );
+    worked??;
+    let (elsewhere, was_released) = step("run_blocking", called?)?;
+    ensure(elsewhere, || {
+        "run_blocking ran its call on the shard's thread".into()
+    })?;
+    ensure(was_released, || {
+        "the shard's file operations waited for a blocking call".into()
+    })
+}
+
 /// `run_shards(2, …)` runs `main` once on each of `ShardId(0)` and `ShardId(1)`, on two
 /// different threads, neither of them the caller's, and returns after both finished.
 pub fn check_two_shards<B: Backend>() -> Result<(), String> {
@@ -627,6 +663,7 @@ pub fn run_all<B: Backend>(dir: &Path) {
                 check_sleep_waits,
                 check_clocks,
                 check_spawn_local_runs,
+                check_run_blocking_delays_no_file_operation,
             ]
         )
     });

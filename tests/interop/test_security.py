@@ -670,14 +670,50 @@ def _jwks_keys(tmp_path):
     return jwks, sign, lambda: ec.generate_private_key(ec.SECP256R1())
 
 
-def test_real_clients_authenticate_with_signed_tokens_against_a_jwks(broker_factory, tmp_path):
+@pytest.fixture
+def jwks_server():
+    """Serves a JWKS file over HTTP on 127.0.0.1 (an identity provider's jwks_uri, I178)."""
+    import http.server
+    import threading
+
+    served = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = served["path"].read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def url_for(path):
+        served["path"] = path
+        return f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json"
+
+    yield url_for
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("source", ["file", "http"])
+def test_real_clients_authenticate_with_signed_tokens_against_a_jwks(
+        broker_factory, tmp_path, jwks_server, source):
     jwks, sign, other_key = _jwks_keys(tmp_path)
+    url = f"file://{jwks}" if source == "file" else jwks_server(jwks)
     port = _free_port()
     broker = broker_factory(**{
         "listeners": f"PLAINTEXT://127.0.0.1:{{port}},OAUTH://127.0.0.1:{port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT",
         "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"file://{jwks}",
+        "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": url,
         "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer": "https://idp.test",
         "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience": "kafka",
     })

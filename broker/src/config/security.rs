@@ -19,7 +19,7 @@ use minikafka_core::auth::jwks::SignedValidatorConfig;
 use minikafka_core::auth::oauthbearer::UnsecuredValidatorConfig;
 use minikafka_core::auth::plain::PlainUsers;
 
-use super::jwks::JwksValidator;
+use super::jwks::{HttpEndpoint, JwksValidator};
 use super::listeners::{Listener, SaslSettings};
 
 /// The SASL mechanisms this broker serves.
@@ -41,6 +41,8 @@ pub const PER_LISTENER: &[&str] = &[
     "sasl.oauthbearer.scope.claim.name",
     "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
 ];
 
 /// The settings of OAUTHBEARER's signed-token validator, which Kafka reads with the
@@ -53,6 +55,8 @@ const OAUTHBEARER_SETTINGS: &[&str] = &[
     "sasl.oauthbearer.scope.claim.name",
     "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
 ];
 
 /// The base setting of a `listener.name.<l>.[<mechanism>.]<setting>` key, if `key` is one and
@@ -218,11 +222,31 @@ fn oauthbearer_validator(
         .map_err(|e| (key, hidden(), e.to_string()))
 }
 
-/// The path of a `file:` URL (`file:/p`, `file:///p`, `file://localhost/p`), or why not.
-fn file_url_path(url: &str) -> Result<&str, String> {
-    let rest = url.strip_prefix("file:").ok_or_else(|| {
-        "only file: URLs are read (http(s): JWKS endpoints are not served)".to_string()
-    })?;
+/// Where a JWKS URL points: a local file, or an `http(s):` endpoint.
+#[derive(Debug, PartialEq, Eq)]
+enum JwksLocation<'a> {
+    /// A `file:` URL's absolute path.
+    File(&'a str),
+    /// An `http:` or `https:` URL with a host.
+    Http,
+}
+
+/// Reads a JWKS URL: `file:/p`, `file:///p`, `file://localhost/p`, or `http(s)://host...`.
+fn jwks_location(url: &str) -> Result<JwksLocation<'_>, String> {
+    let lower = url.to_ascii_lowercase();
+    if let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if host.is_empty() || host.starts_with(':') || host.contains('@') {
+            return Err("an http(s): URL needs a host (and no user info)".into());
+        }
+        return Ok(JwksLocation::Http);
+    }
+    let rest = url
+        .strip_prefix("file:")
+        .ok_or_else(|| "a JWKS URL is file:, http: or https:".to_string())?;
     let path = match rest.strip_prefix("//") {
         Some(authority_and_path) => authority_and_path
             .strip_prefix("localhost")
@@ -232,16 +256,55 @@ fn file_url_path(url: &str) -> Result<&str, String> {
     if !path.starts_with('/') {
         return Err("a file: URL needs an absolute path".into());
     }
-    Ok(path)
+    Ok(JwksLocation::File(path))
 }
 
-/// Checks `sasl.oauthbearer.jwks.endpoint.url`: empty, or a `file:` URL with an absolute path.
+/// Checks `sasl.oauthbearer.jwks.endpoint.url`: empty, a `file:` URL with an absolute path,
+/// or an `http(s):` URL with a host.
 pub fn check_jwks_url(value: &str) -> Result<(), String> {
     let value = value.trim();
     if value.is_empty() {
         return Ok(());
     }
-    file_url_path(value).map(drop)
+    jwks_location(value).map(drop)
+}
+
+/// The trust roots of an `https:` JWKS endpoint: the certificates of the PEM file that the
+/// OAUTHBEARER JAAS entry's `ssl.truststore.location` option names (Kafka reads the JWKS
+/// client's SSL settings from those options), or `None` for Mozilla's roots.
+fn jwks_trust_roots(
+    settings: &BTreeMap<String, String>,
+    listener: &Listener,
+) -> Result<Option<Vec<Vec<u8>>>, super::tls::Failure> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::CertificateDer;
+    let Some((key, text)) = jaas_for(settings, listener, "OAUTHBEARER") else {
+        return Ok(None);
+    };
+    let hidden = || "[hidden]".to_string();
+    let entry = jaas::parse_single(text).map_err(|e| (key.clone(), hidden(), e.to_string()))?;
+    if entry.login_module != OAUTHBEARER_LOGIN_MODULE {
+        return Ok(None);
+    }
+    if let Some(kind) = entry.options.get("ssl.truststore.type") {
+        if !kind.trim().eq_ignore_ascii_case("PEM") {
+            return Err((key, hidden(), "the JWKS truststore must be PEM".into()));
+        }
+    }
+    let Some(path) = entry.options.get("ssl.truststore.location") else {
+        return Ok(None);
+    };
+    let certs: Vec<Vec<u8>> = CertificateDer::pem_file_iter(path.trim())
+        .and_then(|certs| {
+            certs
+                .map(|c| c.map(|c| c.as_ref().to_vec()))
+                .collect::<Result<_, _>>()
+        })
+        .map_err(|e| (key.clone(), hidden(), format!("cannot read {path}: {e}")))?;
+    if certs.is_empty() {
+        return Err((key, hidden(), format!("{path} holds no certificate")));
+    }
+    Ok(Some(certs))
 }
 
 /// Checks a claim-name setting: not empty.
@@ -278,7 +341,7 @@ fn jwks_validator(
         return Ok(None);
     };
     let url = url.trim();
-    let path = file_url_path(url).map_err(|why| (url_key.clone(), url.to_string(), why))?;
+    let location = jwks_location(url).map_err(|why| (url_key.clone(), url.to_string(), why))?;
     let mut config = SignedValidatorConfig::default();
     if let Some((_, v)) = value("sasl.oauthbearer.expected.audience") {
         config.expected_audience = v
@@ -316,7 +379,27 @@ fn jwks_validator(
             .map(u64::from)
             .map_err(|_| (k, v.to_string(), "not a number of seconds".to_string()))?;
     }
-    JwksValidator::open(url, path, refresh_ms, config)
+    let validator = match location {
+        JwksLocation::File(path) => JwksValidator::open(url, path, refresh_ms, config),
+        JwksLocation::Http => {
+            let mut backoff = [100_u64, 10_000];
+            for (key, slot) in [
+                ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 0),
+                ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 1),
+            ] {
+                if let Some((k, v)) = value(key) {
+                    backoff[slot] = v
+                        .trim()
+                        .parse::<u64>()
+                        .map_err(|_| (k, v.to_string(), "not a number of ms".to_string()))?;
+                }
+            }
+            let trust = jwks_trust_roots(settings, listener)?;
+            let endpoint = HttpEndpoint::new(trust, backoff[0], backoff[1]);
+            JwksValidator::fetch(url, endpoint, refresh_ms, config)
+        }
+    };
+    validator
         .map(Some)
         .map_err(|why| (url_key, url.to_string(), why))
 }
@@ -363,11 +446,21 @@ mod tests {
             per_listener_base("listener.name.x.plain.sasl.oauthbearer.expected.issuer"),
             None
         );
-        assert_eq!(file_url_path("file:///etc/jwks.json"), Ok("/etc/jwks.json"));
-        assert_eq!(file_url_path("file:/etc/jwks.json"), Ok("/etc/jwks.json"));
-        assert_eq!(file_url_path("file://localhost/etc/j"), Ok("/etc/j"));
-        assert!(file_url_path("file:jwks.json").is_err());
-        assert!(check_jwks_url("https://idp.example/jwks").is_err());
+        let file = |u| {
+            jwks_location(u).map(|l| match l {
+                JwksLocation::File(p) => p.to_string(),
+                JwksLocation::Http => "http".to_string(),
+            })
+        };
+        assert_eq!(file("file:///etc/jwks.json"), Ok("/etc/jwks.json".into()));
+        assert_eq!(file("file:/etc/jwks.json"), Ok("/etc/jwks.json".into()));
+        assert_eq!(file("https://idp.example/jwks"), Ok("http".into()));
+        assert_eq!(file("HTTP://127.0.0.1:8080/jwks"), Ok("http".into()));
+        assert!(check_jwks_url("https:///jwks").is_err());
+        assert!(check_jwks_url("https://user@idp.example/jwks").is_err());
+        assert!(check_jwks_url("ftp://idp.example/jwks").is_err());
+        assert_eq!(file("file://localhost/etc/j"), Ok("/etc/j".into()));
+        assert!(jwks_location("file:jwks.json").is_err());
         assert!(check_jwks_url("").is_ok());
 
         let dir = tempfile::tempdir().expect("temp dir");

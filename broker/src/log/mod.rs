@@ -10,10 +10,11 @@
 //! - Outputs: acknowledgements that honour the flush policy (I8), the bytes of whole batches
 //!   for a fetch (I2), files on disk in the layout of `docs/DESIGN.md`.
 //! - Single writer: a [`PartitionLog`] lives on one shard and is shared by that shard's tasks
-//!   through `Rc`; its state sits in `Cell`/`RefCell` and no borrow is held across an `.await`.
-//!   Appends are serialized by an async mutex (one write in flight per partition, so offsets
-//!   and positions are assigned in file order, I1); appends queued behind it are written
-//!   together, one `write_at` per group (write coalescing); reads never wait for it (I2).
+//!   through `Rc`; no borrow is held across an `.await`. Its state has one owner, core's
+//!   partition machine (I170), driven by [`driver`]: the machine places appends in arrival
+//!   order (one write group in flight per partition, offsets dense in file order, I1, I27),
+//!   appends queued behind a write are written together with one vectored write (write
+//!   coalescing); reads plan from the machine's snapshot and never wait for a write (I2).
 //! - Never: parses bytes itself (every byte-level decision is asked of core), acknowledges an
 //!   append before its flush policy is satisfied, retries a failed sync (I8), or deletes the
 //!   active segment (I9).
@@ -21,13 +22,14 @@
 //! Modules, a concept each:
 //! - [`config`]: [`LogConfig`] and [`FlushPolicy`], with Kafka's topic-level overrides.
 //! - [`error`]: the [`LogError`] enum.
-//! - [`segment`]: file naming and one open segment ([`Segment`]): `.log`, `.index`,
-//!   `.timeindex`.
+//! - [`segment`]: file naming, a segment's open files ([`segment::SegmentFiles`]) and a
+//!   snapshot of one segment ([`Segment`]): `.log`, `.index`, `.timeindex`.
 //! - [`recover`]: turning the files of a segment into an open [`Segment`] at startup.
 //! - [`cleaner`]: log compaction — one cleaning of a partition, the segment swap, settings.
-//! - [`commit`]: group commit bookkeeping for the `fsync` policy.
 //! - [`partition`]: [`PartitionLog`] — append, read, offset by timestamp, roll, retention,
 //!   flush, close.
+//! - [`driver`]: [`driver::MachineDriver`] — carries out the partition machine's I/O on the
+//!   backend (one task per partition) and answers the callers.
 //! - [`produced_batch`]: the one validation of a produced batch (I3, the key rule of a
 //!   compacted log).
 //! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
@@ -45,8 +47,8 @@
 
 pub mod atomic_file;
 pub mod cleaner;
-pub mod commit;
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod partition;
 pub mod produced_batch;

@@ -296,6 +296,19 @@ pub fn render(snapshot: &BrokerSnapshot) -> String {
         );
     }
 
+    page.family(
+        "minikafka_request_quota_time_seconds_total",
+        "counter",
+        "Shard time charged to request_percentage quotas, by part: handler (decoding and handling a request) and network (writing its answer), as Kafka charges request and network threads.",
+    );
+    for (part, seconds) in &snapshot.request_quota_seconds {
+        page.sample(
+            "minikafka_request_quota_time_seconds_total",
+            &[("part", part)],
+            seconds,
+        );
+    }
+
     // Client quota throttling (KIP-219), broker-wide and per entity.
     page.family(
         "minikafka_throttle_time_ms_total",
@@ -565,6 +578,7 @@ mod tests {
                 throttle_ms: 1500,
                 throttled: 2,
             }],
+            request_quota_seconds: vec![("handler", 0.25), ("network", 0.125)],
             schema_registry: Some(crate::metrics::registry_counters::RegistrySnapshot {
                 requests: [(("POST", "/subjects/{subject}/versions", 409), 4)].into(),
                 schemas: 3,
@@ -575,6 +589,9 @@ mod tests {
             "minikafka_schema_registry_requests_total{method=\"POST\",endpoint=\"/subjects/{subject}/versions\",status=\"409\"} 4\n"
         ));
         assert!(page.contains("minikafka_schema_registry_schemas 3\n"));
+        assert!(
+            page.contains("minikafka_request_quota_time_seconds_total{part=\"network\"} 0.125\n")
+        );
         assert!(page.contains("minikafka_records_in_total{topic=\"t\\\"x\",partition=\"0\"} 7\n"));
         assert!(page.contains(
             "minikafka_consumer_group_lag{group=\"g\",topic=\"t\\\"x\",partition=\"0\"} 2\n"

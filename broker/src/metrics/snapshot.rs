@@ -138,6 +138,9 @@ pub struct BrokerSnapshot {
     /// The same, per quota entity now measured (user and client id as Kafka tags them; empty
     /// for a side the entity lacks), for those ever throttled.
     pub throttled_entities: Vec<ThrottledEntity>,
+    /// Time charged to `request_percentage` quotas since startup, in seconds, by part
+    /// (`handler`: decoding and handling; `network`: writing answers) (I179).
+    pub request_quota_seconds: Vec<(&'static str, f64)>,
     /// The schema registry's counts; `None` when it is off (or not loaded yet).
     pub schema_registry: Option<super::registry_counters::RegistrySnapshot>,
 }

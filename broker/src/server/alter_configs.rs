@@ -20,7 +20,8 @@
 //!   then it is stored (atomic, durable), published, every topic's registry entry republished
 //!   with its configuration parsed under it, and every live partition reconfigured.
 //! - Broker keystores (`ssl.keystore.location`, per listener too) are altered on their own:
-//!   loaded and checked, then used by new handshakes, not stored (`keystore_reload`, I144,
+//!   loaded and checked, stored with the dynamic broker settings (I180), then used by new
+//!   handshakes (`keystore_reload`, I144,
 //!   I145).
 //! - A crash after the store and before the reconfiguration loses nothing: startup opens every
 //!   partition with the stored settings.
@@ -362,6 +363,14 @@ pub async fn alter_broker<B: Backend>(
         let locations = altered(&current.locations, alteration, |_| None)?;
         let next = keystore_reload::reload(&shared.config, locations)?;
         if !validate_only {
+            // Stored before it is used, as Kafka stores a dynamic broker config: a restart
+            // serves the same keystores (I180).
+            let mut dynamic = (*shared.dynamic_config()).clone();
+            dynamic.keystores = next.locations.clone();
+            dynamic_config::save(&state.backend, &state.data_dir(), &dynamic)
+                .await
+                .map_err(storage)?;
+            shared.set_dynamic_config(dynamic);
             for (listener, tls) in shared.config.listeners.iter().zip(&next.tls) {
                 if let Some(tls) = tls {
                     tracing::info!(listener = &*listener.name, keystore = %tls.keystore, "TLS keystore reloaded");

@@ -59,7 +59,8 @@ async fn visit<B: Backend>(
     checkpoints: &mut HashMap<(String, i32), (usize, CleanerCheckpoint)>,
 ) {
     let now_ms = st.backend.wall_clock_ms();
-    if let (Some(segment_ms), Some(active)) = (log.config().segment_ms, log.segments().last()) {
+    if let Some(segment_ms) = log.config().segment_ms {
+        let active = log.active_segment();
         if !active.is_empty() && now_ms.saturating_sub(active.created_ms()) >= segment_ms {
             if let Err(e) = log.roll_now(now_ms).await {
                 tracing::warn!(topic, partition, "segment.ms roll failed: {e}");

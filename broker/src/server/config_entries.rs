@@ -410,6 +410,7 @@ mod tests {
         let dynamic = DynamicBrokerConfig {
             broker: BTreeMap::new(),
             cluster_default: BTreeMap::from([("log.retention.ms".to_string(), "5000".to_string())]),
+            ..DynamicBrokerConfig::default()
         };
         let effective = crate::server::dynamic_config::apply(&base, &dynamic).expect("applies");
         let overrides = BTreeMap::from([("flush.ms".to_string(), "100".to_string())]);
@@ -453,6 +454,7 @@ mod tests {
                 "log.segment.bytes".to_string(),
                 "4096".to_string(),
             )]),
+            ..DynamicBrokerConfig::default()
         };
         let effective = crate::server::dynamic_config::apply(&base, &dynamic).expect("applies");
         let topic = topic_entries(&effective, &dynamic, &BTreeMap::new());

@@ -21,8 +21,11 @@
 //!   `connections.max.idle.ms`; at shutdown (after answering what is in flight).
 //! - Quota throttling (KIP-219, [`super::throttle_gate`]): while a handler's throttle mutes
 //!   the connection, the reader takes no request from its buffer and reads no further (I98).
-//!   With a `request_percentage` quota configured, each charged request's handler time is
-//!   measured and charged when it is done ([`super::request_quota`], I159).
+//!   With a `request_percentage` quota configured, each charged request's time on the shard is
+//!   measured and charged ([`super::request_quota`], I159): its decoding and its handler
+//!   (which encodes the answer) when the handler is done, then the writing of its answer
+//!   (a TLS stream's encryption included) when that is done, as Kafka charges a request
+//!   thread's and a network thread's time (I179).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
@@ -82,11 +85,23 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// What the writer task gets, in request order.
 enum Pending<B: Backend> {
     /// A response being computed; `None` from a cancelled handler closes the connection.
-    Reply(futures::channel::oneshot::Receiver<Outcome>, InFlight<B>),
+    /// The quota entity its writing is charged to, when its time is measured (I179).
+    Reply(
+        futures::channel::oneshot::Receiver<Outcome>,
+        InFlight<B>,
+        Option<NetworkCharge>,
+    ),
     /// Bytes ready now.
     Ready(Bytes),
     /// Close after writing everything before this.
     Close,
+}
+
+/// Whose `request_percentage` quota the writing of an answer is charged to (I179): the
+/// request's user and client id.
+struct NetworkCharge {
+    user: String,
+    client_id: String,
 }
 
 /// Decrements the broker's connection count when the connection ends.
@@ -468,8 +483,18 @@ fn judge<B: Backend>(
     held: (HeldRequest, Option<HeldRequest>),
 ) -> Option<Pending<B>> {
     let peer = ctx.client_address;
+    // Decoding is the shard's work for the request too (I179): timed while a request quota
+    // is configured, by the backend's clock.
+    let decode_started = state
+        .shared
+        .quotas
+        .request_quota_on()
+        .then(|| state.backend.now());
     match decode_request(frame, &state.shared.supported) {
         Ok(request) => {
+            let decode_busy = decode_started
+                .map(|at| state.backend.now().saturating_duration_since(at))
+                .unwrap_or_default();
             if request.ignored_trailing_bytes > 0 {
                 // Kafka ignores bytes after the body; librdkafka 2.x sends 3 after every
                 // all-topics Metadata v9+ request.
@@ -497,6 +522,10 @@ fn judge<B: Backend>(
                 let client_id = request.header.client_id.as_deref().unwrap_or("");
                 (request.api_key, request.api_version, client_id.to_string())
             });
+            let network_charge = timed.as_ref().map(|(_, _, client_id)| NetworkCharge {
+                user: ctx.principal.name.clone(),
+                client_id: client_id.clone(),
+            });
             state.backend.spawn_local(async move {
                 let outcome = match timed {
                     None => handlers::handle(&st, request, &ctx, admitted).await,
@@ -505,6 +534,7 @@ fn judge<B: Backend>(
                         let (outcome, busy) = request_quota::timed(&st.backend, handled).await;
                         let now = st.backend.now();
                         let quotas = &st.shared.quotas;
+                        let busy = busy + decode_busy;
                         let ms =
                             quotas.charge_request_time(&ctx.principal.name, &client_id, busy, now);
                         ctx.throttle.mute_for(now, ms);
@@ -523,7 +553,7 @@ fn judge<B: Backend>(
                 }
                 let _ = reply_tx.send(outcome);
             });
-            Some(Pending::Reply(reply_rx, guard))
+            Some(Pending::Reply(reply_rx, guard, network_charge))
         }
         Err(RequestError::ApiVersionsUnsupportedVersion {
             api_version,
@@ -562,13 +592,15 @@ async fn write_loop<B: Backend, S: BackendStream>(
     let metrics = &slot.0.metrics;
     while let Ok(pending) = rx.recv().await {
         // The in-flight guard lives until the response is written (shutdown waits for it).
-        let (bytes, _in_flight) = match pending {
-            Pending::Ready(bytes) => (Some(Frame::Whole(bytes)), None),
+        let (bytes, _in_flight, charge) = match pending {
+            Pending::Ready(bytes) => (Some(Frame::Whole(bytes)), None, None),
             Pending::Close => break,
-            Pending::Reply(reply, in_flight) => match reply.await {
-                Ok(Outcome::Respond(bytes)) => (Some(Frame::Whole(bytes)), Some(in_flight)),
-                Ok(Outcome::RespondInParts(parts)) => (Some(Frame::Parts(parts)), Some(in_flight)),
-                Ok(Outcome::Silent) => (None, Some(in_flight)),
+            Pending::Reply(reply, in_flight, charge) => match reply.await {
+                Ok(Outcome::Respond(bytes)) => (Some(Frame::Whole(bytes)), Some(in_flight), charge),
+                Ok(Outcome::RespondInParts(parts)) => {
+                    (Some(Frame::Parts(parts)), Some(in_flight), charge)
+                }
+                Ok(Outcome::Silent) => (None, Some(in_flight), None),
                 Ok(Outcome::Close(why)) => {
                     tracing::warn!(%peer, reason = %why, "closing connection");
                     metrics.connection_error(ConnectionError::Handler);
@@ -582,9 +614,28 @@ async fn write_loop<B: Backend, S: BackendStream>(
             // A TLS stream keeps what the socket did not take in rustls's buffer (at most
             // 64 KiB): flush it, as a plain write waits for the kernel to take every byte (a
             // no-op on a plain socket). Otherwise an answer could wait there for the next.
-            let written = match write_counted(&mut writer, &frame, &unsent).await {
-                Ok(()) => writer.flush().await,
-                e => e,
+            let write = async {
+                match write_counted(&mut writer, &frame, &unsent).await {
+                    Ok(()) => writer.flush().await,
+                    e => e,
+                }
+            };
+            let written = match charge {
+                None => write.await,
+                Some(charge) => {
+                    // The shard's time writing the answer (polls only: a full socket's wait
+                    // is not charged), recorded without a throttle of its own, as Kafka
+                    // records a network thread's time: it weighs on the next answers (I179).
+                    let state = &slot.0;
+                    let (written, busy) = request_quota::timed(&state.backend, write).await;
+                    state.shared.quotas.charge_network_time(
+                        &charge.user,
+                        &charge.client_id,
+                        busy,
+                        state.backend.now(),
+                    );
+                    written
+                }
             };
             if let Err(e) = written {
                 tracing::info!(%peer, reason = %e, "connection write failed");

@@ -33,6 +33,9 @@ pub const MAX_DYNAMIC_CONFIG_BYTES: u64 = 64 * 1024;
 const HEADER_LINE: &str = "# minikafka dynamic broker config v1";
 const BROKER_PREFIX: &str = "broker.";
 const DEFAULT_PREFIX: &str = "default.";
+const KEYSTORE_PREFIX: &str = "keystore.";
+/// The setting every stored keystore key ends with.
+const KEYSTORE_LOCATION: &str = "ssl.keystore.location";
 
 /// Which dynamic scope a setting lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +53,11 @@ pub struct DynamicBrokerConfig {
     pub broker: BTreeMap<String, String>,
     /// Set as the cluster-wide default.
     pub cluster_default: BTreeMap<String, String>,
+    /// The keystore locations altered at run time on this broker
+    /// ([`keystore_reload`](super::keystore_reload)), by key as altered; stored here so that
+    /// a restart keeps them, as Kafka keeps a dynamic broker config (I180). Not table rows:
+    /// [`apply`] leaves them to the listeners' TLS.
+    pub keystores: BTreeMap<String, String>,
 }
 
 impl DynamicBrokerConfig {
@@ -95,6 +103,7 @@ impl DynamicBrokerConfig {
         for (prefix, map) in [
             (BROKER_PREFIX, &self.broker),
             (DEFAULT_PREFIX, &self.cluster_default),
+            (KEYSTORE_PREFIX, &self.keystores),
         ] {
             for (key, value) in map {
                 out.push_str(&format!("{prefix}{key}={value}\n"));
@@ -119,13 +128,19 @@ impl DynamicBrokerConfig {
                 .split_once('=')
                 .ok_or_else(|| bad("not a key=value line".into()))?;
             let (map, key) = if let Some(k) = key.strip_prefix(BROKER_PREFIX) {
+                check_dynamic_key(k).map_err(|e| bad(e.to_string()))?;
                 (&mut out.broker, k)
             } else if let Some(k) = key.strip_prefix(DEFAULT_PREFIX) {
+                check_dynamic_key(k).map_err(|e| bad(e.to_string()))?;
                 (&mut out.cluster_default, k)
+            } else if let Some(k) = key.strip_prefix(KEYSTORE_PREFIX) {
+                if !k.ends_with(KEYSTORE_LOCATION) || value.trim().is_empty() {
+                    return Err(bad(format!("{k:?} is no keystore location")));
+                }
+                (&mut out.keystores, k)
             } else {
                 return Err(bad(format!("unknown key {key:?}")));
             };
-            check_dynamic_key(key).map_err(|e| bad(e.to_string()))?;
             if map.insert(key.to_string(), value.to_string()).is_some() {
                 return Err(bad(format!("key {key:?} repeated")));
             }
@@ -226,6 +241,7 @@ mod tests {
         DynamicBrokerConfig {
             broker: map(broker),
             cluster_default: map(default),
+            keystores: BTreeMap::new(),
         }
     }
 
@@ -303,11 +319,18 @@ mod tests {
 
     #[test]
     fn encode_decode_round_trip_and_refusals() {
-        let s = state(
+        let mut s = state(
             &[("log.retention.ms", "1000")],
             &[("flush.policy", "fsync")],
         );
+        s.keystores.insert(
+            "listener.name.ssl.ssl.keystore.location".into(),
+            "/etc/broker.pem".into(),
+        );
         assert_eq!(DynamicBrokerConfig::decode(&s.encode()), Ok(s.clone()));
+        assert!(s
+            .encode()
+            .contains("\nkeystore.listener.name.ssl.ssl.keystore.location=/etc/broker.pem\n"));
         let good = s.encode();
         for bad in [
             String::new(),
@@ -316,6 +339,9 @@ mod tests {
             format!("{good}other.log.retention.ms=1\n"),
             format!("{good}broker.log.retention.ms=2\n"),
             format!("{good}no equals\n"),
+            format!("{good}keystore.ssl.truststore.location=/x\n"),
+            format!("{good}keystore.ssl.keystore.location=\n"),
+            format!("{good}keystore.listener.name.ssl.ssl.keystore.location=/y\n"),
         ] {
             assert!(
                 DynamicBrokerConfig::decode(&bad).is_err(),

@@ -14,7 +14,9 @@
 //!   (how a certificate renewed in place is picked up).
 //! - Then the new configurations are published whole; handshakes that start afterwards use
 //!   them, connections already open keep the configuration they were accepted with (I145).
-//! - Not stored: a restart reads the static settings again (write the new path there too).
+//! - Stored (I180) with the dynamic broker settings (`dynamic_config`, `keystore.<key>` lines)
+//!   before it is used, and restored at startup, as Kafka keeps a dynamic broker config; a
+//!   stored keystore that no longer loads at startup is logged and the static one serves.
 
 use std::collections::BTreeMap;
 

@@ -200,6 +200,7 @@ pub async fn shard_main<B: Backend>(backend: B, shared: Arc<Shared>) {
     if shared.barrier(&backend, Barrier::Listening).await {
         spawn_timers(&state);
         if shard == 0 {
+            super::jwks_refresh::spawn(&state);
             announce(&state);
         }
     }
@@ -360,9 +361,14 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                 let wait_ms = shared
                     .quotas
                     .charge_listener_connection(index, state.backend.now());
+                // The wait ends at shutdown (I160): the connection is then closed unserved.
                 if wait_ms > 0 {
                     tracing::debug!(%peer, wait_ms, "max.connection.creation.rate reached; waiting");
-                    state.backend.sleep(Duration::from_millis(wait_ms)).await;
+                    if !sleep_or_stop(&state, Duration::from_millis(wait_ms)).await {
+                        drop(stream);
+                        shared.connections.release();
+                        break;
+                    }
                 }
                 let now = state.backend.now();
                 if let Some(ms) = shared.quotas.charge_ip_connection(peer.ip(), now) {
@@ -370,7 +376,7 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                     tracing::debug!(%peer, throttle_ms = ms, "connection_creation_rate of the IP reached; closing the new connection after the throttle time");
                     let st = Rc::clone(&state);
                     state.backend.spawn_local(async move {
-                        st.backend.sleep(Duration::from_millis(ms)).await;
+                        sleep_or_stop(&st, Duration::from_millis(ms)).await;
                         drop(stream);
                         st.shared.connections.release();
                     });
@@ -388,11 +394,16 @@ async fn accept_loop<B: Backend>(state: Rc<ShardState<B>>, listener: B::Listener
                 if let Some(failures) = after.log {
                     tracing::warn!(failures, "accept failed: {e}; backing off");
                 }
-                state.backend.sleep(after.wait).await;
+                if !sleep_or_stop(&state, after.wait).await {
+                    break;
+                }
             }
         }
     }
-    tracing::debug!(shard = state.shard.0, "stopped accepting");
+    // Once per listener and shard at shutdown: every accept loop has ended, none is left
+    // waiting (I160).
+    let listener = &*shared.config.listeners[index].name;
+    tracing::info!(shard = state.shard.0, listener, "stopped accepting");
 }
 
 fn spawn_inbox_loop<B: Backend>(state: &Rc<ShardState<B>>) {

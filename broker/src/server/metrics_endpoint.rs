@@ -137,6 +137,13 @@ pub async fn gather<B: Backend>(state: &ShardState<B>) -> BrokerSnapshot {
             .into_iter()
             .map(|(kind, ms, n)| (kind_label(kind), ms, n))
             .collect(),
+        request_quota_seconds: state
+            .shared
+            .quotas
+            .request_time_charged()
+            .into_iter()
+            .map(|(part, took)| (part.label(), took.as_secs_f64()))
+            .collect(),
         throttled_entities: state
             .shared
             .quotas

@@ -49,6 +49,7 @@
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`txns`]: transactions: the internal `__transaction_state` topic and the transaction
 //!   coordinator hosts (marker writes included).
+//! - [`jwks_refresh`]: the background refresh of OAUTHBEARER's `http(s):` JWKS (I178).
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod acl_store;
@@ -66,6 +67,7 @@ pub mod group_configs;
 pub mod groups;
 pub mod handlers;
 pub mod internal_topic;
+pub mod jwks_refresh;
 pub mod keystore_reload;
 pub mod lifecycle;
 pub mod metrics_endpoint;

@@ -100,6 +100,27 @@ pub struct Quotas {
     /// Whether any `request_percentage` quota is configured: when not, requests are not
     /// timed at all (the hot path pays one relaxed load).
     request_quota_on: std::sync::atomic::AtomicBool,
+    /// Nanoseconds charged to `request_percentage` quotas, by [`RequestTimePart`] (I179).
+    request_time_ns: [std::sync::atomic::AtomicU64; 2],
+}
+
+/// Which part of a request's time on the shard a charge is (I179).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestTimePart {
+    /// Decoding the request and running its handler (which encodes the answer).
+    Handler = 0,
+    /// Writing the answer to the connection (encrypting it on TLS).
+    Network = 1,
+}
+
+impl RequestTimePart {
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RequestTimePart::Handler => "handler",
+            RequestTimePart::Network => "network",
+        }
+    }
 }
 
 fn ms(now: MonoTime) -> u64 {
@@ -118,6 +139,7 @@ impl Quotas {
                 listeners: Vec::new(),
             }),
             request_quota_on: std::sync::atomic::AtomicBool::new(false),
+            request_time_ns: Default::default(),
         }
     }
 
@@ -186,11 +208,45 @@ impl Quotas {
         self.charge_meter(key, quota, amount as f64, ms(now), keep_when_throttled, cap)
     }
 
-    /// Charges a request's handler time, `busy`, to the `request_percentage` quota of
-    /// `user`/`client_id` (I159) and returns the throttle time in ms, at most one sample
-    /// (I158); 0 when no quota applies.
+    /// Charges a request's decoding and handler time, `busy`, to the `request_percentage`
+    /// quota of `user`/`client_id` (I159) and returns the throttle time in ms, at most one
+    /// sample (I158); 0 when no quota applies.
     pub fn charge_request_time(
         &self,
+        user: &str,
+        client_id: &str,
+        busy: std::time::Duration,
+        now: MonoTime,
+    ) -> u64 {
+        self.charge_request_part(RequestTimePart::Handler, user, client_id, busy, now)
+    }
+
+    /// Charges the time spent writing a request's answer, `busy`, to the same quota (I179),
+    /// with no throttle of its own: like Kafka's network-thread time it is recorded, and
+    /// weighs on the throttle of the entity's next answers.
+    pub fn charge_network_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        busy: std::time::Duration,
+        now: MonoTime,
+    ) {
+        self.charge_request_part(RequestTimePart::Network, user, client_id, busy, now);
+    }
+
+    /// The time charged to `request_percentage` quotas since startup, handler (decoding
+    /// included) and network (writing answers), in that order (I179).
+    pub fn request_time_charged(&self) -> [(RequestTimePart, std::time::Duration); 2] {
+        use std::sync::atomic::Ordering::Relaxed;
+        [RequestTimePart::Handler, RequestTimePart::Network].map(|part| {
+            let ns = self.request_time_ns[part as usize].load(Relaxed);
+            (part, std::time::Duration::from_nanos(ns))
+        })
+    }
+
+    fn charge_request_part(
+        &self,
+        part: RequestTimePart,
         user: &str,
         client_id: &str,
         busy: std::time::Duration,
@@ -200,6 +256,8 @@ impl Quotas {
         let Some((key, quota)) = self.user_meter(kind, user, client_id) else {
             return 0;
         };
+        let ns = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
+        self.request_time_ns[part as usize].fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
         // Kafka's nanosToPercentage: 100 % is one thread busy for the whole second.
         let percent_seconds = busy.as_secs_f64() * 100.0;
         let cap = self.window.sample_ms;

@@ -124,6 +124,20 @@ pub async fn load_registry<B: Backend>(state: &Rc<ShardState<B>>) -> Result<(), 
                 line: 0,
                 reason,
             })?;
+    // Keystores altered at run time and stored (I180) serve again; one that no longer loads
+    // is logged and the static keystores serve, as Kafka logs and skips a stored dynamic
+    // config it cannot apply at startup.
+    if !dynamic.keystores.is_empty() {
+        match super::keystore_reload::reload(&state.shared.config, dynamic.keystores.clone()) {
+            Ok(keystores) => {
+                tracing::info!(keystores = ?keystores.locations, "keystores altered at run time restored");
+                state.shared.set_reloaded_keystores(keystores);
+            }
+            Err((_, why)) => tracing::error!(
+                "the keystores altered at run time do not load ({why}); serving the static ones"
+            ),
+        }
+    }
     state.shared.set_dynamic_config(dynamic);
     let groups = super::group_configs::load(&state.backend, &state.data_dir())
         .await

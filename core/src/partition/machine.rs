@@ -44,8 +44,6 @@ pub struct PartitionMachine {
     /// Answers waiting for a sync to cover `end`.
     durable_waits: Vec<DurableWait>,
     start: StartMover,
-    /// Producer snapshots in flight (their outcome changes nothing but logging).
-    snapshots_in_flight: Vec<IoToken>,
     next_io: u64,
     io_out: VecDeque<Io>,
     acks_out: VecDeque<Answer>,
@@ -115,6 +113,10 @@ enum RollStep {
     SyncLog,
     SyncIndexes,
     Create,
+    /// The producer snapshot at the new segment's base (I171): the roll ends when it is
+    /// done, so a snapshot exists at every roll before the next group is written (its failure
+    /// only makes the next open replay more).
+    Snapshot,
 }
 
 #[derive(Debug)]
@@ -240,7 +242,6 @@ impl PartitionMachine {
             },
             durable_waits: Vec::new(),
             start: StartMover::default(),
-            snapshots_in_flight: Vec::new(),
             next_io: 0,
             io_out: VecDeque::new(),
             acks_out: VecDeque::new(),
@@ -381,6 +382,12 @@ impl PartitionMachine {
     /// tick use them; `index_interval_bytes` applies from the next segment.
     pub fn reconfigure(&mut self, config: PartitionConfig) {
         self.config = config;
+    }
+
+    /// Forgets the aborted ranges of ABORT markers the cleaner removed (I154): no read past
+    /// the cleaned segment reports them any more.
+    pub fn forget_aborted(&mut self, gone: &[AbortedTxn]) {
+        self.txns.forget_aborted(gone);
     }
 
     /// True when `old` (base offsets) is a run of consecutive sealed segments of the list:
@@ -546,8 +553,6 @@ impl PartitionMachine {
     pub fn handle_io_done(&mut self, token: IoToken, result: Result<(), IoFailure>, now_ms: i64) {
         if self.commit.in_flight.is_some_and(|(io, _)| io == token) {
             self.sync_done(result, now_ms);
-        } else if let Some(at) = self.snapshots_in_flight.iter().position(|t| *t == token) {
-            self.snapshots_in_flight.swap_remove(at);
         } else if self.writer_owns(token) {
             self.writer_done(token, result, now_ms);
         } else if self.start_owns(token) {
@@ -1200,10 +1205,16 @@ impl PartitionMachine {
                     offset: base_offset,
                     bytes,
                 });
-                self.snapshots_in_flight.push(io);
+                self.writer = Writer::Rolling {
+                    step: RollStep::Snapshot,
+                    io,
+                    requested,
+                };
+            }
+            (RollStep::Snapshot, _) => {
                 if let Some(token) = requested {
                     let done = Done::Rolled {
-                        base_offset: Some(base_offset),
+                        base_offset: Some(self.high_watermark),
                     };
                     self.answer(token, Ok(done));
                 }

@@ -1,11 +1,9 @@
 //! One partition's log as a sans-IO state machine: placement and dense offsets, group commit,
 //! index placement, the log start offset, the producer checks, transactions, roll and
-//! retention decisions. It is built to be driven by the broker's `log`, which would own the
-//! files and the batch bytes, carry out the I/O this machine asks for and report each
-//! completion back. That driver is not built yet: `broker/src/log/partition.rs` still runs the
-//! write path itself, calling this module's per-batch [`rules`], and `PartitionLog::machine`
-//! builds the machine from the log's state, checked to decide the next appends as the log
-//! does (`broker/tests/log_machine.rs`; docs/DESIGN.md, "The partition log machine").
+//! retention decisions. The broker's `log` drives it (`broker/src/log/driver.rs`): it owns
+//! the files and the batch bytes, carries out the I/O this machine asks for and reports each
+//! completion back; `PartitionLog` holds no state of its own beside it (I170;
+//! docs/DESIGN.md, "The partition log machine").
 //!
 //! # Contract (sans-IO, str0m / quinn-proto style)
 //!
@@ -115,6 +113,8 @@
 //! - I4: index entries are asked for only after their log bytes are written, and are strictly
 //!   increasing ([`crate::index::OffsetIndex::push`] asserts).
 //! - I5: a roll syncs the old segment (log and indexes) before the new one is created.
+//! - I171: a roll ends with its producer snapshot at the new base: the next group is placed
+//!   only once that I/O finished (whatever its result).
 //! - I6: rolls before a segment passes 32-bit positions or relative offsets ([`crate::roll`]).
 //! - I8: an answer is released only under its flush policy; a failed sync is sticky.
 //! - I9, I25: the log start offset only moves forward, after its checkpoint is durable, and

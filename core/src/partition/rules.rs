@@ -1,10 +1,9 @@
-//! The per-batch rules of a write group, in one place for the two places that place batches:
-//! [`PartitionMachine`](super::PartitionMachine)'s placement and publish, and (until it
-//! drives the machine) `broker/src/log/partition.rs`'s `place` and `record_and_answer`. Which
+//! The per-batch rules of a write group: what
+//! [`PartitionMachine`](super::PartitionMachine)'s placement and publish apply. Which
 //! rules a batch passes depends on who wrote it ([`AppendKind`]); what its publication records
 //! is the producer table's and the transaction state's part of it.
 //!
-//! Both callers check every member of a group against the state before the group (the
+//! The machine checks every member of a group against the state before the group (the
 //! producer table and the transactions move only at publish) and record the members in
 //! offset order once the group is written, so each batch sees exactly the state it would
 //! see appended alone ([`GroupAdmission`]: one member per producer, markers included, I72).

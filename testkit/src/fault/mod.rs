@@ -534,6 +534,14 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         self.inner.sleep_until(deadline).await;
     }
 
+    async fn run_blocking<R, F>(&self, func: F) -> std::io::Result<R>
+    where
+        F: FnOnce() -> std::io::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.inner.run_blocking(func).await
+    }
+
     fn spawn_local<F: std::future::Future<Output = ()> + 'static>(&self, task: F) {
         self.inner.spawn_local(task);
     }

@@ -54,10 +54,7 @@ const WINDOW_BYTES: usize = 1 << 20;
 /// The cleaner checkpoint `log`'s last cleaning left ([`checkpoint::load`], judged against
 /// the log's active segment), or the default when there is none or it cannot be trusted.
 pub async fn load_checkpoint<B: Backend>(backend: &B, log: &PartitionLog<B>) -> CleanerCheckpoint {
-    let active_base = log
-        .segments()
-        .last()
-        .map_or(Offset(0), |segment| segment.base_offset());
+    let active_base = log.active_segment().base_offset();
     checkpoint::load(backend, log.dir(), active_base).await
 }
 
