@@ -67,6 +67,22 @@ impl Broker {
     /// `{port}` in a value is the PLAINTEXT listener's port).
     #[allow(dead_code)]
     pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
+        // The free port is chosen before the broker binds it, so another process on this
+        // machine can take it in between: then the broker exits with "Address already in
+        // use" and a new port is tried. Any other failure to come up fails the test.
+        let mut attempts = 0;
+        loop {
+            match Broker::try_start_with(overrides) {
+                Ok(broker) => return broker,
+                Err(err) if err.contains("Address already in use") && attempts < 4 => {
+                    attempts += 1;
+                }
+                Err(err) => panic!("{err}"),
+            }
+        }
+    }
+
+    fn try_start_with(overrides: &[(&str, &str)]) -> Result<Broker, String> {
         let bin = broker_binary();
         assert!(
             bin.exists(),
@@ -132,11 +148,11 @@ impl Broker {
                     let _ = child.kill();
                     let _ = child.wait();
                     let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                    panic!(
+                    return Err(format!(
                         "broker {} did not print `listening on` (exit status {status:?})\n\
                          stdout: {seen:?}\nstderr:\n{err}",
                         bin.display()
-                    );
+                    ));
                 }
             }
         }
@@ -146,12 +162,12 @@ impl Broker {
             .unwrap_or_default()
             .trim()
             .to_owned();
-        Broker {
+        Ok(Broker {
             child,
             addr,
             registry,
             dir,
-        }
+        })
     }
 
     /// The broker's stderr so far (for failure messages).
