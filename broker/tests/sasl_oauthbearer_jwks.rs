@@ -186,6 +186,17 @@ fn first_message(token: &str) -> Vec<u8> {
 }
 
 /// A token accepted: no error, a session bounded by the token's exp, requests served.
+/// Waits (up to 10 s, polling) until the broker accepts `token`: a key rotated in is read at
+/// the next refresh, not at once.
+fn await_accepted(broker: &Broker, token: &str, never: &str) {
+    let mut tries = 0;
+    while !authenticates(broker, token) {
+        tries += 1;
+        assert!(tries < 200, "{never}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn assert_accepted(broker: &Broker, token: &str) {
     let mut client = TypedClient::connect(broker.listener_addr("SASL_PLAINTEXT"));
     let hs = handshake(&mut client, "OAUTHBEARER").expect("handshake answered");
@@ -272,12 +283,7 @@ fn a_key_added_to_the_jwks_file_is_used_after_the_refresh_interval() {
         )
         .expect("written");
         std::fs::rename(&staged, &jwks).expect("replaced");
-        let mut tries = 0;
-        while !authenticates(&broker, &token) {
-            tries += 1;
-            assert!(tries < 200, "the new key was never read");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        await_accepted(&broker, &token, "the new key was never read");
         assert_accepted(&broker, &old.token("old", &claims("bob")));
     });
 }
@@ -515,12 +521,7 @@ fn an_http_jwks_is_fetched_at_startup_and_rotated_keys_after_the_refresh_interva
         assert!(!authenticates(&broker, &token), "not in the JWKS yet");
         // Rotation at the identity provider: the new key beside the old one; no restart.
         server.answer(Answer::Json(jwks_json(&[old.jwk("old"), new.jwk("new")])));
-        let mut tries = 0;
-        while !authenticates(&broker, &token) {
-            tries += 1;
-            assert!(tries < 200, "the new key was never fetched");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        await_accepted(&broker, &token, "the new key was never fetched");
         assert_accepted(&broker, &old.token("old", &claims("carol")));
     });
 }
@@ -569,12 +570,7 @@ fn a_failed_or_stalled_refresh_keeps_the_keys_and_blocks_no_connection() {
         server.answer(Answer::Json(jwks_json(&[new.jwk("new")])));
         server.release.store(true, Ordering::SeqCst);
         let token = new.token("new", &claims("bob"));
-        let mut tries = 0;
-        while !authenticates(&broker, &token) {
-            tries += 1;
-            assert!(tries < 200, "the new key was never fetched");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        await_accepted(&broker, &token, "the new key was never fetched");
         assert!(!authenticates(&broker, &old.token("old", &claims("alice"))));
     });
 }
