@@ -9,13 +9,13 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use minikafka_backend_sim::{SimBackend, SimStream};
+use minikafka_backend_sim::SimBackend;
 use minikafka_client::{
-    Connection, Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo,
+    Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, OffsetReset, SeekTo,
     TopicPartition as ClientTp,
 };
 
-use crate::broker_access::connect;
+use crate::broker_access::{connect, SimConnection};
 use crate::model::TopicPartition;
 
 /// The (offset, value) pairs of records, as the model reads them.
@@ -89,7 +89,7 @@ fn produce_request(
 /// producer's): the acknowledged base offset, `Ok(None)` when refused or unanswered, `Err` when
 /// the connection failed (the outcome is unknown).
 pub(crate) async fn send_produce_with(
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     tp: &TopicPartition,
     acks: i16,
     batch: Vec<u8>,

@@ -15,14 +15,14 @@ use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use minikafka_backend_sim::{random_below, SimBackend, SimStream};
+use minikafka_backend_sim::{random_below, SimBackend};
 use minikafka_client::group::admin::{commit_offsets, fetch_offsets, Committer};
-use minikafka_client::{Connection, TopicPartition as ClientTp};
+use minikafka_client::TopicPartition as ClientTp;
 use minikafka_core::backend::Backend;
 use minikafka_core::error_code::ErrorCode;
 use minikafka_core::types::Offset;
 
-use crate::broker_access::{connect, group_partitions};
+use crate::broker_access::{connect, group_partitions, SimConnection};
 use crate::model::{Model, TopicPartition};
 
 /// The groups the members join.
@@ -54,7 +54,7 @@ fn decode(bytes: &[u8]) -> Vec<TopicPartition> {
 /// Joins and syncs once; the generation and the partitions this member got, or `None` when
 /// the round failed (it is retried by the caller).
 async fn join_and_sync(
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     group: &str,
     member_id: &mut String,
 ) -> Option<(i32, Vec<TopicPartition>)> {
@@ -179,7 +179,7 @@ pub async fn run_member(backend: SimBackend, model: Rc<RefCell<Model>>, incarnat
 /// Commits, for some owned partitions, an offset at or above the last one acknowledged;
 /// checks what a fetch of the committed offsets then says.
 async fn commit_some(
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     model: &RefCell<Model>,
     group: &str,
     committer: &Committer,

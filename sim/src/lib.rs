@@ -16,6 +16,7 @@ mod broker_access;
 mod client_ops;
 mod groups;
 pub mod model;
+mod tls;
 pub mod txn_model;
 mod txns;
 mod workload;
@@ -58,6 +59,10 @@ pub struct SimOptions {
     pub txn_producers: u32,
     /// A deliberately broken broker (`core::mutants`): the checks must catch it.
     pub mutant: Option<Mutant>,
+    /// The broker's listener speaks SSL (rustls, a certificate made for the run) and every
+    /// simulated client connects through TLS; off by default so other runs keep their
+    /// schedules.
+    pub tls: bool,
 }
 
 impl Default for SimOptions {
@@ -72,6 +77,7 @@ impl Default for SimOptions {
             broken_sync_dir: false,
             txn_producers: 0,
             mutant: None,
+            tls: false,
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct SeedReport {
     pub txn_checks: u64,
     /// Broker starts that failed on an injected fault (then restarted).
     pub failed_starts: u32,
+    /// TLS handshakes the clients completed (`SimOptions::tls`; 0 without).
+    pub tls_handshakes: u64,
     /// The hash of every scheduling event: a replay of the seed must give the same.
     pub trace_hash: u64,
 }
@@ -104,8 +112,9 @@ pub struct SeedReport {
 /// The data directory on the simulated disk.
 pub const DATA_DIR: &str = "/sim/data";
 
-fn broker_config(options: &SimOptions) -> BrokerConfig {
-    let mut c = BrokerConfig::from_sources(None, &[]).expect("default broker config is valid");
+fn broker_config(options: &SimOptions, tls: Option<&tls::RunCertificate>) -> BrokerConfig {
+    let overrides = tls.map_or_else(Vec::new, tls::RunCertificate::broker_settings);
+    let mut c = BrokerConfig::from_sources(None, &overrides).expect("broker config is valid");
     c.listeners[0].bind = "127.0.0.1:9092".parse().expect("address");
     c.listeners[0].advertised_host = "127.0.0.1".to_string();
     c.listeners[0].advertised_port = 9092;
@@ -176,6 +185,8 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
     minikafka_backend_sim::install(config);
     // This thread runs the whole broker: the mutant (or none) applies to this seed only.
     minikafka_core::mutants::set(options.mutant);
+    let certificate = options.tls.then(tls::RunCertificate::new);
+    broker_access::set_tls(certificate.as_ref().map(tls::RunCertificate::connector));
     let model = Rc::new(RefCell::new(Model::default()));
     if options.txn_producers > 0 {
         model
@@ -218,7 +229,12 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
         minikafka_backend_sim::spawn_beside_shards(move |backend| workload::drive(backend, plan));
         let faults_before = minikafka_backend_sim::stats().faults();
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            server::serve::<SimBackend>(broker_config(options), shutdown, cluster_id, clean)
+            server::serve::<SimBackend>(
+                broker_config(options, certificate.as_ref()),
+                shutdown,
+                cluster_id,
+                clean,
+            )
         }));
         let outcome = minikafka_backend_sim::last_outcome();
         match served {
@@ -263,6 +279,8 @@ pub fn run_seed(seed: u64, options: &SimOptions) -> Result<SeedReport, String> {
         }
     }
     minikafka_core::mutants::set(None);
+    report.tls_handshakes = broker_access::tls_handshakes();
+    broker_access::set_tls(None);
     let m = model.borrow();
     if !m.acked.values().any(|log| !log.is_empty()) && m.acks > 0 {
         return Err(fail("acknowledged records but verified none".into()));

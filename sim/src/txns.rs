@@ -24,10 +24,10 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use minikafka_backend_sim::{random_below, SimBackend, SimStream};
+use minikafka_backend_sim::{random_below, SimBackend};
 use minikafka_client::admin::list_offsets_at;
 use minikafka_client::{
-    Connection, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, OffsetSpec, SeekTo,
+    Consumer, ConsumerConfig, IsolationLevel, OffsetReset, OffsetSpec, SeekTo,
     TopicPartition as ClientTp,
 };
 use minikafka_core::backend::Backend;
@@ -35,7 +35,7 @@ use minikafka_core::error_code::ErrorCode;
 use minikafka_core::record::{compute_crc, BatchBuilder, NewRecord, CRC_START};
 use minikafka_core::types::Offset;
 
-use crate::broker_access::{connect, txn_partitions, TXN_TOPIC};
+use crate::broker_access::{connect, txn_partitions, SimConnection, TXN_TOPIC};
 use crate::client_ops::{read_all, record_pairs, send_produce_with};
 use crate::model::{Model, TopicPartition};
 
@@ -72,7 +72,7 @@ fn retriable(code: i16) -> bool {
 /// `Ok(None)` when refused or still busy after the retries, `Err` on a connection failure.
 async fn init_producer(
     backend: &SimBackend,
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     id: &str,
     timeout_ms: i32,
 ) -> Result<Option<(i64, i16)>, ()> {
@@ -98,7 +98,7 @@ async fn init_producer(
 /// added; `Err` on a connection failure.
 async fn add_partitions(
     backend: &SimBackend,
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     id: &str,
     producer: (i64, i16),
     partitions: &[TopicPartition],
@@ -318,7 +318,7 @@ pub async fn run_producer(backend: SimBackend, model: Rc<RefCell<Model>>, plan: 
 async fn produce_one(
     backend: &SimBackend,
     model: &RefCell<Model>,
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     id: &str,
     producer: (i64, i16),
     txn: &str,
@@ -372,7 +372,7 @@ async fn produce_one(
 /// the markers, between markers, and after.
 async fn crash_during_commit(
     backend: &SimBackend,
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     id: &str,
     producer: (i64, i16),
 ) {

@@ -10,16 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::InitProducerIdRequest;
-use minikafka_backend_sim::{random_below, SimBackend, SimStream};
+use minikafka_backend_sim::{random_below, SimBackend};
 use minikafka_client::{
-    Admin, Connection, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, SeekTo,
+    Admin, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, SeekTo,
     TopicPartition as ClientTp,
 };
 use minikafka_core::backend::Backend;
 use minikafka_core::record::{BatchBuilder, NewRecord};
 use minikafka_core::types::Offset;
 
-use crate::broker_access::{all_partitions, connect, TOPICS, TXN_TOPIC};
+use crate::broker_access::{all_partitions, connect, SimConnection, TOPICS, TXN_TOPIC};
 use crate::client_ops::{read_all, record_pairs, send_produce_with};
 use crate::model::{Model, TopicPartition};
 
@@ -207,7 +207,7 @@ struct Idempotence {
     next_sequence: std::collections::BTreeMap<TopicPartition, i32>,
 }
 
-async fn init_producer_id(conn: &mut Connection<SimStream>) -> Option<Idempotence> {
+async fn init_producer_id(conn: &mut SimConnection) -> Option<Idempotence> {
     let request = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
     let response = conn.request(&request).await.ok()?;
     (response.error_code == 0).then(|| Idempotence {
@@ -220,7 +220,7 @@ async fn init_producer_id(conn: &mut Connection<SimStream>) -> Option<Idempotenc
 /// Sends one produce; the acknowledged base offset, `Ok(None)` when refused or unanswered,
 /// `Err` when the connection failed (the outcome is unknown).
 async fn send_produce(
-    conn: &mut Connection<SimStream>,
+    conn: &mut SimConnection,
     tp: &TopicPartition,
     acks: i16,
     batch: Vec<u8>,

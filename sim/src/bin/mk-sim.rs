@@ -40,6 +40,9 @@ struct Args {
     /// No injected faults (crashes still happen).
     #[arg(long)]
     no_faults: bool,
+    /// The broker's listener speaks SSL and every simulated client connects through TLS.
+    #[arg(long)]
+    tls: bool,
     /// Run every seed twice and fail it if the two runs' event traces differ.
     #[arg(long)]
     replay_check: bool,
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         faults: !args.no_faults,
         broken_sync_data: args.broken_sync,
         broken_sync_dir: args.broken_sync_dir,
+        tls: args.tls,
         ..SimOptions::default()
     };
     let seeds: Vec<u64> = match args.seed {
