@@ -206,17 +206,28 @@ pub fn fill_transactions(
     check(&producer, records)
 }
 
+/// What the read_committed reader read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadCommitted {
+    /// Records read.
+    pub records: u64,
+    /// Seconds from the assignment to the last record.
+    pub elapsed_s: f64,
+    /// Seconds from the first record to the last: the reading itself, without the consumer's
+    /// start (librdkafka's 500 ms retry of the start-offset query, on any broker).
+    pub from_first_s: f64,
+}
+
 /// Reads partition 0 of `topic` from its start with an assigned librdkafka consumer at
 /// `isolation.level=read_committed` until `records` records came (offsets must grow; the
-/// commit markers take offsets of their own). Returns the records and the seconds from the
-/// assignment to the last one.
+/// commit markers take offsets of their own).
 pub fn consume_read_committed(
     bootstrap: &str,
     topic: &str,
     records: u64,
-) -> Result<(u64, f64), BenchError> {
+) -> Result<ReadCommitted, BenchError> {
     let mut last_offset = -1i64;
-    let elapsed_s = consume_from_start(
+    let (elapsed_s, from_first_s) = consume_from_start(
         bootstrap,
         topic,
         (
@@ -235,5 +246,9 @@ pub fn consume_read_committed(
             Ok(())
         },
     )?;
-    Ok((records, elapsed_s))
+    Ok(ReadCommitted {
+        records,
+        elapsed_s,
+        from_first_s,
+    })
 }

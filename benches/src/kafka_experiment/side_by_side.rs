@@ -609,12 +609,20 @@ fn run_one(
                 TXN_FILL_PER_TXN,
             )?;
             let before = cpu_now();
-            let (records, elapsed_s) =
+            let read =
                 rdkafka_txn::consume_read_committed(&bootstrap, &topic, s.txn_consume_records)?;
             let cpu = cpu_delta(before, cpu_now());
+            let after_first = read.records.saturating_sub(1) as f64 / read.from_first_s;
             (
-                records,
-                vec![metric("consumed", "records/s", records as f64 / elapsed_s)],
+                read.records,
+                vec![
+                    metric(
+                        "consumed",
+                        "records/s",
+                        read.records as f64 / read.elapsed_s,
+                    ),
+                    metric("consumed after the first record", "records/s", after_first),
+                ],
                 cpu,
             )
         }
