@@ -636,3 +636,98 @@ fn an_https_jwks_is_trusted_through_the_jaas_truststore_and_startup_needs_the_ke
         assert!(err.contains("larger than"), "{err}");
     });
 }
+
+#[test]
+fn a_key_published_after_startup_is_fetched_when_a_token_names_it() {
+    bounded(LIMIT, || {
+        let old = EcKey::new();
+        let new = EcKey::new();
+        let server = JwksServer::start(Answer::Json(jwks_json(&[old.jwk("old")])), None);
+        // The scheduled refresh is an hour away (Kafka's default): only the token's unknown
+        // `kid` can have the keys fetched (I187).
+        let broker = broker_with_endpoint(&server.url, &[]);
+        let before = server.requests();
+        server.answer(Answer::Json(jwks_json(&[old.jwk("old"), new.jwk("new")])));
+        assert_accepted(&broker, &new.token("new", &claims("bob")));
+        assert_eq!(
+            server.requests(),
+            before + 1,
+            "one fetch for the unknown kid"
+        );
+        // A known kid fetches nothing.
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        assert_accepted(&broker, &new.token("new", &claims("carol")));
+        assert_eq!(server.requests(), before + 1, "no fetch for known kids");
+    });
+}
+
+#[test]
+fn a_burst_of_unknown_kids_fetches_the_keys_once_per_backoff_interval() {
+    bounded(LIMIT, || {
+        let old = EcKey::new();
+        let stranger = EcKey::new();
+        let server = JwksServer::start(Answer::Json(jwks_json(&[old.jwk("old")])), None);
+        // At most one fetch for unknown kids per `retry.backoff.max.ms`: ten minutes here, so
+        // the whole burst falls in one interval (the bound is counted on the server).
+        let broker = Arc::new(broker_with_endpoint(
+            &server.url,
+            &[(
+                "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+                "600000",
+            )],
+        ));
+        let before = server.requests();
+        let burst: Vec<_> = (0..32)
+            .map(|i| {
+                let broker = Arc::clone(&broker);
+                let token = stranger.token(&format!("made-up-{i}"), &claims("mallory"));
+                std::thread::spawn(move || authenticates(&broker, &token))
+            })
+            .collect();
+        for client in burst {
+            assert!(!client.join().expect("client thread"), "refused");
+        }
+        assert_eq!(
+            server.requests(),
+            before + 1,
+            "32 unknown kids, one fetch in the interval"
+        );
+        assert!(!authenticates(
+            &broker,
+            &stranger.token("made-up-again", &claims("mallory"))
+        ));
+        assert_eq!(server.requests(), before + 1, "still one");
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+    });
+}
+
+#[test]
+fn a_stalled_fetch_for_an_unknown_kid_holds_only_its_own_connection() {
+    bounded(LIMIT, || {
+        let old = EcKey::new();
+        let new = EcKey::new();
+        let server = JwksServer::start(Answer::Json(jwks_json(&[old.jwk("old")])), None);
+        let broker = Arc::new(broker_with_endpoint(&server.url, &[]));
+        server.answer(Answer::Stall);
+        let waiting = {
+            let broker = Arc::clone(&broker);
+            let token = new.token("new", &claims("bob"));
+            std::thread::spawn(move || authenticates(&broker, &token))
+        };
+        server.wait_for("the fetch for the unknown kid stalled", |s| {
+            s.stalled.load(Ordering::SeqCst) >= 1
+        });
+        // The one shard authenticates and serves others while that connection waits.
+        assert_accepted(&broker, &old.token("old", &claims("alice")));
+        assert_accepted(&broker, &old.token("old", &claims("dave")));
+        assert!(
+            server.stalled.load(Ordering::SeqCst) >= 1,
+            "served while the fetch was still stalled"
+        );
+        server.release.store(true, Ordering::SeqCst);
+        assert!(
+            !waiting.join().expect("client thread"),
+            "the stalled fetch got no keys: refused"
+        );
+    });
+}

@@ -280,6 +280,55 @@ fn ssl_serves_produce_and_fetch_and_the_keystore_may_be_inline() {
     });
 }
 
+/// Requests and answers many TLS records long, each spanning several of the broker's 64 KiB
+/// socket reads (I188): every byte arrives, in order, both ways.
+#[test]
+fn large_requests_and_answers_cross_records_and_reads_intact_over_ssl() {
+    bounded(TEST_LIMIT, || {
+        let pki = pki();
+        let broker = Broker::builder()
+            .listener("SSL")
+            .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
+            .start();
+        let tls = pki.client(None);
+        // Incompressible values of 300,000 bytes (xorshift), unlike each other.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let values: Vec<Vec<u8>> = (0..3)
+            .map(|_| {
+                (0..300_000)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        smol::block_on(async {
+            admin(&broker)
+                .await
+                .create_topic("large", 1, &[])
+                .await
+                .expect("create topic");
+            let mut conn = connect(broker.listener_addr("SSL"), Some(&tls), None)
+                .await
+                .expect("TLS connection");
+            for (i, value) in values.iter().enumerate() {
+                let (code, offset) = produce(&mut conn, "large", value).await;
+                assert_eq!((code, offset), (0, i as i64));
+            }
+            // One answer of about 900 KB: more than rustls's 64 KiB outgoing buffer.
+            let (code, records) = fetch(&mut conn, "large").await;
+            assert_eq!(code, 0);
+            assert!(records.len() > 900_000, "{} bytes fetched", records.len());
+            for (i, value) in values.iter().enumerate() {
+                assert!(contains(&records, value), "value {i} intact");
+            }
+        });
+    });
+}
+
 #[test]
 fn plaintext_garbage_and_truncated_hellos_are_closed_and_stalled_handshakes_block_nobody() {
     bounded(TEST_LIMIT, || {

@@ -15,14 +15,24 @@
 //!   connecting within [`CONNECT_TIMEOUT`]) and size ([`MAX_JWKS_BYTES`]: a longer body is
 //!   refused, not truncated); a failed fetch keeps the keys and is retried after
 //!   `...retry.backoff.ms`, doubling up to `...retry.backoff.max.ms`.
+//! - A token naming a `kid` the endpoint's keys lack has them fetched at once (I187), as
+//!   Kafka's `RefreshingHttpsJwks.maybeExpediteRefresh`: one such fetch in flight per listener
+//!   (others wait for it), at most one begun per `...retry.backoff.max.ms`, none for a `kid`
+//!   longer than [`MAX_REFRESHING_KID_LEN`]; so a flood of tokens with made-up kids costs the
+//!   endpoint at most one fetch per that interval.
 //! - Redirects are not followed and no proxy is used; an `https:` endpoint is verified against the OAUTHBEARER
 //!   JAAS entry's `ssl.truststore.location` (PEM) when given, else Mozilla's roots.
 
 use std::io::Read as _;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use minikafka_core::auth::jwks::{Jwks, SignedValidatorConfig, MAX_JWKS_BYTES};
+use futures::channel::oneshot;
+use futures::future::{FutureExt as _, Shared};
+
+use minikafka_core::auth::jwks::{
+    Jwks, SignedValidatorConfig, MAX_JWKS_BYTES, MAX_REFRESHING_KID_LEN,
+};
 
 /// How long one fetch of an endpoint may take in all (I178).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,8 +55,62 @@ pub struct JwksValidator {
     refresh_ms: i64,
     /// The keys, and when they were read (ms since the epoch; `NOT_YET_STAMPED` until first used).
     loaded: Arc<RwLock<(Arc<Jwks>, i64)>>,
+    /// The fetches an unknown `kid` asked for (I187), shared by every clone.
+    expedited: Arc<Mutex<Expedited>>,
     /// The expected issuer, audience, claim names and skew.
     pub config: SignedValidatorConfig,
+}
+
+/// An endpoint's fetches asked for by tokens naming a `kid` its keys lack (I187).
+#[derive(Default)]
+struct Expedited {
+    /// When the last one began (ms since the epoch).
+    last_started_ms: Option<i64>,
+    /// Completes when the one in flight has stored its keys (or failed).
+    in_flight: Option<Shared<oneshot::Receiver<()>>>,
+}
+
+impl std::fmt::Debug for Expedited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expedited")
+            .field("last_started_ms", &self.last_started_ms)
+            .field("in_flight", &self.in_flight.is_some())
+            .finish()
+    }
+}
+
+/// What a token naming a `kid` the keys lack is to do (I187).
+pub enum Expedite {
+    /// Nothing: a fetch began too recently (or the `kid` is too long); check with the keys held.
+    No,
+    /// Wait for the fetch in flight, then check with the keys it stored.
+    Wait(Shared<oneshot::Receiver<()>>),
+    /// Run [`JwksRefresher::fetch`] now and [`JwksRefresher::store`] what it gets; dropping
+    /// the ticket (after storing, or on failure) releases the waiters.
+    Fetch(ExpediteTicket),
+}
+
+/// The one expedited fetch in flight (I187): dropped, it lets the next begin and wakes the
+/// connections waiting for it.
+pub struct ExpediteTicket {
+    expedited: Arc<Mutex<Expedited>>,
+    done: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for ExpediteTicket {
+    fn drop(&mut self) {
+        lock(&self.expedited).in_flight = None;
+        if let Some(done) = self.done.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn lock(expedited: &Mutex<Expedited>) -> std::sync::MutexGuard<'_, Expedited> {
+    match expedited.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 /// Where a listener's JWKS comes from.
@@ -159,6 +223,7 @@ impl JwksValidator {
                 endpoint: endpoint.clone(),
                 refresh_ms: self.refresh_ms,
                 loaded: Arc::clone(&self.loaded),
+                expedited: Arc::clone(&self.expedited),
             }),
         }
     }
@@ -212,6 +277,7 @@ impl JwksValidator {
             source,
             refresh_ms,
             loaded: Arc::new(RwLock::new((Arc::new(jwks), NOT_YET_STAMPED))),
+            expedited: Arc::default(),
             config,
         }
     }
@@ -226,9 +292,46 @@ pub struct JwksRefresher {
     endpoint: HttpEndpoint,
     refresh_ms: i64,
     loaded: Arc<RwLock<(Arc<Jwks>, i64)>>,
+    expedited: Arc<Mutex<Expedited>>,
 }
 
 impl JwksRefresher {
+    /// Whether the keys held name `kid`.
+    pub fn holds(&self, kid: &str) -> bool {
+        match self.loaded.read() {
+            Ok(guard) => guard.0.has_kid(kid),
+            Err(poisoned) => poisoned.get_ref().0.has_kid(kid),
+        }
+    }
+
+    /// What a token naming `kid`, which the keys lack, is to do at `now_ms` (I187): wait for
+    /// the fetch in flight; else begin one unless one began less than
+    /// `...retry.backoff.max.ms` ago (a clock set back allows one).
+    pub fn expedite(&self, kid: &str, now_ms: i64) -> Expedite {
+        if kid.len() > MAX_REFRESHING_KID_LEN {
+            return Expedite::No;
+        }
+        let mut expedited = lock(&self.expedited);
+        if let Some(in_flight) = &expedited.in_flight {
+            return Expedite::Wait(in_flight.clone());
+        }
+        let max_ms = (self.endpoint.retry_backoff_max_ms).max(self.endpoint.retry_backoff_ms);
+        let interval = i64::try_from(max_ms).unwrap_or(i64::MAX);
+        let too_soon = expedited
+            .last_started_ms
+            .is_some_and(|last| now_ms >= last && now_ms - last < interval);
+        if too_soon {
+            return Expedite::No;
+        }
+        let (done, waiters) = oneshot::channel();
+        expedited.last_started_ms = Some(now_ms);
+        expedited.in_flight = Some(waiters.shared());
+        Expedite::Fetch(ExpediteTicket {
+            expedited: Arc::clone(&self.expedited),
+            done: Some(done),
+        })
+    }
+
     /// How long fetched keys are used before the next fetch.
     pub fn refresh_interval(&self) -> Duration {
         Duration::from_millis(u64::try_from(self.refresh_ms).unwrap_or(u64::MAX))

@@ -51,8 +51,8 @@ use super::shard::{InFlight, ShardState};
 use super::throttle_gate::ThrottleGate;
 use crate::metrics::ConnectionError;
 use crate::protocol::{
-    decode_request, encode_api_versions_unsupported, frame::SIZE_PREFIX_BYTES, FrameDecoder,
-    RequestError,
+    decode_request, encode_api_versions_unsupported, frame::SIZE_PREFIX_BYTES, DecodedRequest,
+    FrameDecoder, RequestBody, RequestError,
 };
 use minikafka_core::auth::MAX_SASL_MESSAGE_BYTES;
 
@@ -277,6 +277,7 @@ async fn read_loop<B: Backend, S: BackendStream>(
                         }
                     }
                     if let Some(authenticator) = auth.as_mut().filter(|a| !a.is_done()) {
+                        fetch_keys_for_token(state, authenticator, &frame, sasl).await;
                         let step = sasl_step(state, authenticator, &frame, sasl);
                         let serve = matches!(step, Step::Serve);
                         let (answer, close) = match step {
@@ -378,6 +379,37 @@ async fn read_loop<B: Backend, S: BackendStream>(
                 return;
             }
         }
+    }
+}
+
+/// When `frame` carries an OAUTHBEARER token naming a `kid` its listener's JWKS endpoint
+/// has not given, has the keys fetched first, as Kafka does (I187); this connection waits,
+/// the shard serves on.
+async fn fetch_keys_for_token<B: Backend>(
+    state: &Rc<ShardState<B>>,
+    authenticator: &Authenticator,
+    frame: &Bytes,
+    sasl: &crate::config::listeners::SaslSettings,
+) {
+    let Some(validator) = &sasl.oauthbearer_jwks else {
+        return;
+    };
+    if !authenticator.awaits_oauthbearer_token() {
+        return;
+    }
+    let kid = if authenticator.expects_raw_token() {
+        Authenticator::oauthbearer_kid(frame)
+    } else {
+        match decode_request(frame.clone(), &state.shared.supported) {
+            Ok(DecodedRequest {
+                body: RequestBody::SaslAuthenticate(req),
+                ..
+            }) => Authenticator::oauthbearer_kid(&req.auth_bytes),
+            _ => None,
+        }
+    };
+    if let Some(kid) = kid {
+        super::jwks_refresh::fetch_for_unknown_kid(state, validator, &kid).await;
     }
 }
 

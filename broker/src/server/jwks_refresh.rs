@@ -8,6 +8,11 @@
 //! a failed fetch keeps the keys every connection checks with and is tried again after the
 //! retry backoff, doubling up to its maximum; time comes from the backend; the task ends at
 //! shutdown, also while a fetch is in flight.
+//!
+//! [`fetch_for_unknown_kid`] (I187): a connection whose OAUTHBEARER token names a `kid` the
+//! keys lack has them fetched at once, as Kafka's `maybeExpediteRefresh`, bounded by
+//! [`JwksRefresher::expedite`]; the connection awaits the fetch (through `run_blocking`, as
+//! above), the shard serves on.
 
 use std::rc::Rc;
 
@@ -15,7 +20,7 @@ use futures::future::{select, Either};
 use minikafka_core::backend::Backend;
 
 use super::shard::{sleep_or_stop, ShardState};
-use crate::config::jwks::JwksRefresher;
+use crate::config::jwks::{Expedite, JwksRefresher, JwksValidator};
 
 /// Starts a refresh task for every listener whose JWKS is an `http(s):` endpoint.
 pub fn spawn<B: Backend>(state: &Rc<ShardState<B>>) {
@@ -72,6 +77,48 @@ async fn refresh_until_stopped<B: Backend>(
                     "JWKS not refreshed; keeping its keys"
                 );
             }
+        }
+    }
+}
+
+/// Before a token naming `kid` is checked against `validator`'s endpoint keys (I187): when
+/// the keys lack `kid`, fetches them at once (or waits for the fetch in flight), unless
+/// [`JwksRefresher::expedite`] says a fetch began too recently. Only the calling connection
+/// waits, at most one fetch's bounded time; returns at once at shutdown.
+pub async fn fetch_for_unknown_kid<B: Backend>(
+    state: &ShardState<B>,
+    validator: &JwksValidator,
+    kid: &str,
+) {
+    let Some(refresher) = validator.refresher() else {
+        return;
+    };
+    if refresher.holds(kid) {
+        return;
+    }
+    let stop = std::pin::pin!(state.stop.recv());
+    match refresher.expedite(kid, state.backend.wall_clock_ms()) {
+        Expedite::No => {}
+        Expedite::Wait(in_flight) => {
+            let _ = select(in_flight, stop).await;
+        }
+        Expedite::Fetch(ticket) => {
+            let fetch = std::pin::pin!(state.backend.run_blocking(refresher.fetch()));
+            let fetched = match select(fetch, stop).await {
+                Either::Left((fetched, _)) => fetched,
+                Either::Right(_) => return,
+            };
+            let url = &refresher.url;
+            match fetched {
+                Ok(jwks) => {
+                    tracing::info!(%url, keys = jwks.keys.len(), "JWKS fetched for a token naming a key it did not hold");
+                    refresher.store(jwks);
+                }
+                Err(why) => {
+                    tracing::warn!(%url, %why, "JWKS not fetched for a token naming a key it did not hold; keeping its keys");
+                }
+            }
+            drop(ticket);
         }
     }
 }

@@ -49,7 +49,8 @@
 //! - [`groups`]: consumer groups: the internal offsets topic and the coordinator hosts.
 //! - [`txns`]: transactions: the internal `__transaction_state` topic and the transaction
 //!   coordinator hosts (marker writes included).
-//! - [`jwks_refresh`]: the background refresh of OAUTHBEARER's `http(s):` JWKS (I178).
+//! - [`jwks_refresh`]: the background refresh of OAUTHBEARER's `http(s):` JWKS (I178), and
+//!   the fetch a token's unknown `kid` asks for (I187).
 //! - [`metrics_endpoint`]: the Prometheus endpoint: gathers every shard's counters on a scrape.
 
 pub mod acl_store;
@@ -86,6 +87,7 @@ pub mod shard_context;
 pub mod shared;
 pub mod throttle_gate;
 pub mod tls;
+pub mod tls_stream;
 pub mod topics;
 pub mod txns;
 

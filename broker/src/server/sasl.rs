@@ -230,6 +230,19 @@ impl Authenticator {
         )
     }
 
+    /// Whether the next token is an OAUTHBEARER client's initial response (its `kid` may
+    /// need the JWKS fetched first: I187).
+    pub fn awaits_oauthbearer_token(&self) -> bool {
+        matches!(self.state, State::OAuthBearer { .. })
+    }
+
+    /// The `kid` named by the token in OAUTHBEARER initial response `message`, unverified
+    /// (I187).
+    pub fn oauthbearer_kid(message: &[u8]) -> Option<String> {
+        let response = oauthbearer::parse_client_initial_response(message).ok()?;
+        jwks::token_kid(&response.token)
+    }
+
     /// Starts a re-authentication (KIP-368) of an authenticated connection: the next frame
     /// is its SaslHandshake. Does nothing before the first authentication completed.
     pub fn begin_reauthentication(&mut self) {

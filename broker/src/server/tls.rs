@@ -5,7 +5,8 @@
 //! Contract:
 //! - Input: an accepted stream and the listener's loaded [`TlsSettings`].
 //! - Output: the encrypted stream (futures-rustls drives a sans-IO `rustls::ServerConnection`
-//!   over any futures-io stream, `!Send` ones included) and, when the client presented a
+//!   over any futures-io stream, `!Send` ones included, through the handshake; then
+//!   [`super::tls_stream`], I188) and, when the client presented a
 //!   certificate the truststore vouches for, its principal: `User:` and the subject DN
 //!   (RFC 2253) mapped by the listener's `ssl.principal.mapping.rules` (Kafka's default
 //!   principal builder); a subject no rule maps refuses the connection (I140).
@@ -37,8 +38,9 @@ use crate::config::tls::TlsSettings;
 /// handshakes from holding connection slots for long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The encrypted stream of an accepted connection.
-pub type TlsStream<S> = futures_rustls::server::TlsStream<S>;
+/// The encrypted stream of an accepted connection: futures-rustls runs the handshake, then
+/// [`super::tls_stream`] carries the established session (I188).
+pub type TlsStream<S> = super::tls_stream::TlsStream<S>;
 
 /// Why a handshake did not complete.
 #[derive(Debug)]
@@ -85,7 +87,10 @@ pub async fn accept<B: Backend, S: AsyncRead + AsyncWrite + Unpin>(
     let timer = std::pin::pin!(state.backend.sleep(HANDSHAKE_TIMEOUT));
     let stop = std::pin::pin!(state.stop.recv());
     let stream = match select(handshake, select(timer, stop)).await {
-        Either::Left((Ok(stream), _)) => stream,
+        Either::Left((Ok(stream), _)) => {
+            let (io, session) = stream.into_inner();
+            TlsStream::new(io, session)
+        }
         Either::Left((Err(e), _)) => return Err(HandshakeError::Failed(e)),
         Either::Right((Either::Left(_), _)) => return Err(HandshakeError::TimedOut),
         Either::Right((Either::Right(_), _)) => return Err(HandshakeError::Stopping),

@@ -21,6 +21,8 @@
 //!   subject claim is a non-empty string; the scope claim, when present, a space-separated
 //!   string or a list
 //!   of strings. Time comes in as `now_ms`; this module reads no clock, file or socket.
+//! - [`token_kid`]: the header's `kid` of a token, unverified, for the broker to tell a key it
+//!   does not hold (I187).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -113,6 +115,11 @@ fn strip_leading_zeros(bytes: Vec<u8>) -> Vec<u8> {
 }
 
 impl Jwks {
+    /// Whether a key of the set is named `kid`.
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
+    }
+
     /// Parses a JWKS document (see the module contract).
     pub fn parse(document: &[u8]) -> Result<Jwks, OAuthBearerError> {
         if document.len() > MAX_JWKS_BYTES {
@@ -271,6 +278,24 @@ fn time_ms(
             .ok_or(bad("a time claim is out of range")),
         Some(_) => Err(bad("a time claim is not a number")),
     }
+}
+
+/// The longest `kid` that may cause the keys to be fetched again (I187): as Kafka's
+/// `RefreshingHttpsJwks.MISSING_KEY_ID_MAX_KEY_LENGTH`, a longer one is taken for a malformed
+/// token.
+pub const MAX_REFRESHING_KID_LEN: usize = 1000;
+
+/// The `kid` a compact JWS's header names, if it is well formed enough to name one (nothing
+/// is verified: used only to decide whether the keys should be fetched again, I187).
+pub fn token_kid(token: &str) -> Option<String> {
+    if token.len() > MAX_SASL_MESSAGE_BYTES {
+        return None;
+    }
+    let header = decode_object(token.split('.').next()?).ok()?;
+    header
+        .get("kid")
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// Verifies a signed token against `jwks` and checks its claims at `now_ms` (see the module
