@@ -113,6 +113,9 @@ pub struct ShardState<B: Backend> {
     pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
+    /// The one buffer every connection of this shard reads its socket into, borrowed only
+    /// within a poll, so that an idle connection holds none (I189).
+    pub read_chunk: RefCell<Box<[u8]>>,
 }
 
 /// The catalogue the handlers see: the shared registry's (I150).
@@ -402,6 +405,9 @@ impl<B: Backend> ShardState<B> {
             txns: TxnHosts::new(),
             txn_metrics: Rc::new(TxnMetrics::new()),
             metrics: ShardMetrics::new(),
+            read_chunk: RefCell::new(
+                vec![0u8; super::connection::READ_CHUNK_BYTES].into_boxed_slice(),
+            ),
         }
     }
 
