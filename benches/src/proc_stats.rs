@@ -151,13 +151,21 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn this_process_threads_are_read_by_name() {
+        // A thread sets its own name as it starts: wait until it runs.
+        let (started, running) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("monoio-shard-7".into())
-            .spawn(|| std::thread::sleep(std::time::Duration::from_millis(500)))
+            .spawn(move || {
+                started.send(()).expect("send");
+                let _ = stopped.recv();
+            })
             .expect("spawn");
+        running.recv().expect("started");
         let threads = thread_cpu_seconds(std::process::id(), &SHARD_THREAD_PREFIXES)
             .expect("/proc is there on Linux");
         assert_eq!(threads.len(), 1, "{threads:?}");
+        drop(stop);
         spawned.join().expect("join");
     }
 

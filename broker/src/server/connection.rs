@@ -27,9 +27,10 @@
 //!   (a TLS stream's encryption included) when that is done, as Kafka charges a request
 //!   thread's and a network thread's time (I179).
 //! - Memory (I189): a connection waiting for its client holds no read buffer (reads land in
-//!   the shard's one [`READ_CHUNK_BYTES`] chunk and are copied into the connection's buffer,
-//!   which is dropped once every frame is split off) and no preallocated queue (the reader's
-//!   queue to the writer is unbounded, bounded by the count of unanswered requests).
+//!   the shard's one chunk of [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES) and are
+//!   copied into the connection's buffer, which is dropped once every frame is split off) and
+//!   no preallocated queue (the reader's queue to the writer is unbounded, bounded by the
+//!   count of unanswered requests).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
@@ -83,9 +84,6 @@ pub const MAX_UNANSWERED_REQUEST_BYTES: usize = 1 << 20;
 /// The shortest time between two re-authentications of a connection (Kafka's
 /// `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`); a SaslHandshake sooner is served as usual.
 const MIN_REAUTHENTICATION_INTERVAL: Duration = Duration::from_secs(1);
-/// Bytes read from the socket per call, into the shard's one read chunk
-/// ([`ShardState::read_chunk`]).
-pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// What the writer task gets, in request order.
 enum Pending<B: Backend> {
@@ -397,8 +395,9 @@ async fn read_loop<B: Backend, S: BackendStream>(
     }
 }
 
-/// Reads what `reader` has now (at most [`READ_CHUNK_BYTES`]) onto the end of `buf`; the
-/// count read, 0 at end of stream. The bytes land in the shard's one read chunk, borrowed only
+/// Reads what `reader` has now (at most
+/// [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES)) onto the end of `buf`; the count
+/// read, 0 at end of stream. The bytes land in the shard's one read chunk, borrowed only
 /// within a poll (a stream writes a `poll_read` buffer only during the call), and are copied
 /// into `buf`: so a connection waiting for its client holds no read buffer of its own (I189).
 fn read_into<'a, R: futures::io::AsyncRead + Unpin>(

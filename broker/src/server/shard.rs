@@ -92,6 +92,10 @@ impl<B: Backend> Clone for OwnedPartition<B> {
     }
 }
 
+/// Bytes a connection reads from its socket per call, into the shard's one
+/// [`ShardState::read_chunk`].
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
 /// One shard's state, shared by its tasks through `Rc`.
 pub struct ShardState<B: Backend> {
     /// This shard's backend.
@@ -405,9 +409,7 @@ impl<B: Backend> ShardState<B> {
             txns: TxnHosts::new(),
             txn_metrics: Rc::new(TxnMetrics::new()),
             metrics: ShardMetrics::new(),
-            read_chunk: RefCell::new(
-                vec![0u8; super::connection::READ_CHUNK_BYTES].into_boxed_slice(),
-            ),
+            read_chunk: RefCell::new(vec![0u8; READ_CHUNK_BYTES].into_boxed_slice()),
         }
     }
 
