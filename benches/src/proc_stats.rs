@@ -21,6 +21,13 @@ pub fn parse_stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The thread name (field 2, without its parentheses) and utime + stime in clock ticks, from
+/// the text of `/proc/<pid>/task/<tid>/stat`.
+pub fn parse_stat_name_and_ticks(stat: &str) -> Option<(String, u64)> {
+    let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+    Some((name.to_owned(), parse_stat_ticks(stat)?))
+}
+
 /// `VmHWM` (peak resident set) in bytes from the text of `/proc/<pid>/status`.
 pub fn parse_vm_hwm_bytes(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -38,6 +45,66 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     parse_stat_ticks(&stat).map(|t| t as f64 / TICKS_PER_SECOND)
 }
 
+/// Thread names of a broker's shards as `/proc` shows them (15 bytes at most): monoio's
+/// `monoio-shard-N`, the portable backend's `minikafka-shard-N` (cut to `minikafka-shard`).
+pub const SHARD_THREAD_PREFIXES: [&str; 2] = ["monoio-shard", "minikafka-shard"];
+
+/// A thread name as long as Linux keeps (`TASK_COMM_LEN` − 1): longer names are cut to it.
+const THREAD_NAME_MAX_BYTES: usize = 15;
+
+/// CPU seconds (user + system) each thread of process `pid` whose name starts with one of
+/// `prefixes` has used so far, by thread id, in thread-id order (shards start in order, so
+/// this is shard order). A thread a shard starts inherits the shard's name (monoio's
+/// one-thread blocking pool does), so of several threads with one name only the first
+/// (lowest id) counts, unless the name was cut to 15 bytes and cannot tell shards apart.
+pub fn thread_cpu_seconds(pid: u32, prefixes: &[&str]) -> Option<Vec<(u32, f64)>> {
+    let mut threads = Vec::new();
+    for entry in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue; // the thread ended meanwhile
+        };
+        let Some((name, ticks)) = parse_stat_name_and_ticks(&stat) else {
+            continue;
+        };
+        if prefixes.iter().any(|p| name.starts_with(p)) {
+            threads.push((tid, name, ticks as f64 / TICKS_PER_SECOND));
+        }
+    }
+    Some(first_of_each_name(threads))
+}
+
+/// `(tid, name, cpu)` in thread-id order, keeping only the first thread of each name not cut
+/// to [`THREAD_NAME_MAX_BYTES`].
+fn first_of_each_name(mut threads: Vec<(u32, String, f64)>) -> Vec<(u32, f64)> {
+    threads.sort_by_key(|(tid, _, _)| *tid);
+    let mut seen = std::collections::HashSet::new();
+    threads
+        .into_iter()
+        .filter(|(_, name, _)| name.len() >= THREAD_NAME_MAX_BYTES || seen.insert(name.clone()))
+        .map(|(tid, _, cpu)| (tid, cpu))
+        .collect()
+}
+
+/// The share of a core each thread used between two [`thread_cpu_seconds`] readings
+/// `seconds` apart (threads in both readings, in thread-id order).
+pub fn thread_core_shares(before: &[(u32, f64)], after: &[(u32, f64)], seconds: f64) -> Vec<f64> {
+    after
+        .iter()
+        .filter_map(|&(tid, cpu)| {
+            let (_, was) = before.iter().find(|&&(t, _)| t == tid)?;
+            Some((cpu - was) / seconds.max(f64::MIN_POSITIVE))
+        })
+        .collect()
+}
+
 /// Peak resident memory of process `pid` so far, in bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -47,6 +114,60 @@ pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_stat_gives_its_name_and_ticks() {
+        let stat = "4243 (monoio-shard-1) S 1 4242 4242 0 -1 4194560 1200 0 0 0 50 7 0 0 20 0 9 0";
+        assert_eq!(
+            parse_stat_name_and_ticks(stat),
+            Some(("monoio-shard-1".to_owned(), 57))
+        );
+        assert_eq!(parse_stat_name_and_ticks("4243 (x"), None);
+    }
+
+    #[test]
+    fn a_shard_s_helper_thread_of_the_same_name_does_not_count() {
+        let threads = vec![
+            (46, "monoio-shard-1".to_owned(), 0.0),
+            (44, "monoio-shard-0".to_owned(), 3.0),
+            (45, "monoio-shard-1".to_owned(), 2.0),
+            (47, "monoio-shard-0".to_owned(), 0.0),
+            (50, "minikafka-shard".to_owned(), 1.0),
+            (51, "minikafka-shard".to_owned(), 1.5),
+        ];
+        assert_eq!(
+            first_of_each_name(threads),
+            vec![(44, 3.0), (45, 2.0), (50, 1.0), (51, 1.5)]
+        );
+    }
+
+    #[test]
+    fn core_shares_pair_threads_by_id() {
+        let before = [(10, 1.0), (11, 2.0)];
+        let after = [(10, 2.0), (11, 2.5), (12, 9.0)];
+        assert_eq!(thread_core_shares(&before, &after, 2.0), vec![0.5, 0.25]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_process_threads_are_read_by_name() {
+        // A thread sets its own name as it starts: wait until it runs.
+        let (started, running) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("monoio-shard-7".into())
+            .spawn(move || {
+                started.send(()).expect("send");
+                let _ = stopped.recv();
+            })
+            .expect("spawn");
+        running.recv().expect("started");
+        let threads = thread_cpu_seconds(std::process::id(), &SHARD_THREAD_PREFIXES)
+            .expect("/proc is there on Linux");
+        assert_eq!(threads.len(), 1, "{threads:?}");
+        drop(stop);
+        spawned.join().expect("join");
+    }
 
     #[test]
     fn stat_ticks_are_utime_plus_stime_even_with_spaces_in_the_name() {

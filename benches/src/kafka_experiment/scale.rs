@@ -16,8 +16,10 @@
 //!   (probed every millisecond), and every partition's latest offset is checked against the
 //!   records written to it (nothing acknowledged lost, I8).
 //! - Figures per point: produce and consume records/s and p99 request latency, broker CPU
-//!   per record of each phase (`/proc`), peak RSS of the broker before the kill (`VmHWM`), the
-//!   time until Metadata answers after the restart, and the load average.
+//!   per record of each phase (`/proc`), each shard thread's share of a core during the
+//!   produce phase (`/proc/<pid>/task`: is one shard saturated while another idles?), peak
+//!   RSS of the broker before the kill (`VmHWM`), the time until Metadata answers after the
+//!   restart, and the load average.
 //! - Never: asserts a timing; a produce error, a gap in offsets or a lost record is an error.
 
 use bytes::Bytes;
@@ -115,6 +117,9 @@ pub struct ScaleRun {
     pub produce_cpu_us_per_record: Option<f64>,
     /// Broker CPU per record consumed, µs.
     pub consume_cpu_us_per_record: Option<f64>,
+    /// The share of a core each shard thread used during the produce phase, in shard order
+    /// (empty for a broker without named shard threads, such as the peer).
+    pub produce_shard_core_shares: Vec<f64>,
     /// Peak RSS of the broker at the end of the produce phase, MB.
     pub produce_peak_rss_mb: Option<f64>,
     /// Peak RSS of the broker before the kill (produce and consume), MB.
@@ -177,7 +182,13 @@ fn run_point(
         kw::now_ms(),
     ));
     let shares = scale_load::shares(partitions, connections);
+    let shard_cpu = || {
+        pid.and_then(|p| proc_stats::thread_cpu_seconds(p, &proc_stats::SHARD_THREAD_PREFIXES))
+            .unwrap_or_default()
+    };
     let before = cpu_now();
+    let shards_before = shard_cpu();
+    let produce_started = std::time::Instant::now();
     let produced: ManyResult = scale_load::produce_many(
         broker.addr,
         &topic,
@@ -188,6 +199,11 @@ fn run_point(
         s.produce_duration,
     )?;
     let after_produce = cpu_now();
+    let produce_shard_core_shares = proc_stats::thread_core_shares(
+        &shards_before,
+        &shard_cpu(),
+        produce_started.elapsed().as_secs_f64(),
+    );
     let rss_mb = || {
         pid.and_then(proc_stats::peak_rss_bytes)
             .map(|b| b as f64 / 1e6)
@@ -220,6 +236,7 @@ fn run_point(
         consume_p99_us: us_p99(&consumed.latencies_ns),
         produce_cpu_us_per_record: cpu_per_record(before, after_produce, produced.records),
         consume_cpu_us_per_record: cpu_per_record(after_produce, after_consume, consumed.records),
+        produce_shard_core_shares,
         produce_peak_rss_mb,
         peak_rss_mb,
         restart_s: took.as_secs_f64(),
@@ -252,10 +269,12 @@ pub fn run(
                 let r = run_point(contender, partitions, connections, s)?;
                 progress(&format!(
                     "{} partitions {partitions} connections {connections}: produce {} rec/s \
-                     (p99 {} µs), consume {} rec/s (p99 {} µs), peak RSS {} MB, restart {} s",
+                     (p99 {} µs, shard cores {}), consume {} rec/s (p99 {} µs), peak RSS {} MB, \
+                     restart {} s",
                     r.broker,
                     fmt_figure(r.produce_records_per_s),
                     fmt_figure(r.produce_p99_us),
+                    shares(&r.produce_shard_core_shares),
                     fmt_figure(r.consume_records_per_s),
                     fmt_figure(r.consume_p99_us),
                     r.peak_rss_mb.map_or("–".into(), fmt_figure),
@@ -269,6 +288,17 @@ pub fn run(
     Ok(runs)
 }
 
+/// Shares of a core, `0.93 / 0.41`, or `–` when there are none.
+fn shares(v: &[f64]) -> String {
+    if v.is_empty() {
+        return "–".into();
+    }
+    v.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), fmt_figure)
 }
@@ -278,12 +308,13 @@ pub fn table_markdown(runs: &[ScaleRun]) -> String {
     let mut md = String::from(
         "| broker | partitions | connections | produce (records/s) | produce p99 (µs) | \
          consume (records/s) | consume p99 (µs) | broker CPU per record, produce / consume (µs) \
-         | peak RSS, after produce / after consume (MB) | restart until Metadata (s) | load (1 min) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | shard threads' share of a core, produce | peak RSS, after produce / after consume (MB) \
+         | restart until Metadata (s) | load (1 min) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in runs {
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} / {} | {} | {} |\n",
             r.broker,
             r.partitions,
             r.connections,
@@ -293,6 +324,7 @@ pub fn table_markdown(runs: &[ScaleRun]) -> String {
             fmt_figure(r.consume_p99_us),
             opt(r.produce_cpu_us_per_record),
             opt(r.consume_cpu_us_per_record),
+            shares(&r.produce_shard_core_shares),
             opt(r.produce_peak_rss_mb),
             opt(r.peak_rss_mb),
             fmt_figure(r.restart_s),
@@ -415,6 +447,11 @@ mod tests {
             consume_p99_us: 300.0,
             produce_cpu_us_per_record: Some(1.5),
             consume_cpu_us_per_record: None,
+            produce_shard_core_shares: if broker == "kfake" {
+                vec![]
+            } else {
+                vec![0.9, 0.4]
+            },
             produce_peak_rss_mb: Some(10.0),
             peak_rss_mb: Some(20.0 + partitions as f64 / 100.0),
             restart_s: 0.1,
@@ -436,7 +473,12 @@ mod tests {
             "{}",
             lines[2]
         );
-        assert!(lines[3].contains("| 1.50 / – |"), "{}", lines[3]);
+        assert!(
+            lines[2].contains("| 1.50 / – | 0.90 / 0.40 |"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[3].contains("| 1.50 / – | – |"), "{}", lines[3]);
     }
 
     #[test]

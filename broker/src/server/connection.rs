@@ -26,12 +26,17 @@
 //!   (which encodes the answer) when the handler is done, then the writing of its answer
 //!   (a TLS stream's encryption included) when that is done, as Kafka charges a request
 //!   thread's and a network thread's time (I179).
+//! - Memory (I189): a connection waiting for its client holds no read buffer (reads land in
+//!   the shard's one chunk of [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES) and are
+//!   copied into the connection's buffer, which is dropped once every frame is split off) and
+//!   no preallocated queue (the reader's queue to the writer is unbounded, bounded by the
+//!   count of unanswered requests).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
 //!   a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -79,8 +84,6 @@ pub const MAX_UNANSWERED_REQUEST_BYTES: usize = 1 << 20;
 /// The shortest time between two re-authentications of a connection (Kafka's
 /// `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`); a SaslHandshake sooner is served as usual.
 const MIN_REAUTHENTICATION_INTERVAL: Duration = Duration::from_secs(1);
-/// Bytes read from the socket per call.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// What the writer task gets, in request order.
 enum Pending<B: Backend> {
@@ -89,7 +92,7 @@ enum Pending<B: Backend> {
     Reply(
         futures::channel::oneshot::Receiver<Outcome>,
         InFlight<B>,
-        Option<NetworkCharge>,
+        Option<Box<NetworkCharge>>,
     ),
     /// Bytes ready now.
     Ready(Bytes),
@@ -164,8 +167,10 @@ async fn serve_stream<B: Backend, S: BackendStream>(
 ) {
     let peer = ctx.client_address;
     let (reader, writer) = stream.split();
-    let (tx, rx) = async_channel::bounded::<Pending<B>>(MAX_IN_FLIGHT_PRODUCE);
-    let unanswered = Rc::new(Cell::new(0usize));
+    // Unbounded, so that an idle connection holds no preallocated slots (a bounded channel
+    // of 128 allocates them all up front, I189); the reader bounds it by `unanswered`.
+    let (tx, rx) = async_channel::unbounded::<Pending<B>>();
+    let unanswered = Rc::new(ByteBudget::new(MAX_IN_FLIGHT_PRODUCE));
     let unsent = Rc::new(ByteBudget::new(MAX_UNSENT_BYTES));
     // Dropped by the writer when it ends, which stops the reader too.
     let (writer_alive, writer_done) = async_channel::bounded::<()>(1);
@@ -193,7 +198,8 @@ async fn serve_stream<B: Backend, S: BackendStream>(
 
 /// What the reader shares with the writer.
 struct Conn {
-    unanswered: Rc<Cell<usize>>,
+    /// Requests read and not yet answered (a count), at most [`MAX_IN_FLIGHT_PRODUCE`].
+    unanswered: Rc<ByteBudget>,
     unsent: Rc<ByteBudget>,
     /// Bytes of the requests read and not yet answered.
     requests: Rc<ByteBudget>,
@@ -240,13 +246,17 @@ async fn read_loop<B: Backend, S: BackendStream>(
         config.socket_request_max_bytes
     });
     let idle = Duration::from_millis(config.connections_max_idle_ms);
+    // Bytes read and not yet split into frames. Emptied, it is dropped before the next wait
+    // for the socket, so an idle connection holds no buffer (I189).
     let mut buf = BytesMut::new();
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         loop {
             match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => {
-                    if state.stopping() || !until_below(state, &unsent, &writer_done).await {
+                    if state.stopping()
+                        || !until_below(state, &unsent, &writer_done).await
+                        || !until_below(state, &unanswered, &writer_done).await
+                    {
                         return;
                     }
                     // KIP-219: nothing more is taken from a throttled connection (I98).
@@ -310,7 +320,7 @@ async fn read_loop<B: Backend, S: BackendStream>(
                         };
                         if let Some(bytes) = answer {
                             unsent.add(bytes.len());
-                            unanswered.set(unanswered.get() + 1);
+                            unanswered.add(1);
                             if tx.send(Pending::Ready(bytes)).await.is_err() {
                                 return;
                             }
@@ -334,7 +344,7 @@ async fn read_loop<B: Backend, S: BackendStream>(
                         let _ = tx.send(Pending::Close).await;
                         return;
                     };
-                    unanswered.set(unanswered.get() + 1);
+                    unanswered.add(1);
                     if tx.send(pending).await.is_err() {
                         return;
                     }
@@ -353,8 +363,12 @@ async fn read_loop<B: Backend, S: BackendStream>(
         {
             return;
         }
+        if buf.is_empty() {
+            // Frames split off share its allocation: let it go with them (I189).
+            buf = BytesMut::new();
+        }
         let read = {
-            let read = std::pin::pin!(reader.read(&mut chunk));
+            let read = std::pin::pin!(read_into(&state.read_chunk, &mut reader, &mut buf));
             let stop = std::pin::pin!(state.stop.recv());
             let done = std::pin::pin!(writer_done.recv());
             let idle_timer = std::pin::pin!(state.backend.sleep(idle));
@@ -372,7 +386,7 @@ async fn read_loop<B: Backend, S: BackendStream>(
             }
             None => {}
             Some(Ok(0)) => return,
-            Some(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Some(Ok(_)) => {}
             Some(Err(e)) => {
                 tracing::info!(%peer, reason = %e, "connection read failed");
                 state.metrics.connection_error(ConnectionError::Io);
@@ -411,6 +425,34 @@ async fn fetch_keys_for_token<B: Backend>(
     if let Some(kid) = kid {
         super::jwks_refresh::fetch_for_unknown_kid(state, validator, &kid).await;
     }
+}
+
+/// Reads what `reader` has now (at most
+/// [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES)) onto the end of `buf`; the count
+/// read, 0 at end of stream. The bytes land in the shard's one read chunk, borrowed only
+/// within a poll (a stream writes a `poll_read` buffer only during the call), and are copied
+/// into `buf`: so a connection waiting for its client holds no read buffer of its own (I189).
+fn read_into<'a, R: futures::io::AsyncRead + Unpin>(
+    chunk: &'a RefCell<Box<[u8]>>,
+    reader: &'a mut R,
+    buf: &'a mut BytesMut,
+) -> impl std::future::Future<Output = std::io::Result<usize>> + 'a {
+    futures::future::poll_fn(move |cx| {
+        let mut fallback;
+        // No poll of one stream polls another's, so the chunk is free; were it not, a
+        // small buffer of this read's own serves.
+        let mut shared = chunk.try_borrow_mut();
+        let into: &mut [u8] = match shared.as_mut() {
+            Ok(chunk) => chunk,
+            Err(_) => {
+                fallback = vec![0u8; 4096];
+                &mut fallback
+            }
+        };
+        let n = std::task::ready!(std::pin::Pin::new(&mut *reader).poll_read(cx, into))?;
+        buf.extend_from_slice(&into[..n]);
+        std::task::Poll::Ready(Ok(n))
+    })
 }
 
 /// What to do with `frame`, read before the client authenticated.
@@ -554,9 +596,11 @@ fn judge<B: Backend>(
                 let client_id = request.header.client_id.as_deref().unwrap_or("");
                 (request.api_key, request.api_version, client_id.to_string())
             });
-            let network_charge = timed.as_ref().map(|(_, _, client_id)| NetworkCharge {
-                user: ctx.principal.name.clone(),
-                client_id: client_id.clone(),
+            let network_charge = timed.as_ref().map(|(_, _, client_id)| {
+                Box::new(NetworkCharge {
+                    user: ctx.principal.name.clone(),
+                    client_id: client_id.clone(),
+                })
             });
             state.backend.spawn_local(async move {
                 let outcome = match timed {
@@ -615,7 +659,7 @@ fn judge<B: Backend>(
 async fn write_loop<B: Backend, S: BackendStream>(
     mut writer: futures::io::WriteHalf<S>,
     rx: async_channel::Receiver<Pending<B>>,
-    unanswered: Rc<Cell<usize>>,
+    unanswered: Rc<ByteBudget>,
     unsent: Rc<ByteBudget>,
     peer: SocketAddr,
     slot: ConnectionSlot<B>,
@@ -641,7 +685,7 @@ async fn write_loop<B: Backend, S: BackendStream>(
                 Err(_) => break,
             },
         };
-        unanswered.set(unanswered.get().saturating_sub(1));
+        unanswered.release(1);
         if let Some(frame) = bytes {
             // A TLS stream keeps what the socket did not take in rustls's buffer (at most
             // 64 KiB): flush it, as a plain write waits for the kernel to take every byte (a
@@ -720,4 +764,27 @@ async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
         IoSlice::advance_slices(&mut left, n);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    #[test]
+    fn a_read_borrows_the_shard_chunk_only_within_its_poll_i189() {
+        let chunk = RefCell::new(vec![0u8; 8].into_boxed_slice());
+        let mut reader = futures::io::Cursor::new(b"hello world".to_vec());
+        let mut buf = BytesMut::new();
+        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
+        assert_eq!((n, &buf[..]), (8, &b"hello wo"[..]), "at most the chunk");
+        assert!(chunk.try_borrow_mut().is_ok(), "released after the read");
+        // Were the chunk borrowed, the read still reads, into a buffer of its own.
+        let held = chunk.borrow_mut();
+        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
+        drop(held);
+        assert_eq!((n, &buf[..]), (3, &b"hello world"[..]));
+        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
+        assert_eq!(n, 0, "end of stream");
+    }
 }

@@ -92,6 +92,10 @@ impl<B: Backend> Clone for OwnedPartition<B> {
     }
 }
 
+/// Bytes a connection reads from its socket per call, into the shard's one
+/// [`ShardState::read_chunk`].
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
 /// One shard's state, shared by its tasks through `Rc`.
 pub struct ShardState<B: Backend> {
     /// This shard's backend.
@@ -113,6 +117,9 @@ pub struct ShardState<B: Backend> {
     pub txn_metrics: Rc<TxnMetrics>,
     /// This shard's counters for the metrics endpoint.
     pub metrics: ShardMetrics,
+    /// The one buffer every connection of this shard reads its socket into, borrowed only
+    /// within a poll, so that an idle connection holds none (I189).
+    pub read_chunk: RefCell<Box<[u8]>>,
 }
 
 /// The catalogue the handlers see: the shared registry's (I150).
@@ -402,6 +409,7 @@ impl<B: Backend> ShardState<B> {
             txns: TxnHosts::new(),
             txn_metrics: Rc::new(TxnMetrics::new()),
             metrics: ShardMetrics::new(),
+            read_chunk: RefCell::new(vec![0u8; READ_CHUNK_BYTES].into_boxed_slice()),
         }
     }
 

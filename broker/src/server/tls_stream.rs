@@ -39,7 +39,9 @@ pub struct TlsStream<S> {
     io: S,
     session: ServerConnection,
     /// TLS bytes read from the socket and not yet given to rustls: `incoming[start..end]`.
-    incoming: Box<[u8]>,
+    /// Allocated for a socket read and released when a read finds the socket empty with
+    /// nothing kept, so an idle connection holds none of it (I189).
+    incoming: Vec<u8>,
     start: usize,
     end: usize,
     /// Whether `close_notify` was queued.
@@ -52,7 +54,7 @@ impl<S> TlsStream<S> {
         TlsStream {
             io,
             session,
-            incoming: vec![0; TLS_READ_BYTES].into_boxed_slice(),
+            incoming: Vec::new(),
             start: 0,
             end: 0,
             closing: false,
@@ -148,9 +150,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
             }
             // Nothing decrypted and nothing left to decrypt (`feed` emptied the buffer): read
             // the socket.
+            if this.incoming.is_empty() {
+                this.incoming = vec![0; TLS_READ_BYTES];
+            }
             let room = &mut this.incoming[this.end..];
             match Pin::new(&mut this.io).poll_read(cx, room) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if this.end == 0 {
+                        // Idle: hold no read buffer while waiting (I189).
+                        this.incoming = Vec::new();
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(Ok(0)) => {
                     // Tell rustls; its reader then says whether `close_notify` came first.
                     if let Err(e) = this.session.read_tls(&mut io::empty()) {
