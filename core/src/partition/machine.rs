@@ -565,6 +565,13 @@ impl PartitionMachine {
 
     // ----- outputs -----
 
+    /// True when [`poll_io`](Self::poll_io) has an I/O to give: a driver that starts I/O on a
+    /// task of its own wakes that task only then (an append queued behind a write in flight
+    /// starts none).
+    pub fn has_io(&self) -> bool {
+        !self.io_out.is_empty()
+    }
+
     /// The next I/O to start; report it with [`handle_io_done`](Self::handle_io_done).
     pub fn poll_io(&mut self) -> Option<Io> {
         self.io_out.pop_front()
