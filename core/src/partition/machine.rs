@@ -1281,6 +1281,11 @@ impl PartitionMachine {
 
     /// Releases every answer a sync now covers, in the order they were queued.
     fn release_durable(&mut self) {
+        // Every input pumps: with no waiter (always so under `flush.policy=none`) there is
+        // nothing to split.
+        if self.durable_waits.is_empty() {
+            return;
+        }
         let synced = self.commit.synced_up_to;
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.durable_waits)
             .into_iter()
