@@ -274,6 +274,12 @@ impl<B: Backend> MachineDriver<B> {
         self.shared.files.borrow().get(&base_offset).cloned()
     }
 
+    /// Requests whose slots the driver still holds (answered ones leave as their callers
+    /// take the answers): 0 once every caller has its answer.
+    pub fn open_requests(&self) -> usize {
+        self.shared.requests.borrow().held_slots()
+    }
+
     /// The sync counts for the metrics endpoint.
     pub fn sync_stats(&self) -> &SyncStats {
         &self.shared.sync_stats

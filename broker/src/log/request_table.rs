@@ -137,9 +137,8 @@ impl<T> RequestTable<T> {
         }
     }
 
-    /// Requests taken in and not yet freed, with the freed slots between them.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Slots held: the requests not yet freed, with the freed slots between them.
+    pub fn held_slots(&self) -> usize {
         self.slots.len()
     }
 
@@ -206,13 +205,13 @@ mod tests {
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
         assert_eq!(table.poll_answer(b, &mut cx), Poll::Ready(flushed()));
         // `a` is still open: `b`'s freed slot stays behind it.
-        assert_eq!(table.len(), 3);
+        assert_eq!(table.held_slots(), 3);
         table.answer(a, Err(PartitionError::Cancelled));
         assert_eq!(
             table.poll_answer(a, &mut cx),
             Poll::Ready(Err(PartitionError::Cancelled))
         );
-        assert_eq!(table.len(), 1, "a and b leave together");
+        assert_eq!(table.held_slots(), 1, "a and b leave together");
         assert_eq!(table.open(None).0, 3, "tokens go on consecutively");
     }
 
@@ -229,7 +228,11 @@ mod tests {
         );
         table.abandon(queued, false);
         assert_eq!(table.take_payload(queued), None, "freed at once");
-        assert_eq!(table.len(), 2, "its slot leaves behind the placed one's");
+        assert_eq!(
+            table.held_slots(),
+            2,
+            "its slot leaves behind the placed one's"
+        );
         table.answer(placed, flushed());
         assert!(table.is_empty(), "the answer freed the abandoned slot");
         // An answer for a freed slot is ignored.
