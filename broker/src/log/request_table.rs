@@ -10,7 +10,7 @@
 //! (docs/perf-log/2026-12-06-driver-per-append.md).
 //!
 //! A slot is freed when its caller takes the answer, or when the answer comes for a caller
-//! that went away; the deque drops freed slots from its front. Single-threaded: the table
+//! that went away; the deque drops freed slots from its front (I183). Single-threaded: the table
 //! lives in a `RefCell` of the partition's shard, never borrowed across an `.await`.
 
 use std::collections::VecDeque;
