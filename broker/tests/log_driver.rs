@@ -131,6 +131,13 @@ async fn check<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
     let bases: Vec<Offset> =
         driver.with_machine(|m| m.segments().iter().map(|s| s.base_offset).collect());
     let closed = driver.close(NOW_MS).await;
+    // I183: every caller has its answer, so the request table holds no slot.
+    ensure(driver.open_requests() == 0, || {
+        format!(
+            "every request answered and taken, yet {} slots held",
+            driver.open_requests()
+        )
+    })?;
     ensure(closed == Ok(Done::Closed { clean: true }), || {
         format!("close: {closed:?}")
     })?;

@@ -2,19 +2,20 @@
 //! docs/DESIGN.md, "The partition log machine". [`super::PartitionLog`] owns one: the
 //! machine is the one owner of the log's state (I170).
 //!
-//! Shape (I170): the machine sits in a `RefCell` beside the segment files, the batch bytes
-//! by [`RequestToken`] and the callers' oneshots. A caller feeds its input inline
-//! (`handle_append` in arrival order, so offsets follow arrival order, I27) and wakes the
+//! Shape (I170): the machine sits in a `RefCell` beside the segment files and the request
+//! table (`request_table::RequestTable`: each request's batch bytes and answer, by
+//! [`RequestToken`]). A caller feeds its input inline (`handle_append` in arrival order, so
+//! offsets follow arrival order, I27) and, when the machine has I/O to start, wakes the
 //! partition's one driver task; that task drains `poll_io` into a set of I/O futures run
-//! concurrently (a write group beside a sync), feeds each completion
-//! back with `handle_io_done`, and sends every `poll_ack` answer to its caller. The machine
-//! is never borrowed across an `.await`. A caller that goes away before its append was
-//! placed cancels it (`handle_cancel`); once placed, the write goes on and the answer is
-//! dropped. The driver reads no clock: `now_ms` comes with each input, and an I/O completion
-//! is stamped with the latest `now_ms` seen.
+//! concurrently (a write group beside a sync), feeds each completion back with
+//! `handle_io_done`, and hands every `poll_ack` answer to its caller's slot. The machine is
+//! never borrowed across an `.await`. A caller that goes away before its append was placed
+//! cancels it (`handle_cancel`); once placed, the write goes on and the answer is dropped.
+//! The driver reads no clock: `now_ms` comes with each input, and an I/O completion is
+//! stamped with the latest `now_ms` seen.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,6 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use bytes::Bytes;
-use futures::channel::oneshot;
-use futures::stream::{FuturesUnordered, StreamExt};
 use minikafka_core::backend::{Backend, BackendFile};
 use minikafka_core::partition::{
     Append, Done, Io, IoFailure, IoKind, IoToken, PartitionError, PartitionMachine, PlacedBatch,
@@ -36,6 +35,7 @@ use minikafka_core::record::{
 use minikafka_core::types::Offset;
 
 use super::producers;
+use super::request_table::{Outcome, RequestTable};
 use super::segment::Segment;
 pub use super::segment::SegmentFiles;
 use super::start_offset;
@@ -91,17 +91,14 @@ impl Kick {
     }
 }
 
-type Reply = oneshot::Sender<Result<Done, PartitionError>>;
-
 /// What the caller side and the driver task share.
 struct Shared<B: Backend> {
     backend: B,
     dir: PathBuf,
     machine: RefCell<PartitionMachine>,
     files: RefCell<BTreeMap<Offset, Rc<SegmentFiles<B>>>>,
-    batches: RefCell<HashMap<RequestToken, SplitBatch>>,
-    waiters: RefCell<HashMap<RequestToken, Reply>>,
-    next_token: Cell<u64>,
+    /// Every request not yet handed back: its batch until the write, then its answer.
+    requests: RefCell<RequestTable<SplitBatch>>,
     /// The latest `now_ms` an input brought (stamps I/O completions).
     now_ms: Cell<i64>,
     kick: Kick,
@@ -117,6 +114,24 @@ struct Shared<B: Backend> {
 }
 
 type IoFuture = Pin<Box<dyn Future<Output = (IoToken, Result<(), IoFailure>)>>>;
+
+/// Polls the I/O in flight (a handful: a write group or its index writes, a sync, a log
+/// start move) and gives the first that finished. A plain list polled whole on each wakeup
+/// costs less than a `FuturesUnordered`'s node and waker per I/O at this size; the machine
+/// takes completions in any order.
+fn poll_finished(
+    in_flight: &mut Vec<IoFuture>,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<(IoToken, Result<(), IoFailure>)> {
+    for at in 0..in_flight.len() {
+        if let Poll::Ready(done) = in_flight[at].as_mut().poll(cx) {
+            // A finished future is never polled again.
+            drop(in_flight.swap_remove(at));
+            return Poll::Ready(done);
+        }
+    }
+    Poll::Pending
+}
 
 /// A [`PartitionMachine`] driven on a backend. See the module documentation.
 pub struct MachineDriver<B: Backend> {
@@ -150,9 +165,7 @@ impl<B: Backend> MachineDriver<B> {
             dir,
             machine: RefCell::new(machine),
             files: RefCell::new(files),
-            batches: RefCell::new(HashMap::new()),
-            waiters: RefCell::new(HashMap::new()),
-            next_token: Cell::new(0),
+            requests: RefCell::new(RequestTable::default()),
             now_ms: Cell::new(now_ms),
             kick: Kick::default(),
             dropped: Cell::new(false),
@@ -261,6 +274,12 @@ impl<B: Backend> MachineDriver<B> {
         self.shared.files.borrow().get(&base_offset).cloned()
     }
 
+    /// Requests whose slots the driver still holds (answered ones leave as their callers
+    /// take the answers): 0 once every caller has its answer.
+    pub fn open_requests(&self) -> usize {
+        self.shared.requests.borrow().held_slots()
+    }
+
     /// The sync counts for the metrics endpoint.
     pub fn sync_stats(&self) -> &SyncStats {
         &self.shared.sync_stats
@@ -274,8 +293,7 @@ impl<B: Backend> MachineDriver<B> {
         append: impl FnOnce(RequestToken) -> Append,
         now_ms: i64,
     ) -> Result<Done, PartitionError> {
-        self.request(now_ms, true, |machine, token| {
-            self.shared.batches.borrow_mut().insert(token, held);
+        self.request(now_ms, Some(held), |machine, token| {
             // Behind the appends held back, in arrival order (I27).
             if self.shared.held.get() || !self.shared.deferred.borrow().is_empty() {
                 self.shared.deferred.borrow_mut().push(append(token));
@@ -288,13 +306,13 @@ impl<B: Backend> MachineDriver<B> {
 
     /// Answered once everything written so far is durable.
     pub async fn flush(&self, now_ms: i64) -> Result<Done, PartitionError> {
-        self.request(now_ms, false, |m, t| m.handle_flush(t, now_ms))
+        self.request(now_ms, None, |m, t| m.handle_flush(t, now_ms))
             .await
     }
 
     /// Seals the active segment (unless empty) and starts the next one.
     pub async fn roll(&self, now_ms: i64) -> Result<Done, PartitionError> {
-        self.request(now_ms, false, |m, t| m.handle_roll(t, now_ms))
+        self.request(now_ms, None, |m, t| m.handle_roll(t, now_ms))
             .await
     }
 
@@ -304,7 +322,7 @@ impl<B: Backend> MachineDriver<B> {
         before: Offset,
         now_ms: i64,
     ) -> Result<Done, PartitionError> {
-        self.request(now_ms, false, |m, t| {
+        self.request(now_ms, None, |m, t| {
             m.handle_delete_records(t, before, now_ms)
         })
         .await
@@ -312,13 +330,13 @@ impl<B: Backend> MachineDriver<B> {
 
     /// A retention pass at `now_ms`.
     pub async fn retention(&self, now_ms: i64) -> Result<Done, PartitionError> {
-        self.request(now_ms, false, |m, t| m.handle_retention(t, now_ms))
+        self.request(now_ms, None, |m, t| m.handle_retention(t, now_ms))
             .await
     }
 
     /// Closes the machine: queued appends are written, the active segment synced.
     pub async fn close(&self, now_ms: i64) -> Result<Done, PartitionError> {
-        self.request(now_ms, false, |m, t| m.handle_close(t, now_ms))
+        self.request(now_ms, None, |m, t| m.handle_close(t, now_ms))
             .await
     }
 
@@ -338,35 +356,37 @@ impl<B: Backend> MachineDriver<B> {
         due
     }
 
-    /// Gives an input its token and a waiter, feeds it, wakes the task and waits for the
-    /// answer. `cancellable`: an append not yet placed when this future is dropped is
-    /// cancelled in the machine.
+    /// Opens the input's request (an append's with its `batch`), feeds it, wakes the task
+    /// when the machine has I/O to start, and waits for the answer. An append (`batch`) not
+    /// yet placed when this future is dropped is cancelled in the machine.
     async fn request(
         &self,
         now_ms: i64,
-        cancellable: bool,
+        batch: Option<SplitBatch>,
         input: impl FnOnce(&mut PartitionMachine, RequestToken),
     ) -> Result<Done, PartitionError> {
         let shared = &self.shared;
         shared.now_ms.set(shared.now_ms.get().max(now_ms));
-        let token = RequestToken(shared.next_token.get());
-        shared.next_token.set(token.0 + 1);
-        let (reply, answer) = oneshot::channel();
-        shared.waiters.borrow_mut().insert(token, reply);
+        let cancellable = batch.is_some();
+        let token = shared.requests.borrow_mut().open(batch);
         input(&mut shared.machine.borrow_mut(), token);
         // Answers the input made at once (a refusal, a closed log) go out now.
         shared.answer_ready();
-        shared.kick.kick();
+        // An input queued behind a write in flight starts nothing: the task picks it up when
+        // that write completes, so it is not woken for it (one wakeup per write group, not
+        // per append).
+        shared.kick_if_io_waits();
         let guard = CancelOnDrop {
             shared,
             token,
             cancellable,
             now_ms,
         };
-        let result = answer.await;
+        let outcome =
+            futures::future::poll_fn(|cx| shared.requests.borrow_mut().poll_answer(token, cx))
+                .await;
         std::mem::forget(guard);
-        // The sender is dropped only when the task is gone with the request unanswered.
-        result.unwrap_or(Err(PartitionError::Closed))
+        outcome
     }
 }
 
@@ -387,23 +407,25 @@ struct CancelOnDrop<'a, B: Backend> {
 
 impl<B: Backend> Drop for CancelOnDrop<'_, B> {
     fn drop(&mut self) {
-        self.shared.waiters.borrow_mut().remove(&self.token);
+        // Held back, the append never reached the machine: no answer will come for it.
+        let held_back = self.cancellable && {
+            let mut deferred = self.shared.deferred.borrow_mut();
+            let before = deferred.len();
+            deferred.retain(|a| a.token != self.token);
+            deferred.len() != before
+        };
+        if self.cancellable && !held_back {
+            // Answered `Cancelled` when not placed yet; placed, it is written as usual.
+            self.shared
+                .machine
+                .borrow_mut()
+                .handle_cancel(self.token, self.now_ms);
+        }
+        self.shared
+            .requests
+            .borrow_mut()
+            .abandon(self.token, !held_back);
         if self.cancellable {
-            let held_back = {
-                let mut deferred = self.shared.deferred.borrow_mut();
-                let before = deferred.len();
-                deferred.retain(|a| a.token != self.token);
-                deferred.len() != before
-            };
-            let dropped = held_back
-                || self
-                    .shared
-                    .machine
-                    .borrow_mut()
-                    .handle_cancel(self.token, self.now_ms);
-            if dropped {
-                self.shared.batches.borrow_mut().remove(&self.token);
-            }
             self.shared.answer_ready();
             self.shared.kick.kick();
         }
@@ -411,16 +433,22 @@ impl<B: Backend> Drop for CancelOnDrop<'_, B> {
 }
 
 impl<B: Backend> Shared<B> {
-    /// Sends every released answer to its waiter (one gone away is skipped).
+    /// Hands every released answer to its request's slot, waking its caller (one gone away
+    /// frees its slot).
     fn answer_ready(&self) {
         loop {
             let Some(answer) = self.machine.borrow_mut().poll_ack() else {
                 return;
             };
-            self.batches.borrow_mut().remove(&answer.token);
-            if let Some(reply) = self.waiters.borrow_mut().remove(&answer.token) {
-                let _ = reply.send(answer.result);
-            }
+            let outcome: Outcome = answer.result;
+            self.requests.borrow_mut().answer(answer.token, outcome);
+        }
+    }
+
+    /// Wakes the driver task when the machine has I/O for it to start.
+    fn kick_if_io_waits(&self) {
+        if self.machine.borrow().has_io() {
+            self.kick.kick();
         }
     }
 
@@ -556,12 +584,12 @@ impl<B: Backend> Shared<B> {
     /// epoch: outside the CRC, I1) then its records, in offset order. The batches leave the
     /// map: the machine never writes a batch twice (a failed group fails its members).
     fn patched_parts(&self, placed: &[PlacedBatch]) -> Vec<Bytes> {
-        let mut batches = self.batches.borrow_mut();
+        let mut requests = self.requests.borrow_mut();
         let mut heads = Vec::with_capacity(placed.len() * HEADER_BYTES);
         let mut records = Vec::with_capacity(placed.len());
         for batch in placed {
-            let held = batches
-                .remove(&batch.token)
+            let held = requests
+                .take_payload(batch.token)
                 .expect("a placed batch's bytes are held until its write (driver)");
             let mut head = held.head;
             patch_base_offset(&mut head, batch.base_offset);
@@ -587,7 +615,7 @@ impl<B: Backend> Shared<B> {
 /// The partition's driver task: runs the machine's I/O concurrently, feeds completions back,
 /// sends answers, until the handle is dropped and nothing is in flight.
 async fn run<B: Backend>(shared: Rc<Shared<B>>) {
-    let mut in_flight: FuturesUnordered<IoFuture> = FuturesUnordered::new();
+    let mut in_flight: Vec<IoFuture> = Vec::new();
     loop {
         if !shared.held.get() && !shared.deferred.borrow().is_empty() {
             let deferred = std::mem::take(&mut *shared.deferred.borrow_mut());
@@ -604,10 +632,8 @@ async fn run<B: Backend>(shared: Rc<Shared<B>>) {
             return;
         }
         let done = futures::future::poll_fn(|cx| {
-            if !in_flight.is_empty() {
-                if let Poll::Ready(Some(done)) = in_flight.poll_next_unpin(cx) {
-                    return Poll::Ready(Some(done));
-                }
+            if let Poll::Ready(done) = poll_finished(&mut in_flight, cx) {
+                return Poll::Ready(Some(done));
             }
             if shared.kick.take(cx.waker()) {
                 return Poll::Ready(None);

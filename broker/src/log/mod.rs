@@ -30,6 +30,8 @@
 //!   flush, close.
 //! - [`driver`]: [`driver::MachineDriver`] — carries out the partition machine's I/O on the
 //!   backend (one task per partition) and answers the callers.
+//! - `request_table`: the driver's requests by token (each batch until its write, each
+//!   answer until its caller takes it), without a map or a channel per append.
 //! - [`produced_batch`]: the one validation of a produced batch (I3, the key rule of a
 //!   compacted log).
 //! - [`producers`]: persistence of the idempotent producer state (snapshots at roll and
@@ -57,6 +59,7 @@ pub mod producers;
 pub mod recover;
 pub mod recovered_sync;
 pub mod replay;
+mod request_table;
 pub mod schema_ids;
 pub mod segment;
 pub mod start_offset;

@@ -565,6 +565,13 @@ impl PartitionMachine {
 
     // ----- outputs -----
 
+    /// True when [`poll_io`](Self::poll_io) has an I/O to give: a driver that starts I/O on a
+    /// task of its own wakes that task only then (an append queued behind a write in flight
+    /// starts none).
+    pub fn has_io(&self) -> bool {
+        !self.io_out.is_empty()
+    }
+
     /// The next I/O to start; report it with [`handle_io_done`](Self::handle_io_done).
     pub fn poll_io(&mut self) -> Option<Io> {
         self.io_out.pop_front()
@@ -1274,6 +1281,11 @@ impl PartitionMachine {
 
     /// Releases every answer a sync now covers, in the order they were queued.
     fn release_durable(&mut self) {
+        // Every input pumps: with no waiter (always so under `flush.policy=none`) there is
+        // nothing to split.
+        if self.durable_waits.is_empty() {
+            return;
+        }
         let synced = self.commit.synced_up_to;
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.durable_waits)
             .into_iter()

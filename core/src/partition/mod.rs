@@ -16,7 +16,8 @@
 //! - **Getters** (`&self`, no effect): [`PartitionMachine::high_watermark`],
 //!   [`PartitionMachine::log_start_offset`], [`PartitionMachine::last_stable_offset`],
 //!   [`PartitionMachine::segments`], [`PartitionMachine::synced_up_to`],
-//!   [`PartitionMachine::is_offline`], [`PartitionMachine::producers`],
+//!   [`PartitionMachine::is_offline`], [`PartitionMachine::has_io`],
+//!   [`PartitionMachine::producers`],
 //!   [`PartitionMachine::txns`], [`PartitionMachine::aborted_transactions`],
 //!   [`PartitionMachine::fetch_plan`] (a read's snapshot: reads never enter the machine's
 //!   queue, I2).
