@@ -63,10 +63,22 @@ def _kfake_binary():
     return str(path)
 
 
+# Every port `_free_port` handed out in this test session.
+_GIVEN_PORTS = set()
+
+
 def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, and never one this session already handed out: the
+    kernel may give a port again once its probe socket is closed, and two listeners of one
+    broker (or two brokers) given the same port fail to start."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no port left that this session has not handed out")
 
 
 def _minikafka_command(port, data_dir, overrides):

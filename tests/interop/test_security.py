@@ -29,6 +29,7 @@ import time
 import uuid
 
 import pytest
+from conftest import _free_port
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.admin import ScramCredentialInfo as CkScramInfo
@@ -51,12 +52,6 @@ OAUTH_JAAS = (
     'unsecuredValidatorRequiredScope="kafka";'
 )
 LIMIT_S = 30
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
