@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use minikafka_core::auth::jwks::{
-    validate_signed, Jwks, SignedValidatorConfig, MAX_JWKS_BYTES, MAX_JWKS_KEYS,
+    token_kid, validate_signed, Jwks, SignedValidatorConfig, MAX_JWKS_BYTES, MAX_JWKS_KEYS,
 };
 use minikafka_core::auth::oauthbearer::{
     encode_client_initial_response, parse_client_initial_response, validate_unsecured,
@@ -205,7 +205,7 @@ pub fn oauthbearer(data: &[u8]) {
 /// Neither part panics or allocates beyond its bound (I166); a document over
 /// `MAX_JWKS_BYTES` is refused; a token that validates against the parsed set has a non-empty
 /// principal, expires after `now` minus the skew, and was verified by a key of the set (I167,
-/// I168).
+/// I168). The unverified `kid` read to decide on a fetch (I187) never panics either.
 pub fn oauthbearer_jwks(data: &[u8]) {
     let mut input = Input::new(data);
     let now_ms = i64::from(input.u32()) << 32 | i64::from(input.u32());
@@ -221,6 +221,10 @@ pub fn oauthbearer_jwks(data: &[u8]) {
     let jwks = parsed.unwrap_or_default();
     assert!(jwks.keys.len() <= MAX_JWKS_KEYS);
     let token = String::from_utf8_lossy(token);
+    if let Some(kid) = token_kid(&token) {
+        // Decoded from the token's first part: never longer than the token.
+        assert!(kid.len() <= token.len());
+    }
     let config = SignedValidatorConfig::default();
     if let Ok(valid) = validate_signed(&token, &jwks, &config, now_ms) {
         assert!(!jwks.keys.is_empty());
