@@ -5,8 +5,9 @@
 //! Shape (I170): the machine sits in a `RefCell` beside the segment files and the request
 //! table (`request_table::RequestTable`: each request's batch bytes and answer, by
 //! [`RequestToken`]). A caller feeds its input inline (`handle_append` in arrival order, so
-//! offsets follow arrival order, I27) and, when the machine has I/O to start, wakes the
-//! partition's one driver task; that task drains `poll_io` into a set of I/O futures run
+//! offsets follow arrival order, I27) and, when the machine has I/O to start, starts it
+//! itself if the partition's one driver task is waiting (first poll with the task's waker),
+//! or wakes the task; the task drains `poll_io` into a set of I/O futures run
 //! concurrently (a write group beside a sync), feeds each completion back with
 //! `handle_io_done`, and hands every `poll_ack` answer to its caller's slot. The machine is
 //! never borrowed across an `.await`. A caller that goes away before its append was placed
@@ -89,6 +90,15 @@ impl Kick {
         *self.waker.borrow_mut() = Some(waker.clone());
         false
     }
+
+    /// The driver task's waker while it waits with no kick pending: I/O first polled with it
+    /// wakes the task when it completes, without a turn of the task to start it.
+    fn waiting_waker(&self) -> Option<Waker> {
+        if self.set.get() {
+            return None;
+        }
+        self.waker.borrow().clone()
+    }
 }
 
 /// What the caller side and the driver task share.
@@ -102,6 +112,8 @@ struct Shared<B: Backend> {
     /// The latest `now_ms` an input brought (stamps I/O completions).
     now_ms: Cell<i64>,
     kick: Kick,
+    /// The I/O in flight, polled by the driver task (and first by a caller that started it).
+    in_flight: RefCell<Vec<IoFuture>>,
     /// The handle was dropped: the task ends once no I/O is in flight.
     dropped: Cell<bool>,
     /// Offsets of the producer snapshots on disk, ascending (pruned after each write).
@@ -168,6 +180,7 @@ impl<B: Backend> MachineDriver<B> {
             requests: RefCell::new(RequestTable::default()),
             now_ms: Cell::new(now_ms),
             kick: Kick::default(),
+            in_flight: RefCell::new(Vec::new()),
             dropped: Cell::new(false),
             snapshots: RefCell::new(snapshots),
             sync_stats: SyncStats::new(),
@@ -374,8 +387,8 @@ impl<B: Backend> MachineDriver<B> {
         shared.answer_ready();
         // An input queued behind a write in flight starts nothing: the task picks it up when
         // that write completes, so it is not woken for it (one wakeup per write group, not
-        // per append).
-        shared.kick_if_io_waits();
+        // per append). One that starts I/O starts it here when the task is waiting.
+        Shared::start_io(shared);
         let guard = CancelOnDrop {
             shared,
             token,
@@ -445,10 +458,37 @@ impl<B: Backend> Shared<B> {
         }
     }
 
-    /// Wakes the driver task when the machine has I/O for it to start.
-    fn kick_if_io_waits(&self) {
-        if self.machine.borrow().has_io() {
-            self.kick.kick();
+    /// Starts the machine's I/O from the caller's task when the driver task is waiting: each
+    /// I/O is polled once with the task's waker (which submits it) and joins the I/O in
+    /// flight, so the task wakes only when it completes. Waking the task to start it cost a
+    /// turn of the task per write group, and on monoio an extra `io_uring_enter` with nothing
+    /// to submit ([perf log](../../../docs/perf-log/2026-12-06-driver-start-inline.md)).
+    /// Otherwise (the task already due to run) it is kicked as before. The order of inputs
+    /// is the machine's (I27): this only changes which task first polls its I/O.
+    fn start_io(shared: &Rc<Self>) {
+        if !shared.machine.borrow().has_io() {
+            return;
+        }
+        let Some(waker) = shared.kick.waiting_waker() else {
+            shared.kick.kick();
+            return;
+        };
+        let mut cx = std::task::Context::from_waker(&waker);
+        loop {
+            let io = shared.machine.borrow_mut().poll_io();
+            let Some(io) = io else { break };
+            let mut io: IoFuture = Box::pin(shared.clone().execute(io));
+            match io.as_mut().poll(&mut cx) {
+                Poll::Pending => shared.in_flight.borrow_mut().push(io),
+                Poll::Ready((token, result)) => {
+                    let now_ms = shared.now_ms.get();
+                    shared
+                        .machine
+                        .borrow_mut()
+                        .handle_io_done(token, result, now_ms);
+                    shared.answer_ready();
+                }
+            }
         }
     }
 
@@ -615,7 +655,6 @@ impl<B: Backend> Shared<B> {
 /// The partition's driver task: runs the machine's I/O concurrently, feeds completions back,
 /// sends answers, until the handle is dropped and nothing is in flight.
 async fn run<B: Backend>(shared: Rc<Shared<B>>) {
-    let mut in_flight: Vec<IoFuture> = Vec::new();
     loop {
         if !shared.held.get() && !shared.deferred.borrow().is_empty() {
             let deferred = std::mem::take(&mut *shared.deferred.borrow_mut());
@@ -625,14 +664,17 @@ async fn run<B: Backend>(shared: Rc<Shared<B>>) {
         loop {
             let io = shared.machine.borrow_mut().poll_io();
             let Some(io) = io else { break };
-            in_flight.push(Box::pin(shared.clone().execute(io)));
+            let io: IoFuture = Box::pin(shared.clone().execute(io));
+            shared.in_flight.borrow_mut().push(io);
         }
         shared.answer_ready();
-        if shared.dropped.get() && in_flight.is_empty() {
+        if shared.dropped.get() && shared.in_flight.borrow().is_empty() {
             return;
         }
         let done = futures::future::poll_fn(|cx| {
-            if let Poll::Ready(done) = poll_finished(&mut in_flight, cx) {
+            // No I/O future borrows `in_flight`: only this task and `start_io` (another
+            // task, never during this poll) touch it.
+            if let Poll::Ready(done) = poll_finished(&mut shared.in_flight.borrow_mut(), cx) {
                 return Poll::Ready(Some(done));
             }
             if shared.kick.take(cx.waker()) {
