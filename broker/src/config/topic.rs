@@ -72,6 +72,7 @@ pub fn log_config(
         timestamp_bounds: config.log_message_timestamp_bounds,
         compression: config.compression,
         schema_ids: Default::default(),
+        preallocate: config.log_preallocate,
     };
     with_overrides(&base, overrides)
 }
@@ -289,9 +290,10 @@ mod tests {
         let err = check_topic_config("flush.messages", "1").expect_err("refused");
         assert!(err.to_string().contains("flush.messages"), "{err}");
         assert!(matches!(
-            check_topic_config("preallocate", "true"),
-            Ok(Effect::NoEffect(_))
+            check_topic_config("preallocate", "false"),
+            Ok(Effect::Honoured)
         ));
+        assert!(check_topic_config("preallocate", "yes").is_err());
         assert_eq!(topic_list_default("cleanup.policy"), Some("delete"));
         assert_eq!(
             topic_list_default("leader.replication.throttled.replicas"),
