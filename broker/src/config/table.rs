@@ -1430,6 +1430,7 @@ mod tests {
                 "log.index.interval.bytes",
                 "log.message.timestamp.after.max.ms",
                 "log.message.timestamp.before.max.ms",
+                "log.preallocate",
                 "log.retention.bytes",
                 "log.retention.ms",
                 "log.roll.ms",

@@ -115,10 +115,10 @@ mod tests {
         assert_eq!(next_reservation(0, 0, SEGMENT), Some(0..AHEAD_MIN_BYTES));
         assert_eq!(next_reservation(100, AHEAD_MIN_BYTES, SEGMENT), None);
         let half = AHEAD_MIN_BYTES / 2;
-        assert_eq!(next_reservation(half - 1, AHEAD_MIN_BYTES, SEGMENT), None);
+        assert_eq!(next_reservation(half, AHEAD_MIN_BYTES, SEGMENT), None);
         assert_eq!(
-            next_reservation(half, AHEAD_MIN_BYTES, SEGMENT),
-            Some(AHEAD_MIN_BYTES..half + AHEAD_MIN_BYTES)
+            next_reservation(half + 1, AHEAD_MIN_BYTES, SEGMENT),
+            Some(AHEAD_MIN_BYTES..half + 1 + AHEAD_MIN_BYTES)
         );
     }
 
