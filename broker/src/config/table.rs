@@ -798,7 +798,7 @@ pub static SETTINGS: &[Setting] = &[
         .topic("segment.bytes", honoured(
             |l, v| { l.segment_bytes = number(v)?; Ok(()) },
             |l| l.segment_bytes.to_string())),
-    broker("log.preallocate", Kind::Boolean, "true", Valid::Bool,
+    broker("log.preallocate", Kind::Boolean, "false", Valid::Bool,
         "reserve the active segment's disk blocks up to 16 MiB ahead of its writes (fallocate KEEP_SIZE: the file length, and so recovery, unchanged; freed at roll and close); Kafka's name, not its full-size files",
         |c, _, v| { c.log_preallocate = bool_value(v)?; Ok(()) },
         |c| c.log_preallocate.to_string())

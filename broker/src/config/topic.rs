@@ -253,7 +253,7 @@ mod tests {
             ("max.compaction.lag.ms", "7"),
             ("min.cleanable.dirty.ratio", "0.7"),
             ("min.compaction.lag.ms", "7"),
-            ("preallocate", "false"),
+            ("preallocate", "true"),
             ("flush.ms", "7"),
             ("flush.policy", "fsync"),
             ("index.interval.bytes", "77"),
@@ -292,7 +292,7 @@ mod tests {
         let err = check_topic_config("flush.messages", "1").expect_err("refused");
         assert!(err.to_string().contains("flush.messages"), "{err}");
         assert!(matches!(
-            check_topic_config("preallocate", "false"),
+            check_topic_config("preallocate", "true"),
             Ok(Effect::Honoured)
         ));
         assert!(check_topic_config("preallocate", "yes").is_err());
