@@ -14,7 +14,8 @@
 //!   (`EOPNOTSUPP`: ext4), io_uring would punt every buffered write to a kernel worker, so
 //!   every write is a plain `pwritev` from the caller's buffers on the shard's thread (core's
 //!   `WriteCursor`), bounded in practice by what the broker appends at once.
-//! - `sync_data` is an io_uring `FSYNC` with `DATASYNC`. `truncate` runs `ftruncate` on the
+//! - `sync_data` is an io_uring `FSYNC` with `DATASYNC`. `truncate` (and `preallocate`'s
+//!   `fallocate(FALLOC_FL_KEEP_SIZE)`, monoio 0.2 having no FALLOCATE op) runs on the
 //!   shard's blocking pool, on a duplicate of the descriptor (so a cancelled call can never
 //!   truncate a descriptor number reused after the file closed). `len` is `fstat(2)` on the
 //!   descriptor: it never waits for the disk on an open inode.
@@ -370,12 +371,49 @@ impl BackendFile for MonoioFile {
         crate::blocking(move || file.set_len(len)).await
     }
 
+    async fn preallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        // monoio 0.2 has no FALLOCATE op; the shard's blocking pool keeps the extent
+        // allocation (tens of µs to ms, journalled) off the shard's thread. A duplicate
+        // descriptor, as `truncate`, so a cancelled call never touches a reused number.
+        let file = self.raw_file().try_clone()?;
+        crate::blocking(move || fallocate_keep_size(&file, offset, len)).await
+    }
+
     async fn len(&self) -> io::Result<u64> {
         Ok(self.raw_file().metadata()?.len())
     }
 
     async fn close(self) -> io::Result<()> {
         self.inner.close().await
+    }
+}
+
+/// `fallocate(FALLOC_FL_KEEP_SIZE)` of `len` bytes at `offset`: blocks reserved, the length
+/// unchanged (I190). A filesystem that cannot (`EOPNOTSUPP`: tmpfs before 6.x, some FUSE) makes
+/// it a no-op, as the trait promises; EINTR is retried.
+pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "preallocation past off_t",
+        ));
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    loop {
+        // SAFETY: a plain system call on a descriptor `file` keeps open for the call.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) => return Ok(()),
+            _ => return Err(e),
+        }
     }
 }
 

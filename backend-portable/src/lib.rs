@@ -20,6 +20,8 @@
 //! - **Durability**: [`BackendFile::sync_data`] is `fdatasync` on Linux and
 //!   `fcntl(F_FULLFSYNC)` on macOS (plain `fsync` does not flush the drive's cache there);
 //!   [`Backend::sync_dir`] opens the directory and syncs it the same way.
+//! - **Preallocation**: [`BackendFile::preallocate`] is `fallocate(FALLOC_FL_KEEP_SIZE)` on
+//!   the pool on Linux (a no-op where the filesystem answers `EOPNOTSUPP`), a no-op elsewhere.
 //! - **TCP**: listeners bind with `SO_REUSEADDR` and `SO_REUSEPORT` (so every shard can bind
 //!   the same address) and are driven by `smol::Async`; streams get `TCP_NODELAY`, and their
 //!   `close` shuts down the write half (the peer reads end of stream).
@@ -294,6 +296,14 @@ impl BackendFile for PortableFile {
         smol::unblock(move || file.set_len(len)).await
     }
 
+    async fn preallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        if !PREALLOCATES {
+            return Ok(());
+        }
+        let file = Arc::clone(&self.file);
+        smol::unblock(move || preallocate_keep_size(&file, offset, len)).await
+    }
+
     async fn len(&self) -> io::Result<u64> {
         let file = Arc::clone(&self.file);
         smol::unblock(move || file.metadata().map(|m| m.len())).await
@@ -357,6 +367,46 @@ fn read_full_at(file: &File, buf: &mut Vec<u8>, pos: u64, len: usize) -> io::Res
     };
     buf.truncate(filled);
     result
+}
+
+/// Whether [`BackendFile::preallocate`] reserves anything here: Linux's
+/// `fallocate(FALLOC_FL_KEEP_SIZE)`; elsewhere (macOS's `F_PREALLOCATE` reserves no range
+/// past the end it keeps) it is a no-op.
+const PREALLOCATES: bool = cfg!(target_os = "linux");
+
+/// `fallocate(FALLOC_FL_KEEP_SIZE)` of `len` bytes at `offset` (I190): blocks reserved, the
+/// length unchanged. `EOPNOTSUPP` (a filesystem that cannot) is a no-op; EINTR is retried.
+#[cfg(target_os = "linux")]
+fn preallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "preallocation past off_t",
+        ));
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    loop {
+        // SAFETY: a plain system call on a descriptor `file` keeps open for the call.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn preallocate_keep_size(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+    Ok(())
 }
 
 /// Makes a file's data durable: `fdatasync` (std retries EINTR).

@@ -319,6 +319,19 @@ impl BackendFile for SimFile {
         with_world(|w| w.disk.truncate(self.ino, len))
     }
 
+    /// Modelled as a no-op: the simulated disk holds bytes, not blocks, and a reservation
+    /// changes no byte or length (I190), so a crash sees the same file either way. Counted
+    /// ([`SimStats::preallocations`]) so a test can see the driver asked. No delay is drawn,
+    /// so the seeds' schedules do not depend on the hint.
+    async fn preallocate(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        self.check_epoch()?;
+        if !self.writable {
+            return Err(io_error(EBADF));
+        }
+        with_world(|w| w.stats.preallocations += 1);
+        Ok(())
+    }
+
     async fn len(&self) -> io::Result<u64> {
         self.check_epoch()?;
         with_world(|w| w.disk.len(self.ino))

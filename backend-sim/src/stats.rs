@@ -33,6 +33,8 @@ pub struct SimStats {
     pub connection_resets: u64,
     /// Bits flipped in sealed segments.
     pub bit_flips: u64,
+    /// `preallocate` calls (a no-op on the simulated disk, I190).
+    pub preallocations: u64,
 }
 
 impl SimStats {

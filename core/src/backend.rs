@@ -68,8 +68,17 @@ pub trait BackendFile: 'static {
     /// After an error, nothing written before may be assumed durable (invariant I8).
     async fn sync_data(&self) -> io::Result<()>;
 
-    /// Sets the file's length (truncating a torn tail, or preallocating nothing).
+    /// Sets the file's length (truncating a torn tail). On ext4 and XFS this also frees the
+    /// blocks [`preallocate`](Self::preallocate) reserved past the new length (I190).
     async fn truncate(&self, len: u64) -> io::Result<()>;
+
+    /// Reserves disk blocks for `len` bytes at `offset` without changing the file's length
+    /// (`fallocate(FALLOC_FL_KEEP_SIZE)` on Linux), so later writes there allocate nothing
+    /// and their `sync_data` commits less metadata. A hint: the length still marks the end of
+    /// the data (I190), and where the OS or filesystem cannot reserve (`EOPNOTSUPP`, macOS, a
+    /// simulated disk) it does nothing and returns `Ok`. Other errors (ENOSPC, EIO) are
+    /// returned for the caller to log; nothing written is affected by one.
+    async fn preallocate(&self, offset: u64, len: u64) -> io::Result<()>;
 
     /// The file's current length in bytes.
     async fn len(&self) -> io::Result<u64>;

@@ -193,6 +193,47 @@ pub async fn check_len_and_truncate<B: Backend>(backend: &B, dir: &Path) -> Resu
     step("close", file.close().await)
 }
 
+/// `preallocate` reserves without changing the length (I190): the length, and so every read,
+/// is as if it had not been called; appends into the reserved range read back; a zero-length
+/// and a repeated reservation succeed; `truncate` to the file's own length keeps every byte.
+pub async fn check_preallocate_keeps_length<B: Backend>(
+    backend: &B,
+    dir: &Path,
+) -> Result<(), String> {
+    check_dir(backend, dir).await?;
+    let file = step(
+        "open(ReadWriteCreate)",
+        backend
+            .open(&dir.join("p"), OpenMode::ReadWriteCreate)
+            .await,
+    )?;
+    step(
+        "preallocate(0, 1 MiB) of an empty file",
+        file.preallocate(0, 1 << 20).await,
+    )?;
+    expect_len(&file, 0, "after preallocating an empty file").await?;
+    expect_read(&file, &[], 0, 4096).await?;
+    let mut model: Vec<u8> = (0..100u8).collect();
+    write(&file, &model, 0).await?;
+    expect_len(&file, 100, "after a write into the reserve").await?;
+    step("preallocate(100, 0)", file.preallocate(100, 0).await)?;
+    step(
+        "preallocate(0, 2 MiB) again",
+        file.preallocate(0, 2 << 20).await,
+    )?;
+    expect_len(&file, 100, "after preallocating past the end").await?;
+    expect_read(&file, &model, 0, 1 << 20).await?;
+    let more: Vec<u8> = (100..=255u8).collect();
+    write(&file, &more, 100).await?;
+    model.extend_from_slice(&more);
+    expect_len(&file, 256, "after a second write").await?;
+    step("sync_data", file.sync_data().await)?;
+    step("truncate to its own length", file.truncate(256).await)?;
+    expect_len(&file, 256, "after truncate(256)").await?;
+    expect_read(&file, &model, 0, 4096).await?;
+    step("close", file.close().await)
+}
+
 /// `sync_data` succeeds (also with nothing new to sync), and data survives close and reopen;
 /// reopening with `ReadWriteCreate` does not truncate.
 pub async fn check_sync_data_and_reopen<B: Backend>(backend: &B, dir: &Path) -> Result<(), String> {
@@ -654,6 +695,7 @@ pub fn run_all<B: Backend>(dir: &Path) {
             [
                 check_read_write_round_trip,
                 check_len_and_truncate,
+                check_preallocate_keeps_length,
                 check_sync_data_and_reopen,
                 check_directory_ops,
                 check_unlinked_file_stays_readable,

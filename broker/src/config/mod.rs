@@ -45,6 +45,8 @@ pub struct BrokerConfig {
     pub log_dir: PathBuf,
     /// `log.segment.bytes`.
     pub segment_bytes: u64,
+    /// `log.preallocate`: reserve the active segment's blocks ahead of its writes (I190).
+    pub log_preallocate: bool,
     /// `log.roll.ms` (or `log.roll.hours`): roll the active segment after this age.
     pub segment_ms: Option<i64>,
     /// `log.retention.bytes` (-1 = unlimited).
@@ -338,6 +340,7 @@ impl Default for BrokerConfig {
                 .unwrap_or_default(),
             log_dir: PathBuf::from("./data"),
             segment_bytes: 1 << 30,
+            log_preallocate: crate::log::config::DEFAULT_PREALLOCATE,
             segment_ms: Some(7 * 24 * 3_600_000),
             retention_bytes: None,
             retention_ms: Some(7 * 24 * 3_600_000),

@@ -798,6 +798,16 @@ pub static SETTINGS: &[Setting] = &[
         .topic("segment.bytes", honoured(
             |l, v| { l.segment_bytes = number(v)?; Ok(()) },
             |l| l.segment_bytes.to_string())),
+    broker("log.preallocate", Kind::Boolean, "false", Valid::Bool,
+        "reserve the active segment's disk blocks up to 16 MiB ahead of its writes (fallocate KEEP_SIZE: the file length, and so recovery, unchanged; freed at roll and close); Kafka's name, not its full-size files",
+        |c, _, v| { c.log_preallocate = bool_value(v)?; Ok(()) },
+        |c| c.log_preallocate.to_string())
+        .dynamic()
+        .topic("preallocate", TopicSide {
+            check: Valid::Bool,
+            apply: Some(|l, v| { l.preallocate = bool_value(v)?; Ok(()) }),
+            show: Some(|l| l.preallocate.to_string()),
+        }),
     broker("log.roll.ms", Kind::Long, "604800000", Valid::Range(1, i64::MAX),
         "roll a non-empty segment once it is this old",
         |c, k, v| {
@@ -1274,9 +1284,6 @@ pub static SETTINGS: &[Setting] = &[
         Effect::NoEffect("not applicable: batches are always record format v2"), Valid::Any,
         "not applicable: batches are always record format v2"),
     topic_only("message.timestamp.difference.max.ms", Kind::Long, "", Effect::Refused(NO_TIMESTAMP_DIFFERENCE), Valid::Any, NO_TIMESTAMP_DIFFERENCE),
-    topic_only("preallocate", Kind::Boolean, "false",
-        Effect::NoEffect("not applicable: segment files grow as they are written"), Valid::Any,
-        "not applicable: segment files grow as they are written"),
     topic_only("remote.log.copy.disable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
     topic_only("remote.log.delete.on.disable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY), Valid::Any, TIERED_ONLY),
     topic_only("remote.storage.enable", Kind::Boolean, "false", Effect::NoEffect(TIERED_ONLY),
@@ -1423,6 +1430,7 @@ mod tests {
                 "log.index.interval.bytes",
                 "log.message.timestamp.after.max.ms",
                 "log.message.timestamp.before.max.ms",
+                "log.preallocate",
                 "log.retention.bytes",
                 "log.retention.ms",
                 "log.roll.ms",

@@ -72,6 +72,7 @@ pub fn log_config(
         timestamp_bounds: config.log_message_timestamp_bounds,
         compression: config.compression,
         schema_ids: Default::default(),
+        preallocate: config.log_preallocate,
     };
     with_overrides(&base, overrides)
 }
@@ -233,6 +234,7 @@ mod tests {
                 "message.timestamp.type",
                 "min.cleanable.dirty.ratio",
                 "min.compaction.lag.ms",
+                "preallocate",
                 "retention.bytes",
                 "retention.ms",
                 "segment.bytes",
@@ -251,6 +253,7 @@ mod tests {
             ("max.compaction.lag.ms", "7"),
             ("min.cleanable.dirty.ratio", "0.7"),
             ("min.compaction.lag.ms", "7"),
+            ("preallocate", "true"),
             ("flush.ms", "7"),
             ("flush.policy", "fsync"),
             ("index.interval.bytes", "77"),
@@ -290,8 +293,9 @@ mod tests {
         assert!(err.to_string().contains("flush.messages"), "{err}");
         assert!(matches!(
             check_topic_config("preallocate", "true"),
-            Ok(Effect::NoEffect(_))
+            Ok(Effect::Honoured)
         ));
+        assert!(check_topic_config("preallocate", "yes").is_err());
         assert_eq!(topic_list_default("cleanup.policy"), Some("delete"));
         assert_eq!(
             topic_list_default("leader.replication.throttled.replicas"),

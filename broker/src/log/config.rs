@@ -20,6 +20,8 @@ pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// Default `message.max.bytes` (Kafka's): the largest batch accepted, log overhead included.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
+/// Default `log.preallocate` (see docs/OPERATIONS.md, "Preallocation").
+pub const DEFAULT_PREALLOCATE: bool = false;
 
 /// When appended data is made durable (the broker's `flush.policy` and a topic's override
 /// alike: this one enum serves the configuration, the log and the benchmarks).
@@ -117,6 +119,9 @@ pub struct LogConfig {
     /// `confluent.key.schema.validation` / `confluent.value.schema.validation`: which parts of
     /// each produced record must carry a schema id the registry knows (I124; off by default).
     pub schema_ids: SchemaIdRule,
+    /// `preallocate` (`log.preallocate`): reserve the active segment's blocks ahead of its
+    /// writes with `fallocate(FALLOC_FL_KEEP_SIZE)`, the length unchanged (I190).
+    pub preallocate: bool,
 }
 
 /// `compression.type` with `compression.{gzip,lz4,zstd}.level`, as Kafka honours them: a
@@ -208,6 +213,7 @@ impl Default for LogConfig {
             timestamp_bounds: TimestampBounds::UNBOUNDED,
             compression: CompressionConfig::default(),
             schema_ids: SchemaIdRule::default(),
+            preallocate: DEFAULT_PREALLOCATE,
         }
     }
 }

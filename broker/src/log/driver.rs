@@ -123,6 +123,8 @@ struct Shared<B: Backend> {
     /// in arrival order, when the hold ends.
     held: Cell<bool>,
     deferred: RefCell<Vec<Append>>,
+    /// `log.preallocate`: reserve the active segment's blocks ahead of its writes (I190).
+    preallocate: Cell<bool>,
 }
 
 type IoFuture = Pin<Box<dyn Future<Output = (IoToken, Result<(), IoFailure>)>>>;
@@ -186,6 +188,7 @@ impl<B: Backend> MachineDriver<B> {
             sync_stats: SyncStats::new(),
             held: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
+            preallocate: Cell::new(false),
         });
         backend.spawn_local(run(shared.clone()));
         MachineDriver { shared }
@@ -200,6 +203,12 @@ impl<B: Backend> MachineDriver<B> {
     /// `.await`.
     pub fn with_machine_mut<T>(&self, change: impl FnOnce(&mut PartitionMachine) -> T) -> T {
         change(&mut self.shared.machine.borrow_mut())
+    }
+
+    /// Turns preallocation of the active segment on or off (`log.preallocate`, I190). Turned
+    /// off, what is reserved stays until the segment is sealed or closed.
+    pub fn set_preallocate(&self, on: bool) {
+        self.shared.preallocate.set(on);
     }
 
     /// The latest `now_ms` an input brought.
@@ -347,10 +356,19 @@ impl<B: Backend> MachineDriver<B> {
             .await
     }
 
-    /// Closes the machine: queued appends are written, the active segment synced.
+    /// Closes the machine: queued appends are written, the active segment synced, and then
+    /// the blocks reserved past its data are freed (I190).
     pub async fn close(&self, now_ms: i64) -> Result<Done, PartitionError> {
-        self.request(now_ms, None, |m, t| m.handle_close(t, now_ms))
-            .await
+        let closed = self
+            .request(now_ms, None, |m, t| m.handle_close(t, now_ms))
+            .await;
+        // The machine is closed: it writes nothing more, so the active segment's length is
+        // final whatever the answer was.
+        let active = self.shared.files.borrow().values().next_back().cloned();
+        if let Some(files) = active {
+            self.shared.release_reservation(&files).await;
+        }
+        closed
     }
 
     /// The `interval` flush: when the machine's deadline has passed at `now_ms`, tells it.
@@ -507,6 +525,8 @@ impl<B: Backend> Shared<B> {
             } => {
                 let files = self.files_of(segment)?;
                 let parts = self.patched_parts(&batches);
+                let write_end = position + parts.iter().map(|p| p.len() as u64).sum::<u64>();
+                self.reserve_ahead(&files, write_end);
                 let (written, _parts) = files.log.write_parts_at(parts, position).await;
                 if written.is_ok() {
                     // The appends the next sync covers (the metrics' appends per sync).
@@ -531,7 +551,10 @@ impl<B: Backend> Shared<B> {
                 files.time_index.write_at(bytes, position).await.0
             }
             IoKind::TruncateLog { segment, len_bytes } => {
-                self.files_of(segment)?.log.truncate(len_bytes).await
+                let files = self.files_of(segment)?;
+                // The cut frees the blocks reserved past it too.
+                files.reservation.forget();
+                files.log.truncate(len_bytes).await
             }
             IoKind::SyncLog { segment } => {
                 let files = self.files_of(segment)?;
@@ -560,8 +583,16 @@ impl<B: Backend> Shared<B> {
                 files.time_index.sync_data().await
             }
             IoKind::CreateSegment { base_offset } => {
-                let files = SegmentFiles::create(&self.backend, &self.dir, base_offset).await?;
-                self.files.borrow_mut().insert(base_offset, Rc::new(files));
+                // The roll runs with the writer idle (I28): the segment it seals is written
+                // to its end, and what was reserved past that end is freed now (I190).
+                let sealed = self.files.borrow().values().next_back().cloned();
+                if let Some(sealed) = sealed {
+                    self.release_reservation(&sealed).await;
+                }
+                let files =
+                    Rc::new(SegmentFiles::create(&self.backend, &self.dir, base_offset).await?);
+                self.files.borrow_mut().insert(base_offset, files.clone());
+                self.reserve_ahead(&files, 0);
                 Ok(())
             }
             IoKind::WriteProducerSnapshot { offset, bytes } => {
@@ -608,6 +639,41 @@ impl<B: Backend> Shared<B> {
                 }
                 appended
             }
+        }
+    }
+
+    /// Starts a reservation of the `.log`'s blocks ahead of `write_end` when the policy asks
+    /// for one ([`super::preallocation::next_reservation`]): a task of its own, so neither the write
+    /// nor its sync waits for it. A failure is logged and ends reservations for that file.
+    fn reserve_ahead(&self, files: &Rc<SegmentFiles<B>>, write_end: u64) {
+        if !self.preallocate.get() {
+            return;
+        }
+        let segment_bytes = self.machine.borrow().config().segment_bytes;
+        let Some(range) = files.reservation.start(write_end, segment_bytes) else {
+            return;
+        };
+        let files = files.clone();
+        let dir = self.dir.clone();
+        self.backend.spawn_local(async move {
+            let reserved = files
+                .log
+                .preallocate(range.start, range.end - range.start)
+                .await;
+            if let Err(e) = &reserved {
+                tracing::warn!(?dir, segment = files.base_offset().0, error = %e, "preallocating the active segment failed: no more preallocation for it");
+            }
+            if files.reservation.finished(&range, reserved.is_ok()) {
+                free_past_end(&files, &dir).await;
+            }
+        });
+    }
+
+    /// Marks `files` released (sealed or closed) and frees its blocks past its length, unless
+    /// a reservation in flight will (I190).
+    async fn release_reservation(&self, files: &Rc<SegmentFiles<B>>) {
+        if files.reservation.release() {
+            free_past_end(files, &self.dir).await;
         }
     }
 
@@ -690,6 +756,19 @@ async fn run<B: Backend>(shared: Rc<Shared<B>>) {
                 .borrow_mut()
                 .handle_io_done(token, result, now_ms);
         }
+    }
+}
+
+/// Cuts a released `.log` to its own length: no byte changes (nothing writes it any more),
+/// and ext4 and XFS free the blocks reserved past the end (I190). A failure is only logged:
+/// the blocks then stay until the segment is deleted.
+async fn free_past_end<B: Backend>(files: &SegmentFiles<B>, dir: &Path) {
+    let freed = match files.log.len().await {
+        Ok(len) => files.log.truncate(len).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = freed {
+        tracing::warn!(?dir, segment = files.base_offset().0, error = %e, "freeing a segment's preallocated blocks failed");
     }
 }
 

@@ -30,6 +30,8 @@
 //!   flush, close.
 //! - [`driver`]: [`driver::MachineDriver`] — carries out the partition machine's I/O on the
 //!   backend (one task per partition) and answers the callers.
+//! - [`preallocation`]: reserving the active segment's blocks ahead of its writes and
+//!   freeing them at seal and close (`log.preallocate`, I190).
 //! - `request_table`: the driver's requests by token (each batch until its write, each
 //!   answer until its caller takes it), without a map or a channel per append.
 //! - [`produced_batch`]: the one validation of a produced batch (I3, the key rule of a
@@ -53,6 +55,7 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod partition;
+pub mod preallocation;
 pub mod produced_batch;
 pub mod producer_ids;
 pub mod producers;

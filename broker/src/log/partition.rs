@@ -370,6 +370,7 @@ impl<B: Backend> PartitionLog<B> {
             snapshot_offsets,
             now_ms,
         );
+        driver.set_preallocate(config.preallocate);
         let log = PartitionLog {
             backend,
             dir: dir.to_path_buf(),
@@ -414,6 +415,7 @@ impl<B: Backend> PartitionLog<B> {
     pub fn reconfigure(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
         let machine = machine_config(&config);
+        self.driver.set_preallocate(config.preallocate);
         *self.config.borrow_mut() = config;
         self.driver.with_machine_mut(|m| m.reconfigure(machine));
         Ok(())

@@ -23,6 +23,8 @@ use minikafka_core::partition::SegmentState as MachineSegment;
 use minikafka_core::time_index::{TimeIndex, TimeIndexEntry, TimePlacer};
 use minikafka_core::types::{FilePos, Offset};
 
+use super::preallocation::Reservation;
+
 /// Extension of a segment's log file.
 pub const LOG_SUFFIX: &str = "log";
 /// Extension of a segment's offset index file.
@@ -138,6 +140,8 @@ pub struct SegmentFiles<B: Backend> {
     pub(crate) log: B::File,
     pub(crate) index: B::File,
     pub(crate) time_index: B::File,
+    /// What the driver has reserved of the `.log` past its data (I190).
+    pub(crate) reservation: Reservation,
 }
 
 impl<B: Backend> SegmentFiles<B> {
@@ -165,6 +169,7 @@ impl<B: Backend> SegmentFiles<B> {
             log,
             index,
             time_index,
+            reservation: Reservation::default(),
         })
     }
 
@@ -247,6 +252,7 @@ impl<B: Backend> Segment<B> {
             log: log.1,
             index: index.1,
             time_index: time_index.1,
+            reservation: Reservation::default(),
         };
         Segment {
             files: Rc::new(files),

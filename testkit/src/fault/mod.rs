@@ -440,6 +440,13 @@ impl<F: BackendFile> BackendFile for FaultyFile<F> {
         self.inner.truncate(len).await
     }
 
+    /// Passed through, never faulted nor counted: a reservation changes no byte (I190) and
+    /// the driver issues it off the write path at times the schedule picks, so counting it
+    /// would move every `fail_after` point of the log's own operations.
+    async fn preallocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.preallocate(offset, len).await
+    }
+
     async fn len(&self) -> io::Result<u64> {
         self.plan.gate(FileOp::Len)?;
         self.inner.len().await

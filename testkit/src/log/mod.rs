@@ -62,6 +62,7 @@ macro_rules! log_check_names {
             check_index_placement_huge_batches,
             check_reads_racing_appends,
             check_recovery_every_truncation_point,
+            check_recovery_preallocated_tail,
             check_recovery_bit_flips_in_tail,
             check_sealed_index_rebuilt,
             check_failed_txnindex_append_makes_close_unclean,

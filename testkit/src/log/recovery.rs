@@ -134,6 +134,70 @@ pub async fn check_recovery_every_truncation_point<B: Backend>(backend: &B, dir:
     Ok(())
 }
 
+/// I190: a crash leaves the active segment with blocks reserved past its data (a torn tail or
+/// not); recovery reads the file's length only, so the reserved tail never surfaces as
+/// records. At each batch boundary, one byte either side of it, and the empty file, the tail
+/// is cut there and 1 MiB reserved past the cut (`preallocate`, as the driver does), and the
+/// log recovers to exactly the whole batches before the cut.
+pub async fn check_recovery_preallocated_tail<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let cfg = LogConfig {
+        preallocate: true,
+        ..config(1 << 20, 64, FlushPolicy::Fsync)
+    };
+    let (model, active_base, bytes) = build_tail(backend, dir, &cfg, 4).await?;
+    let log_path = dir.join(log_file_name(active_base));
+    let index_path = dir.join(index_file_name(active_base));
+    let index_bytes = read_file(backend, &index_path).await?;
+    let mut ends = vec![(0usize, active_base)];
+    for (offset, batch) in model.range(active_base.0..) {
+        let (end, _) = ends[ends.len() - 1];
+        let records = BatchIter::new(batch)
+            .next()
+            .ok_or("no batch")?
+            .step("batch")?
+            .header
+            .records_count;
+        ends.push((end + batch.len(), Offset(offset + i64::from(records))));
+    }
+    let mut cuts: Vec<usize> = ends
+        .iter()
+        .flat_map(|(end, _)| [end.saturating_sub(1), *end, end + 1])
+        .filter(|cut| *cut <= bytes.len())
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    for cut in cuts {
+        write_file(backend, &log_path, &bytes[..cut]).await?;
+        write_file(backend, &index_path, &index_bytes).await?;
+        let file = backend
+            .open(&log_path, OpenMode::ReadWrite)
+            .await
+            .step("open the cut log")?;
+        file.preallocate(cut as u64, 1 << 20)
+            .await
+            .step("preallocate past the cut")?;
+        ensure(file.len().await.step("len")? == cut as u64, || {
+            format!("cut at {cut}: preallocation changed the length")
+        })?;
+        file.close().await.step("close")?;
+        let survivors_end = ends
+            .iter()
+            .rev()
+            .find(|(end, _)| *end <= cut)
+            .map_or(active_base, |(_, o)| *o);
+        expect_recovered(
+            backend,
+            dir,
+            &cfg,
+            &model,
+            survivors_end,
+            &format!("preallocated tail cut at {cut}"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// I3: a flipped bit anywhere in the active segment's tail (header fields, CRC, records)
 /// ends the log before the damaged batch; nothing after the first bad byte survives.
 pub async fn check_recovery_bit_flips_in_tail<B: Backend>(backend: &B, dir: &Path) -> Check {
