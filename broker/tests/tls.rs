@@ -384,7 +384,7 @@ impl futures::AsyncWrite for Gate {
     }
 }
 
-/// Our client encrypts a request of up to `SEND_BUFFER_BYTES` whole, so that it reaches the
+/// I192: our client encrypts a request of up to `SEND_BUFFER_BYTES` whole, so that it reaches the
 /// socket in one vectored write rather than in 64 KiB pieces (rustls's default buffer; a
 /// 100 KB Produce request took two sends), and holds no more than that while the socket
 /// takes nothing (docs/perf-log/2026-12-06-tls-unbuffered.md).

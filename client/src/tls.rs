@@ -9,7 +9,7 @@
 //!   any other (SASL, for `SASL_SSL`, then runs inside it).
 //! - The broker's certificate must chain to the given CAs and name the host connected to
 //!   (librdkafka's default `ssl.endpoint.identification.algorithm=https`).
-//! - Writes: a write of up to [`SEND_BUFFER_BYTES`] is encrypted whole and given to the
+//! - Writes (I192): a write of up to [`SEND_BUFFER_BYTES`] is encrypted whole and given to the
 //!   socket in one vectored write; rustls holds at most that much ciphertext the socket has
 //!   not taken (a full buffer accepts nothing more until it drains).
 //! - Never: trusts a certificate without a CA to check it against (there is no "insecure"
@@ -25,7 +25,7 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// Ciphertext rustls may hold for the socket (its default is 64 KiB). One write of a
+/// Ciphertext rustls may hold for the socket (its default is 64 KiB; I192). One write of a
 /// request up to this size is encrypted whole and handed to the socket in one `writev`;
 /// at 64 KiB a 100 KB Produce request took two, and each send on loopback costs the sender
 /// the receiver's TCP work and a wake-up as well as the copy
