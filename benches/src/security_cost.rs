@@ -14,7 +14,9 @@
 //!   Produce (acks=1) at a time on a fresh connection, `sequential_requests` of them, each
 //!   timed from send to answer.
 //! - Output: per protocol the median, min and max over rounds of saturation MB/s and of the
-//!   round's sequential p50; the ratio of each median to PLAINTEXT's, and the median (min–max)
+//!   round's sequential p50, and the CPU seconds the broker and this process (the client)
+//!   spent per GB of record values during each saturation measurement (`/proc/<pid>/stat`:
+//!   fixed work, so a load that slows the clock hardly moves it); the ratio of each median to PLAINTEXT's, and the median (min–max)
 //!   of the per-round ratios (each protocol against PLAINTEXT measured in the same round,
 //!   which a load that drifts between rounds affects less). Connecting (TCP, the
 //!   TLS handshake, SASL) is outside every clock: these are steady-state costs.
@@ -36,6 +38,7 @@ use crate::error::BenchError;
 use crate::kafka_workloads::{
     check_produce, create_topic, delete_topic, pre_encode, produce_loop, Limits,
 };
+use crate::proc_stats::cpu_seconds;
 use crate::stats::{percentile, Summary};
 
 /// Requests in flight in the saturation producer.
@@ -84,6 +87,9 @@ pub struct SecurityOptions {
     pub saturation_s: f64,
     /// One-record Produce requests per sequential measurement.
     pub sequential_requests: usize,
+    /// Further `server.properties` lines for the broker (after the benchmark's own, so they
+    /// win), e.g. `ssl.cipher.suites=TLS_AES_128_GCM_SHA256`.
+    pub broker_settings: Vec<String>,
 }
 
 /// One protocol's figures over the rounds.
@@ -95,6 +101,20 @@ pub struct ProtocolFigures {
     pub saturation_mb_s: Vec<f64>,
     /// The sequential p50 in microseconds, per round.
     pub sequential_p50_us: Vec<f64>,
+    /// Broker CPU seconds per GB of record values in the saturation measurement, per round.
+    pub broker_cpu_s_per_gb: Vec<f64>,
+    /// Client (this process) CPU seconds per GB of record values, per round.
+    pub client_cpu_s_per_gb: Vec<f64>,
+    /// The TLS version and cipher suite the saturation connection negotiated (TLS listeners).
+    pub negotiated: Option<String>,
+}
+
+/// One saturation measurement: its rate and what it cost each side.
+struct Saturation {
+    mb_s: f64,
+    negotiated: Option<String>,
+    broker_cpu_s_per_gb: f64,
+    client_cpu_s_per_gb: f64,
 }
 
 /// A broker process with the three listeners; killed on drop.
@@ -213,7 +233,7 @@ fn start_broker(opts: &SecurityOptions, pki: &Path) -> Result<SecureBroker, Benc
         format!("listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}"),
     ];
     let mut cmd = Command::new(&opts.bin);
-    for s in &settings {
+    for s in settings.iter().chain(&opts.broker_settings) {
         cmd.arg("--override").arg(s);
     }
     let child = cmd
@@ -247,12 +267,25 @@ async fn connect(
     addr: SocketAddr,
     tls: &TlsConnector,
     max_in_flight: usize,
-) -> Result<Connection<MaybeTls<TcpStream>>, BenchError> {
+) -> Result<(Connection<MaybeTls<TcpStream>>, Option<String>), BenchError> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let stream = match protocol {
         Protocol::Plaintext => MaybeTls::Plain(stream),
         Protocol::Ssl | Protocol::SaslSsl => tls.connect("127.0.0.1", stream).await?,
+    };
+    let negotiated = match &stream {
+        MaybeTls::Plain(_) => None,
+        MaybeTls::Tls(s) => {
+            let session = s.get_ref().1;
+            let version = session
+                .protocol_version()
+                .map_or("?".to_string(), |v| format!("{v:?}"));
+            let suite = session
+                .negotiated_cipher_suite()
+                .map_or("?".to_string(), |c| format!("{:?}", c.suite()));
+            Some(format!("{version} {suite}"))
+        }
     };
     let config = ConnectionConfig {
         client_id: "mk-bench-security".into(),
@@ -264,7 +297,7 @@ async fn connect(
         }),
         ..ConnectionConfig::default()
     };
-    Ok(Connection::connect(stream, config).await?)
+    Ok((Connection::connect(stream, config).await?, negotiated))
 }
 
 fn saturation(
@@ -273,18 +306,32 @@ fn saturation(
     tls: &TlsConnector,
     topic: &str,
     seconds: f64,
-) -> Result<f64, BenchError> {
+    broker_pid: u32,
+) -> Result<Saturation, BenchError> {
     let (records, value_bytes) = SATURATION_BATCH;
     let pre = pre_encode(topic, 0, value_bytes, records);
+    let cpu = || {
+        (
+            cpu_seconds(broker_pid).unwrap_or(f64::NAN),
+            cpu_seconds(std::process::id()).unwrap_or(f64::NAN),
+        )
+    };
     smol::block_on(async {
-        let mut conn = connect(protocol, addr, tls, SATURATION_DEPTH).await?;
+        let (mut conn, negotiated) = connect(protocol, addr, tls, SATURATION_DEPTH).await?;
         let limits = Limits {
             duration: Duration::from_secs_f64(seconds),
             max_payload_bytes: SATURATION_MAX_BYTES,
         };
-        Ok(produce_loop(&mut conn, &pre, SATURATION_DEPTH, limits)
-            .await?
-            .mb_per_s())
+        let before = cpu();
+        let m = produce_loop(&mut conn, &pre, SATURATION_DEPTH, limits).await?;
+        let after = cpu();
+        let gb = (m.payload_bytes as f64 / 1e9).max(f64::MIN_POSITIVE);
+        Ok(Saturation {
+            mb_s: m.mb_per_s(),
+            negotiated,
+            broker_cpu_s_per_gb: (after.0 - before.0) / gb,
+            client_cpu_s_per_gb: (after.1 - before.1) / gb,
+        })
     })
 }
 
@@ -297,7 +344,7 @@ fn sequential_p50_us(
 ) -> Result<f64, BenchError> {
     let pre = pre_encode(topic, 0, 100, 1);
     smol::block_on(async {
-        let mut conn = connect(protocol, addr, tls, 1).await?;
+        let (mut conn, _) = connect(protocol, addr, tls, 1).await?;
         let mut samples = Vec::with_capacity(requests);
         for _ in 0..requests {
             let started = Instant::now();
@@ -326,23 +373,33 @@ pub fn run(opts: &SecurityOptions) -> Result<Vec<ProtocolFigures>, BenchError> {
             protocol,
             saturation_mb_s: Vec::new(),
             sequential_p50_us: Vec::new(),
+            broker_cpu_s_per_gb: Vec::new(),
+            client_cpu_s_per_gb: Vec::new(),
+            negotiated: None,
         })
         .collect();
+    let broker_pid = broker.child.id();
     for round in 0..opts.rounds.max(1) {
         for k in 0..Protocol::ALL.len() {
             let i = (round + k) % Protocol::ALL.len();
             let (protocol, addr) = (Protocol::ALL[i], broker.addrs[i]);
             let topic = format!("security-cost-{round}-{i}");
             create_topic(broker.addrs[0], &topic, 1)?;
-            let mb_s = saturation(protocol, addr, &tls, &topic, opts.saturation_s)?;
+            let sat = saturation(protocol, addr, &tls, &topic, opts.saturation_s, broker_pid)?;
             let p50 = sequential_p50_us(protocol, addr, &tls, &topic, opts.sequential_requests)?;
             delete_topic(broker.addrs[0], &topic)?;
             eprintln!(
-                "round {round} {}: saturation {mb_s:.1} MB/s, sequential p50 {p50:.0} µs",
-                protocol.name()
+                "round {round} {}: saturation {:.1} MB/s (CPU s/GB: broker {:.2}, client {:.2}), sequential p50 {p50:.0} µs",
+                protocol.name(),
+                sat.mb_s,
+                sat.broker_cpu_s_per_gb,
+                sat.client_cpu_s_per_gb,
             );
-            figures[i].saturation_mb_s.push(mb_s);
+            figures[i].saturation_mb_s.push(sat.mb_s);
+            figures[i].broker_cpu_s_per_gb.push(sat.broker_cpu_s_per_gb);
+            figures[i].client_cpu_s_per_gb.push(sat.client_cpu_s_per_gb);
             figures[i].sequential_p50_us.push(p50);
+            figures[i].negotiated = sat.negotiated;
         }
     }
     Ok(figures)
@@ -410,6 +467,48 @@ pub fn table(figures: &[ProtocolFigures]) -> String {
     out
 }
 
+/// The Markdown table of what saturation cost: per protocol, broker, client and total CPU
+/// seconds per GB of record values (median, min–max over rounds) and the total's ratio to
+/// PLAINTEXT's (medians).
+pub fn cpu_table(figures: &[ProtocolFigures]) -> String {
+    let totals = |f: &ProtocolFigures| -> Vec<f64> {
+        f.broker_cpu_s_per_gb
+            .iter()
+            .zip(&f.client_cpu_s_per_gb)
+            .map(|(b, c)| b + c)
+            .collect()
+    };
+    let cell = |v: &[f64]| {
+        Summary::of(v).map_or("—".to_string(), |s| {
+            format!("{:.2} ({:.2}–{:.2})", s.median, s.min, s.max)
+        })
+    };
+    let base = figures
+        .first()
+        .and_then(|b| Summary::of(&totals(b)))
+        .map(|s| s.median);
+    let mut out = String::from(
+        "| Listener | Negotiated | Broker CPU s/GB (median, min–max) | Client CPU s/GB | Total CPU s/GB | Total × PLAINTEXT |\n|---|---|---|---|---|---|\n",
+    );
+    for f in figures {
+        let total = totals(f);
+        let ratio = match (Summary::of(&total), base) {
+            (Some(t), Some(b)) if b > 0.0 => format!("{:.2}", t.median / b),
+            _ => "—".to_string(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            f.protocol.name(),
+            f.negotiated.as_deref().unwrap_or("—"),
+            cell(&f.broker_cpu_s_per_gb),
+            cell(&f.client_cpu_s_per_gb),
+            cell(&total),
+            ratio,
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,13 +520,30 @@ mod tests {
                 protocol: Protocol::Plaintext,
                 saturation_mb_s: vec![100.0, 90.0, 110.0],
                 sequential_p50_us: vec![50.0, 40.0, 60.0],
+                broker_cpu_s_per_gb: vec![1.0, 1.2, 0.8],
+                client_cpu_s_per_gb: vec![1.0, 1.0, 1.0],
+                negotiated: None,
             },
             ProtocolFigures {
                 protocol: Protocol::Ssl,
                 saturation_mb_s: vec![80.0, 70.0, 85.0],
                 sequential_p50_us: vec![60.0, 55.0, 65.0],
+                broker_cpu_s_per_gb: vec![1.5, 1.5, 1.5],
+                client_cpu_s_per_gb: vec![1.5, 1.0, 2.0],
+                negotiated: Some("TLSv1_3 TLS13_AES_256_GCM_SHA384".into()),
             },
         ];
+        let cpu = cpu_table(&figures);
+        assert!(
+            cpu.contains(
+                "| PLAINTEXT | — | 1.00 (0.80–1.20) | 1.00 (1.00–1.00) | 2.00 (1.80–2.20) | 1.00 |"
+            ),
+            "{cpu}"
+        );
+        assert!(
+            cpu.contains("| SSL | TLSv1_3 TLS13_AES_256_GCM_SHA384 | 1.50 (1.50–1.50) | 1.50 (1.00–2.00) | 3.00 (2.50–3.50) | 1.50 |"),
+            "{cpu}"
+        );
         let table = table(&figures);
         assert!(
             table.contains("| PLAINTEXT | 100.0 (90.0–110.0) | 1.00 | 1.00 (1.00–1.00) | 50 (40–60) | 1.00 | 1.00 (1.00–1.00) |"),

@@ -329,6 +329,108 @@ fn large_requests_and_answers_cross_records_and_reads_intact_over_ssl() {
     });
 }
 
+/// A stream whose writes can be held back (`Pending`, as a full socket answers) once the
+/// handshake is done.
+struct Gate {
+    inner: smol::net::TcpStream,
+    held: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl futures::AsyncRead for Gate {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl futures::AsyncWrite for Gate {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.held.get() {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.held.get() {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_close(cx)
+    }
+}
+
+/// I192: our client encrypts a request of up to `SEND_BUFFER_BYTES` whole, so that it reaches the
+/// socket in one vectored write rather than in 64 KiB pieces (rustls's default buffer; a
+/// 100 KB Produce request took two sends), and holds no more than that while the socket
+/// takes nothing (docs/perf-log/2026-12-06-tls-unbuffered.md).
+#[test]
+fn our_client_encrypts_a_large_request_whole_and_holds_at_most_its_send_buffer() {
+    use futures::AsyncWrite as _;
+    use minikafka_client::tls::SEND_BUFFER_BYTES;
+    bounded(TEST_LIMIT, || {
+        let pki = pki();
+        let broker = Broker::builder()
+            .listener("SSL")
+            .with("ssl.keystore.location", &text(&pki.path("broker.pem")))
+            .start();
+        let tls = pki.client(None);
+        smol::block_on(async {
+            let held = std::rc::Rc::new(std::cell::Cell::new(false));
+            let gate = Gate {
+                inner: tcp(broker.listener_addr("SSL")).await,
+                held: held.clone(),
+            };
+            let mut stream = tls.connect("127.0.0.1", gate).await.expect("handshake");
+            // The socket now takes nothing: what a write is accepted is what rustls holds.
+            held.set(true);
+            let waker = futures::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            let mut write = |len: usize| match std::pin::Pin::new(&mut stream)
+                .poll_write(&mut cx, &vec![7u8; len])
+            {
+                std::task::Poll::Ready(Ok(n)) => n,
+                other => panic!("a write of {len} bytes: {other:?}"),
+            };
+            assert_eq!(write(300_000), 300_000, "a 300 KB request is taken whole");
+            let more = write(2 * SEND_BUFFER_BYTES);
+            assert!(
+                more > 0 && 300_000 + more <= SEND_BUFFER_BYTES,
+                "held beyond the send buffer: {more} more bytes"
+            );
+            let pending = std::pin::Pin::new(&mut stream).poll_write(&mut cx, &[7u8; 1000]);
+            assert!(
+                pending.is_pending(),
+                "a full buffer takes nothing: {pending:?}"
+            );
+        });
+    });
+}
+
 #[test]
 fn plaintext_garbage_and_truncated_hellos_are_closed_and_stalled_handshakes_block_nobody() {
     bounded(TEST_LIMIT, || {

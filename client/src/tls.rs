@@ -9,6 +9,9 @@
 //!   any other (SASL, for `SASL_SSL`, then runs inside it).
 //! - The broker's certificate must chain to the given CAs and name the host connected to
 //!   (librdkafka's default `ssl.endpoint.identification.algorithm=https`).
+//! - Writes (I192): a write of up to [`SEND_BUFFER_BYTES`] is encrypted whole and given to the
+//!   socket in one vectored write; rustls holds at most that much ciphertext the socket has
+//!   not taken (a full buffer accepts nothing more until it drains).
 //! - Never: trusts a certificate without a CA to check it against (there is no "insecure"
 //!   switch), reads a clock or spawns a task.
 
@@ -21,6 +24,14 @@ use futures_io::{AsyncRead, AsyncWrite};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+/// Ciphertext rustls may hold for the socket (its default is 64 KiB; I192). One write of a
+/// request up to this size is encrypted whole and handed to the socket in one `writev`;
+/// at 64 KiB a 100 KB Produce request took two, and each send on loopback costs the sender
+/// the receiver's TCP work and a wake-up as well as the copy
+/// (docs/perf-log/2026-12-06-tls-unbuffered.md). 1 MiB is Kafka's default
+/// `max.request.size` and 64 records of 16 KiB, the most rustls writes in one `writev`.
+pub const SEND_BUFFER_BYTES: usize = 1024 * 1024;
 
 /// What the client trusts and presents.
 #[derive(Clone, Debug, Default)]
@@ -123,7 +134,8 @@ impl TlsConnector {
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| invalid(format!("{host}: not a host name: {e}")))?;
         let connector = futures_rustls::TlsConnector::from(Arc::clone(&self.config));
-        let stream = connector.connect(name, stream).await?;
+        let mut stream = connector.connect(name, stream).await?;
+        stream.get_mut().1.set_buffer_limit(Some(SEND_BUFFER_BYTES));
         Ok(MaybeTls::Tls(Box::new(stream)))
     }
 }

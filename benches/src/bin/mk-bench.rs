@@ -18,8 +18,9 @@
 //!   fresh brokers: produce, consume, p99, RSS and restart as curves (see
 //!   `minikafka_benches::kafka_experiment::scale`).
 //! - `mk-bench security [--quick] [--out DIR] [--minikafka-bin PATH] [--rounds N]
-//!   [--saturation-s S] [--sequential N]`: PLAINTEXT, SSL and SASL_SSL listeners of one
-//!   broker, alternating: saturation and sequential p50 with our client (see
+//!   [--saturation-s S] [--sequential N] [--broker-setting K=V]...`: PLAINTEXT, SSL and
+//!   SASL_SSL listeners of one broker, alternating: saturation, the CPU it cost each side per
+//!   GB, and sequential p50 with our client (see
 //!   `minikafka_benches::security_cost`).
 //! - `mk-bench recompress [--quick] [--out DIR] [--minikafka-bin PATH] [--producer-codec C]
 //!   [--topic-codecs producer,gzip,..] [--records N] [--value-bytes N] [--reps N]`: what a
@@ -128,6 +129,10 @@ struct SecurityArgs {
     /// One-record Produce requests per sequential measurement (default 2000).
     #[arg(long)]
     sequential: Option<usize>,
+    /// A further `server.properties` line for the broker, e.g.
+    /// `ssl.cipher.suites=TLS_AES_128_GCM_SHA256` (repeatable; after the benchmark's own).
+    #[arg(long = "broker-setting")]
+    broker_settings: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -489,7 +494,7 @@ fn our_broker_bin(given: &Option<PathBuf>) -> Result<PathBuf, BenchError> {
 }
 
 fn run_security(args: &SecurityArgs) -> Result<(), BenchError> {
-    use minikafka_benches::security_cost::{run, table, SecurityOptions};
+    use minikafka_benches::security_cost::{cpu_table, run, table, SecurityOptions};
     let out = args
         .out
         .clone()
@@ -508,6 +513,7 @@ fn run_security(args: &SecurityArgs) -> Result<(), BenchError> {
         rounds: args.rounds.unwrap_or(rounds),
         saturation_s: args.saturation_s.unwrap_or(saturation_s),
         sequential_requests: args.sequential.unwrap_or(sequential),
+        broker_settings: args.broker_settings.clone(),
     };
     let load_at_start = machine::load_avg_1m();
     let figures = run(&opts);
@@ -516,12 +522,18 @@ fn run_security(args: &SecurityArgs) -> Result<(), BenchError> {
     let figures = figures?;
     let load_at_end = machine::load_avg_1m();
     let report = format!(
-        "{}\n{} rounds; saturation: one producer, {} requests of 100 × 1000 B records in flight, {} s or 1 GB, whichever comes first, on a fresh topic; sequential: {} one-record Produce requests (acks=1) one at a time. Load average at start {}, at end {}.\n",
+        "{}\nCPU during saturation, per GB of record values (fixed work: load slows the clock, hardly this):\n\n{}\n{} rounds; saturation: one producer, {} requests of 100 × 1000 B records in flight, {} s or 1 GB, whichever comes first, on a fresh topic; sequential: {} one-record Produce requests (acks=1) one at a time.{} Load average at start {}, at end {}.\n",
         table(&figures),
+        cpu_table(&figures),
         opts.rounds,
         minikafka_benches::security_cost::SATURATION_DEPTH,
         opts.saturation_s,
         opts.sequential_requests,
+        if opts.broker_settings.is_empty() {
+            String::new()
+        } else {
+            format!(" Broker settings added: `{}`.", opts.broker_settings.join("`, `"))
+        },
         load_at_start.map_or("unknown".into(), |l| format!("{l:.2}")),
         load_at_end.map_or("unknown".into(), |l| format!("{l:.2}")),
     );
