@@ -89,16 +89,12 @@ async fn expect_recovered<B: Backend>(
     Ok(())
 }
 
-/// I3: the active segment truncated at every byte of a multi-batch tail recovers to exactly
-/// the whole batches before the cut (a stale index is ignored), and appending continues
-/// densely.
-pub async fn check_recovery_every_truncation_point<B: Backend>(backend: &B, dir: &Path) -> Check {
-    let cfg = config(1 << 20, 64, FlushPolicy::None);
-    let (model, active_base, bytes) = build_tail(backend, dir, &cfg, 4).await?;
-    let log_path = dir.join(log_file_name(active_base));
-    let index_path = dir.join(index_file_name(active_base));
-    let index_bytes = read_file(backend, &index_path).await?;
-    // Batch boundaries in the active segment.
+/// Batch boundaries in the active segment (from `active_base` on): each whole batch's end as
+/// a byte position in the file and the next offset after it, starting with `(0, active_base)`.
+fn batch_ends(
+    model: &BTreeMap<i64, Vec<u8>>,
+    active_base: Offset,
+) -> Result<Vec<(usize, Offset)>, String> {
     let mut ends = vec![(0usize, active_base)];
     for (offset, batch) in model.range(active_base.0..) {
         let (end, _) = ends[ends.len() - 1];
@@ -110,6 +106,19 @@ pub async fn check_recovery_every_truncation_point<B: Backend>(backend: &B, dir:
             .records_count;
         ends.push((end + batch.len(), Offset(offset + i64::from(records))));
     }
+    Ok(ends)
+}
+
+/// I3: the active segment truncated at every byte of a multi-batch tail recovers to exactly
+/// the whole batches before the cut (a stale index is ignored), and appending continues
+/// densely.
+pub async fn check_recovery_every_truncation_point<B: Backend>(backend: &B, dir: &Path) -> Check {
+    let cfg = config(1 << 20, 64, FlushPolicy::None);
+    let (model, active_base, bytes) = build_tail(backend, dir, &cfg, 4).await?;
+    let log_path = dir.join(log_file_name(active_base));
+    let index_path = dir.join(index_file_name(active_base));
+    let index_bytes = read_file(backend, &index_path).await?;
+    let ends = batch_ends(&model, active_base)?;
     ensure(ends[ends.len() - 1].0 == bytes.len(), || {
         "model and file disagree".into()
     })?;
@@ -148,17 +157,7 @@ pub async fn check_recovery_preallocated_tail<B: Backend>(backend: &B, dir: &Pat
     let log_path = dir.join(log_file_name(active_base));
     let index_path = dir.join(index_file_name(active_base));
     let index_bytes = read_file(backend, &index_path).await?;
-    let mut ends = vec![(0usize, active_base)];
-    for (offset, batch) in model.range(active_base.0..) {
-        let (end, _) = ends[ends.len() - 1];
-        let records = BatchIter::new(batch)
-            .next()
-            .ok_or("no batch")?
-            .step("batch")?
-            .header
-            .records_count;
-        ends.push((end + batch.len(), Offset(offset + i64::from(records))));
-    }
+    let ends = batch_ends(&model, active_base)?;
     let mut cuts: Vec<usize> = ends
         .iter()
         .flat_map(|(end, _)| [end.saturating_sub(1), *end, end + 1])
