@@ -15,7 +15,7 @@
 //!   timed from send to answer.
 //! - Output: per protocol the median, min and max over rounds of saturation MB/s and of the
 //!   round's sequential p50, and the CPU seconds the broker and this process (the client)
-//!   spent per GB of record values during each saturation measurement (`/proc/<pid>/stat`:
+//!   spent per GB of record values during each saturation measurement (`proc_stats::cpu_seconds`,
 //!   fixed work, so a load that slows the clock hardly moves it); the ratio of each median to PLAINTEXT's, and the median (min–max)
 //!   of the per-round ratios (each protocol against PLAINTEXT measured in the same round,
 //!   which a load that drifts between rounds affects less). Connecting (TCP, the

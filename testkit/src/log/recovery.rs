@@ -109,6 +109,15 @@ fn batch_ends(
     Ok(ends)
 }
 
+/// The offset after the last whole batch that a cut at byte `cut` keeps (`active_base` when
+/// none), from [`batch_ends`].
+fn survivors_end(ends: &[(usize, Offset)], cut: usize, active_base: Offset) -> Offset {
+    ends.iter()
+        .rev()
+        .find(|(end, _)| *end <= cut)
+        .map_or(active_base, |(_, o)| *o)
+}
+
 /// I3: the active segment truncated at every byte of a multi-batch tail recovers to exactly
 /// the whole batches before the cut (a stale index is ignored), and appending continues
 /// densely.
@@ -125,11 +134,7 @@ pub async fn check_recovery_every_truncation_point<B: Backend>(backend: &B, dir:
     for cut in 0..=bytes.len() {
         write_file(backend, &log_path, &bytes[..cut]).await?;
         write_file(backend, &index_path, &index_bytes).await?;
-        let survivors_end = ends
-            .iter()
-            .rev()
-            .find(|(end, _)| *end <= cut)
-            .map_or(active_base, |(_, o)| *o);
+        let survivors_end = survivors_end(&ends, cut, active_base);
         expect_recovered(
             backend,
             dir,
@@ -179,11 +184,7 @@ pub async fn check_recovery_preallocated_tail<B: Backend>(backend: &B, dir: &Pat
             format!("cut at {cut}: preallocation changed the length")
         })?;
         file.close().await.step("close")?;
-        let survivors_end = ends
-            .iter()
-            .rev()
-            .find(|(end, _)| *end <= cut)
-            .map_or(active_base, |(_, o)| *o);
+        let survivors_end = survivors_end(&ends, cut, active_base);
         expect_recovered(
             backend,
             dir,
