@@ -404,6 +404,48 @@ mod tests {
         assert_eq!(buf.capacity(), 0, "an emptied buffer holds nothing (I189)");
     }
 
+    /// The frames (or the error) the decoder gives for all of `data` at once.
+    fn frames_at_once(data: &[u8], max: usize) -> Result<Vec<Bytes>, FrameError> {
+        let decoder = FrameDecoder::new(max);
+        let mut buf = BytesMut::from(data);
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.decode(&mut buf)? {
+            frames.push(frame);
+        }
+        Ok(frames)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// Any stream, valid frames or not, read in any sizes through any chunk: the frames
+        /// and the error the decoder gives for the whole stream at once, in order (I194).
+        #[test]
+        fn any_split_of_any_stream_gives_what_decoding_it_whole_gives_i194(
+            sizes in proptest::collection::vec(0usize..3000, 0..12),
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8),
+            step in 1usize..5000,
+            chunk in 1usize..5000,
+            max in 1usize..4000,
+        ) {
+            let mut stream: Vec<u8> = sizes
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &n)| framed(&body(n, i as u8)))
+                .collect();
+            stream.extend(&garbage);
+            let want = frames_at_once(&stream, max);
+            let whole = want.as_ref().map_or(true, |frames| {
+                frames.iter().map(|f| f.len() + SIZE_PREFIX_BYTES).sum::<usize>() == stream.len()
+            });
+            // A stream ending inside a frame is not an error to the decoder; `frames_of`
+            // checks it ends on a frame's boundary, so compare only the whole ones.
+            if whole {
+                proptest::prop_assert_eq!(frames_of(stream, step, chunk, max), want);
+            }
+        }
+    }
+
     #[test]
     fn a_read_borrows_the_shard_chunk_only_within_its_poll_i189() {
         let chunk = RefCell::new(vec![0u8; 8].into_boxed_slice());
