@@ -30,24 +30,25 @@
 //!   the shard's one chunk of [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES) and are
 //!   copied into the connection's buffer, which is dropped once every frame is split off) and
 //!   no preallocated queue (the reader's queue to the writer is unbounded, bounded by the
-//!   count of unanswered requests).
+//!   count of unanswered requests). Once a frame's size has arrived, the rest of it is read
+//!   straight into the connection's buffer instead ([`super::read_buffer`], I194).
 //! - Never: answers out of order, reads past [`MAX_IN_FLIGHT_PRODUCE`] unanswered requests
 //!   or dispatches more than [`MAX_IN_FLIGHT`] handlers of other requests, reads
 //!   while [`MAX_UNANSWERED_REQUEST_BYTES`] of requests wait for their answers, or dispatches
 //!   a request while [`MAX_UNSENT_BYTES`] of answers wait to be sent.
 
-use std::cell::RefCell;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::{select, Either};
 use futures::io::{AsyncReadExt, AsyncWriteExt};
 use minikafka_core::backend::{Backend, BackendListener, BackendStream};
 
 use super::handlers::{self, Outcome};
+use super::read_buffer::ReadBuffer;
 use super::request_quota;
 use super::sasl::{Authenticator, Inputs, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
@@ -246,12 +247,13 @@ async fn read_loop<B: Backend, S: BackendStream>(
         config.socket_request_max_bytes
     });
     let idle = Duration::from_millis(config.connections_max_idle_ms);
-    // Bytes read and not yet split into frames. Emptied, it is dropped before the next wait
-    // for the socket, so an idle connection holds no buffer (I189).
-    let mut buf = BytesMut::new();
+    // Bytes read and not yet split into frames; the rest of a frame whose size arrived is
+    // read straight into it (I194). Emptied, it is dropped before the next wait for the
+    // socket, so an idle connection holds no buffer (I189).
+    let mut buf = ReadBuffer::new();
     loop {
         loop {
-            match decoder.decode(&mut buf) {
+            match buf.next_frame(&decoder) {
                 Ok(Some(frame)) => {
                     if state.stopping()
                         || !until_below(state, &unsent, &writer_done).await
@@ -363,12 +365,10 @@ async fn read_loop<B: Backend, S: BackendStream>(
         {
             return;
         }
-        if buf.is_empty() {
-            // Frames split off share its allocation: let it go with them (I189).
-            buf = BytesMut::new();
-        }
+        // Frames split off share its allocation: let it go with them (I189).
+        buf.release_if_empty();
         let read = {
-            let read = std::pin::pin!(read_into(&state.read_chunk, &mut reader, &mut buf));
+            let read = std::pin::pin!(buf.read_from(&state.read_chunk, &mut reader, &decoder));
             let stop = std::pin::pin!(state.stop.recv());
             let done = std::pin::pin!(writer_done.recv());
             let idle_timer = std::pin::pin!(state.backend.sleep(idle));
@@ -425,34 +425,6 @@ async fn fetch_keys_for_token<B: Backend>(
     if let Some(kid) = kid {
         super::jwks_refresh::fetch_for_unknown_kid(state, validator, &kid).await;
     }
-}
-
-/// Reads what `reader` has now (at most
-/// [`READ_CHUNK_BYTES`](super::shard::READ_CHUNK_BYTES)) onto the end of `buf`; the count
-/// read, 0 at end of stream. The bytes land in the shard's one read chunk, borrowed only
-/// within a poll (a stream writes a `poll_read` buffer only during the call), and are copied
-/// into `buf`: so a connection waiting for its client holds no read buffer of its own (I189).
-fn read_into<'a, R: futures::io::AsyncRead + Unpin>(
-    chunk: &'a RefCell<Box<[u8]>>,
-    reader: &'a mut R,
-    buf: &'a mut BytesMut,
-) -> impl std::future::Future<Output = std::io::Result<usize>> + 'a {
-    futures::future::poll_fn(move |cx| {
-        let mut fallback;
-        // No poll of one stream polls another's, so the chunk is free; were it not, a
-        // small buffer of this read's own serves.
-        let mut shared = chunk.try_borrow_mut();
-        let into: &mut [u8] = match shared.as_mut() {
-            Ok(chunk) => chunk,
-            Err(_) => {
-                fallback = vec![0u8; 4096];
-                &mut fallback
-            }
-        };
-        let n = std::task::ready!(std::pin::Pin::new(&mut *reader).poll_read(cx, into))?;
-        buf.extend_from_slice(&into[..n]);
-        std::task::Poll::Ready(Ok(n))
-    })
 }
 
 /// What to do with `frame`, read before the client authenticated.
@@ -764,27 +736,4 @@ async fn write_counted<W: futures::io::AsyncWrite + Unpin>(
         IoSlice::advance_slices(&mut left, n);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use futures::executor::block_on;
-
-    #[test]
-    fn a_read_borrows_the_shard_chunk_only_within_its_poll_i189() {
-        let chunk = RefCell::new(vec![0u8; 8].into_boxed_slice());
-        let mut reader = futures::io::Cursor::new(b"hello world".to_vec());
-        let mut buf = BytesMut::new();
-        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
-        assert_eq!((n, &buf[..]), (8, &b"hello wo"[..]), "at most the chunk");
-        assert!(chunk.try_borrow_mut().is_ok(), "released after the read");
-        // Were the chunk borrowed, the read still reads, into a buffer of its own.
-        let held = chunk.borrow_mut();
-        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
-        drop(held);
-        assert_eq!((n, &buf[..]), (3, &b"hello world"[..]));
-        let n = block_on(read_into(&chunk, &mut reader, &mut buf)).expect("read");
-        assert_eq!(n, 0, "end of stream");
-    }
 }

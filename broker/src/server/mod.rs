@@ -28,6 +28,7 @@
 //! - [`sasl`]: SASL authentication of a connection on a SASL listener.
 //! - [`scram_store`]: the SCRAM credentials, stored in the data directory.
 //! - [`session`]: who is on a connection (principal, listener), handed to every handler.
+//! - [`read_buffer`]: a connection's bytes read and not yet framed; a frame's rest read straight into it.
 //! - [`send_queue`]: send-side back-pressure: what a connection may hold unsent.
 //! - [`topics`]: topic creation, deletion, partition addition.
 //! - [`alter_configs`]: configuration changes of topics and of the broker, applied live and
@@ -75,6 +76,7 @@ pub mod metrics_endpoint;
 pub mod partition_ops;
 pub mod quota_store;
 pub mod quotas;
+pub mod read_buffer;
 pub mod request_quota;
 pub mod routing;
 pub mod sasl;
