@@ -1,25 +1,23 @@
 //! Preallocation of the active segment's `.log` ahead of its write position (`log.preallocate`,
-//! I190): where each reservation goes, and what one segment's reservation stands at.
+//! I190): where each extension goes, and what one segment's extension stands at.
 //!
-//! Why: an append that grows a file into new blocks makes the `fdatasync` after it commit
-//! the block allocation with the data; blocks reserved beforehand with
-//! `fallocate(FALLOC_FL_KEEP_SIZE)` leave less for that sync to commit
-//! (docs/perf-log/2026-12-06-preallocation.md measures it).
+//! Why: an append that grows a file makes the `fdatasync` after it commit the size change
+//! through the journal; an append inside a length that already covers it does not, which on
+//! ext4 makes the sync 0.69–0.72 × as long and the broker's sequential durable p50 0.84 ×
+//! (docs/perf-log/2026-12-06-preallocation.md, 2026-12-06-full-length-preallocation.md).
 //!
 //! Contract:
-//! - A reservation never changes the file's length, so the length still marks the end of the
-//!   log and recovery reads exactly what it read before (I190). It is a hint: the driver
-//!   issues it off the request's path (a task of its own) and a failure only stops further
-//!   reservations for that file.
+//! - An extension (`fallocate` mode 0) makes the file's length run ahead of the data with
+//!   zeros; the machine's `written_bytes` is the data's end (I190). The driver extends before
+//!   the write that needs it, on the write's path (once per half step).
 //! - Bounded: at most [`AHEAD_MAX_BYTES`] past the write position, never past
-//!   `segment.bytes`; a segment that has received little reserves little (the step grows
+//!   `segment.bytes`; a segment that has received little extends little (the step grows
 //!   with what it holds, from [`AHEAD_MIN_BYTES`]), so thousands of quiet partitions do not
-//!   reserve 16 MiB each.
+//!   hold 16 MiB of zeros each.
 //! - Released: a sealed segment (at the roll, with the writer idle, I28) and the active one at
-//!   close are cut to their own length, which frees the blocks past it (ext4, XFS); a
-//!   reservation still in flight then releases itself when it ends.
+//!   close are cut to their data and the cut synced.
 //!
-//! The machine does not see any of it: a reservation changes no state of the log, so the
+//! The machine does not see any of it: an extension changes no state of the log, so the
 //! driver decides it from the writes it carries out (core's machine stays the owner of every
 //! state that recovery depends on, I170).
 
@@ -55,7 +53,7 @@ pub fn next_reservation(
 pub struct Reservation {
     reserved_to: Cell<u64>,
     in_flight: Cell<bool>,
-    /// Sealed or closed: nothing more is reserved, and the blocks past the length are freed.
+    /// Sealed or closed: nothing more is reserved, and the file is cut to its data.
     released: Cell<bool>,
     /// A reservation failed (ENOSPC, EIO): the file is not asked again.
     failed: Cell<bool>,
@@ -85,14 +83,14 @@ impl Reservation {
         self.released.get()
     }
 
-    /// The file was cut (a torn tail's repair frees the blocks past the cut): nothing counts
+    /// The file was cut (a torn tail's repair removes the zeros past the cut): nothing counts
     /// as reserved any more.
     pub fn forget(&self) {
         self.reserved_to.set(0);
     }
 
-    /// Marks the file released; returns whether its blocks past the length are to be freed
-    /// now (false when nothing was ever reserved, or when a reservation in flight will do it).
+    /// Marks the file released; returns whether it is to be cut to its data now (false when
+    /// nothing was ever extended, or when an extension in flight will do it).
     pub fn release(&self) -> bool {
         let first = !self.released.replace(true);
         first && !self.in_flight.get() && self.reserved_to.get() > 0
