@@ -8,7 +8,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use minikafka_broker::log::preallocation::AHEAD_MIN_BYTES;
+use minikafka_broker::log::preallocation::{AHEAD_MIN_BYTES, START_AT_BYTES};
 use minikafka_broker::log::segment::log_file_name;
 use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
 use minikafka_core::backend::Backend;
@@ -57,13 +57,24 @@ fn data_bytes<B: Backend>(log: &PartitionLog<B>, base: Offset) -> Result<u64, St
         .ok_or_else(|| format!("no segment at {base}"))
 }
 
+/// Appends `count` batches of two 4,000-byte records (about 8 KB each: 8 of them pass
+/// [`START_AT_BYTES`], where extending starts).
 async fn append_some<B: Backend>(
     log: &PartitionLog<B>,
     from: u64,
     count: u64,
 ) -> Result<(), String> {
+    append_sized(log, from, count, 4000).await
+}
+
+async fn append_sized<B: Backend>(
+    log: &PartitionLog<B>,
+    from: u64,
+    count: u64,
+    record_bytes: usize,
+) -> Result<(), String> {
     for tag in from..from + count {
-        log.append(test_batch(tag, 2, 100, NOW_MS), NOW_MS)
+        log.append(test_batch(tag, 2, record_bytes, NOW_MS), NOW_MS)
             .await
             .map_err(|e| format!("append {tag}: {e}"))?;
     }
@@ -98,7 +109,7 @@ async fn cut_at_roll_and_close<B: Backend>(backend: B, dir: PathBuf) -> Result<(
         .await
         .map_err(|e| format!("roll: {e}"))?;
     expect_cut_to(&first, data, "the sealed segment")?;
-    append_some(&log, 100, 5).await?;
+    append_some(&log, 100, 10).await?;
     let second = dir.join(log_file_name(second_base));
     let second_data = data_bytes(&log, second_base)?;
     ensure(allocation(&second)?.0 >= AHEAD_MIN_BYTES, || {
@@ -221,6 +232,21 @@ async fn sealed_zero_tail_cut_at_open<B: Backend>(backend: B, dir: PathBuf) -> R
     Ok(())
 }
 
+/// A quiet segment (less than [`START_AT_BYTES`] of data) is not extended, so a crash or a
+/// close costs it no cut.
+async fn quiet_segment_not_extended<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
+    let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    append_sized(&log, 0, 20, 100).await?;
+    let data = data_bytes(&log, Offset(0))?;
+    ensure(data < START_AT_BYTES, || {
+        format!("{data} bytes is not quiet")
+    })?;
+    expect_cut_to(&dir.join(log_file_name(Offset(0))), data, "a quiet segment")?;
+    log.close().await.map_err(|e| format!("close: {e}"))
+}
+
 /// `preallocate=false`: nothing is reserved.
 async fn off_reserves_nothing<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
     let log = PartitionLog::open(backend.clone(), &dir, config(false), false, NOW_MS)
@@ -266,6 +292,11 @@ macro_rules! on_backend {
             #[test]
             fn a_sealed_zero_tail_is_cut_at_the_next_open() {
                 run("prealloc-sealed-tail", sealed_zero_tail_cut_at_open);
+            }
+
+            #[test]
+            fn a_quiet_segment_is_not_extended() {
+                run("prealloc-quiet", quiet_segment_not_extended);
             }
 
             #[test]
