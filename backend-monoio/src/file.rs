@@ -15,7 +15,7 @@
 //!   every write is a plain `pwritev` from the caller's buffers on the shard's thread (core's
 //!   `WriteCursor`), bounded in practice by what the broker appends at once.
 //! - `sync_data` is an io_uring `FSYNC` with `DATASYNC`. `truncate` (and `preallocate`'s
-//!   `fallocate(FALLOC_FL_KEEP_SIZE)`, monoio 0.2 having no FALLOCATE op) runs on the
+//!   `fallocate` mode 0, monoio 0.2 having no FALLOCATE op) runs on the
 //!   shard's blocking pool, on a duplicate of the descriptor (so a cancelled call can never
 //!   truncate a descriptor number reused after the file closed). `len` is `fstat(2)` on the
 //!   descriptor: it never waits for the disk on an open inode.
@@ -376,7 +376,7 @@ impl BackendFile for MonoioFile {
         // allocation (tens of µs to ms, journalled) off the shard's thread. A duplicate
         // descriptor, as `truncate`, so a cancelled call never touches a reused number.
         let file = self.raw_file().try_clone()?;
-        crate::blocking(move || fallocate_keep_size(&file, offset, len)).await
+        crate::blocking(move || fallocate_zeroed(&file, offset, len)).await
     }
 
     async fn len(&self) -> io::Result<u64> {
@@ -388,10 +388,10 @@ impl BackendFile for MonoioFile {
     }
 }
 
-/// `fallocate(FALLOC_FL_KEEP_SIZE)` of `len` bytes at `offset`: blocks reserved, the length
-/// unchanged (I190). A filesystem that cannot (`EOPNOTSUPP`: tmpfs before 6.x, some FUSE) makes
+/// `fallocate` mode 0 of `len` bytes at `offset`: blocks allocated, reading as zeros, the
+/// length extended to at least `offset + len` (I190). A filesystem that cannot (`EOPNOTSUPP`: tmpfs before 6.x, some FUSE) makes
 /// it a no-op, as the trait promises; EINTR is retried.
-pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub fn fallocate_zeroed(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -403,8 +403,7 @@ pub fn fallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()>
     }
     loop {
         // SAFETY: a plain system call on a descriptor `file` keeps open for the call.
-        let rc =
-            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
         if rc == 0 {
             return Ok(());
         }

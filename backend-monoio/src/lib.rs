@@ -22,7 +22,7 @@
 //! | `write_at`, `write_parts_at` | `pwritev(2)` on the shard where the filesystem refuses non-blocking buffered writes (ext4), else io_uring `WRITE` of the caller's buffer |
 //! | `sync_data` | io_uring `FSYNC` with `DATASYNC` |
 //! | `rename`, `remove_file` | io_uring `RENAMEAT`, `UNLINKAT` |
-//! | `truncate`, `preallocate` (`fallocate` KEEP_SIZE), `create_dir_all`, `remove_dir_all`, `sync_dir`, `sync_filesystem` | the shard's blocking pool (`monoio::spawn_blocking`, one thread) |
+//! | `truncate`, `preallocate` (`fallocate` mode 0), `create_dir_all`, `remove_dir_all`, `sync_dir`, `sync_filesystem` | the shard's blocking pool (`monoio::spawn_blocking`, one thread) |
 //! | `len`, `list_dir` | `fstat(2)`, `getdents64` on the shard's thread |
 //! | `listen`, `accept`, `connect` | monoio's `TcpListener`/`TcpStream` (`SO_REUSEPORT`, `TCP_NODELAY`), io_uring `ACCEPT`/`CONNECT` |
 //! | streams | monoio's poll-io streams (readiness from an epoll registered with the ring, then `recv`/`send`/`writev` from the caller's buffers) |

@@ -20,7 +20,7 @@
 //! - **Durability**: [`BackendFile::sync_data`] is `fdatasync` on Linux and
 //!   `fcntl(F_FULLFSYNC)` on macOS (plain `fsync` does not flush the drive's cache there);
 //!   [`Backend::sync_dir`] opens the directory and syncs it the same way.
-//! - **Preallocation**: [`BackendFile::preallocate`] is `fallocate(FALLOC_FL_KEEP_SIZE)` on
+//! - **Preallocation**: [`BackendFile::preallocate`] is `fallocate` mode 0 on
 //!   the pool on Linux (a no-op where the filesystem answers `EOPNOTSUPP`), a no-op elsewhere.
 //! - **TCP**: listeners bind with `SO_REUSEADDR` and `SO_REUSEPORT` (so every shard can bind
 //!   the same address) and are driven by `smol::Async`; streams get `TCP_NODELAY`, and their
@@ -301,7 +301,7 @@ impl BackendFile for PortableFile {
             return Ok(());
         }
         let file = Arc::clone(&self.file);
-        smol::unblock(move || preallocate_keep_size(&file, offset, len)).await
+        smol::unblock(move || fallocate_zeroed(&file, offset, len)).await
     }
 
     async fn len(&self) -> io::Result<u64> {
@@ -370,14 +370,14 @@ fn read_full_at(file: &File, buf: &mut Vec<u8>, pos: u64, len: usize) -> io::Res
 }
 
 /// Whether [`BackendFile::preallocate`] reserves anything here: Linux's
-/// `fallocate(FALLOC_FL_KEEP_SIZE)`; elsewhere (macOS's `F_PREALLOCATE` reserves no range
-/// past the end it keeps) it is a no-op.
+/// `fallocate` mode 0; elsewhere (macOS's `F_PREALLOCATE` would need a separate
+/// `ftruncate`, not worth its cost) it is a no-op.
 const PREALLOCATES: bool = cfg!(target_os = "linux");
 
-/// `fallocate(FALLOC_FL_KEEP_SIZE)` of `len` bytes at `offset` (I190): blocks reserved, the
-/// length unchanged. `EOPNOTSUPP` (a filesystem that cannot) is a no-op; EINTR is retried.
+/// `fallocate` mode 0 of `len` bytes at `offset` (I190): blocks allocated, reading as zeros,
+/// the length extended to at least `offset + len`. `EOPNOTSUPP` (a filesystem that cannot) is a no-op; EINTR is retried.
 #[cfg(target_os = "linux")]
-fn preallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
+fn fallocate_zeroed(file: &File, offset: u64, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(io::Error::new(
@@ -390,8 +390,7 @@ fn preallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
     loop {
         // SAFETY: a plain system call on a descriptor `file` keeps open for the call.
-        let rc =
-            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
         if rc == 0 {
             return Ok(());
         }
@@ -405,7 +404,7 @@ fn preallocate_keep_size(file: &File, offset: u64, len: u64) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn preallocate_keep_size(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+fn fallocate_zeroed(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
     Ok(())
 }
 

@@ -2,13 +2,14 @@
 //!
 //! Two views of everything: what reads see now (the page cache) and what is durable.
 //! - File data: each inode keeps its durable bytes, its current bytes, and the writes and
-//!   truncations made since its last `sync_data`, in order. `sync_data` applies those to the
+//!   truncations and preallocations made since its last `sync_data`, in order. `sync_data` applies those to the
 //!   durable bytes.
 //! - Names: the current namespace (files and directories) and the durable one. Every create,
 //!   rename, removal and mkdir is logged against its parent directory; `sync_dir(parent)`
 //!   makes that directory's current entries durable.
 //! - A crash, per the seed: each unsynced write is kept, dropped, or torn (only its part before
-//!   a 512 B or 4 KiB boundary reaches the disk); each unsynced truncation is kept or dropped;
+//!   a 512 B or 4 KiB boundary reaches the disk); each unsynced truncation or preallocation is
+//!   kept or dropped;
 //!   each unsynced directory change is kept or lost (a rename as one change). Durable data and
 //!   entries are never touched. Entries whose directory did not survive vanish, and the
 //!   surviving image becomes both views.
@@ -23,8 +24,13 @@ use crate::stats::SimStats;
 /// A file operation not yet synced.
 #[derive(Clone, Debug)]
 enum FileOp {
-    Write { pos: u64, data: Vec<u8> },
+    Write {
+        pos: u64,
+        data: Vec<u8>,
+    },
     Truncate(u64),
+    /// `preallocate`: the length grows to at least this, with zeros (never shrinks).
+    Extend(u64),
 }
 
 #[derive(Debug, Default)]
@@ -44,6 +50,11 @@ fn apply(bytes: &mut Vec<u8>, op: &FileOp) {
             bytes[pos..pos + data.len()].copy_from_slice(data);
         }
         FileOp::Truncate(len) => bytes.resize(*len as usize, 0),
+        FileOp::Extend(len) => {
+            if (bytes.len() as u64) < *len {
+                bytes.resize(*len as usize, 0);
+            }
+        }
     }
 }
 
@@ -226,6 +237,16 @@ impl Disk {
         Ok(())
     }
 
+    /// Grows the file to at least `len` bytes of zeros (a preallocation; durable at the next
+    /// sync, as a truncate is).
+    pub(crate) fn extend(&mut self, ino: u64, len: u64) -> io::Result<()> {
+        let inode = self.inode(ino)?;
+        let op = FileOp::Extend(len);
+        apply(&mut inode.current, &op);
+        inode.pending.push(op);
+        Ok(())
+    }
+
     pub(crate) fn len(&mut self, ino: u64) -> io::Result<u64> {
         Ok(self.inode(ino)?.current.len() as u64)
     }
@@ -388,7 +409,7 @@ impl Disk {
         for inode in self.inodes.values_mut() {
             for op in std::mem::take(&mut inode.pending) {
                 match op {
-                    FileOp::Truncate(_) => {
+                    FileOp::Truncate(_) | FileOp::Extend(_) => {
                         if rng.below(2) == 0 {
                             apply(&mut inode.durable, &op);
                         }

@@ -319,17 +319,21 @@ impl BackendFile for SimFile {
         with_world(|w| w.disk.truncate(self.ino, len))
     }
 
-    /// Modelled as a no-op: the simulated disk holds bytes, not blocks, and a reservation
-    /// changes no byte or length (I190), so a crash sees the same file either way. Counted
-    /// ([`SimStats::preallocations`]) so a test can see the driver asked. No delay is drawn,
-    /// so the seeds' schedules do not depend on the hint.
-    async fn preallocate(&self, _offset: u64, _len: u64) -> io::Result<()> {
+    /// The length grows to at least `offset + len` with zeros, durable at the next sync (a
+    /// crash keeps or loses it, as a truncate: I190). Counted ([`SimStats::preallocations`]).
+    /// No delay is drawn, so the seeds' schedules do not depend on it.
+    async fn preallocate(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_epoch()?;
         if !self.writable {
             return Err(io_error(EBADF));
         }
-        with_world(|w| w.stats.preallocations += 1);
-        Ok(())
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "preallocation past u64"))?;
+        with_world(|w| {
+            w.stats.preallocations += 1;
+            w.disk.extend(self.ino, end)
+        })
     }
 
     async fn len(&self) -> io::Result<u64> {

@@ -33,7 +33,7 @@ pub struct SimStats {
     pub connection_resets: u64,
     /// Bits flipped in sealed segments.
     pub bit_flips: u64,
-    /// `preallocate` calls (a no-op on the simulated disk, I190).
+    /// `preallocate` calls (each grows the simulated file with zeros, I190).
     pub preallocations: u64,
 }
 

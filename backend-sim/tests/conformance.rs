@@ -37,7 +37,7 @@ macro_rules! backend_checks {
 backend_checks!(
     check_read_write_round_trip,
     check_len_and_truncate,
-    check_preallocate_keeps_length,
+    check_preallocate_extends_with_zeros,
     check_sync_data_and_reopen,
     check_directory_ops,
     check_unlinked_file_stays_readable,

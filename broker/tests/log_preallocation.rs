@@ -1,14 +1,14 @@
-//! `log.preallocate` on real files (I190): the active segment's `.log` has blocks reserved past
-//! its length while it is written, the length (and so what recovery reads) is only the data,
-//! a sealed segment and a closed one hold no blocks past their length, and after a crash with
-//! a reservation in place the log recovers to exactly what was written. Blocks are read with
-//! `stat` (`st_blocks`), on the filesystem of the scratch directory (the temp dir).
+//! `log.preallocate` on real files (I190): the active segment's `.log` is extended with
+//! allocated zeros ahead of its writes, so its length runs ahead of its data while it is
+//! written; a sealed segment and a closed one are cut back to their data; after a crash with
+//! the zero tail in place the log recovers to exactly what was written and cuts the zeros
+//! (I29); a zero tail left on a sealed segment is cut at the next open. Lengths and blocks are
+//! read with `stat`, on the filesystem of the scratch directory (the temp dir).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use minikafka_broker::log::preallocation::AHEAD_MIN_BYTES;
+use minikafka_broker::log::preallocation::{AHEAD_MIN_BYTES, START_AT_BYTES};
 use minikafka_broker::log::segment::log_file_name;
 use minikafka_broker::log::{FlushPolicy, LogConfig, PartitionLog};
 use minikafka_core::backend::Backend;
@@ -16,7 +16,7 @@ use minikafka_core::types::Offset;
 use minikafka_testkit::check::{ensure, run_check, scratch_dir};
 use minikafka_testkit::log::{test_batch, NOW_MS};
 
-/// Most bytes a file may hold allocated beyond its data with nothing reserved: its last
+/// Most bytes a file may hold allocated beyond its data with nothing preallocated: its last
 /// block's rounding plus one block of extent metadata.
 const SLACK_BYTES: u64 = 2 * 4096;
 
@@ -36,77 +36,91 @@ fn allocation(path: &Path) -> Result<(u64, u64), String> {
     Ok((meta.len(), meta.blocks() * 512))
 }
 
-/// Waits (a bounded number of the backend's sleeps) until `path` has at least `bytes`
-/// allocated: the driver reserves in a task of its own.
-async fn wait_reserved<B: Backend>(
-    backend: &B,
-    path: &Path,
-    bytes: u64,
-) -> Result<(u64, u64), String> {
-    for _ in 0..1000 {
-        let (len, allocated) = allocation(path)?;
-        if allocated >= bytes {
-            return Ok((len, allocated));
-        }
-        backend.sleep(Duration::from_millis(10)).await;
-    }
+/// The file's length is its data (the log's size for it) and nothing is allocated past it.
+fn expect_cut_to(path: &Path, data_bytes: u64, what: &str) -> Result<(), String> {
     let (len, allocated) = allocation(path)?;
-    Err(format!(
-        "{}: {allocated} bytes allocated for {len} bytes after 10 s, expected a reservation of {bytes}",
-        path.display()
-    ))
-}
-
-fn expect_no_reserve(path: &Path, what: &str) -> Result<(), String> {
-    let (len, allocated) = allocation(path)?;
+    ensure(len == data_bytes, || {
+        format!("{what}: length {len}, expected the data's {data_bytes}")
+    })?;
     ensure(
         allocated <= len.next_multiple_of(4096) + SLACK_BYTES,
         || format!("{what}: {allocated} bytes allocated for {len} bytes of data"),
     )
 }
 
+/// The size the log holds for the segment based at `base`.
+fn data_bytes<B: Backend>(log: &PartitionLog<B>, base: Offset) -> Result<u64, String> {
+    log.segments()
+        .iter()
+        .find(|s| s.base_offset() == base)
+        .map(|s| s.size_bytes())
+        .ok_or_else(|| format!("no segment at {base}"))
+}
+
+/// Appends `count` batches of two 4,000-byte records (about 8 KB each: 8 of them pass
+/// [`START_AT_BYTES`], where extending starts).
 async fn append_some<B: Backend>(
     log: &PartitionLog<B>,
     from: u64,
     count: u64,
 ) -> Result<(), String> {
+    append_sized(log, from, count, 4000).await
+}
+
+async fn append_sized<B: Backend>(
+    log: &PartitionLog<B>,
+    from: u64,
+    count: u64,
+    record_bytes: usize,
+) -> Result<(), String> {
     for tag in from..from + count {
-        log.append(test_batch(tag, 2, 100, NOW_MS), NOW_MS)
+        log.append(test_batch(tag, 2, record_bytes, NOW_MS), NOW_MS)
             .await
             .map_err(|e| format!("append {tag}: {e}"))?;
     }
     Ok(())
 }
 
-/// Reserved while written, length only the data; freed at the roll and at close; a clean
-/// reopen reads the same bytes.
-async fn freed_at_roll_and_close<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
+/// Extended while written (length 1 MiB, allocated, the data a prefix, zeros after it); cut
+/// to the data at the roll and at close; a clean reopen reads the same bytes.
+async fn cut_at_roll_and_close<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
     let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
         .await
         .map_err(|e| format!("open: {e}"))?;
     append_some(&log, 0, 20).await?;
     let first = dir.join(log_file_name(Offset(0)));
-    let (len, allocated) = wait_reserved(&backend, &first, AHEAD_MIN_BYTES).await?;
-    ensure(len < AHEAD_MIN_BYTES / 4, || {
-        format!("the length is the data only (I190): {len}")
-    })?;
+    let data = data_bytes(&log, Offset(0))?;
+    let (len, allocated) = allocation(&first)?;
+    // The first write extended the file to its own end plus the first step.
+    ensure(
+        (AHEAD_MIN_BYTES..AHEAD_MIN_BYTES + data).contains(&len),
+        || format!("the length runs ahead of the data (I190): {len} for {data} bytes"),
+    )?;
     ensure(allocated >= AHEAD_MIN_BYTES, || {
-        "reserved ahead".to_string()
+        format!("allocated ahead: {allocated}")
+    })?;
+    let bytes = std::fs::read(&first).map_err(|e| e.to_string())?;
+    ensure(bytes[data as usize..].iter().all(|b| *b == 0), || {
+        "past the data the file reads zeros".to_string()
     })?;
 
     let second_base = log.high_watermark();
     log.roll_now(NOW_MS)
         .await
         .map_err(|e| format!("roll: {e}"))?;
-    expect_no_reserve(&first, "the sealed segment")?;
-    append_some(&log, 100, 5).await?;
+    expect_cut_to(&first, data, "the sealed segment")?;
+    append_some(&log, 100, 10).await?;
     let second = dir.join(log_file_name(second_base));
-    wait_reserved(&backend, &second, AHEAD_MIN_BYTES).await?;
-    let written = std::fs::read(&second).map_err(|e| e.to_string())?;
+    let second_data = data_bytes(&log, second_base)?;
+    ensure(allocation(&second)?.0 >= AHEAD_MIN_BYTES, || {
+        "the new active segment is extended".to_string()
+    })?;
+    let written =
+        std::fs::read(&second).map_err(|e| e.to_string())?[..second_data as usize].to_vec();
     let end = log.high_watermark();
     log.close().await.map_err(|e| format!("close: {e}"))?;
-    expect_no_reserve(&second, "the active segment after close")?;
-    expect_no_reserve(&first, "the sealed segment after close")?;
+    expect_cut_to(&second, second_data, "the active segment after close")?;
+    expect_cut_to(&first, data, "the sealed segment after close")?;
 
     let log = PartitionLog::open(backend.clone(), &dir, config(true), true, NOW_MS)
         .await
@@ -121,27 +135,29 @@ async fn freed_at_roll_and_close<B: Backend>(backend: B, dir: PathBuf) -> Result
     })
 }
 
-/// A crash (the log dropped, nothing closed) with a reservation past the data: the unclean
-/// reopen recovers exactly the records written, the reserved tail surfaces as nothing, and
-/// appending goes on at the next offset.
-async fn crash_with_a_reserved_tail<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
+/// A crash (the log dropped, nothing closed) with the zero tail in place: the unclean reopen
+/// reads the zeros as a torn tail (I29), recovers exactly the records written, cuts the file
+/// to them, and appending goes on at the next offset.
+async fn crash_with_a_zero_tail<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
     let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
         .await
         .map_err(|e| format!("open: {e}"))?;
     append_some(&log, 0, 30).await?;
     let path = dir.join(log_file_name(Offset(0)));
-    let (len, _) = wait_reserved(&backend, &path, AHEAD_MIN_BYTES).await?;
+    let data = data_bytes(&log, Offset(0))?;
     let end = log.high_watermark();
-    let written = std::fs::read(&path).map_err(|e| e.to_string())?;
-    ensure(written.len() as u64 == len, || {
-        "read up to the length".to_string()
+    let before = std::fs::read(&path).map_err(|e| e.to_string())?;
+    drop(log); // the crash: no close, the zero tail stays past the data
+    ensure(before.len() as u64 >= AHEAD_MIN_BYTES, || {
+        format!(
+            "the crash left {} bytes, expected a zero tail past 1 MiB",
+            before.len()
+        )
     })?;
-    drop(log); // the crash: no close, the reservation stays past the data
+    ensure(before[data as usize..].iter().all(|b| *b == 0), || {
+        "past the data the file reads zeros".to_string()
+    })?;
 
-    let (_, allocated) = allocation(&path)?;
-    ensure(allocated >= AHEAD_MIN_BYTES, || {
-        "the crash left the reserved tail in place".to_string()
-    })?;
     let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
         .await
         .map_err(|e| format!("reopen: {e}"))?;
@@ -149,11 +165,10 @@ async fn crash_with_a_reserved_tail<B: Backend>(backend: B, dir: PathBuf) -> Res
         format!("recovered to {}, expected {end}", log.high_watermark())
     })?;
     let after_crash = std::fs::read(&path).map_err(|e| e.to_string())?;
-    ensure(after_crash == written, || {
+    ensure(after_crash[..] == before[..data as usize], || {
         format!(
-            "recovery changed the log: {} bytes, expected {}",
-            after_crash.len(),
-            written.len()
+            "recovery left {} bytes, expected the {data} bytes of data unchanged",
+            after_crash.len()
         )
     })?;
     let info = log
@@ -166,8 +181,70 @@ async fn crash_with_a_reserved_tail<B: Backend>(backend: B, dir: PathBuf) -> Res
             info.base_offset
         )
     })?;
+    let data = data_bytes(&log, Offset(0))?;
     log.close().await.map_err(|e| format!("close: {e}"))?;
-    expect_no_reserve(&path, "after the close")
+    expect_cut_to(&path, data, "after the close")
+}
+
+/// A sealed segment left with a zero tail (a crash between the extension and the roll's cut
+/// reaching the disk, or a cut that failed): the next open, clean or not, finds its tail
+/// does not parse, scans it and cuts the zeros; every record is read back.
+async fn sealed_zero_tail_cut_at_open<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
+    let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    append_some(&log, 0, 20).await?;
+    let data = data_bytes(&log, Offset(0))?;
+    log.roll_now(NOW_MS)
+        .await
+        .map_err(|e| format!("roll: {e}"))?;
+    append_some(&log, 100, 5).await?;
+    let end = log.high_watermark();
+    log.close().await.map_err(|e| format!("close: {e}"))?;
+    let first = dir.join(log_file_name(Offset(0)));
+    for clean in [true, false] {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&first)
+            .and_then(|f| f.set_len(data + AHEAD_MIN_BYTES))
+            .map_err(|e| format!("extend the sealed segment: {e}"))?;
+        let log = PartitionLog::open(backend.clone(), &dir, config(true), clean, NOW_MS)
+            .await
+            .map_err(|e| format!("reopen (clean {clean}): {e}"))?;
+        ensure(log.high_watermark() == end, || {
+            format!(
+                "clean {clean}: reopened at {}, expected {end}",
+                log.high_watermark()
+            )
+        })?;
+        for offset in [0, end.0 - 1] {
+            let read = log
+                .read(Offset(offset), 1 << 20)
+                .await
+                .map_err(|e| format!("clean {clean}: read {offset}: {e}"))?;
+            ensure(!read.bytes.is_empty(), || {
+                format!("clean {clean}: nothing at {offset}")
+            })?;
+        }
+        expect_cut_to(&first, data, &format!("clean {clean}: the sealed segment"))?;
+        log.close().await.map_err(|e| format!("close: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A quiet segment (less than [`START_AT_BYTES`] of data) is not extended, so a crash or a
+/// close costs it no cut.
+async fn quiet_segment_not_extended<B: Backend>(backend: B, dir: PathBuf) -> Result<(), String> {
+    let log = PartitionLog::open(backend.clone(), &dir, config(true), false, NOW_MS)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    append_sized(&log, 0, 20, 100).await?;
+    let data = data_bytes(&log, Offset(0))?;
+    ensure(data < START_AT_BYTES, || {
+        format!("{data} bytes is not quiet")
+    })?;
+    expect_cut_to(&dir.join(log_file_name(Offset(0))), data, "a quiet segment")?;
+    log.close().await.map_err(|e| format!("close: {e}"))
 }
 
 /// `preallocate=false`: nothing is reserved.
@@ -176,9 +253,12 @@ async fn off_reserves_nothing<B: Backend>(backend: B, dir: PathBuf) -> Result<()
         .await
         .map_err(|e| format!("open: {e}"))?;
     append_some(&log, 0, 20).await?;
-    // Long enough for a reservation task to have run had one been started.
-    backend.sleep(Duration::from_millis(50)).await;
-    expect_no_reserve(&dir.join(log_file_name(Offset(0))), "preallocate=false")?;
+    let data = data_bytes(&log, Offset(0))?;
+    expect_cut_to(
+        &dir.join(log_file_name(Offset(0))),
+        data,
+        "preallocate=false",
+    )?;
     log.close().await.map_err(|e| format!("close: {e}"))
 }
 
@@ -200,13 +280,23 @@ macro_rules! on_backend {
             }
 
             #[test]
-            fn a_reservation_is_freed_at_roll_and_close() {
-                run("prealloc-roll-close", freed_at_roll_and_close);
+            fn the_zero_tail_is_cut_at_roll_and_close() {
+                run("prealloc-roll-close", cut_at_roll_and_close);
             }
 
             #[test]
-            fn a_reserved_tail_never_surfaces_after_a_crash() {
-                run("prealloc-crash", crash_with_a_reserved_tail);
+            fn a_zero_tail_never_surfaces_after_a_crash() {
+                run("prealloc-crash", crash_with_a_zero_tail);
+            }
+
+            #[test]
+            fn a_sealed_zero_tail_is_cut_at_the_next_open() {
+                run("prealloc-sealed-tail", sealed_zero_tail_cut_at_open);
+            }
+
+            #[test]
+            fn a_quiet_segment_is_not_extended() {
+                run("prealloc-quiet", quiet_segment_not_extended);
             }
 
             #[test]

@@ -66,8 +66,9 @@ pub struct ScanConfig {
     pub max_batch_bytes: usize,
     /// The leader epoch the broker patched into every batch of this segment.
     pub expected_leader_epoch: i32,
-    /// Bytes to ask for per read. Values below [`HEADER_BYTES`] are raised to it, so every
-    /// window holds at least one whole header.
+    /// Most bytes to ask for per read. Values below [`HEADER_BYTES`] are raised to it, so
+    /// every window holds at least one whole header. The first window is at most
+    /// [`FIRST_WINDOW_BYTES`] and each next one twice the last, up to this.
     pub window_bytes: usize,
     /// [`OffsetRule::Dense`] for the active segment (each batch starts where the previous
     /// ended, I1); [`OffsetRule::Compacted`] for a sealed one, which a cleaning may have left
@@ -139,12 +140,17 @@ pub enum ScanStep {
     Done(ScanOutcome),
 }
 
+/// The first window of a scan: a page. The windows double from it, so a log of a few batches
+/// followed by a long tail of zeros (a preallocated active segment after a crash, I190) costs
+/// one small read, and a long log still reaches full windows after a few reads.
+pub const FIRST_WINDOW_BYTES: usize = 4096;
+
 /// Finds where a segment's valid log ends, reading it in windows (Kafka's
 /// `LogSegment.recover`, I3).
 ///
 /// Drive it by alternating [`SegmentScanner::next_step`] (an output: what to read, or the
-/// outcome) and [`SegmentScanner::feed`] (an input: the bytes read). Each window normally has
-/// `window_bytes` bytes, capped at the file's end; when a batch header says its batch is longer
+/// outcome) and [`SegmentScanner::feed`] (an input: the bytes read). The windows grow from
+/// [`FIRST_WINDOW_BYTES`], doubling per read, to `window_bytes`, each capped at the file's end; when a batch header says its batch is longer
 /// than a window, the next request is for exactly that batch (it was already checked to fit the
 /// file and `max_batch_bytes`), never more. Every whole batch in a window is consumed.
 ///
@@ -163,8 +169,11 @@ pub struct SegmentScanner {
     config: ScanConfig,
     /// The file's length; lowered when a read comes back short.
     file_len_bytes: u64,
-    /// `window_bytes`, raised to a header.
+    /// The next window: from [`FIRST_WINDOW_BYTES`] doubling to `window_bytes`, never below
+    /// a header.
     window_bytes: usize,
+    /// `config.window_bytes`, raised to a header: the largest window.
+    max_window_bytes: usize,
     /// Start of the next batch, and the end of the valid log so far.
     pos: u64,
     next_offset: Offset,
@@ -189,7 +198,8 @@ impl SegmentScanner {
         let mut scanner = SegmentScanner {
             config,
             file_len_bytes: config.file_len_bytes,
-            window_bytes: config.window_bytes.max(HEADER_BYTES),
+            window_bytes: config.window_bytes.clamp(HEADER_BYTES, FIRST_WINDOW_BYTES),
+            max_window_bytes: config.window_bytes.max(HEADER_BYTES),
             pos: 0,
             next_offset: config.base_offset,
             placer: IndexPlacer::new(config.index_interval_bytes),
@@ -251,6 +261,10 @@ impl SegmentScanner {
         }
         assert_eq!(pos, self.pos, "feed must answer the last ScanStep::Need");
         let requested = self.request_len();
+        self.window_bytes = self
+            .window_bytes
+            .saturating_mul(2)
+            .min(self.max_window_bytes);
         if bytes.len() < requested {
             // A short read: the file is shorter than the caller thought.
             self.file_len_bytes = pos + bytes.len() as u64;

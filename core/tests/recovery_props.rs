@@ -8,6 +8,7 @@ use minikafka_core::record::{
 };
 use minikafka_core::recovery::{
     checks_from_index, scan_slice, ScanConfig, ScanOutcome, ScanStep, SegmentScanner, StopReason,
+    FIRST_WINDOW_BYTES,
 };
 use minikafka_core::types::{FilePos, Offset, RelativeOffset};
 use proptest::prelude::*;
@@ -138,7 +139,9 @@ fn config(base: i64, file_len: usize, interval_bytes: u32, window_bytes: usize) 
 fn drive(cfg: ScanConfig, bytes: &[u8]) -> ScanOutcome {
     let mut scanner = SegmentScanner::new(cfg);
     let bound = scanner.max_feeds();
-    let window = cfg.window_bytes.max(HEADER_BYTES);
+    // The windows double from the first (a page at most) to the configured one.
+    let max_window = cfg.window_bytes.max(HEADER_BYTES);
+    let mut window = cfg.window_bytes.clamp(HEADER_BYTES, FIRST_WINDOW_BYTES);
     let mut feeds = 0u64;
     loop {
         match scanner.next_step() {
@@ -162,6 +165,7 @@ fn drive(cfg: ScanConfig, bytes: &[u8]) -> ScanOutcome {
                 let start = (pos as usize).min(bytes.len());
                 let end = (start + len).min(bytes.len());
                 scanner.feed(pos, &bytes[start..end]);
+                window = window.saturating_mul(2).min(max_window);
             }
         }
     }
@@ -408,10 +412,11 @@ fn huge_single_batch() {
             let end = (pos as usize + len).min(bytes.len());
             scanner.feed(pos, &bytes[pos as usize..end]);
         }
-        let expected: Vec<usize> = if window.max(HEADER_BYTES) >= bytes.len() {
+        let first = window.clamp(HEADER_BYTES, FIRST_WINDOW_BYTES);
+        let expected: Vec<usize> = if first >= bytes.len() {
             vec![bytes.len()]
         } else {
-            vec![window.max(HEADER_BYTES), bytes.len()]
+            vec![first, bytes.len()]
         };
         assert_eq!(requests, expected, "window {window}");
         let ScanStep::Done(out) = scanner.next_step() else {

@@ -95,20 +95,25 @@ fn assert_caught_within(mutant: Mutant, bound: u64) {
         mutant: Some(mutant),
         ..txn_options()
     };
-    let caught = (0..bound).find_map(|seed| run_seed(seed, &broken).err());
+    let caught = (0..bound).find_map(|seed| run_seed(seed, &broken).err().map(|e| (seed, e)));
     assert!(
         caught.is_some(),
         "{mutant:?} went unnoticed for {bound} seeds"
     );
-    eprintln!("{mutant:?} caught: {}", caught.unwrap_or_default());
+    if let Some((seed, e)) = caught {
+        eprintln!("{mutant:?} caught by seed {seed}: {e}");
+    }
 }
 
-/// Caught first by seed 7 (a commit crashed into after its COMMIT marker reached `txns` 1
-/// and before the PrepareCommit record was durable: the restart aborted the transaction, so
-/// it is committed in one partition and aborted in another); seeds 15, 20, 28 too.
+/// Caught first by seed 33 (a commit crashed into after its COMMIT marker reached one
+/// partition and before the PrepareCommit record was durable: the restart aborted the
+/// transaction, so it is committed in one partition and aborted in another). Until the
+/// recovery scan's windows started at a page and the active segment's cut joined the
+/// recovered-tail sync (I190), which moved every seed's schedule, seeds 7, 15, 20 and 28
+/// caught it.
 #[test]
 fn markers_before_prepare_durable_is_caught() {
-    assert_caught_within(Mutant::MarkersBeforePrepareDurable, 16);
+    assert_caught_within(Mutant::MarkersBeforePrepareDurable, 40);
 }
 
 /// Caught by seed 0 (a read_committed fetch returns records of a transaction whose producer

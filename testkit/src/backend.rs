@@ -193,10 +193,12 @@ pub async fn check_len_and_truncate<B: Backend>(backend: &B, dir: &Path) -> Resu
     step("close", file.close().await)
 }
 
-/// `preallocate` reserves without changing the length (I190): the length, and so every read,
-/// is as if it had not been called; appends into the reserved range read back; a zero-length
-/// and a repeated reservation succeed; `truncate` to the file's own length keeps every byte.
-pub async fn check_preallocate_keeps_length<B: Backend>(
+/// `preallocate` extends the file with zeros and never changes a byte written (I190): after
+/// it the length is at least `offset + len` (on Linux; elsewhere it may be a no-op, and the
+/// length is then unchanged), written bytes read back, the preallocated range reads as zeros,
+/// a zero-length call and a call inside the length change nothing, and `truncate` cuts the
+/// zero tail back to the data.
+pub async fn check_preallocate_extends_with_zeros<B: Backend>(
     backend: &B,
     dir: &Path,
 ) -> Result<(), String> {
@@ -207,28 +209,41 @@ pub async fn check_preallocate_keeps_length<B: Backend>(
             .open(&dir.join("p"), OpenMode::ReadWriteCreate)
             .await,
     )?;
-    step(
-        "preallocate(0, 1 MiB) of an empty file",
-        file.preallocate(0, 1 << 20).await,
-    )?;
-    expect_len(&file, 0, "after preallocating an empty file").await?;
-    expect_read(&file, &[], 0, 4096).await?;
     let mut model: Vec<u8> = (0..100u8).collect();
     write(&file, &model, 0).await?;
-    expect_len(&file, 100, "after a write into the reserve").await?;
+    const MIB: u64 = 1 << 20;
+    step(
+        "preallocate(100, 1 MiB - 100)",
+        file.preallocate(100, MIB - 100).await,
+    )?;
+    let len = step("len", file.len().await)?;
+    let extended = len == MIB;
+    if cfg!(target_os = "linux") && !extended {
+        return Err(format!(
+            "after preallocating to 1 MiB on Linux the length is {len}, not {MIB}"
+        ));
+    }
+    if !extended && len != 100 {
+        return Err(format!("a no-op preallocation changed the length to {len}"));
+    }
+    let mut zeros_model = model.clone();
+    zeros_model.resize(len as usize, 0);
+    expect_read(&file, &zeros_model, 0, 2 * MIB as usize).await?;
     step("preallocate(100, 0)", file.preallocate(100, 0).await)?;
     step(
-        "preallocate(0, 2 MiB) again",
-        file.preallocate(0, 2 << 20).await,
+        "preallocate(0, 4 KiB) inside the length",
+        file.preallocate(0, 4096).await,
     )?;
-    expect_len(&file, 100, "after preallocating past the end").await?;
-    expect_read(&file, &model, 0, 1 << 20).await?;
+    expect_len(&file, len, "after preallocations inside the length").await?;
+    expect_read(&file, &zeros_model, 0, 2 * MIB as usize).await?;
     let more: Vec<u8> = (100..=255u8).collect();
     write(&file, &more, 100).await?;
     model.extend_from_slice(&more);
-    expect_len(&file, 256, "after a second write").await?;
+    zeros_model[100..256].copy_from_slice(&more);
+    expect_len(&file, len, "after a write into the preallocated range").await?;
+    expect_read(&file, &zeros_model, 0, 2 * MIB as usize).await?;
     step("sync_data", file.sync_data().await)?;
-    step("truncate to its own length", file.truncate(256).await)?;
+    step("truncate to the data", file.truncate(256).await)?;
     expect_len(&file, 256, "after truncate(256)").await?;
     expect_read(&file, &model, 0, 4096).await?;
     step("close", file.close().await)
@@ -695,7 +710,7 @@ pub fn run_all<B: Backend>(dir: &Path) {
             [
                 check_read_write_round_trip,
                 check_len_and_truncate,
-                check_preallocate_keeps_length,
+                check_preallocate_extends_with_zeros,
                 check_sync_data_and_reopen,
                 check_directory_ops,
                 check_unlinked_file_stays_readable,

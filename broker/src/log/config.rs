@@ -21,7 +21,7 @@ pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// Default `message.max.bytes` (Kafka's): the largest batch accepted, log overhead included.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 /// Default `log.preallocate` (see docs/OPERATIONS.md, "Preallocation").
-pub const DEFAULT_PREALLOCATE: bool = false;
+pub const DEFAULT_PREALLOCATE: bool = true;
 
 /// When appended data is made durable (the broker's `flush.policy` and a topic's override
 /// alike: this one enum serves the configuration, the log and the benchmarks).
@@ -119,8 +119,8 @@ pub struct LogConfig {
     /// `confluent.key.schema.validation` / `confluent.value.schema.validation`: which parts of
     /// each produced record must carry a schema id the registry knows (I124; off by default).
     pub schema_ids: SchemaIdRule,
-    /// `preallocate` (`log.preallocate`): reserve the active segment's blocks ahead of its
-    /// writes with `fallocate(FALLOC_FL_KEEP_SIZE)`, the length unchanged (I190).
+    /// `preallocate` (`log.preallocate`): extend the active segment's file with allocated
+    /// zeros ahead of its writes once it holds 64 KiB (I190).
     pub preallocate: bool,
 }
 

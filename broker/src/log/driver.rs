@@ -526,7 +526,7 @@ impl<B: Backend> Shared<B> {
                 let files = self.files_of(segment)?;
                 let parts = self.patched_parts(&batches);
                 let write_end = position + parts.iter().map(|p| p.len() as u64).sum::<u64>();
-                self.reserve_ahead(&files, write_end);
+                self.reserve_ahead(&files, write_end).await;
                 let (written, _parts) = files.log.write_parts_at(parts, position).await;
                 if written.is_ok() {
                     // The appends the next sync covers (the metrics' appends per sync).
@@ -592,7 +592,7 @@ impl<B: Backend> Shared<B> {
                 let files =
                     Rc::new(SegmentFiles::create(&self.backend, &self.dir, base_offset).await?);
                 self.files.borrow_mut().insert(base_offset, files.clone());
-                self.reserve_ahead(&files, 0);
+                self.reserve_ahead(&files, 0).await;
                 Ok(())
             }
             IoKind::WriteProducerSnapshot { offset, bytes } => {
@@ -642,10 +642,12 @@ impl<B: Backend> Shared<B> {
         }
     }
 
-    /// Starts a reservation of the `.log`'s blocks ahead of `write_end` when the policy asks
-    /// for one ([`super::preallocation::next_reservation`]): a task of its own, so neither the write
-    /// nor its sync waits for it. A failure is logged and ends reservations for that file.
-    fn reserve_ahead(&self, files: &Rc<SegmentFiles<B>>, write_end: u64) {
+    /// Extends the `.log` ahead of a write that ends at `write_end` when the policy asks for
+    /// it ([`super::preallocation::next_reservation`]), before the write, so the write lands
+    /// inside the file's length and its sync commits no size change (I190). Awaited on the
+    /// write's path: once per half step (0.5–8 MiB of writes), tens of µs on the blocking
+    /// pool. A failure is logged and ends preallocation for that file; the write goes on.
+    async fn reserve_ahead(&self, files: &Rc<SegmentFiles<B>>, write_end: u64) {
         if !self.preallocate.get() {
             return;
         }
@@ -653,27 +655,48 @@ impl<B: Backend> Shared<B> {
         let Some(range) = files.reservation.start(write_end, segment_bytes) else {
             return;
         };
-        let files = files.clone();
-        let dir = self.dir.clone();
-        self.backend.spawn_local(async move {
-            let reserved = files
-                .log
-                .preallocate(range.start, range.end - range.start)
-                .await;
-            if let Err(e) = &reserved {
-                tracing::warn!(?dir, segment = files.base_offset().0, error = %e, "preallocating the active segment failed: no more preallocation for it");
-            }
-            if files.reservation.finished(&range, reserved.is_ok()) {
-                free_past_end(&files, &dir).await;
-            }
-        });
+        let reserved = files
+            .log
+            .preallocate(range.start, range.end - range.start)
+            .await;
+        if let Err(e) = &reserved {
+            tracing::warn!(dir = ?self.dir, segment = files.base_offset().0, error = %e, "preallocating the active segment failed: no more preallocation for it");
+        }
+        if files.reservation.finished(&range, reserved.is_ok()) {
+            self.cut_to_data(files).await;
+        }
     }
 
-    /// Marks `files` released (sealed or closed) and frees its blocks past its length, unless
-    /// a reservation in flight will (I190).
+    /// Marks `files` released (sealed or closed) and cuts its `.log` to its data, unless a
+    /// reservation in flight will (I190).
     async fn release_reservation(&self, files: &Rc<SegmentFiles<B>>) {
         if files.reservation.release() {
-            free_past_end(files, &self.dir).await;
+            self.cut_to_data(files).await;
+        }
+    }
+
+    /// Cuts a released `.log` to the end of its data (the machine's `written_bytes` for it) and
+    /// syncs the cut, so its length marks that end again before the next segment exists or
+    /// the close counts as clean (I190). No byte of data changes; ext4 and XFS free the blocks
+    /// past the cut. A failure is only logged: the zero tail then stays until the next open,
+    /// whose tail check reads it as a torn tail and cuts it (I29).
+    async fn cut_to_data(&self, files: &SegmentFiles<B>) {
+        let data_end = self
+            .machine
+            .borrow()
+            .segments()
+            .iter()
+            .find(|s| s.base_offset == files.base_offset())
+            .map(|s| s.written_bytes);
+        let Some(data_end) = data_end else {
+            return;
+        };
+        let cut = match files.log.truncate(data_end).await {
+            Ok(()) => files.log.sync_data().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = cut {
+            tracing::warn!(dir = ?self.dir, segment = files.base_offset().0, error = %e, "cutting a segment's preallocated tail failed (the next open cuts it)");
         }
     }
 
@@ -756,19 +779,6 @@ async fn run<B: Backend>(shared: Rc<Shared<B>>) {
                 .borrow_mut()
                 .handle_io_done(token, result, now_ms);
         }
-    }
-}
-
-/// Cuts a released `.log` to its own length: no byte changes (nothing writes it any more),
-/// and ext4 and XFS free the blocks reserved past the end (I190). A failure is only logged:
-/// the blocks then stay until the segment is deleted.
-async fn free_past_end<B: Backend>(files: &SegmentFiles<B>, dir: &Path) {
-    let freed = match files.log.len().await {
-        Ok(len) => files.log.truncate(len).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = freed {
-        tracing::warn!(?dir, segment = files.base_offset().0, error = %e, "freeing a segment's preallocated blocks failed");
     }
 }
 

@@ -314,7 +314,12 @@ impl<B: Backend> PartitionLog<B> {
         // durable from here on (a duplicate is answered from it, readers see it), so it is
         // made durable before anything is served (I8; found by the simulator): the
         // `UnsyncedLog` returned gives the log out only after that sync.
-        let needs_sync = !clean_shutdown && config.flush == FlushPolicy::Fsync;
+        // The active segment's recovery cut is not synced by `open_segment` either: the same
+        // sync makes it durable, whatever the flush policy (I3, I190).
+        let active_cut = recovery.last().is_some_and(|r| {
+            r.truncated_bytes > 0 && r.base_offset == segments[segments.len() - 1].base_offset()
+        });
+        let needs_sync = (!clean_shutdown && config.flush == FlushPolicy::Fsync) || active_cut;
         snapshot_offsets.sort();
         let (producers, producer_load) = producers::load(
             &backend,

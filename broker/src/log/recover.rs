@@ -19,7 +19,9 @@
 //!   Every scan rewrites both indexes.
 //! - The max timestamp of a trusted segment is exact: the time index's last entry combined
 //!   with the batches of the tail (see `minikafka_core::time_index`).
-//! - Writes: a truncated log (at the first invalid batch, I3) and rebuilt indexes, each written
+//! - Writes: a truncated log (at the first invalid batch, I3; synced here for a sealed
+//!   segment, by the caller's recovered-tail sync for the active one, which
+//!   [`SegmentRecovery::truncated_bytes`] tells it to do) and rebuilt indexes, each written
 //!   to a `.tmp` file, synced, renamed over the old one, with the directory synced; an index
 //!   file that already holds exactly the rebuilt bytes is left as it is.
 //! - Never: trusts a tail that does not parse (it falls back to a scan), allocates more than
@@ -185,7 +187,14 @@ pub(crate) async fn open_segment<B: Backend>(
             "truncating segment at the first invalid batch"
         );
         log.truncate(outcome.valid_len_bytes).await?;
-        log.sync_data().await?;
+        // A sealed segment's cut is synced here. The active segment's is left to the sync
+        // every recovered tail gets before its log is handed out (I8: `UnsyncedLog`, one
+        // `syncfs` for all partitions at a start): after a crash with preallocation on
+        // (I190) every active segment is cut, and a sync each made 4,000-partition restarts
+        // slower.
+        if !is_active {
+            log.sync_data().await?;
+        }
         report.truncated_bytes = log_len - outcome.valid_len_bytes;
     }
     // After a kill the active segment is scanned although its indexes are usually whole:
