@@ -24,7 +24,6 @@
 //! | `rename`, `remove_file` | io_uring `RENAMEAT`, `UNLINKAT` |
 //! | `truncate`, `preallocate` (`fallocate` KEEP_SIZE), `create_dir_all`, `remove_dir_all`, `sync_dir`, `sync_filesystem` | the shard's blocking pool (`monoio::spawn_blocking`, one thread) |
 //! | `len`, `list_dir` | `fstat(2)`, `getdents64` on the shard's thread |
-//! | `list_dirs` (a start's batch of partition directories) | `getdents64` on a thread of the batch's own |
 //! | `listen`, `accept`, `connect` | monoio's `TcpListener`/`TcpStream` (`SO_REUSEPORT`, `TCP_NODELAY`), io_uring `ACCEPT`/`CONNECT` |
 //! | streams | monoio's poll-io streams (readiness from an epoll registered with the ring, then `recv`/`send`/`writev` from the caller's buffers) |
 //! | `sleep`, `sleep_until` | `monoio::time::sleep` (the runtime's timer wheel; the ring wait carries its deadline) |
@@ -102,13 +101,6 @@ where
     }
 }
 
-/// The entries of directory `path` (full paths), listed on the calling thread.
-fn list_dir_here(path: &Path) -> io::Result<Vec<PathBuf>> {
-    std::fs::read_dir(path)?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect()
-}
-
 /// The origin of [`Backend::now`]: the process's first read of the monotonic clock, shared by
 /// every shard so their times compare.
 fn clock_origin() -> Instant {
@@ -163,35 +155,13 @@ impl Backend for MonoioBackend {
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        // On the shard's thread, as `open` is: a listing (a few entries, in the dentry cache)
-        // costs less than a pool hop.
-        let listing = list_dir_here(path);
+        // On the shard's thread, as `open` is: a restart lists every partition's directory (a
+        // few entries, in the dentry cache), and a pool hop per listing costs more than it.
+        let listing = std::fs::read_dir(path)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect();
         stats::record_list_on_shard();
         listing
-    }
-
-    async fn list_dirs(&self, paths: Vec<PathBuf>) -> Vec<io::Result<Vec<PathBuf>>> {
-        // A thread of its own for the batch (one hop for many listings, not one each): at a
-        // start the shard opens the partitions of the batch before meanwhile, on another CPU
-        // (a quarter of a 4,000-partition restart's shard time was these listings).
-        let (answer, answered) = futures::channel::oneshot::channel();
-        let batch = paths.clone();
-        let spawned = std::thread::Builder::new()
-            .name("list-dirs".into())
-            .spawn(move || {
-                let _ = answer.send(batch.iter().map(|p| list_dir_here(p)).collect());
-            });
-        if spawned.is_ok() {
-            if let Ok(listings) = answered.await {
-                stats::record_dirs_listed_off_shard(paths.len() as u64);
-                return listings;
-            }
-        }
-        let mut listings = Vec::with_capacity(paths.len());
-        for path in &paths {
-            listings.push(self.list_dir(path).await);
-        }
-        listings
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {

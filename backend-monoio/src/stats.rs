@@ -24,7 +24,6 @@ struct Counters {
     file_syncs: Cell<u64>,
     files_opened_on_shard: Cell<u64>,
     dirs_listed_on_shard: Cell<u64>,
-    dirs_listed_off_shard: Cell<u64>,
 }
 
 impl Counters {
@@ -39,7 +38,6 @@ impl Counters {
             file_syncs: Cell::new(0),
             files_opened_on_shard: Cell::new(0),
             dirs_listed_on_shard: Cell::new(0),
-            dirs_listed_off_shard: Cell::new(0),
         }
     }
 }
@@ -71,8 +69,6 @@ pub struct MonoioIoStats {
     pub files_opened_on_shard: u64,
     /// Directories listed by `Backend::list_dir` on the shard's thread.
     pub dirs_listed_on_shard: u64,
-    /// Directories listed by `Backend::list_dirs` on a thread of the batch's own.
-    pub dirs_listed_off_shard: u64,
 }
 
 /// Records one ring read of `bytes` (> 0).
@@ -103,11 +99,6 @@ pub(crate) fn record_list_on_shard() {
     COUNTERS.with(|c| bump(&c.dirs_listed_on_shard, 1));
 }
 
-/// Records `count` directories listed off the shard's thread (one `list_dirs` batch).
-pub(crate) fn record_dirs_listed_off_shard(count: u64) {
-    COUNTERS.with(|c| bump(&c.dirs_listed_off_shard, count));
-}
-
 /// Records one read of `bytes` answered by the page cache on the shard's thread.
 pub(crate) fn record_read_on_shard(bytes: usize) {
     COUNTERS.with(|c| {
@@ -133,6 +124,5 @@ pub(crate) fn snapshot() -> MonoioIoStats {
         file_syncs: c.file_syncs.get(),
         files_opened_on_shard: c.files_opened_on_shard.get(),
         dirs_listed_on_shard: c.dirs_listed_on_shard.get(),
-        dirs_listed_off_shard: c.dirs_listed_off_shard.get(),
     })
 }

@@ -40,22 +40,6 @@ fn file_reads_writes_and_syncs_take_the_documented_paths() {
                 1,
                 "list on the shard"
             );
-            // A batch (a start's partition directories) is listed off the shard, in order; a
-            // missing directory answers its error in its place.
-            let missing = root.join("missing");
-            let listings = backend.list_dirs(vec![missing, root.clone()]).await;
-            assert_eq!(listings.len(), 2);
-            assert_eq!(
-                listings[0].as_ref().map_err(|e| e.kind()).err(),
-                Some(std::io::ErrorKind::NotFound)
-            );
-            assert_eq!(listings[1].as_ref().ok(), Some(&vec![path.clone()]));
-            let stats = backend.io_stats();
-            assert_eq!(
-                (stats.dirs_listed_on_shard, stats.dirs_listed_off_shard),
-                (1, 2),
-                "a batch listed off the shard"
-            );
 
             let mut buf = vec![0u8; BLOCK_BYTES];
             for i in 0..OPS {

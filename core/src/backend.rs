@@ -285,18 +285,6 @@ pub trait Backend: Clone + 'static {
     /// Lists the entries of a directory (full paths), in no particular order.
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
 
-    /// Lists many directories, each answer as [`Backend::list_dir`]'s, in the order of
-    /// `paths`. A start lists every partition's directory: a backend may list a batch off the
-    /// shard's thread while the shard opens the partitions of the batch before. By default
-    /// they are listed here, one after the other.
-    async fn list_dirs(&self, paths: Vec<PathBuf>) -> Vec<io::Result<Vec<PathBuf>>> {
-        let mut listings = Vec::with_capacity(paths.len());
-        for path in &paths {
-            listings.push(self.list_dir(path).await);
-        }
-        listings
-    }
-
     /// Makes a directory's entries (creations, renames, removals) durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 

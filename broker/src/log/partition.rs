@@ -171,24 +171,9 @@ impl<B: Backend> PartitionLog<B> {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<UnsyncedLog<Self>> {
-        let listing = backend.list_dir(dir).await;
-        Self::open_listed_unsynced(backend, dir, listing, config, clean_shutdown, now_ms).await
-    }
-
-    /// [`PartitionLog::open_unsynced`] of a directory already listed (`listing`: what
-    /// [`Backend::list_dir`] answered for `dir`, for instance in a start's
-    /// [`Backend::list_dirs`] batch; an error means no directory yet).
-    pub async fn open_listed_unsynced(
-        backend: B,
-        dir: &Path,
-        listing: std::io::Result<Vec<PathBuf>>,
-        config: LogConfig,
-        clean_shutdown: bool,
-        now_ms: i64,
-    ) -> Result<UnsyncedLog<Self>> {
         config.validate()?;
         // An existing directory is listed once; a missing one is created durably first.
-        let mut listing = match listing {
+        let mut listing = match backend.list_dir(dir).await {
             Ok(listing) => listing,
             Err(_) => {
                 super::create_dir_durably(&backend, dir).await?;

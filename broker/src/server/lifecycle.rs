@@ -44,16 +44,10 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Partitions a shard opens at once at startup.
 const PARALLEL_OPENS: usize = 16;
-/// Partition directories listed in one batch at startup (`Backend::list_dirs`): the shard
-/// opens one batch's partitions while the next batch is listed (off its thread where the
-/// backend can), and waits only for the first, small one.
-const LISTED_PER_BATCH: usize = 128;
 
 /// Opens every partition of the registry this shard owns; how many it opened. A few at a
 /// time: many small partitions (the 50 of `__consumer_offsets`) open in the time of a few,
-/// while recovery of big ones stays bounded in memory. Their directories are listed in
-/// batches ahead of the opens (`Backend::list_dirs`: on another thread, so another CPU,
-/// where the backend can). What they recovered is made durable
+/// while recovery of big ones stays bounded in memory. What they recovered is made durable
 /// by one sync for all of them before any is registered (I8, `log::sync_recovered`), so the
 /// start waits for one filesystem sync instead of one synced file per partition.
 async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<usize, String> {
@@ -73,27 +67,14 @@ async fn open_owned_partitions<B: Backend>(state: &Rc<ShardState<B>>) -> Result<
         }
     }
     let clean_shutdown = state.shared.clean_shutdown;
-    let mut batches = Vec::new();
-    let mut owned = owned.into_iter().peekable();
-    while owned.peek().is_some() {
-        batches.push(owned.by_ref().take(LISTED_PER_BATCH).collect::<Vec<_>>());
-    }
     let opened: Vec<(
         PartitionKey,
         Arc<PartitionSignal>,
         UnsyncedLog<PartitionLog<B>>,
-    )> = futures::stream::iter(batches)
-        .map(|batch| async move {
-            let dirs = batch.iter().map(|(key, ..)| state.partition_dir(key));
-            let listings = state.backend.list_dirs(dirs.collect()).await;
-            futures::stream::iter(batch.into_iter().zip(listings))
-        })
-        // The next batch is listed while this one's partitions open.
-        .buffered(2)
-        .flatten()
-        .map(|((key, config, signal), listing)| async move {
+    )> = futures::stream::iter(owned)
+        .map(|(key, config, signal)| async move {
             let log = state
-                .open_owned_listed_unsynced(&key, listing, config, clean_shutdown)
+                .open_owned_unsynced(&key, config, clean_shutdown)
                 .await?;
             Ok::<_, String>((key, signal, log))
         })

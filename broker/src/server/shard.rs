@@ -709,31 +709,10 @@ impl<B: Backend> ShardState<B> {
         config: LogConfig,
         clean_shutdown: bool,
     ) -> Result<UnsyncedLog<PartitionLog<B>>, String> {
-        let dir = self.partition_dir(key);
-        let listing = self.backend.list_dir(&dir).await;
-        self.open_owned_listed_unsynced(key, listing, config, clean_shutdown)
-            .await
-    }
-
-    /// The directory of `key`'s log.
-    pub(crate) fn partition_dir(&self, key: &PartitionKey) -> PathBuf {
-        partition_dir(&self.shared.config.log_dir, &key.topic, key.partition)
-    }
-
-    /// [`ShardState::open_owned_unsynced`] of a directory already listed (`listing`: what
-    /// `Backend::list_dir` answered for it).
-    pub(crate) async fn open_owned_listed_unsynced(
-        &self,
-        key: &PartitionKey,
-        listing: std::io::Result<Vec<PathBuf>>,
-        config: LogConfig,
-        clean_shutdown: bool,
-    ) -> Result<UnsyncedLog<PartitionLog<B>>, String> {
-        let dir = self.partition_dir(key);
-        PartitionLog::open_listed_unsynced(
+        let dir = partition_dir(&self.shared.config.log_dir, &key.topic, key.partition);
+        PartitionLog::open_unsynced(
             self.backend.clone(),
             &dir,
-            listing,
             config,
             clean_shutdown,
             self.backend.wall_clock_ms(),
