@@ -198,6 +198,7 @@ impl<B: Backend> PartitionLog<B> {
         let mut removed_any = false;
         let mut start_checkpoint_listed = false;
         let mut txn_checkpoint_listed = false;
+        let mut txn_index_bases = Vec::new();
         for path in listing {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
@@ -215,9 +216,13 @@ impl<B: Backend> PartitionLog<B> {
             }
             match classify(name) {
                 SegmentFile::Log(base) => log_bases.push(base),
-                SegmentFile::Index(base)
-                | SegmentFile::TimeIndex(base)
-                | SegmentFile::TxnIndex(base) => index_bases.push((base, path)),
+                SegmentFile::TxnIndex(base) => {
+                    txn_index_bases.push(base);
+                    index_bases.push((base, path));
+                }
+                SegmentFile::Index(base) | SegmentFile::TimeIndex(base) => {
+                    index_bases.push((base, path))
+                }
                 SegmentFile::Snapshot(offset) => snapshot_offsets.push(offset),
                 SegmentFile::Stray => {
                     tracing::info!(?path, "removing leftover file");
@@ -333,13 +338,20 @@ impl<B: Backend> PartitionLog<B> {
         )
         .await?;
         // The transaction state is the log's (I70): replayed whole, the txnindex files checked.
+        // A `.txnindex` without a log was removed above; one the listing did not show is
+        // not there (only this process writes the directory).
+        txn_index_bases.sort();
+        let listed = txn_index::Listed {
+            checkpoint: txn_checkpoint_listed,
+            txn_indexes: &txn_index_bases,
+        };
         let txns = txn_index::rebuild(
             &backend,
             dir,
             &segments,
             log_start_offset,
             clean_shutdown,
-            txn_checkpoint_listed,
+            &listed,
         )
         .await?;
         // A crash while deleting segments below a durable start leaves some behind (I25): they

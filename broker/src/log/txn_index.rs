@@ -41,6 +41,24 @@ const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
 /// Bytes read per window while replaying a segment.
 const REPLAY_WINDOW_BYTES: usize = 1 << 20;
 
+/// What the open's listing of the partition directory showed of the transaction files. Only
+/// this process writes the directory, so a file the listing did not show is not there: it is
+/// not opened (an `openat` failing with `ENOENT` per segment at every restart).
+#[derive(Clone, Copy, Debug)]
+pub struct Listed<'a> {
+    /// The checkpoint ([`CHECKPOINT_FILE`]) was listed.
+    pub checkpoint: bool,
+    /// The base offsets of the `.txnindex` files listed, ascending.
+    pub txn_indexes: &'a [Offset],
+}
+
+impl Listed<'_> {
+    /// Whether the `.txnindex` of the segment at `base` was listed.
+    fn has_txn_index(&self, base: Offset) -> bool {
+        self.txn_indexes.binary_search(&base).is_ok()
+    }
+}
+
 /// The path of the `.txnindex` of the segment at `base_offset` in `dir`.
 pub fn txn_index_path(dir: &Path, base_offset: Offset) -> PathBuf {
     dir.join(txn_index_file_name(base_offset))
@@ -102,10 +120,10 @@ async fn load_clean<B: Backend>(
     backend: &B,
     dir: &Path,
     segments: &[Rc<Segment<B>>],
-    checkpoint_listed: bool,
+    listed: &Listed<'_>,
     end: Offset,
 ) -> Option<TxnTracker> {
-    let mut tracker = if checkpoint_listed {
+    let mut tracker = if listed.checkpoint {
         let path = dir.join(CHECKPOINT_FILE);
         let bytes = atomic_file::read_bounded(backend, &path, MAX_CHECKPOINT_BYTES)
             .await
@@ -117,7 +135,7 @@ async fn load_clean<B: Backend>(
     };
     let mut aborted = Vec::new();
     for segment in segments {
-        if let Some(entries) = read_file(backend, dir, segment).await.ok()? {
+        if let Some(entries) = read_file(backend, dir, segment, listed).await.ok()? {
             aborted.extend(entries);
         }
     }
@@ -151,12 +169,11 @@ pub async fn rebuild<B: Backend>(
     segments: &[Rc<Segment<B>>],
     log_start: Offset,
     clean_shutdown: bool,
-    checkpoint_listed: bool,
+    listed: &Listed<'_>,
 ) -> io::Result<TxnTracker> {
     let end = segments.last().map_or(log_start, |s| s.next_offset());
     if clean_shutdown {
-        if let Some(mut tracker) = load_clean(backend, dir, segments, checkpoint_listed, end).await
-        {
+        if let Some(mut tracker) = load_clean(backend, dir, segments, listed, end).await {
             tracker.drop_below(log_start);
             return Ok(tracker);
         }
@@ -170,8 +187,10 @@ pub async fn rebuild<B: Backend>(
     let mut all = Vec::new();
     for segment in segments {
         let base = segment.base_offset();
-        // A damaged file is rewritten below, like a missing one.
-        let on_disk = read_file(backend, dir, segment).await.unwrap_or(None);
+        // A damaged file is rewritten below (or removed), like a missing one.
+        let read = read_file(backend, dir, segment, listed).await;
+        let absent = matches!(read, Ok(None));
+        let on_disk = read.unwrap_or(None);
         let before = tracker.aborted().count();
         replay_segment(segment, from, &mut tracker).await?;
         let mut entries: Vec<AbortedTxn> = on_disk
@@ -183,7 +202,10 @@ pub async fn rebuild<B: Backend>(
         entries.extend(tracker.aborted().skip(before).copied());
         entries.sort_by_key(|e| e.last_offset);
         entries.dedup();
-        if on_disk.as_deref() != Some(entries.as_slice()) {
+        // No file is what no ABORT marker asks for: nothing to remove (a removal of a missing
+        // file is an `unlinkat` a kernel worker runs, one per partition at every restart).
+        let nothing_to_do = absent && entries.is_empty();
+        if !nothing_to_do && on_disk.as_deref() != Some(entries.as_slice()) {
             rewrite(backend, dir, base, &entries, on_disk.is_some()).await?;
         }
         all.extend(entries);
@@ -199,7 +221,11 @@ async fn read_file<B: Backend>(
     backend: &B,
     dir: &Path,
     segment: &Segment<B>,
+    listed: &Listed<'_>,
 ) -> Result<Option<Vec<AbortedTxn>>, ()> {
+    if !listed.has_txn_index(segment.base_offset()) {
+        return Ok(None);
+    }
     let path = txn_index_path(dir, segment.base_offset());
     // Bounded by what the segment can hold (one entry per marker batch at most), never by
     // the file's own length (I10): a larger file is damaged and rebuilt.

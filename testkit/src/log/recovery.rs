@@ -470,6 +470,7 @@ pub async fn check_unclean_reopen_keeps_whole_indexes<B: Backend>(
         },
     )?;
     drop(log); // killed: no close, no sync, no clean-shutdown marker
+    let files_left = backend.list_dir(dir).await.step("list")?.len();
 
     let faulty = FaultyBackend::new(backend.clone(), FaultPlan::new());
     let log = open(&faulty, dir, &cfg, false).await?;
@@ -490,6 +491,18 @@ pub async fn check_unclean_reopen_keeps_whole_indexes<B: Backend>(
         format!(
             "reopen after a kill rewrote whole indexes: {renames} renames, {syncs} file \
              syncs, {dir_syncs} directory syncs, {writes} writes"
+        )
+    })?;
+    // No transaction ever ran here: no `.txnindex` is looked for (each file the listing
+    // showed is opened at most once) and none is removed.
+    let (opens, removes) = (
+        plan.op_count_of(FileOp::Open),
+        plan.op_count_of(FileOp::RemoveFile),
+    );
+    ensure(opens <= files_left as u64 && removes == 0, || {
+        format!(
+            "reopen after a kill opened {opens} files of the {files_left} there and removed \
+             {removes}"
         )
     })?;
     expect_model(&log, &model).await?;
