@@ -753,7 +753,32 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
             .copied()
             .collect();
         all.sort_unstable();
-        assert_eq!(all, (0..6_000).collect::<Vec<_>>(), "lost or read twice");
+        if all != (0..6_000).collect::<Vec<_>>() {
+            // Say which records, and what the continuous mirror logged (a session restart
+            // re-copies from its durable progress: at-least-once repeats).
+            let mut twice = all.clone();
+            twice.dedup();
+            let repeated: Vec<usize> = all
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(|w| w[0])
+                .collect();
+            let missing: Vec<usize> = (0..6_000)
+                .filter(|i| twice.binary_search(i).is_err())
+                .collect();
+            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            panic!(
+                "lost or read twice: {} read twice ({:?}..{:?}), {} missing ({:?}); \
+                 {} read on the source, {} on the target; the continuous mirror's stderr:\n{stderr}",
+                repeated.len(),
+                repeated.first(),
+                repeated.last(),
+                missing.len(),
+                missing.iter().take(10).collect::<Vec<_>>(),
+                read_on_source.len(),
+                read_on_target.len(),
+            );
+        }
         app.commit_sync().await.expect("commit on the target");
         // The group is active on the target now: the mirror leaves it alone.
         let out = mirror_once(&source.addr, &target.addr, &[]);
