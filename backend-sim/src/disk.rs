@@ -219,29 +219,28 @@ impl Disk {
     }
 
     pub(crate) fn write(&mut self, ino: u64, pos: u64, data: &[u8]) -> io::Result<()> {
-        let inode = self.inode(ino)?;
-        let op = FileOp::Write {
-            pos,
-            data: data.to_vec(),
-        };
-        apply(&mut inode.current, &op);
-        inode.pending.push(op);
-        Ok(())
+        self.change(
+            ino,
+            FileOp::Write {
+                pos,
+                data: data.to_vec(),
+            },
+        )
     }
 
     pub(crate) fn truncate(&mut self, ino: u64, len: u64) -> io::Result<()> {
-        let inode = self.inode(ino)?;
-        let op = FileOp::Truncate(len);
-        apply(&mut inode.current, &op);
-        inode.pending.push(op);
-        Ok(())
+        self.change(ino, FileOp::Truncate(len))
     }
 
     /// Grows the file to at least `len` bytes of zeros (a preallocation; durable at the next
     /// sync, as a truncate is).
     pub(crate) fn extend(&mut self, ino: u64, len: u64) -> io::Result<()> {
+        self.change(ino, FileOp::Extend(len))
+    }
+
+    /// Applies `op` to what reads see now and keeps it pending until the inode's next sync.
+    fn change(&mut self, ino: u64, op: FileOp) -> io::Result<()> {
         let inode = self.inode(ino)?;
-        let op = FileOp::Extend(len);
         apply(&mut inode.current, &op);
         inode.pending.push(op);
         Ok(())
