@@ -9,7 +9,9 @@ takes to be ready (it printed ``listening on`` and accepts a TCP connection), pr
 of records and SIGKILLs the broker once a random number (0 to the batch size) of
 acknowledgements arrived in that cycle, so the kill lands during recovery, mid-stream with
 records in flight, or once the producer is idle. Records in flight at a kill are retried by the producer after the
-restart, which is what idempotence is for.
+restart, which is what idempotence is for. Values are padded (``--value-bytes``) so that every
+partition grows past the 64 KiB where ``log.preallocate`` starts extending its active segment:
+later kills leave zero tails that the next start must cut (I190).
 
 A consumer-group member (``subscribe``, classic protocol, ``--no-group`` to leave it out)
 lives through every cycle too: it consumes the topic and commits its position asynchronously
@@ -59,6 +61,10 @@ FINAL_FLUSH_LIMIT_S = 120
 READ_LIMIT_S = 120
 ACK_LIMIT_S = 60
 GROUP_DRAIN_LIMIT_S = 120
+# Values this long (~200 KB a partition over the CI's 30 cycles) take every partition past
+# the 64 KiB where `log.preallocate` starts extending the active segment (I190), so most
+# kills leave zero tails for recovery to cut.
+VALUE_BYTES = 120
 
 
 class Broker:
@@ -306,6 +312,14 @@ class GroupConsumer:
             "session.timeout.ms": 30000,
             "reconnect.backoff.ms": 10,
             "reconnect.backoff.max.ms": 100,
+            # librdkafka (2.16) parks a classic consumer in join-state wait-metadata while the
+            # Metadata request its JoinGroup waits for is in flight; a kill that loses that
+            # request leaves it there until the next periodic refresh (5 min by default):
+            # other Metadata answers do not wake it (only the group's own, rdkafka_metadata.c).
+            # Seed 858607126 hit it at the first kill: nothing consumed in 30 cycles and 120 s
+            # after. Kafka would lose the request just the same; refresh every second, as
+            # the producer does.
+            "topic.metadata.refresh.interval.ms": 1000,
             "log_level": 2,
             "on_commit": self._on_commit,
         })
@@ -428,8 +442,8 @@ def run(args):
     from confluent_kafka import KafkaException, Producer
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"crash loop: seed {seed}, {args.cycles} cycles, {args.records} records per cycle, "
-          f"{args.partitions} partitions, binary {binary()}", flush=True)
+    print(f"crash loop: seed {seed}, {args.cycles} cycles, {args.records} records per cycle of "
+          f"{args.value_bytes} B, {args.partitions} partitions, binary {binary()}", flush=True)
     rng = random.Random(seed)
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="minikafka-crash-loop-"))
     broker = Broker(workdir, args.partitions, args.start_limit_s)
@@ -488,7 +502,7 @@ def run(args):
                     return len(acked) - acked_before >= kill_after
 
             for i in range(args.records):
-                value = f"c{cycle}-r{i}".encode()
+                value = f"c{cycle}-r{i}-".encode().ljust(args.value_bytes, b"v")
                 key = f"k{rng.randrange(args.keys)}".encode()
                 while True:
                     try:
@@ -582,12 +596,15 @@ def main():
                         help=f"longest restart to ready before the run fails (default {START_LIMIT_S}; "
                              "more on a machine whose disk stalls)")
     parser.add_argument("--keys", type=int, default=64, help="distinct keys (default 64)")
+    parser.add_argument("--value-bytes", type=int, default=VALUE_BYTES,
+                        help=f"each value padded to this many bytes (default {VALUE_BYTES}: every partition "
+                             "passes the 64 KiB where log.preallocate starts extending, I190, within 30 cycles)")
     parser.add_argument("--no-group", dest="group", action="store_false",
                         help="without the consumer-group consumer that commits during the cycles")
     parser.add_argument("--commit-every", type=int, default=20,
                         help="the group consumer commits after this many records (default 20)")
     args = parser.parse_args()
-    if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1:
+    if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1 or args.value_bytes > 100_000:
         parser.error("cycles, partitions and keys must be positive; records not negative")
     status = run(args)
     # Exit without running the clients' destructors: after a failure the group consumer is

@@ -212,6 +212,9 @@ class App:
             "session.timeout.ms": 30000,
             "reconnect.backoff.ms": 10,
             "reconnect.backoff.max.ms": 100,
+            # As crash_loop.py's group member: a kill that loses the Metadata request a
+            # JoinGroup waits for would park librdkafka until its next periodic refresh.
+            "topic.metadata.refresh.interval.ms": 1000,
             "log_level": 2,
             "enable.metrics.push": False,
             "metadata.recovery.strategy": "none",  # as the producer's, below

@@ -798,7 +798,7 @@ pub static SETTINGS: &[Setting] = &[
         .topic("segment.bytes", honoured(
             |l, v| { l.segment_bytes = number(v)?; Ok(()) },
             |l| l.segment_bytes.to_string())),
-    broker("log.preallocate", Kind::Boolean, "false", Valid::Bool,
+    broker("log.preallocate", Kind::Boolean, "true", Valid::Bool,
         "extend the active segment's file with allocated zeros 1-16 MiB ahead of its writes (fallocate), so a durable write's sync commits no size change; cut to the data at roll and clean close, and by recovery after a crash (Kafka's full-size files, in steps)",
         |c, _, v| { c.log_preallocate = bool_value(v)?; Ok(()) },
         |c| c.log_preallocate.to_string())

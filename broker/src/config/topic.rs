@@ -253,7 +253,7 @@ mod tests {
             ("max.compaction.lag.ms", "7"),
             ("min.cleanable.dirty.ratio", "0.7"),
             ("min.compaction.lag.ms", "7"),
-            ("preallocate", "true"),
+            ("preallocate", "false"),
             ("flush.ms", "7"),
             ("flush.policy", "fsync"),
             ("index.interval.bytes", "77"),

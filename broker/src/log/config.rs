@@ -21,7 +21,7 @@ pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 /// Default `message.max.bytes` (Kafka's): the largest batch accepted, log overhead included.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 /// Default `log.preallocate` (see docs/OPERATIONS.md, "Preallocation").
-pub const DEFAULT_PREALLOCATE: bool = false;
+pub const DEFAULT_PREALLOCATE: bool = true;
 
 /// When appended data is made durable (the broker's `flush.policy` and a topic's override
 /// alike: this one enum serves the configuration, the log and the benchmarks).
