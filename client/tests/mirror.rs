@@ -762,9 +762,10 @@ async fn group_consumer(addr: &str, group: &str) -> GroupConsumer<TcpStream, Smo
 /// is then left alone.
 ///
 /// (It used to stop the mirror with SIGKILL, and to take any lag-0 line as caught up, even one
-/// printed before the last 2 000 records were written: under load the kill landed after a
-/// window's records were acknowledged and before its progress was stored, and `--once` copied
-/// that window again, 280 records read twice in a CI run of 2026-12-06.)
+/// printed before the last 2 000 records were written (there was always one; 1 run in 6 killed
+/// the mirror 1 500 records behind): a kill after a window's records were acknowledged and
+/// before its progress was stored has `--once` copy that window again, the likely cause of
+/// 280 records read twice in a loaded CI run of 2026-12-06.)
 #[test]
 fn cut_over_a_live_consumer_group_resumes_on_the_target() {
     let source = common::Broker::start();
