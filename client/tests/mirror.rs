@@ -469,6 +469,38 @@ impl Drop for Running {
     }
 }
 
+impl Running {
+    /// Sends SIGTERM (what a service manager, or Ctrl-C's SIGINT, asks a mirror to stop with)
+    /// and waits up to a minute for the exit: `mk mirror` stops between windows (I198).
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", pid.as_str()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mk mirror still running a minute after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The lines a mirror's stderr says it restarted a session (each re-copies at most a window).
+fn restarts_logged(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.contains("restarting from the stored progress"))
+        .count()
+}
+
 /// Starts a continuous mirror, waits until `at_least` offsets exist on the target, kills it
 /// with SIGKILL, and returns how far the target had got.
 async fn kill_mid_stream(
@@ -626,6 +658,71 @@ fn kill_9_exactly_once_leaves_no_duplicate_in_the_committed_view() {
     });
 }
 
+/// SIGTERM mid-stream without --exactly-once: the mirror stops between windows, exits 0 with
+/// the window in flight copied and its progress stored (its report counts exactly what the
+/// target holds), and `--once` copies the rest without one duplicate (I198); a kill -9 at the
+/// same point repeats up to a window (I86, above).
+#[test]
+fn sigterm_stops_between_windows_and_leaves_nothing_to_copy_again() {
+    let source = common::Broker::start();
+    let target = common::Broker::start();
+    let n = 40_000;
+    let window = 2_000;
+    smol::block_on(async {
+        produce_events(&source.addr, "events", 4, n).await;
+        let batch = window.to_string();
+        let extra = ["--batch-records", batch.as_str()];
+        let logs = tempfile::tempdir().expect("temp dir");
+        let out_path = logs.path().join("mirror.stdout");
+        let err_path = logs.path().join("mirror.stderr");
+        let mirror = Running(
+            mk().args(mirror_args(&source.addr, &target.addr, &extra))
+                .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+                .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+                .spawn()
+                .expect("start mk mirror"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while target_end(&target.addr, "events", 4).await < 2 * window as i64 {
+            assert!(Instant::now() < deadline, "the mirror copied too little");
+            smol::Timer::after(Duration::from_millis(5)).await;
+        }
+        let status = mirror.stop();
+        let stdout = std::fs::read_to_string(&out_path).expect("stdout");
+        let stderr = std::fs::read_to_string(&err_path).expect("stderr");
+        assert!(status.success(), "mk mirror exited {status}: {stderr}");
+        let at_stop = target_end(&target.addr, "events", 4).await;
+        assert!(
+            at_stop < n as i64,
+            "the mirror finished before the stop: nothing tested"
+        );
+        let restarts = restarts_logged(&stderr);
+        if restarts == 0 {
+            assert!(
+                stdout.contains(&format!("copied {at_stop} records of events")),
+                "the report does not count the {at_stop} records on the target: {stdout}"
+            );
+        }
+        let once = mirror_once(&source.addr, &target.addr, &extra);
+        let restarts = restarts + restarts_logged(&String::from_utf8_lossy(&once.stderr));
+        let mut duplicates = 0;
+        for p in 0..4 {
+            let tp = TopicPartition::new("events", p);
+            let want = seqs(&source.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            let got = seqs(&target.addr, &tp, IsolationLevel::ReadUncommitted).await;
+            if restarts == 0 {
+                assert!(got == want, "{tp}: the target differs from the source");
+            }
+            duplicates += duplicates_of_in_order(&want, &got);
+        }
+        eprintln!("stopped at {at_stop} offsets; {duplicates} duplicates, {restarts} restarts");
+        assert!(
+            duplicates <= restarts * window,
+            "{duplicates} duplicates after a stop and {restarts} restarts: {stderr}"
+        );
+    });
+}
+
 fn group_config(group: &str) -> GroupConfig {
     let mut config = GroupConfig::new(group, vec!["events".to_string()]);
     config.session_timeout = Duration::from_secs(10);
@@ -657,10 +754,18 @@ async fn group_consumer(addr: &str, group: &str) -> GroupConsumer<TcpStream, Smo
 }
 
 /// The cut-over: a live consumer group commits on the source while the mirror runs
-/// continuously and producers keep writing; the periodic sync carries its position; after
-/// `--once` the same group on the target reads exactly the records it had not read on the
-/// source (nothing lost, nothing read twice: the layout is identical) (I85). A group active on
-/// the target is then left alone.
+/// continuously and producers keep writing; the periodic sync carries its position; the
+/// continuous mirror is stopped with SIGTERM (between windows, progress stored: I198) and
+/// after `--once` the same group on the target reads exactly the records it had not read on
+/// the source (nothing lost, nothing read twice: the layout is identical) (I85). Only a logged
+/// session restart may add repeats, at most a window each (I86). A group active on the target
+/// is then left alone.
+///
+/// (It used to stop the mirror with SIGKILL, and to take any lag-0 line as caught up, even one
+/// printed before the last 2 000 records were written (there was always one; 1 run in 6 killed
+/// the mirror 1 500 records behind): a kill after a window's records were acknowledged and
+/// before its progress was stored has `--once` copy that window again, the likely cause of
+/// 280 records read twice in a loaded CI run of 2026-12-06.)
 #[test]
 fn cut_over_a_live_consumer_group_resumes_on_the_target() {
     let source = common::Broker::start();
@@ -694,6 +799,11 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
         let committed = fetch_offsets(&mut src, "app", None).await.expect("offsets");
         // Producers keep writing while the mirror runs.
         produce(&source.addr, (4_000..6_000).map(|i| record("events", 2, i))).await;
+        // Only lines begun after the last record was written can say the mirror caught up
+        // with it (one written before, while the first 4 000 were copied, says nothing).
+        let seen = std::fs::read_to_string(&stderr_path)
+            .unwrap_or_default()
+            .len();
         // The continuous mirror syncs the (still active on the source) group.
         let mut tgt = connection(&target.addr).await;
         loop {
@@ -714,7 +824,15 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
         let caught_up = "lag events-0=0 events-1=0 (total 0)";
         loop {
             let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if stderr
+            let since = stderr.get(seen..).unwrap_or_default();
+            // A line unfinished at `seen` began before: skip its rest.
+            let since = match stderr.get(..seen) {
+                Some(before) if !before.is_empty() && !before.ends_with('\n') => {
+                    since.split_once('\n').map_or("", |(_, rest)| rest)
+                }
+                _ => since,
+            };
+            if since
                 .lines()
                 .any(|l| l.contains("records/s;") && l.ends_with(caught_up))
             {
@@ -726,10 +844,13 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
             );
             smol::Timer::after(Duration::from_millis(200)).await;
         }
-        // Cut-over: the application stops, the continuous mirror stops, `--once` finishes.
+        // Cut-over: the application stops, the continuous mirror is stopped (SIGTERM: it
+        // stops between windows with its progress stored, I198), `--once` finishes.
         app.close().await.expect("leave");
-        drop(mirror);
-        let out = mirror_once(&source.addr, &target.addr, &[]);
+        let stopped = mirror.stop();
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        assert!(stopped.success(), "mk mirror exited {stopped}: {stderr}");
+        let out = mirror_once(&source.addr, &target.addr, &extra[2..]);
         let report = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(report.contains("group app synced"), "{report}");
         // The application restarts on the target.
@@ -737,12 +858,14 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
         let mut read_on_target = Vec::new();
         let want = 6_000 - read_on_source.len();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while read_on_target.len() < want {
-            assert!(
-                Instant::now() < deadline,
-                "only {} of {want} records on the target",
-                read_on_target.len()
-            );
+        let distinct = |read: &[usize]| {
+            let mut read = read.to_vec();
+            read.sort_unstable();
+            read.dedup();
+            read.len()
+        };
+        // Until every record not read on the source has come (or 30 s say some never will).
+        while distinct(&read_on_target) < want && Instant::now() < deadline {
             read_on_target.extend(app.poll().await.expect("poll").iter().map(seq));
         }
         // One more poll: nothing beyond.
@@ -753,30 +876,39 @@ fn cut_over_a_live_consumer_group_resumes_on_the_target() {
             .copied()
             .collect();
         all.sort_unstable();
-        if all != (0..6_000).collect::<Vec<_>>() {
-            // Say which records, and what the continuous mirror logged (a session restart
-            // re-copies from its durable progress: at-least-once repeats).
-            let mut twice = all.clone();
-            twice.dedup();
-            let repeated: Vec<usize> = all
-                .windows(2)
-                .filter(|w| w[0] == w[1])
-                .map(|w| w[0])
-                .collect();
-            let missing: Vec<usize> = (0..6_000)
-                .filter(|i| twice.binary_search(i).is_err())
-                .collect();
-            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            panic!(
-                "lost or read twice: {} read twice ({:?}..{:?}), {} missing ({:?}); \
-                 {} read on the source, {} on the target; the continuous mirror's stderr:\n{stderr}",
-                repeated.len(),
-                repeated.first(),
-                repeated.last(),
-                missing.len(),
-                missing.iter().take(10).collect::<Vec<_>>(),
-                read_on_source.len(),
-                read_on_target.len(),
+        // Exactly once, unless a session restarted: each restart re-copies from the stored
+        // progress, at most one window (`--batch-records 500`) of at-least-once repeats (I86).
+        // The stop itself repeats nothing (I198); nothing is ever lost.
+        let restarts =
+            restarts_logged(&stderr) + restarts_logged(&String::from_utf8_lossy(&out.stderr));
+        let mut once = all.clone();
+        once.dedup();
+        let repeated: Vec<usize> = all
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        let missing: Vec<usize> = (0..6_000)
+            .filter(|i| once.binary_search(i).is_err())
+            .collect();
+        assert!(
+            missing.is_empty() && repeated.len() <= 500 * restarts,
+            "lost or read twice: {} read twice ({:?}..{:?}), {} missing ({:?}), {restarts} \
+             session restarts logged; {} read on the source, {} on the target; the continuous \
+             mirror's stderr:\n{stderr}\n`--once`'s stderr:\n{}",
+            repeated.len(),
+            repeated.first(),
+            repeated.last(),
+            missing.len(),
+            missing.iter().take(10).collect::<Vec<_>>(),
+            read_on_source.len(),
+            read_on_target.len(),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        if restarts > 0 {
+            eprintln!(
+                "{restarts} session restarts; {} records read twice",
+                repeated.len()
             );
         }
         app.commit_sync().await.expect("commit on the target");

@@ -293,6 +293,8 @@ enum Command {
         action: ConfigsAction,
     },
     /// Copy topics, records and consumer positions to another broker (docs/SCALING.md).
+    /// SIGINT or SIGTERM stops it between windows, with the progress stored and the groups
+    /// synced (a second one exits at once).
     Mirror(MirrorArgs),
     /// List, read, register, test and delete schemas in a schema registry.
     Schemas {
@@ -981,6 +983,13 @@ async fn mirror(args: MirrorArgs) -> CliResult<()> {
     config.refresh_topics_interval =
         (args.refresh_topics_s > 0).then(|| Duration::from_secs(args.refresh_topics_s));
     config.metrics_listener = args.metrics_listener;
+    // The first SIGINT/SIGTERM asks for a stop between windows (I198); a second one, while
+    // stopping, exits at once as the default action would.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, config.stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal, config.stop.clone()))
+            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    }
     let report = run(&config).await.map_err(kafka)?;
     print!("{report}");
     Ok(())

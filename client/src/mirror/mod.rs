@@ -14,6 +14,9 @@
 //!   at-least-once duplicates are bounded by one window (I86). With `exactly_once` the records
 //!   and the progress records are one transaction on the target: a kill never duplicates in the
 //!   target's read_committed view.
+//! - A stop (`MirrorConfig::stop`, set by `mk mirror` on SIGINT/SIGTERM) is acted on between
+//!   windows: the last window's records and progress are both stored, the groups synced, and
+//!   the run returns its report, so nothing is copied twice by the next run (I198).
 //! - Committed offsets of source groups matching `groups` are translated through the offset map
 //!   and committed on the target for groups with no member there (module `groups`) (I85).
 //! - Errors a retry can cure (an admin or consumer connection lost, timeouts, a leader or

@@ -2,6 +2,8 @@
 //! restarted from the stored progress after retriable errors (contract in the module above).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
@@ -62,6 +64,11 @@ pub struct MirrorConfig {
     pub refresh_topics_interval: Option<Duration>,
     /// `HOST:PORT` of the Prometheus endpoint (module `metrics`), if any.
     pub metrics_listener: Option<String>,
+    /// Set (by `mk mirror`'s SIGINT/SIGTERM handler) to end the run between windows: the
+    /// window in flight is copied and its progress stored, the groups are synced, and the run
+    /// returns its report. A stop therefore leaves nothing for the next run to copy again,
+    /// where a kill leaves up to one window (I198).
+    pub stop: Arc<AtomicBool>,
 }
 
 impl MirrorConfig {
@@ -82,7 +89,13 @@ impl MirrorConfig {
             max_restarts: 10,
             refresh_topics_interval: Some(Duration::from_secs(600)),
             metrics_listener: None,
+            stop: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether a stop was asked for (see `stop`).
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
     }
 }
 
@@ -427,7 +440,11 @@ pub async fn run(config: &MirrorConfig) -> Result<Report> {
                     topics.join(", ")
                 );
             }
-            Err(err) if is_retriable(&err) && failures < config.max_restarts => {
+            // A stop asked for during a failed session ends the run with the error: the
+            // failed window may have reached the target without its progress.
+            Err(err)
+                if is_retriable(&err) && failures < config.max_restarts && !config.stopping() =>
+            {
                 if session.copied_this_session {
                     failures = 0;
                 }
@@ -710,6 +727,9 @@ impl Session<'_> {
         let mut last_refresh = Instant::now();
         let mut ended = Ended::Done;
         loop {
+            if config.stopping() {
+                break;
+            }
             if let Some(ends) = &self.state.ends {
                 let mut done = true;
                 for tp in &partitions {
@@ -734,6 +754,11 @@ impl Session<'_> {
             };
             let last = chunks.len() - 1;
             for (i, chunk) in chunks.into_iter().enumerate() {
+                // Between windows only (a poll can bring many): the last one's records and
+                // progress are both stored (I198).
+                if config.stopping() {
+                    break;
+                }
                 let next = if i == last {
                     positions.clone()
                 } else {
@@ -745,6 +770,9 @@ impl Session<'_> {
                 };
                 self.copy_window(&producer, chunk, &next, &mut map).await?;
                 meter.add(chunk.len());
+            }
+            if config.stopping() {
+                break;
             }
             let lag = lag(&consumer, &positions);
             self.state.metrics.update(|m| m.lag.clone_from(&lag));
@@ -778,6 +806,9 @@ impl Session<'_> {
                     .await?;
                 last_group_sync = Instant::now();
             }
+        }
+        if config.stopping() {
+            eprintln!("mk mirror: stopping: progress stored; syncing the groups");
         }
         producer.flush().await?;
         drop(producer);
