@@ -518,17 +518,24 @@ async fn kill_mid_stream(
             .spawn()
             .expect("start mk mirror"),
     );
+    wait_until_target_holds(target, topic, partitions, at_least).await;
+    child.0.kill().expect("kill -9"); // SIGKILL
+    child.0.wait().expect("reap");
+    target_end(target, topic, partitions).await
+}
+
+/// Waits (at most a minute) until the target's `topic` holds at least `at_least` offsets
+/// over its `partitions`.
+async fn wait_until_target_holds(target: &str, topic: &str, partitions: i32, at_least: i64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let end = target_end(target, topic, partitions).await;
         if end >= at_least {
-            child.0.kill().expect("kill -9"); // SIGKILL
-            child.0.wait().expect("reap");
-            return target_end(target, topic, partitions).await;
+            return;
         }
         assert!(
             Instant::now() < deadline,
-            "the mirror copied only {end} offsets"
+            "the mirror copied only {end} of {at_least} offsets"
         );
         smol::Timer::after(Duration::from_millis(5)).await;
     }
@@ -682,11 +689,7 @@ fn sigterm_stops_between_windows_and_leaves_nothing_to_copy_again() {
                 .spawn()
                 .expect("start mk mirror"),
         );
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while target_end(&target.addr, "events", 4).await < 2 * window as i64 {
-            assert!(Instant::now() < deadline, "the mirror copied too little");
-            smol::Timer::after(Duration::from_millis(5)).await;
-        }
+        wait_until_target_holds(&target.addr, "events", 4, 2 * window as i64).await;
         let status = mirror.stop();
         let stdout = std::fs::read_to_string(&out_path).expect("stdout");
         let stderr = std::fs::read_to_string(&err_path).expect("stderr");
@@ -1005,11 +1008,7 @@ fn kill_9_of_the_source_broker_is_survived() {
             .spawn()
             .expect("start mk mirror"),
         );
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while target_end(&target.addr, "events", 4).await < 2 * window as i64 {
-            assert!(Instant::now() < deadline, "the mirror does not copy");
-            smol::Timer::after(Duration::from_millis(5)).await;
-        }
+        wait_until_target_holds(&target.addr, "events", 4, 2 * window as i64).await;
         source.kill_9();
         let at_kill = target_end(&target.addr, "events", 4).await;
         assert!(

@@ -605,7 +605,8 @@ def main():
                         help="the group consumer commits after this many records (default 20)")
     args = parser.parse_args()
     if args.cycles < 1 or args.records < 0 or args.partitions < 1 or args.keys < 1 or args.value_bytes > 100_000:
-        parser.error("cycles, partitions and keys must be positive; records not negative")
+        parser.error("cycles, partitions and keys must be positive; records not negative; "
+                     "value bytes at most 100000")
     status = run(args)
     # Exit without running the clients' destructors: after a failure the group consumer is
     # still open on a killed broker, and destroying it would wait for that broker.
