@@ -186,7 +186,7 @@ pub fn parse_listening_line(line: &str) -> Option<(SocketAddr, String)> {
 }
 
 /// A loopback port free right now (bound, read, released).
-fn free_port() -> Result<u16, BenchError> {
+pub fn free_port() -> Result<u16, BenchError> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
@@ -195,6 +195,23 @@ impl BrokerSource {
     /// Starts (or, for an external broker, resolves) a broker with `flush`; `label` names the
     /// data directory (`<scratch>/<label>-<n>`).
     pub fn start(&self, flush: FlushPolicy, label: &str) -> Result<BrokerHandle, BenchError> {
+        self.start_with(flush, label, &[])
+    }
+
+    /// As [`BrokerSource::start`], with `extra` `server.properties` lines after the harness's
+    /// own (so they win: e.g. a `listeners=` whose first listener is a PLAINTEXT one, which
+    /// the handle's address then is). An external broker cannot take them.
+    pub fn start_with(
+        &self,
+        flush: FlushPolicy,
+        label: &str,
+        extra: &[String],
+    ) -> Result<BrokerHandle, BenchError> {
+        if !extra.is_empty() && matches!(self, BrokerSource::External(_)) {
+            return Err(BenchError::Broker(
+                "an external broker cannot be given settings".into(),
+            ));
+        }
         match self {
             BrokerSource::External(addr) => {
                 let addr = addr.to_socket_addrs()?.next().ok_or_else(|| {
@@ -216,7 +233,7 @@ impl BrokerSource {
                 shards,
             } => {
                 let data_dir = fresh_dir(scratch, label)?;
-                let handle = spawn(bin, &data_dir, flush, *shards)?;
+                let handle = spawn(bin, &data_dir, flush, *shards, extra)?;
                 if let Some(want) = expect_backend {
                     if &handle.backend != want {
                         return Err(BenchError::Broker(format!(
@@ -268,6 +285,7 @@ fn spawn(
     data_dir: &Path,
     flush: FlushPolicy,
     shards: Option<usize>,
+    extra: &[String],
 ) -> Result<BrokerHandle, BenchError> {
     let port = free_port()?;
     let log_path = data_dir.with_extension("log");
@@ -297,6 +315,9 @@ fn spawn(
         ));
     if let Some(n) = shards {
         cmd.arg("--override").arg(format!("num.shards={n}"));
+    }
+    for line in extra {
+        cmd.arg("--override").arg(line);
     }
     let env = vec![("RUST_LOG".to_owned(), "warn".to_owned())];
     let respawn = Respawn {

@@ -386,7 +386,21 @@ pub fn sequential_latency(
     warmup: usize,
     settings: RdSettings,
 ) -> Result<Vec<u64>, BenchError> {
-    let producer = producer(bootstrap, settings)?;
+    sequential_latency_with(bootstrap, topic, value_bytes, count, warmup, settings, &[])
+}
+
+/// As [`sequential_latency`], with `extra` producer settings (e.g. `security.protocol`) after
+/// [`producer_config`]'s.
+pub fn sequential_latency_with(
+    bootstrap: &str,
+    topic: &str,
+    value_bytes: usize,
+    count: usize,
+    warmup: usize,
+    settings: RdSettings,
+    extra: &[(&str, String)],
+) -> Result<Vec<u64>, BenchError> {
+    let producer = producer_with(bootstrap, settings, extra)?;
     let value = vec![b's'; value_bytes];
     let mut samples = Vec::with_capacity(count);
     for i in 0..warmup + count {

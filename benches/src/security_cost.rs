@@ -47,7 +47,10 @@ pub const SATURATION_DEPTH: usize = 32;
 const SATURATION_BATCH: (usize, usize) = (100, 1000);
 /// Most record bytes one saturation measurement writes (bounds the disk it uses).
 pub const SATURATION_MAX_BYTES: u64 = 1_000_000_000;
-const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";"#;
+/// The SASL_SSL listener's one PLAIN user, in Kafka's JAAS syntax.
+pub const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";"#;
+/// That user's name and password, as a client gives them.
+pub const SASL_USER: (&str, &str) = ("bench", "bench-secret");
 
 /// The listeners measured, in the table's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,8 +153,9 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// A CA and the broker's key and certificate for 127.0.0.1 (`broker.pem`: key then chain).
-fn make_pki(dir: &Path) -> Result<(), BenchError> {
+/// A CA and the broker's key and certificate for 127.0.0.1 (`broker.pem`: key then chain;
+/// `ca.crt`: what a client trusts).
+pub fn make_pki(dir: &Path) -> Result<(), BenchError> {
     std::fs::create_dir_all(dir)?;
     let ec = [
         "-newkey",
@@ -214,6 +218,17 @@ fn make_pki(dir: &Path) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The broker settings of the TLS listeners (named `SSL` and `SASL_SSL`, as in `listeners`):
+/// the keystore [`make_pki`] wrote in `pki`, and PLAIN with [`JAAS`] on SASL_SSL.
+pub fn tls_settings(pki: &Path) -> Vec<String> {
+    vec![
+        "ssl.keystore.type=PEM".into(),
+        format!("ssl.keystore.location={}", pki.join("broker.pem").display()),
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN".into(),
+        format!("listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}"),
+    ]
+}
+
 fn start_broker(opts: &SecurityOptions, pki: &Path) -> Result<SecureBroker, BenchError> {
     let ports = [free_port()?, free_port()?, free_port()?];
     let data = opts.scratch.join("data");
@@ -227,11 +242,10 @@ fn start_broker(opts: &SecurityOptions, pki: &Path) -> Result<SecureBroker, Benc
         format!("log.dirs={}", data.display()),
         "auto.create.topics.enable=false".into(),
         "schema.registry.listeners=".into(),
-        "ssl.keystore.type=PEM".into(),
-        format!("ssl.keystore.location={}", pki.join("broker.pem").display()),
-        "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN".into(),
-        format!("listener.name.sasl_ssl.plain.sasl.jaas.config={JAAS}"),
-    ];
+    ]
+    .into_iter()
+    .chain(tls_settings(pki))
+    .collect::<Vec<String>>();
     let mut cmd = Command::new(&opts.bin);
     for s in settings.iter().chain(&opts.broker_settings) {
         cmd.arg("--override").arg(s);
@@ -292,8 +306,8 @@ async fn connect(
         max_in_flight: max_in_flight.max(1),
         sasl: (protocol == Protocol::SaslSsl).then(|| SaslConfig {
             mechanism: "PLAIN".into(),
-            username: "bench".into(),
-            password: "bench-secret".into(),
+            username: SASL_USER.0.into(),
+            password: SASL_USER.1.into(),
         }),
         ..ConnectionConfig::default()
     };

@@ -9,7 +9,7 @@
 //!   against TCP and fio baselines (see `minikafka_benches::kafka_experiment`).
 //! - `mk-bench side-by-side [--quick] [--out DIR] [--peer CMD] [--peer-durable-flag FLAG]
 //!   [--minikafka-bin PATH] [--shards N] [--reps N] [--data-dir PATH] [--only W,..]
-//!   [--flush fsync|none]`: the librdkafka workloads on our broker and a peer broker (kfake
+//!   [--flush fsync|none] [--no-tls]`: the librdkafka workloads on our broker and a peer broker (kfake
 //!   by default), alternating, with broker CPU and peak RSS per run (see `minikafka_benches::kafka_experiment::side_by_side`);
 //!   `--doc docs/BENCHMARKS.md` also writes the goals, table and plots into the document.
 //! - `mk-bench scale [--quick] [--out DIR] [--peer auto|none|CMD] [--minikafka-bin PATH]
@@ -215,6 +215,10 @@ struct SideBySideArgs {
     /// Run only the durable runs (`fsync`) or only the others (`none`); default both.
     #[arg(long, value_parser = ["fsync", "none"])]
     flush: Option<String>,
+    /// Skip the SSL and SASL_SSL runs of our broker (saturation and sequential; by default
+    /// they run beside PLAINTEXT, with certificates made by the `openssl` command).
+    #[arg(long)]
+    no_tls: bool,
     /// Also write the goals, the table and the plots (linked from `--out`, which should then
     /// be a committed folder such as `results/side-by-side`) into this Markdown document,
     /// between its `side-by-side results` markers, with the command that reproduces them.
@@ -597,6 +601,7 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
             .flatten()
             .collect(),
         durable: args.flush.as_deref().map(|f| f == "fsync"),
+        tls: !args.no_tls,
     };
     let filesystem = machine::filesystem_of(&scratch);
     eprintln!(
@@ -633,6 +638,14 @@ fn run_side_by_side(args: &SideBySideArgs) -> Result<(), BenchError> {
     md.push('\n');
     md.push_str(&side_by_side::table_markdown(&runs, &opts.sizes));
     md.push('\n');
+    if let Some(tls) = side_by_side::tls_table_markdown(&runs, &opts.sizes) {
+        md.push_str(
+            "The cost of TLS: our broker over its SSL and SASL_SSL (PLAIN) listeners beside \
+             PLAINTEXT, the same librdkafka client (OpenSSL) and runs alternating:\n\n",
+        );
+        md.push_str(&tls);
+        md.push('\n');
+    }
     md.push_str(&side_by_side::baselines_markdown(&baselines));
     if runs
         .iter()

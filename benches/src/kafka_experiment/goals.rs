@@ -5,10 +5,12 @@
 //! on either side is `met: None`, never a guess.
 
 use super::side_by_side::{
-    values, BaselineRun, RunRecord, Side, Workload, CPU_PER_RECORD, PEAK_RSS, UNTIL_METADATA,
+    values, values_over, BaselineRun, RunRecord, Side, Workload, CPU_PER_RECORD, PEAK_RSS,
+    UNTIL_METADATA,
 };
 use super::Target;
 use crate::report::fmt_figure;
+use crate::security_cost::Protocol;
 use crate::stats::Summary;
 
 /// Which way a goal's ratio must go.
@@ -63,6 +65,42 @@ fn ratio_goal(
     }
 }
 
+/// Issue 22, item 8: our broker's saturation over SSL at least 0.8 × the same over PLAINTEXT
+/// in the same run (medians); not measured when the run went without TLS.
+fn tls_goal(runs: &[RunRecord], durable: bool) -> Target {
+    let goal = format!(
+        "librdkafka saturation over SSL, {}: ≥ 0.8 × ours over PLAINTEXT",
+        durability_label(durable)
+    );
+    let over = |p| {
+        median(&values_over(
+            runs,
+            Workload::Saturation.slug(),
+            "acked",
+            Side::Ours,
+            durable,
+            p,
+        ))
+    };
+    match over(Protocol::Ssl).zip(over(Protocol::Plaintext)) {
+        Some((ssl, plain)) if plain > 0.0 => Target {
+            goal,
+            measured: format!(
+                "SSL {} vs PLAINTEXT {} = {:.2} ×",
+                fmt_figure(ssl),
+                fmt_figure(plain),
+                ssl / plain
+            ),
+            met: Some(ssl / plain >= 0.8),
+        },
+        _ => Target {
+            goal,
+            measured: "not measured by this run".into(),
+            met: None,
+        },
+    }
+}
+
 /// Issue 23, item 2: a sequential durable write costs at most one fdatasync plus the client's
 /// own round trip (our non-durable sequential p50 of the same run), with 10 % to spare.
 fn disk_limit_goal(runs: &[RunRecord], sync_p50: &[f64]) -> Target {
@@ -114,6 +152,9 @@ pub fn evaluate(runs: &[RunRecord], baselines: &[BaselineRun]) -> Vec<Target> {
                 durability_label(durable)
             ),
         ));
+    }
+    for durable in [true, false] {
+        out.push(tls_goal(runs, durable));
     }
     out.push(ratio_goal(
         runs,
@@ -292,6 +333,7 @@ mod tests {
             rep: 1,
             side,
             broker: "b".into(),
+            listener: "PLAINTEXT".into(),
             durable,
             flush: "f".into(),
             workload: workload.into(),
@@ -353,6 +395,47 @@ mod tests {
             listed.is_some_and(|l| l.contains("consume, durable: ≥ 1.3 × peer")),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_tls_goal_compares_ours_over_ssl_with_ours_over_plaintext_of_the_same_run() {
+        let over = |listener: &str, durable, value| RunRecord {
+            listener: listener.into(),
+            ..run(Side::Ours, durable, "saturation", "acked", value)
+        };
+        let runs = vec![
+            over("PLAINTEXT", true, 1000.0),
+            over("SSL", true, 850.0),
+            over("SASL_SSL", true, 10.0),
+            over("PLAINTEXT", false, 1000.0),
+            over("SSL", false, 700.0),
+            // The peer's figures never enter it.
+            run(Side::Peer, true, "saturation", "acked", 1.0),
+        ];
+        let g = evaluate(&runs, &[]);
+        let find = |text: &str| g.iter().find(|t| t.goal.starts_with(text)).expect(text);
+        let durable = find("librdkafka saturation over SSL, durable");
+        assert_eq!(durable.met, Some(true), "{}", durable.measured);
+        assert_eq!(durable.measured, "SSL 850 vs PLAINTEXT 1000 = 0.85 ×");
+        assert_eq!(
+            find("librdkafka saturation over SSL, non-durable").met,
+            Some(false)
+        );
+        // Without TLS runs, the goal is not measured, and the peer goals see PLAINTEXT only.
+        let plain: Vec<RunRecord> = runs
+            .iter()
+            .filter(|r| r.listener == "PLAINTEXT")
+            .cloned()
+            .collect();
+        let g = evaluate(&plain, &[]);
+        let find = |text: &str| g.iter().find(|t| t.goal.starts_with(text)).expect(text);
+        assert_eq!(find("librdkafka saturation over SSL, durable").met, None);
+        let g = evaluate(&runs, &[]);
+        let sat = g
+            .iter()
+            .find(|t| t.goal.starts_with("librdkafka saturation, durable"))
+            .expect("goal");
+        assert_eq!(sat.measured, "1000 vs 1.00 = 1000.00 ×");
     }
 
     #[test]

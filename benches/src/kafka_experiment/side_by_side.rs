@@ -13,6 +13,12 @@
 //!   both brokers back to back, ours first in odd repetitions and the peer first in even ones.
 //! - CPU seconds count the workload only (after topic creation and, for consume, the fill);
 //!   peak RSS is the broker's whole life (the fill included).
+//! - With [`SideBySideOptions::tls`], saturation and sequential writes also run on our broker
+//!   over an SSL and a SASL_SSL (PLAIN) listener, with the same librdkafka client (OpenSSL on
+//!   its side, rustls on ours) and certificates made in the scratch directory: the cost of
+//!   TLS beside PLAINTEXT in the same run (issue 22 item 8). Those runs join the alternation
+//!   (odd repetitions: PLAINTEXT, peer, SSL, SASL_SSL; even ones the reverse) and are tabled
+//!   apart ([`tls_table_markdown`]); every other figure is PLAINTEXT's.
 //! - Outputs: [`RunRecord`]s (one per run), [`BaselineRun`]s (one per repetition), the
 //!   Markdown table ([`table_markdown`]: medians with min–max, ratios ours ÷ peer) and charts.
 //! - Never: asserts a timing; a run whose outcome contradicts what it did (a failed delivery
@@ -21,13 +27,17 @@
 use serde::Serialize;
 
 use super::*;
+use crate::broker_proc::free_port;
 use crate::broker_proc::PeerCommand;
 use crate::kafka_experiment::restart;
 use crate::plots::Series;
 use crate::proc_stats;
 use crate::rdkafka_txn;
-use crate::rdkafka_workloads::{consume_assigned, produce_count};
+use crate::rdkafka_workloads::{
+    consume_assigned, produce_count, produce_values, sequential_latency_with,
+};
 use crate::report::fmt_figure;
+use crate::security_cost::{self, Protocol};
 
 /// Unmeasured sequential writes before the timed ones.
 const SEQUENTIAL_WARMUP: usize = 200;
@@ -147,6 +157,9 @@ pub struct SideBySideOptions {
     pub workloads: Vec<Workload>,
     /// Only the durable runs (`Some(true)`), only the others (`Some(false)`), or both.
     pub durable: Option<bool>,
+    /// Also run the workloads with TLS columns ([`Workload::has_tls_columns`]) on our broker
+    /// over SSL and SASL_SSL.
+    pub tls: bool,
 }
 
 /// Which broker a run measured.
@@ -205,6 +218,12 @@ impl Workload {
         Workload::TxnCommit10k,
         Workload::TxnReadCommitted,
     ];
+
+    /// Whether the workload also runs over our SSL and SASL_SSL listeners (issue 22 item 8:
+    /// saturation and sequential p50).
+    pub fn has_tls_columns(self) -> bool {
+        matches!(self, Workload::Saturation | Workload::Sequential)
+    }
 
     /// Every workload there is, in table order.
     pub fn every() -> impl Iterator<Item = Workload> {
@@ -340,6 +359,8 @@ pub struct RunRecord {
     pub side: Side,
     /// The broker (`minikafka uring`, `kfake`).
     pub broker: String,
+    /// The client's `security.protocol` (`PLAINTEXT`, `SSL`, `SASL_SSL`).
+    pub listener: String,
     /// Durable (ours fsync, the peer with its durable flag) or not.
     pub durable: bool,
     /// The flush setting as the broker was given it (`fsync`, `-sync`, `none`).
@@ -385,6 +406,16 @@ impl Contender<'_> {
     }
 
     pub(super) fn start(&self, durable: bool, label: &str) -> Result<BrokerHandle, BenchError> {
+        self.start_with(durable, label, &[])
+    }
+
+    /// As [`Contender::start`], with `extra` broker settings (ours only).
+    fn start_with(
+        &self,
+        durable: bool,
+        label: &str,
+        extra: &[String],
+    ) -> Result<BrokerHandle, BenchError> {
         match self {
             Contender::Ours(source) => {
                 let policy = if durable {
@@ -392,8 +423,11 @@ impl Contender<'_> {
                 } else {
                     FlushPolicy::None
                 };
-                source.start(policy, label)
+                source.start_with(policy, label, extra)
             }
+            Contender::Peer(_) if !extra.is_empty() => Err(BenchError::Broker(
+                "the peer is measured over PLAINTEXT only".into(),
+            )),
             Contender::Peer(peer) => peer.start(durable, label),
         }
     }
@@ -431,15 +465,86 @@ fn baseline_run(
     Ok(b)
 }
 
-/// Runs `workload` once on a fresh broker of `contender`.
+/// A started broker, and what librdkafka needs to reach it over the listener measured.
+struct Started {
+    broker: BrokerHandle,
+    /// `bootstrap.servers`: the measured listener's address.
+    bootstrap: String,
+    /// librdkafka's `security.protocol` and the settings that go with it.
+    client_security: Vec<(&'static str, String)>,
+}
+
+/// Starts `contender` for a run over `over`: as it is for PLAINTEXT; for SSL and SASL_SSL
+/// (ours only), with a PLAINTEXT listener first (the handle's address: topics are made
+/// there), an SSL and a SASL_SSL one, and the keystore [`security_cost::make_pki`] wrote in
+/// `pki`.
+fn start_over(
+    contender: &Contender<'_>,
+    over: Protocol,
+    pki: Option<&Path>,
+    durable: bool,
+    label: &str,
+) -> Result<Started, BenchError> {
+    if over == Protocol::Plaintext {
+        let broker = contender.start(durable, label)?;
+        let bootstrap = broker.bootstrap();
+        return Ok(Started {
+            broker,
+            bootstrap,
+            client_security: Vec::new(),
+        });
+    }
+    let pki = pki.ok_or_else(|| BenchError::Broker("TLS runs need certificates".into()))?;
+    let ports = [free_port()?, free_port()?, free_port()?];
+    let mut extra = vec![format!(
+        "listeners=PLAINTEXT://127.0.0.1:{},SSL://127.0.0.1:{},SASL_SSL://127.0.0.1:{}",
+        ports[0], ports[1], ports[2]
+    )];
+    extra.extend(security_cost::tls_settings(pki));
+    let broker = contender.start_with(durable, label, &extra)?;
+    let mut client_security = vec![
+        ("security.protocol", over.name().to_owned()),
+        ("ssl.ca.location", pki.join("ca.crt").display().to_string()),
+    ];
+    let port = if over == Protocol::SaslSsl {
+        client_security.extend([
+            ("sasl.mechanism", "PLAIN".to_owned()),
+            ("sasl.username", security_cost::SASL_USER.0.to_owned()),
+            ("sasl.password", security_cost::SASL_USER.1.to_owned()),
+        ]);
+        ports[2]
+    } else {
+        ports[1]
+    };
+    Ok(Started {
+        broker,
+        bootstrap: format!("127.0.0.1:{port}"),
+        client_security,
+    })
+}
+
+/// Runs `workload` once on a fresh broker of `contender`, the client over `over` (`pki`:
+/// the certificates of a TLS run).
 fn run_one(
     contender: &Contender<'_>,
+    over: Protocol,
+    pki: Option<&Path>,
     workload: Workload,
     durable: bool,
     rep: usize,
     s: &SideBySideSizes,
 ) -> Result<RunRecord, BenchError> {
-    let mut broker = contender.start(durable, workload.slug())?;
+    if over != Protocol::Plaintext && !workload.has_tls_columns() {
+        return Err(BenchError::Broker(format!(
+            "{} runs over PLAINTEXT only",
+            workload.slug()
+        )));
+    }
+    let Started {
+        mut broker,
+        bootstrap,
+        client_security,
+    } = start_over(contender, over, pki, durable, workload.slug())?;
     let idempotence = kw::advertises_init_producer_id(broker.addr)?;
     let topic = format!("{}-{rep}", workload.slug());
     let partitions = match workload {
@@ -447,7 +552,6 @@ fn run_one(
         _ => 1,
     };
     create_topic(broker.addr, &topic, partitions)?;
-    let bootstrap = broker.bootstrap();
     let pid = broker.pid();
     let cpu_now = || pid.and_then(proc_stats::cpu_seconds);
     let producer = RdSettings {
@@ -463,12 +567,13 @@ fn run_one(
     let (records, mut metrics, cpu_s) = match workload {
         Workload::Saturation => {
             let before = cpu_now();
-            let a = produce_count(
+            let a = produce_values(
                 &bootstrap,
                 &topic,
-                s.saturation_value_bytes,
+                &[vec![b'c'; s.saturation_value_bytes]],
                 s.saturation_records,
                 producer,
+                &client_security,
             )?;
             let cpu = cpu_delta(before, cpu_now());
             (
@@ -479,13 +584,14 @@ fn run_one(
         }
         Workload::Sequential => {
             let before = cpu_now();
-            let samples = sequential_latency(
+            let samples = sequential_latency_with(
                 &bootstrap,
                 &topic,
                 s.sequential_value_bytes,
                 s.sequential_writes,
                 SEQUENTIAL_WARMUP,
                 one_at_a_time,
+                &client_security,
             )?;
             let cpu = cpu_delta(before, cpu_now());
             let metrics = vec![
@@ -637,6 +743,7 @@ fn run_one(
         rep,
         side: contender.side(),
         broker: contender.broker_name(&broker),
+        listener: over.name().into(),
         durable,
         flush: broker.flush.clone(),
         workload: workload.slug().into(),
@@ -661,13 +768,15 @@ pub fn run(
 ) -> Result<(Vec<RunRecord>, Vec<BaselineRun>), BenchError> {
     let s = &opts.sizes;
     let (mut runs, mut baselines) = (Vec::new(), Vec::new());
+    let pki = if opts.tls {
+        let dir = opts.scratch.join("pki");
+        security_cost::make_pki(&dir)?;
+        Some(dir)
+    } else {
+        None
+    };
     for rep in 1..=s.reps {
         baselines.push(baseline_run(opts, rep, progress)?);
-        let order = if rep % 2 == 1 {
-            [Contender::Ours(&opts.ours), Contender::Peer(&opts.peer)]
-        } else {
-            [Contender::Peer(&opts.peer), Contender::Ours(&opts.ours)]
-        };
         let durabilities: Vec<bool> = match opts.durable {
             Some(d) => vec![d],
             None => vec![true, false],
@@ -682,11 +791,23 @@ pub fn run(
                 if !chosen {
                     continue;
                 }
-                for contender in &order {
-                    let r = run_one(contender, workload, durable, rep, s)?;
+                let mut order = vec![
+                    (Contender::Ours(&opts.ours), Protocol::Plaintext),
+                    (Contender::Peer(&opts.peer), Protocol::Plaintext),
+                ];
+                if opts.tls && workload.has_tls_columns() {
+                    order.push((Contender::Ours(&opts.ours), Protocol::Ssl));
+                    order.push((Contender::Ours(&opts.ours), Protocol::SaslSsl));
+                }
+                if rep % 2 == 0 {
+                    order.reverse();
+                }
+                for (contender, over) in &order {
+                    let r = run_one(contender, *over, pki.as_deref(), workload, durable, rep, s)?;
                     progress(&format!(
-                        "rep {rep} {} flush {} {}: {}",
+                        "rep {rep} {} over {} flush {} {}: {}",
                         r.broker,
+                        r.listener,
                         r.flush,
                         r.workload,
                         r.metrics
@@ -704,7 +825,7 @@ pub fn run(
     Ok((runs, baselines))
 }
 
-/// The values of `metric` of `workload` over the runs of one side and durability.
+/// The values of `metric` of `workload` over the PLAINTEXT runs of one side and durability.
 pub fn values(
     runs: &[RunRecord],
     workload: &str,
@@ -712,8 +833,21 @@ pub fn values(
     side: Side,
     durable: bool,
 ) -> Vec<f64> {
+    values_over(runs, workload, metric, side, durable, Protocol::Plaintext)
+}
+
+/// As [`values`], over the runs whose client used `over`.
+pub fn values_over(
+    runs: &[RunRecord],
+    workload: &str,
+    metric: &str,
+    side: Side,
+    durable: bool,
+    over: Protocol,
+) -> Vec<f64> {
     runs.iter()
         .filter(|r| r.workload == workload && r.side == side && r.durable == durable)
+        .filter(|r| r.listener == over.name())
         .filter_map(|r| r.metrics.iter().find(|m| m.name == metric))
         .map(|m| m.value)
         .collect()
@@ -798,6 +932,55 @@ pub fn table_markdown(runs: &[RunRecord], sizes: &SideBySideSizes) -> String {
     md
 }
 
+/// The cost of TLS in this run: one line per figure of the workloads measured over SSL, our
+/// broker's PLAINTEXT, SSL and SASL_SSL medians (min–max) and each TLS one ÷ PLAINTEXT,
+/// durable then not; `None` when no run went over TLS.
+pub fn tls_table_markdown(runs: &[RunRecord], sizes: &SideBySideSizes) -> Option<String> {
+    let ssl = Protocol::Ssl.name();
+    let measured: Vec<&str> = Workload::every()
+        .map(Workload::slug)
+        .filter(|w| runs.iter().any(|r| r.workload == *w && r.listener == ssl))
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let flush_of = |durable: bool| {
+        runs.iter()
+            .find(|r| r.side == Side::Ours && r.durable == durable)
+            .map_or_else(|| "–".to_owned(), |r| r.flush.clone())
+    };
+    let mut md = String::from("| workload | figure |");
+    for durable in [true, false] {
+        let flush = flush_of(durable);
+        md.push_str(&format!(
+            " PLAINTEXT, {flush} | SSL, {flush} | SSL ÷ PLAINTEXT | SASL_SSL, {flush} | SASL_SSL ÷ PLAINTEXT |"
+        ));
+    }
+    md.push_str("\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (workload, name, unit) in table_lines(runs) {
+        if !measured.contains(&workload.as_str()) || name == PEAK_RSS {
+            continue;
+        }
+        let title =
+            Workload::from_slug(&workload).map_or_else(|| workload.clone(), |w| w.title(sizes));
+        let mut line = format!("| {title} | {name} ({unit}) |");
+        for durable in [true, false] {
+            let over = |p| values_over(runs, &workload, &name, Side::Ours, durable, p);
+            let plain = over(Protocol::Plaintext);
+            for tls in [Protocol::Ssl, Protocol::SaslSsl] {
+                if tls == Protocol::Ssl {
+                    line.push_str(&format!(" {} |", cell(&plain)));
+                }
+                let v = over(tls);
+                line.push_str(&format!(" {} | {} |", cell(&v), ratio_cell(&v, &plain)));
+            }
+        }
+        md.push_str(&line);
+        md.push('\n');
+    }
+    Some(md)
+}
+
 /// The same-run baselines as one Markdown line.
 pub fn baselines_markdown(baselines: &[BaselineRun]) -> String {
     let tcp: Vec<f64> = baselines.iter().map(|b| b.tcp_gbit_s).collect();
@@ -827,6 +1010,7 @@ pub fn charts(runs: &[RunRecord]) -> Vec<(String, Chart)> {
                 let points: Vec<(f64, f64)> = runs
                     .iter()
                     .filter(|r| r.workload == workload && r.side == side && r.durable == durable)
+                    .filter(|r| r.listener == Protocol::Plaintext.name())
                     .filter_map(|r| {
                         r.metrics
                             .iter()
@@ -878,6 +1062,7 @@ mod tests {
                 "kfake"
             }
             .into(),
+            listener: "PLAINTEXT".into(),
             durable,
             flush: match (side, durable) {
                 (Side::Ours, true) => "fsync",
@@ -923,6 +1108,48 @@ mod tests {
             "{}",
             lines[2]
         );
+    }
+
+    #[test]
+    fn the_tls_table_sets_ssl_and_sasl_ssl_beside_plaintext_and_the_main_table_ignores_them() {
+        let over = |rep, listener: &str, durable, acked| RunRecord {
+            listener: listener.into(),
+            ..run(rep, Side::Ours, durable, "saturation", &[("acked", acked)])
+        };
+        let mut runs = vec![
+            over(1, "PLAINTEXT", true, 1000.0),
+            over(1, "SSL", true, 800.0),
+            over(1, "SASL_SSL", true, 700.0),
+            over(2, "PLAINTEXT", true, 1200.0),
+            over(2, "SSL", true, 900.0),
+            over(2, "SASL_SSL", true, 900.0),
+            run(1, Side::Peer, true, "saturation", &[("acked", 500.0)]),
+        ];
+        let md = tls_table_markdown(&runs, &SideBySideSizes::full()).expect("TLS runs");
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 3, "{md}");
+        assert!(
+            lines[0].starts_with("| workload | figure | PLAINTEXT, fsync | SSL, fsync | SSL ÷ PLAINTEXT | SASL_SSL, fsync |"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[2].contains(
+                "| 1100 (1000–1200) | 850 (800–900) | 0.77 × | 800 (700–900) | 0.73 × | – | – | – | – | – |"
+            ),
+            "{}",
+            lines[2]
+        );
+        // The main table and the charts stay PLAINTEXT's: ours 1100, not a mix.
+        let main = table_markdown(&runs, &SideBySideSizes::full());
+        assert!(
+            main.contains("| 1100 (1000–1200) | 500 | 2.20 × |"),
+            "{main}"
+        );
+        let acked = &charts(&runs)[0].1;
+        assert_eq!(acked.series[0].points, vec![(1.0, 1000.0), (2.0, 1200.0)]);
+        runs.retain(|r| r.listener == "PLAINTEXT");
+        assert_eq!(tls_table_markdown(&runs, &SideBySideSizes::full()), None);
     }
 
     #[test]
