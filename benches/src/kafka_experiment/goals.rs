@@ -5,8 +5,8 @@
 //! on either side is `met: None`, never a guess.
 
 use super::side_by_side::{
-    values, values_over, BaselineRun, RunRecord, Side, Workload, CPU_PER_RECORD, PEAK_RSS,
-    UNTIL_METADATA,
+    values, values_over, BaselineRun, RunRecord, Side, Workload, CLIENT_CPU_PER_RECORD,
+    CPU_PER_RECORD, PEAK_RSS, UNTIL_METADATA,
 };
 use super::Target;
 use crate::report::fmt_figure;
@@ -72,24 +72,32 @@ fn tls_goal(runs: &[RunRecord], durable: bool) -> Target {
         "librdkafka saturation over SSL, {}: ≥ 0.8 × ours over PLAINTEXT",
         durability_label(durable)
     );
-    let over = |p| {
+    let over = |metric, p| {
         median(&values_over(
             runs,
             Workload::Saturation.slug(),
-            "acked",
+            metric,
             Side::Ours,
             durable,
             p,
         ))
     };
-    match over(Protocol::Ssl).zip(over(Protocol::Plaintext)) {
+    // Where the CPU went: the client (librdkafka's TLS) shares the machine with the broker.
+    let cpu_ratio =
+        |metric| match over(metric, Protocol::Ssl).zip(over(metric, Protocol::Plaintext)) {
+            Some((ssl, plain)) if plain > 0.0 => format!("{:.1} ×", ssl / plain),
+            _ => "–".into(),
+        };
+    match over("acked", Protocol::Ssl).zip(over("acked", Protocol::Plaintext)) {
         Some((ssl, plain)) if plain > 0.0 => Target {
             goal,
             measured: format!(
-                "SSL {} vs PLAINTEXT {} = {:.2} ×",
+                "SSL {} vs PLAINTEXT {} = {:.2} × (CPU per record SSL ÷ PLAINTEXT: client {}, broker {})",
                 fmt_figure(ssl),
                 fmt_figure(plain),
-                ssl / plain
+                ssl / plain,
+                cpu_ratio(CLIENT_CPU_PER_RECORD),
+                cpu_ratio(CPU_PER_RECORD),
             ),
             met: Some(ssl / plain >= 0.8),
         },
@@ -416,7 +424,10 @@ mod tests {
         let find = |text: &str| g.iter().find(|t| t.goal.starts_with(text)).expect(text);
         let durable = find("librdkafka saturation over SSL, durable");
         assert_eq!(durable.met, Some(true), "{}", durable.measured);
-        assert_eq!(durable.measured, "SSL 850 vs PLAINTEXT 1000 = 0.85 ×");
+        assert_eq!(
+            durable.measured,
+            "SSL 850 vs PLAINTEXT 1000 = 0.85 × (CPU per record SSL ÷ PLAINTEXT: client –, broker –)"
+        );
         assert_eq!(
             find("librdkafka saturation over SSL, non-durable").met,
             Some(false)
