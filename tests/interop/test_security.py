@@ -11,7 +11,10 @@ TLS (rustls in the broker, librdkafka's OpenSSL and Python's ssl in the clients)
 broker certificate for 127.0.0.1/localhost and client certificates are made with the openssl
 commands docs/SECURITY.md gives; confluent-kafka and kafka-python produce and consume over SSL,
 confluent-kafka over SASL_SSL with SCRAM-SHA-512, and over mutual TLS, where the principal is
-the certificate's subject (``User:CN=a,O=test``) and an ACL allows CN=a and not CN=b.
+the certificate's subject (``User:CN=a,O=test``) and an ACL allows CN=a and not CN=b. Over
+SASL_SSL with PLAIN and with SCRAM-SHA-512: kcat (the system's librdkafka, 2.0.2 on Debian 12,
+whose SCRAM final nonce repeats the client nonce: accepted as Kafka ≥ 3.8.1 accepts it),
+kafka-python, aiokafka and kafkajs, and confluent-kafka with PLAIN.
 
 kfake: its runner exposes no listener, SASL or TLS option (kfake's ``EnableSASL``/``Superuser``
 and its TLS listener are Go API only), so every test here is ``kfake_lacks`` and runs there as
@@ -371,6 +374,63 @@ def test_confluent_kafka_sasl_ssl_with_scram(tls, pki):
     while not any(e.code() == KafkaError._AUTHENTICATION for e in failures):
         assert time.monotonic() < deadline, f"no authentication error: {failures}"
         producer.poll(0.2)
+
+
+def test_kcat_kafka_python_and_confluent_kafka_over_sasl_ssl_with_plain_and_scram(tls, pki):
+    """The rest of issue 22 item 7's matrix over SASL_SSL: kcat (the system librdkafka) and
+    kafka-python with PLAIN and with SCRAM-SHA-512, confluent-kafka with PLAIN (its SCRAM is
+    above; aiokafka and kafkajs are below). Each client writes a value of its own to partition
+    0 and reads it back over the same listener."""
+    broker, addrs = tls
+    topic = "sasl-ssl-matrix"
+    _topic(broker, topic)
+    _scram_user(broker, "erin", "erin-secret")
+    ca = str(pki / "ca.crt")
+    _ck_tls_round_trip({
+        "bootstrap.servers": addrs["STLS"],
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": ca,
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }, topic, b"ck PLAIN over sasl_ssl")
+    for mechanism, user, password in (("PLAIN", "alice", "alice-secret"),
+                                      ("SCRAM-SHA-512", "erin", "erin-secret")):
+        kcat = ["kcat", "-b", addrs["STLS"], "-X", "security.protocol=SASL_SSL",
+                "-X", f"ssl.ca.location={ca}", "-X", f"sasl.mechanisms={mechanism}",
+                "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+        value = f"kcat {mechanism} over sasl_ssl"
+        wrote = subprocess.run([*kcat, "-P", "-t", topic, "-p", "0"],
+                               input=(value + "\n").encode(), capture_output=True,
+                               timeout=LIMIT_S)
+        assert wrote.returncode == 0, wrote
+        read = subprocess.run([*kcat, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e",
+                               "-f", "%s\n"], check=True, capture_output=True, timeout=LIMIT_S)
+        assert value in read.stdout.decode().splitlines(), read
+        kp = dict(bootstrap_servers=addrs["STLS"], security_protocol="SASL_SSL", ssl_cafile=ca,
+                  sasl_mechanism=mechanism, sasl_plain_username=user,
+                  sasl_plain_password=password)
+        value = f"kp {mechanism} over sasl_ssl".encode()
+        producer = KafkaProducer(**kp)
+        producer.send(topic, value, partition=0).get(timeout=LIMIT_S)
+        producer.close()
+        consumer = KafkaConsumer(**kp, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=LIMIT_S * 1000)
+        consumer.assign([TopicPartition(topic, 0)])
+        seen = []
+        for m in consumer:
+            seen.append(m.value)
+            if value in seen:
+                break
+        consumer.close()
+        assert value in seen, (mechanism, seen)
+    # Every write above is in the log, in the order it was made.
+    read = subprocess.run(["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o",
+                           "beginning", "-e", "-f", "%s\n"], check=True, capture_output=True,
+                          timeout=LIMIT_S)
+    assert read.stdout.decode().splitlines() == [
+        "ck PLAIN over sasl_ssl", "kcat PLAIN over sasl_ssl", "kp PLAIN over sasl_ssl",
+        "kcat SCRAM-SHA-512 over sasl_ssl", "kp SCRAM-SHA-512 over sasl_ssl"], read
 
 
 def test_mutual_tls_principal_is_the_subject_and_acls_apply(tls, pki):

@@ -18,7 +18,9 @@
 //!   binding, as Kafka); usernames are saslnames (`=2C` for `,`, `=3D` for `=`, no other `=`);
 //!   a reserved `m=` attribute fails (RFC 5802 §5.1); extensions are `[A-Za-z]+=value` and
 //!   only `tokenauth` means anything; an authzid must equal the username; the final nonce
-//!   equals the combined one; `c=` is the base64 of the client's GS2 header (`biws` for
+//!   ends with the combined one (Kafka's check since 3.8.1: librdkafka before 2.6.1 sends its
+//!   own nonce once more in front, librdkafka #4895; the proof covers the final message as
+//!   sent, so nothing is accepted without the password); `c=` is the base64 of the client's GS2 header (`biws` for
 //!   `n,,`); the proof is checked in constant time (I42). Messages are bounded before they are
 //!   parsed (I40).
 //! - Never: reads a clock or a random source (the server nonce is an input), sees or keeps a
@@ -299,7 +301,7 @@ pub enum ScramError {
     /// The server nonce is empty or has characters a nonce may not have.
     #[error("Invalid SCRAM server nonce")]
     BadServerNonce,
-    /// The final message's nonce is not the one the server sent.
+    /// The final message's nonce does not end with the one the server sent.
     #[error("Invalid client nonce in the final client message.")]
     NonceMismatch,
     /// `c=` is not the client's GS2 header.
@@ -662,7 +664,9 @@ impl ScramServer {
             } => {
                 let last = parse_client_final(message).map_err(|e| self.fail(e))?;
                 let nonce = format!("{}{}", first.nonce, self.server_nonce);
-                if last.nonce != nonce {
+                // Kafka's `endsWith`, not `equals` (see the module doc): librdkafka before
+                // 2.6.1 repeats its nonce in front of the combined one.
+                if !last.nonce.ends_with(&nonce) {
                     return Err(self.fail(ScramError::NonceMismatch));
                 }
                 if last.channel_binding != first.gs2_header.as_bytes() {

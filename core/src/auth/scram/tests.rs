@@ -321,8 +321,11 @@ fn exchange_refusals_fail_the_machine_for_good() {
     );
 
     // Final-message tampering: nonce, channel binding, proof length, reserved attribute.
-    let finals: [(&str, ScramError); 5] = [
+    let finals: [(&str, ScramError); 7] = [
         ("c=biws,r=cliOTHER,p=AAAA", ScramError::NonceMismatch),
+        ("c=biws,r=clisrvX,p=AAAA", ScramError::NonceMismatch),
+        // Ends with the combined nonce (librdkafka < 2.6.1's shape): judged by the proof.
+        ("c=biws,r=cliclisrv,p=AAAA", ScramError::InvalidProof),
         ("c=eSws,r=clisrv,p=AAAA", ScramError::ChannelBindingMismatch),
         ("c=biws,r=clisrv,p=AAAA", ScramError::InvalidProof),
         ("m=x,r=clisrv,p=AAAA", ScramError::MandatoryExtension),
@@ -423,5 +426,61 @@ fn a_credential_verifies_its_password_only() {
         assert!(credential.verifies_password(mechanism, "s3cret"));
         assert!(!credential.verifies_password(mechanism, "s3cret "));
         assert!(!credential.verifies_password(mechanism, ""));
+    }
+}
+
+/// librdkafka before 2.6.1 (Debian 12's kcat: 2.0.2) sends `r=<client nonce><combined nonce>`
+/// in its final message (librdkafka #4895). Kafka accepts a final nonce that ends with the
+/// combined one since 3.8.1; so do we, with the proof computed over the message as sent.
+#[test]
+fn a_final_nonce_with_the_client_nonce_repeated_in_front_authenticates_as_in_kafka() {
+    for m in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        let credential =
+            ScramCredential::from_password(m, "erin-secret", b"0123456789abcdef", 4096)
+                .expect("cred");
+        for (password, want_ok) in [("erin-secret", true), ("wrong", false)] {
+            let mut server = ScramServer::new(m, "srvNONCE").expect("server");
+            let first_bare = "n=erin,r=cliNONCE";
+            server
+                .handle_message(format!("n,,{first_bare}").as_bytes())
+                .expect("first");
+            assert!(matches!(
+                server.poll_output(),
+                Some(ScramOutput::LookupCredential { .. })
+            ));
+            server
+                .handle_credential(Some(&credential))
+                .expect("credential");
+            let Some(ScramOutput::Send(server_first)) = server.poll_output() else {
+                panic!("no server-first");
+            };
+            let server_first = String::from_utf8(server_first).expect("utf-8");
+            assert!(
+                server_first.starts_with("r=cliNONCEsrvNONCE,"),
+                "{server_first}"
+            );
+            // The client nonce, then the combined one, as librdkafka 2.0.2 writes it.
+            let without_proof = "c=biws,r=cliNONCEcliNONCEsrvNONCE";
+            let auth_message = format!("{first_bare},{server_first},{without_proof}");
+            let (proof, server_signature) =
+                client_proof(m, password, b"0123456789abcdef", 4096, &auth_message);
+            let got = server.handle_message(format!("{without_proof},p={proof}").as_bytes());
+            if want_ok {
+                got.expect("accepted, as Kafka accepts it");
+                assert_eq!(
+                    server.poll_output(),
+                    Some(ScramOutput::Send(
+                        format!("v={server_signature}").into_bytes()
+                    ))
+                );
+                assert!(matches!(
+                    server.poll_output(),
+                    Some(ScramOutput::Authenticated { username, .. }) if username == "erin"
+                ));
+            } else {
+                assert_eq!(got, Err(ScramError::InvalidProof), "{m:?}");
+                assert!(server.is_failed());
+            }
+        }
     }
 }
