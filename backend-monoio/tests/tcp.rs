@@ -136,3 +136,59 @@ fn every_shard_binds_the_same_address() {
     assert_eq!(bound.len(), 2);
     assert_eq!(bound[0], bound[1]);
 }
+
+/// Reads everything `stream` gives through `poll_read_uninit` into room holding a stale
+/// pattern (0xA5, which the data never holds), checking each read initialised exactly the
+/// bytes it counted: the rest of the room keeps the pattern.
+async fn read_all_uninit<S: minikafka_core::backend::ReadUninit>(
+    stream: &mut S,
+    room_bytes: usize,
+) -> Vec<u8> {
+    use std::mem::MaybeUninit;
+    let mut got = Vec::new();
+    loop {
+        let mut room = vec![MaybeUninit::new(0xA5u8); room_bytes];
+        let n = futures::future::poll_fn(|cx| {
+            std::pin::Pin::new(&mut *stream).poll_read_uninit(cx, &mut room)
+        })
+        .await
+        .expect("uninit read");
+        assert!(n <= room_bytes, "{n} bytes read into {room_bytes}");
+        if n == 0 {
+            return got;
+        }
+        // SAFETY: every byte of `room` was initialised (the stale pattern) before the read.
+        let room: Vec<u8> = room.iter().map(|b| unsafe { b.assume_init() }).collect();
+        assert!(
+            room[n..].iter().all(|&b| b == 0xA5),
+            "a read wrote past the {n} bytes it counted"
+        );
+        got.extend_from_slice(&room[..n]);
+    }
+}
+
+/// A socket read straight into uninitialised room gives the bytes sent, counted right
+/// (I199).
+#[test]
+fn an_uninit_read_gives_the_bytes_sent_into_uninitialised_room_i199() {
+    on_one_shard(|backend| async move {
+        let listener = backend.listen(loopback()).await.expect("listen");
+        let addr = listener.local_addr().expect("local addr");
+        let sent: Vec<u8> = (0..500_000u32).map(|i| (i % 160) as u8).collect();
+        let server = async {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            read_all_uninit(&mut stream, 100_000).await
+        };
+        let client = async {
+            let mut stream = backend.connect(addr).await.expect("connect");
+            // In pieces, so reads find partial data as well as full room.
+            for piece in sent.chunks(70_001) {
+                stream.write_all(piece).await.expect("client write");
+            }
+            stream.close().await.expect("close");
+        };
+        let (got, ()) = futures::join!(server, client);
+        assert_eq!(got.len(), sent.len());
+        assert!(got == sent, "bytes as sent");
+    });
+}

@@ -24,7 +24,8 @@
 //!   the pool on Linux (a no-op where the filesystem answers `EOPNOTSUPP`), a no-op elsewhere.
 //! - **TCP**: listeners bind with `SO_REUSEADDR` and `SO_REUSEPORT` (so every shard can bind
 //!   the same address) and are driven by `smol::Async`; streams get `TCP_NODELAY`, and their
-//!   `close` shuts down the write half (the peer reads end of stream).
+//!   `close` shuts down the write half (the peer reads end of stream); a read into
+//!   uninitialised room (`ReadUninit`, I199) is a `recv` straight into it.
 //! - **Timers and clocks**: `smol::Timer`; [`Backend::now`] is `std::time::Instant` measured
 //!   from the process's first clock read (one origin for every shard), [`Backend::wall_clock_ms`]
 //!   is `SystemTime`.
@@ -39,6 +40,7 @@ use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
 use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -52,7 +54,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use futures::io::{AsyncRead, AsyncWrite};
 use minikafka_core::backend::{
-    parts_len, Backend, BackendFile, BackendListener, OpenMode, ShardId, WriteCursor,
+    parts_len, Backend, BackendFile, BackendListener, OpenMode, ReadUninit, ShardId, WriteCursor,
 };
 use minikafka_core::clock::MonoTime;
 use smol::{Async, LocalExecutor};
@@ -181,6 +183,28 @@ impl AsyncRead for PortableStream {
         bufs: &mut [io::IoSliceMut<'_>],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_read_vectored(cx, bufs)
+    }
+}
+
+impl ReadUninit for PortableStream {
+    /// A `recv` straight into `buf` (I199), as `Async`'s own `poll_read`: try, and on
+    /// `WouldBlock` wait for readiness and try again; nothing is zeroed first.
+    fn poll_read_uninit(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            // Sound by socket2's contract: `recv` hands the room's pointer to `recv(2)`,
+            // which never reads it, and the count it returns is what the kernel wrote, at
+            // most the room's length: the `n` bytes the caller then counts as initialised.
+            match socket2::SockRef::from(self.inner.get_ref()).recv(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => return Poll::Ready(result),
+            }
+            std::task::ready!(self.inner.poll_readable(cx))?;
+        }
     }
 }
 
@@ -917,6 +941,62 @@ mod tests {
             assert_eq!(second.local_addr().expect("local addr"), addr);
         })
         .expect("run_shards");
+    }
+
+    /// A socket read straight into uninitialised room (stale pattern 0xA5, which the data
+    /// never holds) gives the bytes sent, each read initialising exactly what it counted
+    /// (I199).
+    #[test]
+    fn an_uninit_read_gives_the_bytes_sent_into_uninitialised_room_i199() {
+        use futures::AsyncWriteExt;
+        let sent: Vec<u8> = (0..500_000u32).map(|i| (i % 160) as u8).collect();
+        let want = sent.clone();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&got);
+        PortableBackend::run_shards(1, move |backend| {
+            let (sent, out) = (sent.clone(), Arc::clone(&out));
+            async move {
+                let listener = backend
+                    .listen("127.0.0.1:0".parse().expect("addr"))
+                    .await
+                    .expect("listen");
+                let addr = listener.local_addr().expect("local addr");
+                let server = async {
+                    let (mut stream, _) = listener.accept().await.expect("accept");
+                    let mut got = Vec::new();
+                    loop {
+                        let mut room = vec![MaybeUninit::new(0xA5u8); 100_000];
+                        let n = futures::future::poll_fn(|cx| {
+                            Pin::new(&mut stream).poll_read_uninit(cx, &mut room)
+                        })
+                        .await
+                        .expect("uninit read");
+                        assert!(n <= room.len());
+                        if n == 0 {
+                            return got;
+                        }
+                        // SAFETY: every byte of `room` was initialised (the pattern) first.
+                        let room: Vec<u8> =
+                            room.iter().map(|b| unsafe { b.assume_init() }).collect();
+                        assert!(room[n..].iter().all(|&b| b == 0xA5), "wrote past {n}");
+                        got.extend_from_slice(&room[..n]);
+                    }
+                };
+                let client = async {
+                    let mut stream = backend.connect(addr).await.expect("connect");
+                    for piece in sent.chunks(70_001) {
+                        stream.write_all(piece).await.expect("client write");
+                    }
+                    stream.close().await.expect("close");
+                };
+                let (got, ()) = futures::join!(server, client);
+                *out.lock().expect("lock") = got;
+            }
+        })
+        .expect("run_shards");
+        let got = got.lock().expect("lock");
+        assert_eq!(got.len(), want.len());
+        assert!(*got == want, "bytes as sent");
     }
 
     #[test]

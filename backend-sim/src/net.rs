@@ -157,6 +157,9 @@ impl futures_io::AsyncRead for SimStream {
     }
 }
 
+/// The default (zeroing) uninit read: a simulated stream's bytes are copied from memory.
+impl minikafka_core::backend::ReadUninit for SimStream {}
+
 impl futures_io::AsyncWrite for SimStream {
     fn poll_write(
         self: Pin<&mut Self>,

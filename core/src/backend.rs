@@ -17,8 +17,11 @@
 
 use std::future::Future;
 use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -230,11 +233,61 @@ pub fn parts_len(parts: &[Bytes]) -> usize {
     parts.iter().map(Bytes::len).sum()
 }
 
-/// A connected TCP stream, readable and writable with the `futures` I/O traits.
-/// `poll_close` shuts down the write half, so the peer reads end of stream.
-pub trait BackendStream: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static {}
+/// Most bytes [`ReadUninit::poll_read_uninit`]'s default body zeroes (and so reads) in one
+/// call: a caller's room may be far larger (a frame's rest, up to 1 MiB), and zeroing all of
+/// it on every poll would cost more than the read.
+pub const ZEROED_READ_MAX_BYTES: usize = 64 * 1024;
 
-impl<T: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + 'static> BackendStream for T {}
+/// A reader that can read into uninitialised memory (I199), so a caller's room for bytes
+/// still to come need not be zeroed first: the socket's `recv` writes straight into it.
+///
+/// Contract of [`poll_read_uninit`](Self::poll_read_uninit) (I199), which callers' `unsafe`
+/// code relies on (`set_len` by the count): on `Ready(Ok(n))`, `n <= buf.len()` and
+/// `buf[..n]` holds the bytes read, initialised; nothing else of `buf` is promised, and no
+/// byte of `buf` is read before it is written. `Ready(Ok(0))` for a non-empty `buf` is the end
+/// of the stream, as for `poll_read`.
+///
+/// The default body is the safe fallback for a stream that cannot read into uninitialised
+/// memory (TLS plaintext, simulated and test streams): it zeroes at most
+/// [`ZEROED_READ_MAX_BYTES`] of `buf` and `poll_read`s into that. A stream over an OS socket
+/// overrides it (monoio: tokio's `ReadBuf::uninit`; portable: `socket2`'s `recv`).
+pub trait ReadUninit: futures_io::AsyncRead + Unpin {
+    /// Reads what the stream has now into `buf`, which may be uninitialised (see the trait).
+    fn poll_read_uninit(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len().min(ZEROED_READ_MAX_BYTES);
+        let room = zeroed(&mut buf[..len]);
+        let n = std::task::ready!(self.poll_read(cx, room))?;
+        // A `poll_read` over-reporting its count would break the contract the caller's
+        // `set_len` relies on: refuse it rather than pass it on.
+        if n > len {
+            return Poll::Ready(Err(io::Error::other(format!(
+                "a read reported {n} bytes into {len} bytes of room"
+            ))));
+        }
+        Poll::Ready(Ok(n))
+    }
+}
+
+/// Zeroes `buf` and gives it back as initialised bytes.
+fn zeroed(buf: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    for byte in buf.iter_mut() {
+        byte.write(0);
+    }
+    // SAFETY: every element was just written, and `MaybeUninit<u8>` has `u8`'s layout, so
+    // the slice is a valid `[u8]` of the same length, borrowed as `buf` is.
+    unsafe { &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8]) }
+}
+
+/// A connected TCP stream, readable (into uninitialised room too, [`ReadUninit`]) and
+/// writable with the `futures` I/O traits. `poll_close` shuts down the write half, so the
+/// peer reads end of stream.
+pub trait BackendStream: ReadUninit + futures_io::AsyncWrite + Unpin + 'static {}
+
+impl<T: ReadUninit + futures_io::AsyncWrite + Unpin + 'static> BackendStream for T {}
 
 /// A listening TCP socket.
 pub trait BackendListener: 'static {
@@ -357,6 +410,88 @@ pub trait Backend: Clone + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader giving `data` at most `step` bytes a read, or reporting `lie` bytes read.
+    struct Pattern {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+        largest_offer: usize,
+        lie: Option<usize>,
+    }
+
+    impl futures_io::AsyncRead for Pattern {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &mut [u8],
+        ) -> Poll<io::Result<usize>> {
+            self.largest_offer = self.largest_offer.max(buf.len());
+            if let Some(n) = self.lie {
+                return Poll::Ready(Ok(n));
+            }
+            let n = buf.len().min(self.step).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Poll::Ready(Ok(n))
+        }
+    }
+
+    impl ReadUninit for Pattern {}
+
+    fn pattern(data: Vec<u8>, step: usize) -> Pattern {
+        Pattern {
+            data,
+            at: 0,
+            step,
+            largest_offer: 0,
+            lie: None,
+        }
+    }
+
+    fn read_uninit(reader: &mut Pattern, room: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match Pin::new(reader).poll_read_uninit(&mut cx, room) {
+            Poll::Ready(result) => result,
+            Poll::Pending => panic!("a pattern reader is always ready"),
+        }
+    }
+
+    #[test]
+    fn the_default_uninit_read_initialises_exactly_what_it_reports_i199() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut reader = pattern(data.clone(), 70_000);
+        // Room holding stale bytes: a count too large, or bytes not written, would show.
+        let mut room = vec![MaybeUninit::new(0xA5u8); 150_000];
+        let mut got = Vec::new();
+        loop {
+            let n = read_uninit(&mut reader, &mut room).expect("read");
+            assert!(n <= room.len());
+            if n == 0 {
+                break;
+            }
+            // SAFETY: the contract under test: `room[..n]` is initialised.
+            got.extend(room[..n].iter().map(|b| unsafe { b.assume_init() }));
+        }
+        assert!(got == data, "bytes and counts as written");
+        assert_eq!(
+            reader.largest_offer, ZEROED_READ_MAX_BYTES,
+            "the fallback zeroes and offers at most its bound, not the whole room"
+        );
+        // Room smaller than the bound is offered whole.
+        let mut reader = pattern(vec![7; 10], 100);
+        let mut room = [MaybeUninit::new(0xA5u8); 6];
+        assert_eq!(read_uninit(&mut reader, &mut room).expect("read"), 6);
+        assert_eq!(reader.largest_offer, 6);
+    }
+
+    #[test]
+    fn a_default_uninit_read_over_reporting_its_count_is_an_error_i199() {
+        let mut reader = pattern(Vec::new(), 1);
+        reader.lie = Some(9);
+        let mut room = [MaybeUninit::new(0u8); 8];
+        assert!(read_uninit(&mut reader, &mut room).is_err());
+    }
 
     /// A fake `pwritev` into `file` that accepts at most `limit` bytes per call.
     fn fake_pwritev<'f>(

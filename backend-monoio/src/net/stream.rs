@@ -9,14 +9,18 @@
 //! - `poll_write_vectored` is one `writev` of all the slices (a Fetch response in parts costs
 //!   one system call, not one a part); `poll_flush` has nothing to flush; `poll_close` shuts
 //!   down the write half (`shutdown(SHUT_WR)`), so the peer reads end of stream.
+//! - `poll_read_uninit` (I199) is the same `recv` into the caller's uninitialised room
+//!   (tokio's `ReadBuf::uninit`), so a connection's room for a frame is never zeroed.
 //! - Never: blocks the shard's thread, or writes slices out of order.
 
 use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use futures_io::{AsyncRead, AsyncWrite};
+use minikafka_core::backend::ReadUninit;
 use monoio::net::tcp::stream_poll::TcpStreamPoll;
 
 /// A connected TCP stream on a monoio shard.
@@ -49,6 +53,28 @@ impl AsyncRead for MonoioStream {
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let mut read_buf = tokio::io::ReadBuf::new(buf);
+        ready!(tokio::io::AsyncRead::poll_read(
+            Pin::new(&mut self.inner),
+            cx,
+            &mut read_buf
+        ))?;
+        Poll::Ready(Ok(read_buf.filled().len()))
+    }
+}
+
+impl ReadUninit for MonoioStream {
+    /// One `recv` straight into `buf` (I199): nothing is zeroed first.
+    fn poll_read_uninit(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        // SAFETY (of the caller's `set_len`, I199): `ReadBuf::uninit` takes the room as it
+        // is, and a `ReadBuf` only ever counts as filled bytes that were initialised
+        // (`assume_init` is the reader's promise). monoio's poll-io `recv`s into the unfilled
+        // part's raw pointer, never reading it, then marks the `n` bytes the kernel wrote as
+        // initialised and filled; `filled()` is at most the room's length by construction.
+        let mut read_buf = tokio::io::ReadBuf::uninit(buf);
         ready!(tokio::io::AsyncRead::poll_read(
             Pin::new(&mut self.inner),
             cx,

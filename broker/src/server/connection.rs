@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::{select, Either};
-use futures::io::{AsyncReadExt, AsyncWriteExt};
+use futures::io::AsyncWriteExt;
 use minikafka_core::backend::{Backend, BackendListener, BackendStream};
 
 use super::handlers::{self, Outcome};
@@ -54,6 +54,7 @@ use super::sasl::{Authenticator, Inputs, Step};
 use super::send_queue::{ByteBudget, MAX_UNSENT_BYTES};
 use super::session::{KafkaPrincipal, RequestContext};
 use super::shard::{InFlight, ShardState};
+use super::stream_halves;
 use super::throttle_gate::ThrottleGate;
 use crate::metrics::ConnectionError;
 use crate::protocol::{
@@ -167,7 +168,8 @@ async fn serve_stream<B: Backend, S: BackendStream>(
     slot: ConnectionSlot<B>,
 ) {
     let peer = ctx.client_address;
-    let (reader, writer) = stream.split();
+    // Our own halves: `futures::io::split`'s read half would zero each read's room (I199).
+    let (reader, writer) = stream_halves::split(stream);
     // Unbounded, so that an idle connection holds no preallocated slots (a bounded channel
     // of 128 allocates them all up front, I189); the reader bounds it by `unanswered`.
     let (tx, rx) = async_channel::unbounded::<Pending<B>>();
@@ -215,7 +217,7 @@ struct Conn {
 
 async fn read_loop<B: Backend, S: BackendStream>(
     state: &Rc<ShardState<B>>,
-    mut reader: futures::io::ReadHalf<S>,
+    mut reader: stream_halves::ReadHalf<S>,
     tx: async_channel::Sender<Pending<B>>,
     conn: Conn,
 ) {
@@ -629,7 +631,7 @@ fn judge<B: Backend>(
 }
 
 async fn write_loop<B: Backend, S: BackendStream>(
-    mut writer: futures::io::WriteHalf<S>,
+    mut writer: stream_halves::WriteHalf<S>,
     rx: async_channel::Receiver<Pending<B>>,
     unanswered: Rc<ByteBudget>,
     unsent: Rc<ByteBudget>,

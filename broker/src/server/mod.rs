@@ -87,6 +87,7 @@ pub mod session;
 pub mod shard;
 pub mod shard_context;
 pub mod shared;
+pub mod stream_halves;
 pub mod throttle_gate;
 pub mod tls;
 pub mod tls_stream;

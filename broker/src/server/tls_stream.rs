@@ -29,6 +29,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::{AsyncRead, AsyncWrite};
+use minikafka_core::backend::ReadUninit;
 use rustls::ServerConnection;
 
 /// Bytes asked of the socket per read (I188): as [`super::connection`]'s plaintext reads.
@@ -184,6 +185,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
         }
     }
 }
+
+/// The default (zeroing) uninit read (I199): plaintext comes out of rustls's reader, which
+/// writes only into initialised memory on stable Rust.
+impl<S: AsyncRead + AsyncWrite + Unpin> ReadUninit for TlsStream<S> {}
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
     fn poll_write(
