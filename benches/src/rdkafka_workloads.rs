@@ -377,21 +377,10 @@ pub(crate) fn consume_from_start(
 }
 
 /// `count` writes one at a time (each waits for its delivery report before the next is
-/// sent), after `warmup` unmeasured ones; returns each write's latency in ns, ascending.
+/// sent), after `warmup` unmeasured ones, with `extra` producer settings (e.g.
+/// `security.protocol`) after [`producer_config`]'s; returns each write's latency in ns,
+/// ascending.
 pub fn sequential_latency(
-    bootstrap: &str,
-    topic: &str,
-    value_bytes: usize,
-    count: usize,
-    warmup: usize,
-    settings: RdSettings,
-) -> Result<Vec<u64>, BenchError> {
-    sequential_latency_with(bootstrap, topic, value_bytes, count, warmup, settings, &[])
-}
-
-/// As [`sequential_latency`], with `extra` producer settings (e.g. `security.protocol`) after
-/// [`producer_config`]'s.
-pub fn sequential_latency_with(
     bootstrap: &str,
     topic: &str,
     value_bytes: usize,

@@ -52,7 +52,17 @@ impl AsyncRead for MonoioStream {
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        let mut read_buf = tokio::io::ReadBuf::new(buf);
+        self.recv(cx, tokio::io::ReadBuf::new(buf))
+    }
+}
+
+impl MonoioStream {
+    /// One `recv` into `read_buf`'s unfilled part; the count it filled.
+    fn recv(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut read_buf: tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<usize>> {
         ready!(tokio::io::AsyncRead::poll_read(
             Pin::new(&mut self.inner),
             cx,
@@ -74,13 +84,7 @@ impl ReadUninit for MonoioStream {
         // (`assume_init` is the reader's promise). monoio's poll-io `recv`s into the unfilled
         // part's raw pointer, never reading it, then marks the `n` bytes the kernel wrote as
         // initialised and filled; `filled()` is at most the room's length by construction.
-        let mut read_buf = tokio::io::ReadBuf::uninit(buf);
-        ready!(tokio::io::AsyncRead::poll_read(
-            Pin::new(&mut self.inner),
-            cx,
-            &mut read_buf
-        ))?;
-        Poll::Ready(Ok(read_buf.filled().len()))
+        self.recv(cx, tokio::io::ReadBuf::uninit(buf))
     }
 }
 

@@ -29,6 +29,7 @@ pub fn sequential_writes(
             s.sequential_writes,
             200,
             settings,
+            &[],
         )
     })?;
     let params = format!(

@@ -34,7 +34,7 @@ use crate::plots::Series;
 use crate::proc_stats;
 use crate::rdkafka_txn;
 use crate::rdkafka_workloads::{
-    consume_assigned, produce_count, produce_values, sequential_latency_with,
+    consume_assigned, produce_count, produce_values, sequential_latency,
 };
 use crate::report::fmt_figure;
 use crate::security_cost::{self, Protocol};
@@ -594,7 +594,7 @@ fn run_one(
         }
         Workload::Sequential => {
             let before = cpu_now();
-            let samples = sequential_latency_with(
+            let samples = sequential_latency(
                 &bootstrap,
                 &topic,
                 s.sequential_value_bytes,
