@@ -7,7 +7,8 @@
 //! backend, which lost the 2026-12-06 bake-off on every durable and latency row and is no
 //! longer released (docs/perf-log/2026-12-06-glommio-removed.md).
 //!
-//! This crate owns: starting and joining shard runtimes (CPU pinning), the file, directory,
+//! This crate owns: starting and joining shard runtimes (CPU pinning, the CPUs that take the
+//! data disk's interrupts first: [`disk_cpus`]), the file, directory,
 //! TCP, timer and task operations of the trait, and per-shard counters showing which path
 //! each file operation took ([`MonoioBackend::io_stats`]). It owns no storage or protocol
 //! logic: that is core's and the broker's.
@@ -39,6 +40,7 @@
 //! [monoio]: https://docs.rs/monoio/0.2
 #![warn(missing_docs)]
 
+pub mod disk_cpus;
 pub mod file;
 pub mod net;
 mod shards;
@@ -243,6 +245,16 @@ impl Backend for MonoioBackend {
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        shards::run_shards(count, move |shard| main(MonoioBackend::new(shard)))
+        shards::run_shards(count, None, move |shard| main(MonoioBackend::new(shard)))
+    }
+
+    fn run_shards_for_data<F, Fut>(count: usize, data_dir: &Path, main: F) -> io::Result<()>
+    where
+        F: Fn(Self) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        shards::run_shards(count, Some(data_dir), move |shard| {
+            main(MonoioBackend::new(shard))
+        })
     }
 }

@@ -15,10 +15,13 @@
 
 use std::io;
 use std::panic;
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
 use minikafka_core::backend::ShardId;
+
+use crate::disk_cpus;
 
 /// Submission queue entries of each shard's ring (monoio's default; at least 256).
 pub const RING_ENTRIES: u32 = 1024;
@@ -157,7 +160,13 @@ impl Drop for Arrival<'_> {
 
 /// Implements [`minikafka_core::backend::Backend::run_shards`] for
 /// [`MonoioBackend`](crate::MonoioBackend): runs `main(shard)` on each shard's runtime.
-pub(crate) fn run_shards<F, Fut>(shard_count: usize, main: F) -> io::Result<()>
+/// With `data_dir`, the allowed CPUs are taken in the order of [`disk_cpus`]: the CPUs that
+/// took most of that disk's interrupts first, so shard 0 runs where its syncs complete.
+pub(crate) fn run_shards<F, Fut>(
+    shard_count: usize,
+    data_dir: Option<&Path>,
+    main: F,
+) -> io::Result<()>
 where
     F: Fn(ShardId) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -168,7 +177,16 @@ where
             "run_shards needs at least one shard",
         ));
     }
-    let placements = shard_placements(shard_count, &allowed_cpus()?);
+    let mut cpus = allowed_cpus()?;
+    if let Some(counts) = data_dir.and_then(disk_cpus::disk_interrupts_per_cpu) {
+        cpus = disk_cpus::order_by_interrupts(&cpus, &counts);
+        tracing::info!(
+            ?counts,
+            order = ?cpus,
+            "shards pinned first to the CPUs that take the data disk's interrupts"
+        );
+    }
+    let placements = shard_placements(shard_count, &cpus);
     let main = Arc::new(main);
     let gate = Arc::new(Gate::new());
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::TempDir;
-use minikafka_backend_monoio::{allowed_cpus, shard_placements, MonoioBackend};
+use minikafka_backend_monoio::{allowed_cpus, disk_cpus, shard_placements, MonoioBackend};
 use minikafka_core::backend::{Backend, BackendFile, OpenMode, ShardId};
 
 #[test]
@@ -135,5 +135,50 @@ fn spawned_tasks_and_timers_run_on_the_shard() {
     assert_eq!(
         *order.lock().expect("lock"),
         vec!["main", "task", "main after task"]
+    );
+}
+
+/// The CPUs this thread may run on (`sched_getaffinity`).
+fn this_threads_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero `cpu_set_t` is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is valid and writable, and the size passed is its size.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(rc, 0, "sched_getaffinity");
+    (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+        // SAFETY: every index is below the set's capacity.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Started for a data directory, shard 0 is pinned to the allowed CPU that took most of that
+/// disk's interrupts (read here the same way, from this machine's /sys and /proc/interrupts),
+/// or to the first allowed CPU when they are not known. The counts are read before and after
+/// the start: a disk whose interrupts spread evenly over CPUs may change which CPU leads in
+/// between, and either answer is then right.
+#[test]
+fn shard_zero_runs_on_the_cpu_that_takes_the_data_disks_interrupts() {
+    let dir = TempDir::new("disk-cpus");
+    let allowed = allowed_cpus().expect("affinity");
+    let first_cpu = || match disk_cpus::disk_interrupts_per_cpu(dir.path()) {
+        Some(counts) => disk_cpus::order_by_interrupts(&allowed, &counts)[0],
+        None => allowed[0],
+    };
+    let before = first_cpu();
+    let pinned = Arc::new(Mutex::new(None));
+    let pinned_in = Arc::clone(&pinned);
+    MonoioBackend::run_shards_for_data(1, dir.path(), move |_backend| {
+        let pinned = Arc::clone(&pinned_in);
+        async move {
+            *pinned.lock().expect("lock") = Some(this_threads_cpus());
+        }
+    })
+    .expect("one shard starts");
+    let after = first_cpu();
+    let pinned = pinned.lock().expect("lock").take().expect("the shard ran");
+    assert!(
+        pinned == vec![before] || pinned == vec![after],
+        "shard 0 on {pinned:?}, the disk's CPU {before} before the start and {after} after"
     );
 }

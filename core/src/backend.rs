@@ -405,6 +405,18 @@ pub trait Backend: Clone + 'static {
     where
         F: Fn(Self) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static;
+
+    /// [`Backend::run_shards`] for shards whose files live under `data_dir`: a backend that
+    /// pins its shards to CPUs may prefer the CPUs that take that disk's interrupts, so that a
+    /// sync's completion wakes its shard on the same CPU. By default, `run_shards`.
+    fn run_shards_for_data<F, Fut>(count: usize, data_dir: &Path, main: F) -> io::Result<()>
+    where
+        F: Fn(Self) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let _ = data_dir;
+        Self::run_shards(count, main)
+    }
 }
 
 #[cfg(test)]
