@@ -154,18 +154,26 @@ fn this_threads_cpus() -> Vec<usize> {
 
 /// Started for a data directory, shard 0 is pinned to the allowed CPU that took most of that
 /// disk's interrupts (read here the same way, from this machine's /sys and /proc/interrupts),
-/// or to the first allowed CPU when they are not known. The counts are read before and after
-/// the start: a disk whose interrupts spread evenly over CPUs may change which CPU leads in
-/// between, and either answer is then right.
+/// or to the first allowed CPU when they are not known. A disk whose interrupts spread evenly
+/// over CPUs (per-CPU NVMe queues) may change which CPU leads while the shard starts, so the
+/// counts are read before and after, and any CPU within 1 % of the leader's count then is right.
 #[test]
 fn shard_zero_runs_on_the_cpu_that_takes_the_data_disks_interrupts() {
     let dir = TempDir::new("disk-cpus");
     let allowed = allowed_cpus().expect("affinity");
-    let first_cpu = || match disk_cpus::disk_interrupts_per_cpu(dir.path()) {
-        Some(counts) => disk_cpus::order_by_interrupts(&allowed, &counts)[0],
-        None => allowed[0],
+    let leading_cpus = || match disk_cpus::disk_interrupts_per_cpu(dir.path()) {
+        Some(counts) => {
+            let count = |cpu: &usize| counts.get(cpu).copied().unwrap_or(0);
+            let ordered = disk_cpus::order_by_interrupts(&allowed, &counts);
+            let most = count(&ordered[0]);
+            ordered
+                .into_iter()
+                .filter(|cpu| count(cpu) >= most - most / 100)
+                .collect::<Vec<_>>()
+        }
+        None => vec![allowed[0]],
     };
-    let before = first_cpu();
+    let before = leading_cpus();
     let pinned = Arc::new(Mutex::new(None));
     let pinned_in = Arc::clone(&pinned);
     MonoioBackend::run_shards_for_data(1, dir.path(), move |_backend| {
@@ -175,10 +183,10 @@ fn shard_zero_runs_on_the_cpu_that_takes_the_data_disks_interrupts() {
         }
     })
     .expect("one shard starts");
-    let after = first_cpu();
+    let after = leading_cpus();
     let pinned = pinned.lock().expect("lock").take().expect("the shard ran");
     assert!(
-        pinned == vec![before] || pinned == vec![after],
-        "shard 0 on {pinned:?}, the disk's CPU {before} before the start and {after} after"
+        pinned.len() == 1 && (before.contains(&pinned[0]) || after.contains(&pinned[0])),
+        "shard 0 on {pinned:?}, the disk's leading CPUs {before:?} before the start and {after:?} after"
     );
 }
