@@ -138,20 +138,6 @@ fn spawned_tasks_and_timers_run_on_the_shard() {
     );
 }
 
-/// The CPUs this thread may run on (`sched_getaffinity`).
-fn this_threads_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero `cpu_set_t` is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is valid and writable, and the size passed is its size.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    assert_eq!(rc, 0, "sched_getaffinity");
-    (0..8 * std::mem::size_of::<libc::cpu_set_t>())
-        // SAFETY: every index is below the set's capacity.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
-
 /// Started for a data directory, shard 0 is pinned to the allowed CPU that took most of that
 /// disk's interrupts (read here the same way, from this machine's /sys and /proc/interrupts),
 /// or to the first allowed CPU when they are not known. A disk whose interrupts spread evenly
@@ -179,7 +165,8 @@ fn shard_zero_runs_on_the_cpu_that_takes_the_data_disks_interrupts() {
     MonoioBackend::run_shards_for_data(1, dir.path(), move |_backend| {
         let pinned = Arc::clone(&pinned_in);
         async move {
-            *pinned.lock().expect("lock") = Some(this_threads_cpus());
+            // `allowed_cpus` is the calling thread's affinity: here, the shard's pin.
+            *pinned.lock().expect("lock") = Some(allowed_cpus().expect("the shard's affinity"));
         }
     })
     .expect("one shard starts");

@@ -261,8 +261,7 @@ pub fn serve<B: Backend>(
         shutdown,
     ));
     let for_shards = Arc::clone(&shared);
-    let data_dir = shared.config.log_dir.clone();
-    B::run_shards_for_data(num_shards, &data_dir, move |backend| {
+    B::run_shards_for_data(num_shards, &shared.config.log_dir, move |backend| {
         lifecycle::shard_main(backend, Arc::clone(&for_shards))
     })
     .map_err(ServerError::Runtime)?;
